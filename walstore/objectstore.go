@@ -1,0 +1,61 @@
+package walstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/activetier/activetier/metadata"
+)
+
+// ObjectStore is the storage contract the engines are written against: one
+// broker's view of the object store. Writes go to the broker's own AZ's
+// bucket; reads and deletes may address any bucket the store was configured
+// with. Implementations are safe for concurrent use and return errors that
+// match ErrNotFound, ErrAlreadyExists, ErrUnavailable, ErrInvalidRange or
+// ErrUnknownBucket under errors.Is, wrapped with the bucket and key involved.
+type ObjectStore interface {
+	// Local returns the AZ and bucket Put writes to; Key is empty.
+	Local() metadata.ObjectRef
+	// Put stores body under key in the local bucket, only if no object has
+	// that key (S3's If-None-Match: *). An existing key is never
+	// overwritten: Put returns ErrAlreadyExists instead. The store must not
+	// retain body after Put returns.
+	Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error)
+	// GetRange returns exactly length bytes of the object ref names,
+	// starting at offset. length must be positive; a range that does not lie
+	// wholly inside the object is ErrInvalidRange, a missing object
+	// ErrNotFound, a bucket the store was not configured with
+	// ErrUnknownBucket (checked before any request is made).
+	GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error)
+	// Delete removes the objects, batching requests as the backend allows.
+	// Deleting a missing object is not an error.
+	Delete(ctx context.Context, refs []metadata.ObjectRef) error
+	// List returns the objects of bucket whose keys start with prefix, in
+	// no particular order (S3 Express directory buckets do not sort).
+	List(ctx context.Context, bucket, prefix string) ([]ObjectInfo, error)
+}
+
+// ObjectInfo describes a stored object, as returned by ObjectStore.List.
+type ObjectInfo struct {
+	Ref          metadata.ObjectRef
+	Size         int64
+	LastModified time.Time
+}
+
+// Errors of the ObjectStore contract, to be tested with errors.Is.
+var (
+	// ErrNotFound: the object does not exist.
+	ErrNotFound = errors.New("walstore: object not found")
+	// ErrAlreadyExists: a conditional Put found the key taken.
+	ErrAlreadyExists = errors.New("walstore: object already exists")
+	// ErrUnavailable: a transient failure (throttling, 5xx, timeout, the
+	// bucket or its AZ unreachable). The same request may succeed later.
+	ErrUnavailable = errors.New("walstore: object store unavailable")
+	// ErrInvalidRange: a byte range that is empty, negative, or not wholly
+	// inside the object.
+	ErrInvalidRange = errors.New("walstore: invalid byte range")
+	// ErrUnknownBucket: a reference to a bucket the store was not
+	// configured with. No request is made for it.
+	ErrUnknownBucket = errors.New("walstore: bucket not configured")
+)
