@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Runs the whole test suite the way CI does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go vet ./...
+go test -race -count=1 ./...
