@@ -1,0 +1,140 @@
+// Package kafkalog stores activetier's WAL metadata in a Kafka topic: it is a
+// [metadata.Log] on github.com/twmb/franz-go, for brokers that already run
+// Kafka and want KIP-1176's __remote_wal_log_metadata topic rather than a new
+// system.
+//
+// # Guarantees
+//
+//   - An acknowledged Append survives the loss of the partition leader: the
+//     producer requires acks from all in-sync replicas and is idempotent, so a
+//     retried produce is stored once. These are franz-go's defaults; New
+//     refuses client options that change them, a transactional ID, or topic
+//     auto-creation.
+//   - Offsets are Kafka's: dense per partition, because the log never uses
+//     transactions and refuses a compacted topic.
+//   - The partition count is checked, never assumed: the follower-affinity
+//     partitioner routes an entry to partition follower_id % N, so a topic
+//     with another N would send entries where nobody reads them. New returns
+//     a *PartitionCountError instead.
+//   - Nothing is swallowed. A missing topic (ErrTopicNotFound), a wrong
+//     partition count (ErrPartitionCount), a missing ACL (ErrNotAuthorized,
+//     wrapping the broker's kerr error), an unreachable cluster (the dial
+//     error with the seed brokers tried) and records trimmed away
+//     ([metadata.ErrOffsetOutOfRange], with the watermarks) each come back as
+//     an error that names the topic, partition and offset involved.
+//   - Close ends every goroutine and connection the log started, and wakes
+//     reads that are waiting.
+//
+// # Wiring it into a broker
+//
+// Each broker opens one Log at startup with the same Topic and Partitions, and
+// hands it to the engines: the leader side appends one message per metadata
+// partition per flush, the follower side reads the one partition
+// broker_id % Partitions from the offset it last applied, and garbage
+// collection trims what every follower applied. See Example for the calls.
+//
+//	log, err := kafkalog.New(ctx, kafkalog.Config{
+//		SeedBrokers: []string{"kafka-1:9092", "kafka-2:9092"},
+//		ClientOpts:  []kgo.Opt{kgo.SASL(mech), kgo.DialTLSConfig(tlsCfg)},
+//		CreateTopic: true,
+//		ReplicationFactor: 3,
+//		TopicConfigs: map[string]string{"min.insync.replicas": "2"},
+//		Logger:      logger,
+//	})
+//
+// The principal needs, on the topic: Describe, Write and Read; Delete for
+// Trim; DescribeConfigs to let New check the cleanup policy (without it the
+// check is skipped with a warning); Create only with CreateTopic. Kafka before
+// 3.0 also wants IdempotentWrite on the cluster.
+//
+// # Reading without a consumer group
+//
+// Like KIP-405's topic-based metadata manager, the log reads assigned
+// partitions directly: no group, no committed offsets. The follower engine
+// owns its position (the offset after the last entry it applied) and passes
+// it to every Read; after a restart or a truncation it simply reads from
+// elsewhere.
+//
+// Read maps onto one Kafka FetchRequest sent to the partition's leader, with
+// no fetch session: MaxWaitMillis is Config.ReadWait (or less, to meet ctx's
+// deadline) and MinBytes is 1, so the broker itself implements the long
+// poll and answers the moment a record arrives. The alternative, a franz-go
+// consumer per partition (ConsumePartitions, SetOffsets, PauseFetchPartitions),
+// was rejected: it fetches in the background whether or not anyone reads,
+// re-positioning means discarding buffered fetches that may still arrive, and
+// an out-of-range offset becomes an automatic reset rather than the error the
+// Log contract requires. A direct fetch is stateless and exact, and
+// franz-go's ProcessFetchPartition still does the batch decoding, CRC check
+// and decompression.
+//
+// Two details keep it efficient. Each partition read gets a franz-go client
+// of its own, because Kafka answers one connection's requests in order: a
+// long poll on an idle partition would otherwise delay every other
+// partition's fetch. In the design each broker reads one metadata partition,
+// so that is one extra client per broker. And a fetch returns whatever fits
+// in Config.ReadMaxBytes; records beyond the Read's limit are kept, and the
+// next Read from the offset that follows is answered without a round trip.
+// The read-ahead is one fetch response at most, dropped when a Read asks for
+// another offset or this log trims past it. A trim by another process (or by
+// retention) is seen at the next fetch: records already read ahead may still
+// be returned once, as if the Read had happened just before the trim.
+//
+// # Retention
+//
+// New creates the topic with cleanup.policy=delete, retention.ms of one hour
+// (DefaultRetention) and segment.ms of ten minutes (DefaultSegmentRoll),
+// unless Config.TopicConfigs says otherwise.
+//
+// The KIP-1176 thread's worry is size: KIP-405 writes one entry per closed
+// segment, so its metadata topic keeps everything (retention.ms=-1), while
+// WAL metadata gets an entry per partition per flush — with 1 GB segments
+// and 10 KB uploads, 100,000 times as many. A broker leading 1,000
+// partitions with RF=3 and a 250 ms flush publishes about 4,000 entries a
+// second, each to up to two metadata partitions; at some 40 bytes an entry
+// that is over 1 GB an hour per broker, and Kafka's default seven-day
+// retention would keep about 200 GB of it per broker, times the replication
+// factor.
+//
+// Short retention is safe because nothing depends on old entries. An entry
+// is needed until every follower applied it (seconds) and the records are in
+// the followers' logs; garbage collection trims the log at that point, and
+// retention is only the backstop when that does not happen. A follower that
+// comes back after its entries expired gets ErrOffsetOutOfRange and catches
+// up by ordinary replication from the leader's local log, which still has the
+// records. A new leader republishes what followers lack under its own epoch,
+// so failover never reads old entries either. One hour covers a broker
+// restart or a rolling upgrade on the cheap path. segment.ms is set because
+// Kafka deletes whole closed segments only: with its seven-day default, a
+// quiet partition would keep a week of entries whatever retention.ms says.
+//
+// # How many partitions
+//
+// Broker b reads partition b % N, and an entry is written once to the
+// partition of each of its followers (once per partition when followers
+// share one). With N at least the number of brokers, and broker ids that do
+// not collide modulo N, every broker reads only entries for partitions it
+// follows: the least metadata traffic, which matters because a metadata read
+// crosses AZs whenever the metadata partition's leader is elsewhere (the
+// thread's JR8 concern). With fewer partitions, about B/N brokers share each
+// one and each broker reads, then discards, the entries of the others, so
+// read traffic grows by that factor while writes shrink a little (followers
+// that share a partition share a copy).
+//
+// Choose N for the largest cluster you expect: Kafka cannot remove
+// partitions, and adding some changes every broker's b % N, which all
+// brokers and the partitioner must switch to together (New's partition count
+// check stops a broker that has not). KIP-1176's default of 50 suits clusters
+// up to 50 brokers; idle partitions cost Kafka little.
+//
+// # Fencing is not the transport's job
+//
+// The log stores and returns bytes; it knows nothing of leader epochs. The
+// leader engine asks the broker's view of its current epoch before
+// publishing and stops when it is no longer leader, and the follower decides
+// what to apply with package fencing from the epoch-start markers and the
+// publisher epochs inside the messages. A zombie leader can still append to
+// this topic (Kafka's idempotent producer does not fence across processes,
+// and a transactional one would fence per producer ID, not per partition
+// epoch); followers drop what it wrote because fencing says so, not because
+// the topic refused it. So the log provides nothing epoch-specific.
+package kafkalog

@@ -1,0 +1,93 @@
+package kafkalog
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/activetier/activetier/metadata"
+)
+
+// Errors returned by this package, to be tested with errors.Is. Errors that
+// come from a broker also wrap the broker's *kerr.Error, so
+// errors.Is(err, kerr.TopicAuthorizationFailed) works as well. Errors that
+// the metadata.Log contract defines (metadata.ErrClosed,
+// metadata.ErrOffsetOutOfRange, metadata.ErrUnknownPartition) are used as
+// they are.
+var (
+	// ErrInvalidConfig is wrapped by every error New returns for a Config
+	// field; the message names the field.
+	ErrInvalidConfig = errors.New("kafkalog: invalid config")
+	// ErrTopicNotFound means the metadata topic does not exist and
+	// Config.CreateTopic does not allow New to create it, or the topic
+	// was deleted while the log was in use.
+	ErrTopicNotFound = errors.New("kafkalog: metadata topic not found")
+	// ErrPartitionCount means the topic's partition count differs from
+	// Config.Partitions. The error is a *PartitionCountError.
+	ErrPartitionCount = errors.New("kafkalog: metadata topic has the wrong partition count")
+	// ErrTopicConfig means the existing topic is configured in a way the
+	// log cannot work with, such as a compacted cleanup policy.
+	ErrTopicConfig = errors.New("kafkalog: metadata topic misconfigured")
+	// ErrNotAuthorized means a broker refused an operation for lack of an
+	// ACL: describing, creating, writing, reading or deleting records of
+	// the topic, or idempotent writes on the cluster. The message names
+	// the operation, and the broker's error is wrapped too.
+	ErrNotAuthorized = errors.New("kafkalog: not authorized")
+)
+
+// PartitionCountError reports a metadata topic whose partition count
+// disagrees with the count the log (and so the follower-affinity partitioner)
+// was configured with. Entries routed by id % Configured would land in the
+// wrong partitions or in none, so New refuses to continue. Repartitioning a
+// live metadata topic is an operator decision, never automatic.
+type PartitionCountError struct {
+	Topic      string
+	Configured int32
+	Actual     int32
+}
+
+func (e *PartitionCountError) Error() string {
+	return fmt.Sprintf("kafkalog: topic %q has %d partitions, Config.Partitions is %d", e.Topic, e.Actual, e.Configured)
+}
+
+// Is makes errors.Is(err, ErrPartitionCount) true.
+func (e *PartitionCountError) Is(target error) bool { return target == ErrPartitionCount }
+
+func configErr(field, problem string) error {
+	return fmt.Errorf("%w: Config.%s %s", ErrInvalidConfig, field, problem)
+}
+
+// isAuthorization reports whether err carries a broker error that means an
+// ACL is missing.
+func isAuthorization(err error) bool {
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		return false
+	}
+	switch ke {
+	case kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed,
+		kerr.GroupAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed:
+		return true
+	}
+	return false
+}
+
+// classify adds this package's and the metadata package's sentinels to an
+// error from franz-go, so callers need not know Kafka's error codes. what
+// says what the log was doing, for the message.
+func classify(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case isAuthorization(err):
+		return fmt.Errorf("kafkalog: %s: %w: %w", what, ErrNotAuthorized, err)
+	case errors.Is(err, kgo.ErrClientClosed):
+		return fmt.Errorf("kafkalog: %s: %w (%w)", what, metadata.ErrClosed, err)
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+		return fmt.Errorf("kafkalog: %s: %w: %w", what, ErrTopicNotFound, err)
+	}
+	return fmt.Errorf("kafkalog: %s: %w", what, err)
+}

@@ -1,0 +1,262 @@
+package kafkalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/activetier/activetier/metadata"
+)
+
+// reader reads one partition with direct fetch requests on a client of its
+// own. The client matters: Kafka answers the requests of one connection in
+// order, so a long poll on an idle partition would hold up every other
+// partition's fetch if they shared a connection.
+type reader struct {
+	partition int32
+	cl        *kgo.Client
+
+	// turn is held (a value sent) by the Read fetching for this
+	// partition; a channel rather than a mutex so waiting honors ctx.
+	// It guards leader and topicID.
+	turn    chan struct{}
+	leader  int32 // -1 until looked up, and after a leadership error
+	topicID [16]byte
+
+	mu sync.Mutex // guards ahead and low
+	// ahead holds the records of the last fetch beyond what Read
+	// returned, in offset order, so that the next Read from where the
+	// last one stopped needs no round trip. It references the fetch
+	// response's buffer until it is drained or dropped.
+	ahead []*kgo.Record
+	// low is the highest offset this log trimmed the partition to;
+	// ahead is never served below it.
+	low int64
+}
+
+// existingReader returns the partition's reader if it was read before.
+func (l *Log) existingReader(partition int32) *reader {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.readers[partition]
+}
+
+// reader returns the partition's reader, creating it and its client on first
+// use. franz-go connects lazily, so creating the client costs no round trip.
+func (l *Log) reader(partition int32) (*reader, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return nil, metadata.ErrClosed
+	}
+	if r := l.readers[partition]; r != nil {
+		return r, nil
+	}
+	cl, err := kgo.NewClient(l.cfg.clientOpts()...)
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{partition: partition, cl: cl, turn: make(chan struct{}, 1), leader: -1}
+	l.readers[partition] = r
+	return r, nil
+}
+
+// Read returns up to limit records of partition from offset from. When there
+// are none yet, it long-polls: the broker holds the fetch until a record
+// arrives or Config.ReadWait (or ctx's deadline, if sooner) passes, and Read
+// then returns an empty slice and a nil error.
+//
+// Read issues one Kafka FetchRequest per call, without a consumer group or
+// fetch session, so every call is positioned exactly at from; the records a
+// fetch returned beyond limit are kept for a following Read from the next
+// offset. Reads of one partition take turns; reads of different partitions
+// do not wait for each other.
+//
+// Reading below the partition's log start offset, or past its high
+// watermark, returns an error wrapping metadata.ErrOffsetOutOfRange that
+// gives the watermarks. A partition leader change is retried with fresh
+// metadata. Each record's Value is a copy owned by the caller; the values of
+// one Read share one allocation.
+func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) ([]metadata.Record, error) {
+	if err := l.check(ctx, partition, "read"); err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("read partition %d of topic %q from offset %d", partition, l.cfg.Topic, from)
+	if limit <= 0 {
+		return nil, fmt.Errorf("kafkalog: %s: max is %d, must be positive", what, limit)
+	}
+	if from < 0 {
+		return nil, fmt.Errorf("kafkalog: %s: %w: offsets start at 0", what, metadata.ErrOffsetOutOfRange)
+	}
+	r, err := l.reader(partition)
+	if err != nil {
+		return nil, l.opErr(ctx, err, what)
+	}
+	select {
+	case r.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("kafkalog: %s: %w", what, ctx.Err())
+	}
+	defer func() { <-r.turn }()
+	if l.closed.Load() {
+		return nil, fmt.Errorf("kafkalog: %s: %w", what, metadata.ErrClosed)
+	}
+
+	if recs := r.takeAhead(from, limit); recs != nil {
+		return recs, nil
+	}
+	var recs []metadata.Record
+	err = retry(ctx, func() error {
+		var ferr error
+		recs, ferr = l.fetch(ctx, r, from, limit)
+		if isRetriable(ferr) {
+			r.leader = -1
+		}
+		return ferr
+	})
+	if errors.Is(err, kerr.OffsetOutOfRange) {
+		return nil, l.outOfRange(ctx, partition, from, what)
+	}
+	if err != nil {
+		return nil, l.opErr(ctx, err, what)
+	}
+	return recs, nil
+}
+
+// fetch sends one FetchRequest for the reader's partition to its leader and
+// returns up to limit records, keeping the rest in r.ahead.
+func (l *Log) fetch(ctx context.Context, r *reader, from int64, limit int) ([]metadata.Record, error) {
+	if r.leader < 0 {
+		info, err := topicMetadata(ctx, r.cl, l.cfg.Topic)
+		if err != nil {
+			return nil, err
+		}
+		if int(r.partition) >= len(info.leaders) {
+			return nil, fmt.Errorf("%w: topic now has %d partitions", kerr.UnknownTopicOrPartition, len(info.leaders))
+		}
+		if info.leaders[r.partition] < 0 {
+			return nil, kerr.LeaderNotAvailable
+		}
+		r.leader, r.topicID = info.leaders[r.partition], info.id
+	}
+
+	wait := l.cfg.ReadWait
+	if deadline, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(deadline))
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis = int32(max(wait, 0).Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = l.cfg.ReadMaxBytes
+	rt := kmsg.NewFetchRequestTopic()
+	// Both name and ID: the request version negotiated with the broker
+	// decides which one is sent (IDs from Kafka 3.1, fetch v13).
+	rt.Topic = l.cfg.Topic
+	rt.TopicID = r.topicID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = r.partition
+	rp.FetchOffset = from
+	rp.PartitionMaxBytes = l.cfg.ReadMaxBytes
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+
+	kresp, err := r.cl.Broker(int(r.leader)).Request(ctx, req)
+	if err != nil {
+		// The broker may be gone; look the leader up again next time.
+		r.leader = -1
+		return nil, err
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	for i := range resp.Topics {
+		for j := range resp.Topics[i].Partitions {
+			p := &resp.Topics[i].Partitions[j]
+			if p.Partition != r.partition {
+				continue
+			}
+			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+				Offset:    from,
+				Topic:     l.cfg.Topic,
+				Partition: r.partition,
+			}, p, l.decompressor, nil)
+			if fp.Err != nil {
+				return nil, fp.Err
+			}
+			return r.keep(fp.Records, limit), nil
+		}
+	}
+	return nil, fmt.Errorf("fetch response from broker %d omitted the partition", r.leader)
+}
+
+// keep returns the first limit of recs as metadata records and stores the
+// rest as the read-ahead.
+func (r *reader) keep(recs []*kgo.Record, limit int) []metadata.Record {
+	n := min(limit, len(recs))
+	r.mu.Lock()
+	r.ahead = recs[n:]
+	r.mu.Unlock()
+	return r.convert(recs[:n])
+}
+
+// takeAhead returns up to limit read-ahead records starting at from, or nil if
+// the read-ahead does not hold from. A Read elsewhere drops the read-ahead:
+// the reader follows its caller's position.
+func (r *reader) takeAhead(from int64, limit int) []metadata.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.ahead) == 0 {
+		return nil
+	}
+	i := int(from - r.ahead[0].Offset)
+	if from < r.low || i < 0 || i >= len(r.ahead) || r.ahead[i].Offset != from {
+		r.ahead = nil
+		return nil
+	}
+	n := min(limit, len(r.ahead)-i)
+	out := r.convert(r.ahead[i : i+n])
+	r.ahead = r.ahead[i+n:]
+	return out
+}
+
+// trimmed records that this log trimmed the partition to before, so that
+// the read-ahead no longer serves records below it.
+func (r *reader) trimmed(before int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.low = max(r.low, before)
+}
+
+// convert copies recs into metadata records whose values share one new
+// allocation, so that no record retains the fetch response.
+func (r *reader) convert(recs []*kgo.Record) []metadata.Record {
+	size := 0
+	for _, rec := range recs {
+		size += len(rec.Value)
+	}
+	slab := make([]byte, 0, size)
+	out := make([]metadata.Record, len(recs))
+	for i, rec := range recs {
+		start := len(slab)
+		slab = append(slab, rec.Value...)
+		out[i] = metadata.Record{Partition: r.partition, Offset: rec.Offset, Value: slab[start:len(slab):len(slab)]}
+	}
+	return out
+}
+
+// outOfRange builds the error for a fetch the broker refused as out of
+// range, naming the watermarks so the caller knows where to resume.
+func (l *Log) outOfRange(ctx context.Context, partition int32, from int64, what string) error {
+	low, high, err := l.watermarks(ctx, partition)
+	if err != nil {
+		return fmt.Errorf("kafkalog: %s: %w (watermarks unavailable: %v)", what, metadata.ErrOffsetOutOfRange, err)
+	}
+	return fmt.Errorf("kafkalog: %s: %w: partition holds offsets [%d, %d)", what, metadata.ErrOffsetOutOfRange, low, high)
+}
