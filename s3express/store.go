@@ -1,0 +1,615 @@
+package s3express
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultConcurrency    = 64
+	DefaultRequestTimeout = 10 * time.Second
+)
+
+// S3 limits the store checks before sending anything.
+const (
+	maxKeyBytes      = 1024
+	maxDeleteObjects = 1000
+)
+
+// SSE selects the server-side encryption Put asks for.
+type SSE int
+
+const (
+	// SSES3 sends x-amz-server-side-encryption: AES256 (S3-managed keys).
+	// It is the default, and what directory buckets use unless configured
+	// for KMS.
+	SSES3 SSE = iota
+	// SSEKMS sends aws:kms with Options.KMSKeyID (empty: the bucket's
+	// default key) and S3 Bucket Keys enabled, which keeps KMS requests,
+	// and their cost, per bucket instead of per object. A directory
+	// bucket accepts only the KMS key of its default encryption
+	// configuration.
+	SSEKMS
+	// SSEBucketDefault sends no encryption header, leaving the choice to
+	// the bucket's default encryption. For S3-compatible servers that
+	// reject the header; AWS buckets always encrypt by default.
+	SSEBucketDefault
+)
+
+// String names the mode as in configuration files and flags.
+func (m SSE) String() string {
+	switch m {
+	case SSES3:
+		return "sse-s3"
+	case SSEKMS:
+		return "sse-kms"
+	case SSEBucketDefault:
+		return "bucket-default"
+	}
+	return fmt.Sprintf("SSE(%d)", int(m))
+}
+
+// Options configures a Store. Buckets and LocalAZ are required; every other
+// field has a default suited to S3 Express One Zone on AWS.
+type Options struct {
+	// Buckets maps each AZ id of the deployment ("use1-az4") to its
+	// bucket. A directory bucket's name ("base--use1-az4--x-s3") must
+	// embed the AZ id it is mapped from; standard (general purpose) bucket
+	// names may be mapped from any AZ name. Every broker of a deployment
+	// must use the same map: object references carry the AZ and bucket,
+	// and a store reads only the buckets it knows.
+	Buckets map[string]string
+	// LocalAZ is this broker's AZ: Put writes to Buckets[LocalAZ].
+	LocalAZ string
+	// KeyPrefix is prepended to every key on the wire and stripped from
+	// keys in references and listings, so that several deployments can
+	// share buckets. Like Buckets, it must be the same for every broker of
+	// a deployment. With directory buckets end it in "/": S3 Express
+	// lists only "/"-terminated prefixes efficiently.
+	KeyPrefix string
+
+	// Concurrency is how many requests the caller keeps in flight per
+	// bucket (uploads plus fetches). It sizes the pool of idle connections
+	// per host, so that connections are reused instead of dialled again:
+	// a TCP and TLS handshake costs more than an S3 Express GET. Zero
+	// means DefaultConcurrency.
+	Concurrency int
+	// RequestTimeout bounds each HTTP attempt, reading the response body
+	// included; an attempt that times out is retried by the SDK's
+	// retryer. Zero means DefaultRequestTimeout. It and Concurrency tune
+	// the store's own HTTP client, built from aws.Config.HTTPClient when
+	// that is nil or an *awshttp.BuildableClient; any other HTTP client is
+	// used as given.
+	RequestTimeout time.Duration
+
+	// SSE is the server-side encryption Put asks for (default SSES3).
+	SSE SSE
+	// KMSKeyID is the KMS key id or ARN for SSEKMS; it must be empty
+	// otherwise.
+	KMSKeyID string
+	// Checksum is the checksum S3 verifies on upload:
+	// types.ChecksumAlgorithmCrc32 (the default, and S3 Express's own) or
+	// types.ChecksumAlgorithmCrc32c. Both are hardware-accelerated.
+	// Downloads are verified by the combined-object format's own
+	// per-section checksums, since S3 has no checksum for a byte range.
+	Checksum types.ChecksumAlgorithm
+
+	// S3Compatible configures the client for an S3-compatible server
+	// (versitygw, MinIO, ...) at aws.Config.BaseEndpoint instead of AWS:
+	// path-style addressing, and for directory bucket names no S3 Express
+	// CreateSession and SigV4 signing as service "s3". Never set it for
+	// AWS: S3 Express needs virtual-hosted addressing and session auth.
+	S3Compatible bool
+
+	// ClientOptions are passed to s3.NewFromConfig after the store's own,
+	// so they can override them (endpoint, retryer, HTTP client, ...).
+	ClientOptions []func(*s3.Options)
+}
+
+// bucket is one configured bucket.
+type bucket struct {
+	az   string
+	kind bucketKind
+}
+
+// Store is a walstore.ObjectStore on Amazon S3: S3 Express One Zone
+// directory buckets, one per AZ, or standard buckets, or an S3-compatible
+// server. It is safe for concurrent use.
+type Store struct {
+	client    *s3.Client
+	local     metadata.ObjectRef
+	buckets   map[string]bucket // by bucket name
+	prefix    string
+	checksum  types.ChecksumAlgorithm
+	sse       SSE
+	kmsKeyID  string
+	transport *http.Transport // nil when the caller supplied the HTTP client
+}
+
+var _ walstore.ObjectStore = (*Store)(nil)
+
+// New returns a Store that makes its requests with an S3 client built from
+// cfg, which carries the region and credentials (load it with
+// config.LoadDefaultConfig). It validates opts and makes no request.
+func New(cfg aws.Config, opts Options) (*Store, error) {
+	s, err := newStore(opts)
+	if err != nil {
+		return nil, err
+	}
+	concurrency := orDefault(opts.Concurrency, DefaultConcurrency)
+	timeout := orDefault(opts.RequestTimeout, DefaultRequestTimeout)
+	var httpClient aws.HTTPClient
+	httpClient, s.transport = tunedHTTPClient(cfg.HTTPClient, concurrency, len(s.buckets), timeout)
+
+	clientOpts := []func(*s3.Options){func(o *s3.Options) {
+		o.HTTPClient = httpClient
+		// Expect: 100-continue costs a round trip on every PUT above 2 MB
+		// to save sending a body that is refused, which for if-absent
+		// writes of fresh keys is rare; some S3-compatible servers never
+		// answer it, stalling each PUT for the transport's timeout.
+		o.ContinueHeaderThresholdBytes = -1
+	}}
+	if opts.S3Compatible {
+		clientOpts = append(clientOpts, func(o *s3.Options) {
+			o.UsePathStyle = true
+			o.DisableS3ExpressSessionAuth = aws.Bool(true)
+		}, s3.WithSigV4SigningName("s3"))
+	}
+	clientOpts = append(clientOpts, opts.ClientOptions...)
+	clientOpts = append(clientOpts, func(o *s3.Options) {
+		// S3 answers 409 ConditionalRequestConflict when another
+		// conditional write of the key is in flight; a retry sees it
+		// settled (412, or success if that write failed).
+		o.Retryer = retry.AddWithErrorCodes(o.Retryer, "ConditionalRequestConflict")
+	})
+	s.client = s3.NewFromConfig(cfg, clientOpts...)
+	return s, nil
+}
+
+// newStore validates opts into a Store without a client.
+func newStore(opts Options) (*Store, error) {
+	if len(opts.Buckets) == 0 {
+		return nil, errors.New("s3express: Options.Buckets is empty; map each AZ id to its bucket")
+	}
+	s := &Store{
+		buckets:  make(map[string]bucket, len(opts.Buckets)),
+		prefix:   opts.KeyPrefix,
+		checksum: opts.Checksum,
+		sse:      opts.SSE,
+		kmsKeyID: opts.KMSKeyID,
+	}
+	for _, az := range slices.Sorted(maps.Keys(opts.Buckets)) {
+		name := opts.Buckets[az]
+		if az == "" || strings.TrimSpace(az) != az {
+			return nil, fmt.Errorf("s3express: Options.Buckets: AZ id %q (bucket %q) must be non-empty without surrounding space", az, name)
+		}
+		kind, bucketAZ, err := parseBucketName(name)
+		if err != nil {
+			return nil, fmt.Errorf("s3express: Options.Buckets[%q]: %w", az, err)
+		}
+		if kind == directoryBucket && bucketAZ != az {
+			return nil, fmt.Errorf("s3express: Options.Buckets[%q]: directory bucket %q is in AZ %q, not %q", az, name, bucketAZ, az)
+		}
+		if other, dup := s.buckets[name]; dup {
+			return nil, fmt.Errorf("s3express: Options.Buckets: bucket %q is mapped from both %q and %q; each AZ needs its own", name, other.az, az)
+		}
+		s.buckets[name] = bucket{az: az, kind: kind}
+	}
+	localBucket, ok := opts.Buckets[opts.LocalAZ]
+	if !ok {
+		return nil, fmt.Errorf("s3express: Options.LocalAZ %q is not a key of Options.Buckets (%s)", opts.LocalAZ, strings.Join(slices.Sorted(maps.Keys(opts.Buckets)), ", "))
+	}
+	s.local = metadata.ObjectRef{AZ: opts.LocalAZ, Bucket: localBucket}
+	if !utf8.ValidString(opts.KeyPrefix) || len(opts.KeyPrefix) >= maxKeyBytes {
+		return nil, fmt.Errorf("s3express: Options.KeyPrefix %q must be valid UTF-8 and shorter than %d bytes", opts.KeyPrefix, maxKeyBytes)
+	}
+	if opts.Concurrency < 0 {
+		return nil, fmt.Errorf("s3express: Options.Concurrency %d is negative", opts.Concurrency)
+	}
+	if opts.RequestTimeout < 0 {
+		return nil, fmt.Errorf("s3express: Options.RequestTimeout %v is negative", opts.RequestTimeout)
+	}
+	switch opts.SSE {
+	case SSES3, SSEBucketDefault:
+		if opts.KMSKeyID != "" {
+			return nil, fmt.Errorf("s3express: Options.KMSKeyID is set but Options.SSE is %v; set SSE to SSEKMS", opts.SSE)
+		}
+	case SSEKMS:
+	default:
+		return nil, fmt.Errorf("s3express: Options.SSE %v is not SSES3, SSEKMS or SSEBucketDefault", opts.SSE)
+	}
+	switch opts.Checksum {
+	case "":
+		s.checksum = types.ChecksumAlgorithmCrc32
+	case types.ChecksumAlgorithmCrc32, types.ChecksumAlgorithmCrc32c:
+	default:
+		return nil, fmt.Errorf("s3express: Options.Checksum %q is not CRC32 or CRC32C", opts.Checksum)
+	}
+	return s, nil
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// tunedHTTPClient derives the store's HTTP client from the one in
+// aws.Config. A BuildableClient (what config.LoadDefaultConfig puts there)
+// contributes its transport settings (proxy, TLS roots, dialer); any other
+// client is the caller's to tune and is returned unchanged, with a nil
+// transport.
+func tunedHTTPClient(base aws.HTTPClient, concurrency, buckets int, timeout time.Duration) (aws.HTTPClient, *http.Transport) {
+	var tr *http.Transport
+	switch b := base.(type) {
+	case nil:
+		tr = awshttp.NewBuildableClient().GetTransport()
+	case *awshttp.BuildableClient:
+		tr = b.GetTransport()
+	default:
+		return base, nil
+	}
+	// Directory buckets are each their own host; path-style endpoints
+	// share one, which the per-host limit then bounds.
+	tr.MaxIdleConnsPerHost = concurrency
+	tr.MaxIdleConns = concurrency * buckets
+	// Object bodies are megabytes: larger buffers mean fewer syscalls.
+	tr.WriteBufferSize = 64 << 10
+	tr.ReadBufferSize = 64 << 10
+	// Ranges must arrive as stored bytes, never transparently decoded.
+	tr.DisableCompression = true
+	return &http.Client{
+		Transport: tr,
+		Timeout:   timeout,
+		// The SDK handles S3's redirects (wrong region) as errors.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}, tr
+}
+
+// Client returns the S3 client the store uses, for operations outside the
+// ObjectStore contract (creating buckets, lifecycle rules).
+func (s *Store) Client() *s3.Client { return s.client }
+
+// CloseIdleConnections closes the idle connections of the store's own HTTP
+// transport. The store stays usable: later requests dial again. Call it
+// when the store is no longer needed, so the transport's connection
+// goroutines end. It does nothing for an HTTP client the caller supplied.
+func (s *Store) CloseIdleConnections() {
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
+}
+
+// Local returns the AZ and bucket Put writes to.
+func (s *Store) Local() metadata.ObjectRef { return s.local }
+
+// Put stores body under key in the local AZ's bucket, only if the key is
+// free (If-None-Match: *): a taken key is walstore.ErrAlreadyExists and
+// the object is left as it was. The returned reference carries key as
+// given; the wire key is Options.KeyPrefix + key. body is streamed as is,
+// without a copy; the SDK's request body wrapper stops all reads from it
+// before Put returns, even when the server answers before reading it all.
+func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
+	ref := s.local
+	ref.Key = key
+	if err := s.checkKey("Put", ref.Bucket, key); err != nil {
+		return metadata.ObjectRef{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return metadata.ObjectRef{}, &Error{Op: "Put", Bucket: ref.Bucket, Key: key, Err: err}
+	}
+	in := &s3.PutObjectInput{
+		Bucket:            aws.String(ref.Bucket),
+		Key:               aws.String(s.prefix + key),
+		Body:              bytes.NewReader(body),
+		ContentLength:     aws.Int64(int64(len(body))),
+		IfNoneMatch:       aws.String("*"),
+		ChecksumAlgorithm: s.checksum,
+	}
+	switch s.sse {
+	case SSES3:
+		in.ServerSideEncryption = types.ServerSideEncryptionAes256
+	case SSEKMS:
+		in.ServerSideEncryption = types.ServerSideEncryptionAwsKms
+		in.BucketKeyEnabled = aws.Bool(true)
+		if s.kmsKeyID != "" {
+			in.SSEKMSKeyId = aws.String(s.kmsKeyID)
+		}
+	}
+	if _, err := s.client.PutObject(ctx, in); err != nil {
+		return metadata.ObjectRef{}, requestError(ctx, "Put", ref.Bucket, key, err)
+	}
+	return ref, nil
+}
+
+// GetRange reads bytes [offset, offset+length) of the object ref names
+// with one ranged GET. It checks the range's arguments and that the store
+// knows ref's bucket before making any request. A range that is not wholly
+// inside the object is walstore.ErrInvalidRange: S3 answers a range that
+// starts inside the object but ends past it with the shorter range, which
+// GetRange refuses rather than return fewer bytes.
+func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+	const op = "GetRange"
+	if length <= 0 || offset < 0 || offset > maxInt64-length {
+		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrInvalidRange,
+			Err: fmt.Errorf("offset %d, length %d: want offset >= 0, length > 0 and no overflow", offset, length)}
+	}
+	if err := s.checkRef(op, ref); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Err: err}
+	}
+	last := offset + length - 1
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{
+		Bucket: aws.String(ref.Bucket),
+		Key:    aws.String(s.prefix + ref.Key),
+		Range:  aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-" + strconv.FormatInt(last, 10)),
+	})
+	if err != nil {
+		return nil, requestError(ctx, op, ref.Bucket, ref.Key, err)
+	}
+	defer out.Body.Close()
+	if err := checkRange(out, offset, length); err != nil {
+		err.Op, err.Bucket, err.Key = op, ref.Bucket, ref.Key
+		return nil, err
+	}
+	buf := make([]byte, length)
+	if n, err := io.ReadFull(out.Body, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, requestError(ctx, op, ref.Bucket, ref.Key,
+			fmt.Errorf("response body ended after %d of %d bytes: %w", n, length, err))
+	}
+	return buf, nil
+}
+
+const maxInt64 = 1<<63 - 1
+
+// checkRange checks that a GET response holds exactly the requested range.
+func checkRange(out *s3.GetObjectOutput, offset, length int64) *Error {
+	contentLength := aws.ToInt64(out.ContentLength)
+	cr := aws.ToString(out.ContentRange)
+	if cr == "" {
+		// The server sent the whole object (200): acceptable only if the
+		// whole object is the range.
+		switch {
+		case out.ContentLength != nil && contentLength < offset+length:
+			return &Error{Kind: walstore.ErrInvalidRange, Err: fmt.Errorf("object is %d bytes, range ends at %d", contentLength, offset+length)}
+		case offset == 0 && contentLength == length:
+			return nil
+		}
+		return &Error{Err: fmt.Errorf("server ignored the Range header (no Content-Range, Content-Length %d)", contentLength)}
+	}
+	start, end, size, err := parseContentRange(cr)
+	if err != nil {
+		return &Error{Err: err}
+	}
+	switch {
+	case start != offset:
+		return &Error{Err: fmt.Errorf("server returned range %q for a range starting at %d", cr, offset)}
+	case end < offset+length-1:
+		return &Error{Kind: walstore.ErrInvalidRange, Err: fmt.Errorf("object is %d bytes, range ends at %d", size, offset+length)}
+	case end != offset+length-1 || out.ContentLength != nil && contentLength != length:
+		return &Error{Err: fmt.Errorf("server returned range %q with Content-Length %d for %d bytes at %d", cr, contentLength, length, offset)}
+	}
+	return nil
+}
+
+// parseContentRange parses "bytes first-last/size" (size may be "*", -1).
+func parseContentRange(s string) (first, last, size int64, err error) {
+	spec, ok := strings.CutPrefix(s, "bytes ")
+	rng, total, ok2 := strings.Cut(spec, "/")
+	a, b, ok3 := strings.Cut(rng, "-")
+	if !ok || !ok2 || !ok3 {
+		return 0, 0, 0, fmt.Errorf("malformed Content-Range %q", s)
+	}
+	if first, err = strconv.ParseInt(a, 10, 64); err == nil {
+		last, err = strconv.ParseInt(b, 10, 64)
+	}
+	if err == nil {
+		size = -1
+		if total != "*" {
+			size, err = strconv.ParseInt(total, 10, 64)
+		}
+	}
+	if err != nil || first < 0 || last < first {
+		return 0, 0, 0, fmt.Errorf("malformed Content-Range %q", s)
+	}
+	return first, last, size, nil
+}
+
+// Delete removes the objects refs name, grouped per bucket into
+// DeleteObjects requests of up to 1000 keys. Every ref is checked before
+// any request. Missing objects are not errors. A failed request stops the
+// deletes of its bucket, not of the others; keys S3 could not delete are
+// reported, at most ten of them by name (the rest counted).
+func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
+	const op = "Delete"
+	perBucket := map[string][]string{}
+	seen := map[metadata.ObjectRef]bool{}
+	for _, ref := range refs {
+		if err := s.checkRef(op, ref); err != nil {
+			return err
+		}
+		if err := s.checkKey(op, ref.Bucket, ref.Key); err != nil {
+			return err
+		}
+		k := metadata.ObjectRef{Bucket: ref.Bucket, Key: ref.Key}
+		if !seen[k] {
+			seen[k] = true
+			perBucket[ref.Bucket] = append(perBucket[ref.Bucket], s.prefix+ref.Key)
+		}
+	}
+	if len(perBucket) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: op, Bucket: refs[0].Bucket, Key: refs[0].Key, Err: err}
+	}
+	var errs []error
+	for _, b := range slices.Sorted(maps.Keys(perBucket)) {
+		keys := perBucket[b]
+		for batch := range slices.Chunk(keys, maxDeleteObjects) {
+			failed, err := s.deleteBatch(ctx, b, batch)
+			errs = append(errs, failed...)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// maxReportedKeys bounds how many per-key DeleteObjects failures are
+// reported by name.
+const maxReportedKeys = 10
+
+// deleteBatch sends one DeleteObjects request. err is the request's
+// failure; failed are the keys S3 reported it could not delete.
+func (s *Store) deleteBatch(ctx context.Context, bucketName string, keys []string) (failed []error, err error) {
+	ids := make([]types.ObjectIdentifier, len(keys))
+	for i := range keys {
+		ids[i] = types.ObjectIdentifier{Key: &keys[i]}
+	}
+	out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+		Bucket:            aws.String(bucketName),
+		Delete:            &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+		ChecksumAlgorithm: s.checksum,
+	})
+	if err != nil {
+		return nil, requestError(ctx, "Delete", bucketName, strings.TrimPrefix(keys[0], s.prefix),
+			fmt.Errorf("DeleteObjects of %d keys from this one on: %w", len(keys), err))
+	}
+	requestID, _ := awsmiddleware.GetRequestIDMetadata(out.ResultMetadata)
+	var unreported int
+	for _, e := range out.Errors {
+		code := aws.ToString(e.Code)
+		if code == "NoSuchKey" {
+			continue
+		}
+		if len(failed) == maxReportedKeys {
+			unreported++
+			continue
+		}
+		failed = append(failed, &Error{
+			Op: "Delete", Bucket: bucketName, Key: strings.TrimPrefix(aws.ToString(e.Key), s.prefix),
+			Code: code, RequestID: requestID, Kind: classifyCode(code),
+			Err: fmt.Errorf("%s: %s", code, aws.ToString(e.Message)),
+		})
+	}
+	if unreported > 0 {
+		failed = append(failed, fmt.Errorf("s3express: Delete %s: %d more keys could not be deleted", bucketName, unreported))
+	}
+	return failed, nil
+}
+
+// List returns the objects of bucket whose keys (without
+// Options.KeyPrefix) start with prefix, in no particular order: S3 Express
+// directory buckets do not sort their listings. It follows continuation
+// tokens to the end. For a directory bucket, a prefix that does not end in
+// "/" is listed from its last "/" and filtered here, since S3 Express lists
+// only "/"-terminated prefixes.
+func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore.ObjectInfo, error) {
+	const op = "List"
+	b, ok := s.buckets[bucketName]
+	if !ok {
+		return nil, s.unknownBucket(op, bucketName, prefix)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Op: op, Bucket: bucketName, Key: prefix, Err: err}
+	}
+	full := s.prefix + prefix
+	listPrefix := full
+	if b.kind == directoryBucket && !strings.HasSuffix(full, "/") {
+		listPrefix = full[:strings.LastIndex(full, "/")+1]
+	}
+	in := &s3.ListObjectsV2Input{Bucket: aws.String(bucketName)}
+	if listPrefix != "" {
+		in.Prefix = aws.String(listPrefix)
+	}
+	var infos []walstore.ObjectInfo
+	pages := s3.NewListObjectsV2Paginator(s.client, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, requestError(ctx, op, bucketName, prefix, err)
+		}
+		for _, obj := range page.Contents {
+			key := aws.ToString(obj.Key)
+			if !strings.HasPrefix(key, full) {
+				continue
+			}
+			infos = append(infos, walstore.ObjectInfo{
+				Ref:          metadata.ObjectRef{AZ: b.az, Bucket: bucketName, Key: key[len(s.prefix):]},
+				Size:         aws.ToInt64(obj.Size),
+				LastModified: aws.ToTime(obj.LastModified),
+			})
+		}
+	}
+	return infos, nil
+}
+
+// checkRef refuses references to buckets the store was not configured
+// with, or to a configured bucket under another AZ's name.
+func (s *Store) checkRef(op string, ref metadata.ObjectRef) error {
+	b, ok := s.buckets[ref.Bucket]
+	if !ok {
+		return s.unknownBucket(op, ref.Bucket, ref.Key)
+	}
+	if ref.AZ != "" && ref.AZ != b.az {
+		return &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrUnknownBucket,
+			Err: fmt.Errorf("the reference names AZ %q, but the bucket is configured for AZ %q", ref.AZ, b.az)}
+	}
+	return nil
+}
+
+func (s *Store) unknownBucket(op, bucketName, key string) error {
+	return &Error{Op: op, Bucket: bucketName, Key: key, Kind: walstore.ErrUnknownBucket,
+		Err: fmt.Errorf("configured buckets are %s", strings.Join(slices.Sorted(maps.Keys(s.buckets)), ", "))}
+}
+
+// checkKey refuses keys S3 would reject, before any request.
+func (s *Store) checkKey(op, bucketName, key string) error {
+	var why string
+	switch {
+	case key == "":
+		why = "empty key"
+	case !utf8.ValidString(key):
+		why = "key is not valid UTF-8"
+	case len(s.prefix)+len(key) > maxKeyBytes:
+		why = fmt.Sprintf("key is %d bytes with the key prefix; S3 allows %d", len(s.prefix)+len(key), maxKeyBytes)
+	default:
+		return nil
+	}
+	return &Error{Op: op, Bucket: bucketName, Key: key, Kind: ErrInvalidKey, Err: errors.New(why)}
+}
