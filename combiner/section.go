@@ -1,0 +1,101 @@
+package combiner
+
+import (
+	"github.com/activetier/activetier/metadata"
+)
+
+// Batch is one opaque record batch of one partition (for example a Kafka
+// RecordBatch) together with the facts the format indexes: the record
+// leader epoch and the inclusive offset range and largest timestamp of the
+// batch's records. The combiner never looks inside Data.
+type Batch struct {
+	Epoch        int32
+	FirstOffset  int64
+	LastOffset   int64
+	MaxTimestamp int64
+	Data         []byte
+}
+
+// SectionInput is one section to encode: whole batches of one partition,
+// all of one epoch, in offset order.
+type SectionInput struct {
+	Partition metadata.TopicPartition
+	Batches   []Batch
+}
+
+// SectionInfo describes one section of an encoded object: what the footer
+// index says about it, and what a reader needs to fetch, verify and decode
+// it on its own.
+type SectionInfo struct {
+	Partition metadata.TopicPartition
+	// Epoch is the record leader epoch of every batch in the section.
+	Epoch int32
+	// FirstOffset and LastOffset bound the section's records, inclusive.
+	FirstOffset int64
+	LastOffset  int64
+	// MaxTimestamp is the largest MaxTimestamp of the section's batches.
+	MaxTimestamp int64
+	// Position and Length are the section's byte range in the object.
+	Position int64
+	Length   int64
+	// Codec is the codec the section's payload was stored with, which is
+	// CodecNone when compression did not pay.
+	Codec metadata.Codec
+	// UncompressedSize is the total length of the section's batch data.
+	UncompressedSize int64
+	// Checksum is the xxhash64 stored in the section's last 8 bytes.
+	Checksum uint64
+	// Batches is the number of batches in the section. Zero means unknown,
+	// as in a SectionInfo rebuilt from a metadata entry by SectionOf.
+	Batches int
+}
+
+// Entry returns the metadata entry that announces the section, stored in
+// obj, published by a leader at publisherEpoch running on writerBrokerID.
+func (s SectionInfo) Entry(obj metadata.ObjectRef, publisherEpoch, writerBrokerID int32) metadata.Entry {
+	return metadata.Entry{
+		Partition:        s.Partition,
+		RecordEpoch:      s.Epoch,
+		PublisherEpoch:   publisherEpoch,
+		FirstOffset:      s.FirstOffset,
+		LastOffset:       s.LastOffset,
+		MaxTimestamp:     s.MaxTimestamp,
+		Object:           obj,
+		Position:         s.Position,
+		Length:           s.Length,
+		Codec:            s.Codec,
+		UncompressedSize: s.UncompressedSize,
+		Checksum:         s.Checksum,
+		WriterBrokerID:   writerBrokerID,
+	}
+}
+
+// SectionOf returns what a metadata entry says about its section: all a
+// follower needs to fetch e.Position..e.Position+e.Length of e.Object and
+// pass the bytes to Decoder.DecodeSection. Batches is zero (unknown),
+// since entries do not carry the batch count.
+func SectionOf(e metadata.Entry) SectionInfo {
+	return SectionInfo{
+		Partition:        e.Partition,
+		Epoch:            e.RecordEpoch,
+		FirstOffset:      e.FirstOffset,
+		LastOffset:       e.LastOffset,
+		MaxTimestamp:     e.MaxTimestamp,
+		Position:         e.Position,
+		Length:           e.Length,
+		Codec:            e.Codec,
+		UncompressedSize: e.UncompressedSize,
+		Checksum:         e.Checksum,
+	}
+}
+
+// validPartition reports why tp cannot name a section, or "" if it can.
+func validPartition(tp metadata.TopicPartition) string {
+	if tp.Topic == "" && tp.TopicID == ([16]byte{}) {
+		return "has neither topic name nor topic ID"
+	}
+	if tp.Partition < 0 {
+		return "has a negative partition number"
+	}
+	return ""
+}
