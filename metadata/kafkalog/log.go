@@ -274,7 +274,12 @@ func (l *Log) watermarks(ctx context.Context, partition int32) (low, high int64,
 	wg.Go(func() { low, lowErr = l.listOffset(ctx, partition, -2) })
 	high, err = l.listOffset(ctx, partition, -1)
 	wg.Wait()
-	return low, high, errors.Join(lowErr, err)
+	if err = errors.Join(lowErr, err); err != nil {
+		return 0, 0, err
+	}
+	// The two answers are from two moments; a trim to the high watermark
+	// between them could show low above high, which no single moment has.
+	return low, max(low, high), nil
 }
 
 // listOffset asks the partition's leader for the offset at timestamp ts:

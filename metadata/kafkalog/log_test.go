@@ -201,6 +201,18 @@ func TestReadFollowsPosition(t *testing.T) {
 	assert.Equal(t, append(want[18:], more...), valuesOf(readAll(t, l, 0, 18, 4, 1)))
 }
 
+// TestAppendTooLarge shows that a message over the broker's limit (Kafka's
+// message.max.bytes, about 1 MB by default) fails at once with Kafka's
+// error; the leader engine must split such a flush.
+func TestAppendTooLarge(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(1, testTopic))
+	l := openLog(t, c, Config{Partitions: 1})
+	_, err := l.Append(testContext(t), 0, make([]byte, 2<<20))
+	require.ErrorIs(t, err, kerr.MessageTooLarge)
+	assert.Contains(t, err.Error(), "append to partition 0")
+	appendN(t, l, 0, 1)
+}
+
 func TestReadValuesAreOwnedByCaller(t *testing.T) {
 	c := newCluster(t, kfake.SeedTopics(1, testTopic))
 	l := openLog(t, c, Config{Partitions: 1})

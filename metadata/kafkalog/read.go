@@ -87,25 +87,28 @@ func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) 
 	if err := l.check(ctx, partition, "read"); err != nil {
 		return nil, err
 	}
-	what := fmt.Sprintf("read partition %d of topic %q from offset %d", partition, l.cfg.Topic, from)
+	// Built on failure only: Read is the follower's hot path.
+	what := func() string {
+		return fmt.Sprintf("read partition %d of topic %q from offset %d", partition, l.cfg.Topic, from)
+	}
 	if limit <= 0 {
-		return nil, fmt.Errorf("kafkalog: %s: max is %d, must be positive", what, limit)
+		return nil, fmt.Errorf("kafkalog: %s: max is %d, must be positive", what(), limit)
 	}
 	if from < 0 {
-		return nil, fmt.Errorf("kafkalog: %s: %w: offsets start at 0", what, metadata.ErrOffsetOutOfRange)
+		return nil, fmt.Errorf("kafkalog: %s: %w: offsets start at 0", what(), metadata.ErrOffsetOutOfRange)
 	}
 	r, err := l.reader(partition)
 	if err != nil {
-		return nil, l.opErr(ctx, err, what)
+		return nil, l.opErr(ctx, err, what())
 	}
 	select {
 	case r.turn <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("kafkalog: %s: %w", what, ctx.Err())
+		return nil, fmt.Errorf("kafkalog: %s: %w", what(), ctx.Err())
 	}
 	defer func() { <-r.turn }()
 	if l.closed.Load() {
-		return nil, fmt.Errorf("kafkalog: %s: %w", what, metadata.ErrClosed)
+		return nil, fmt.Errorf("kafkalog: %s: %w", what(), metadata.ErrClosed)
 	}
 
 	if recs := r.takeAhead(from, limit); recs != nil {
@@ -121,10 +124,10 @@ func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) 
 		return ferr
 	})
 	if errors.Is(err, kerr.OffsetOutOfRange) {
-		return nil, l.outOfRange(ctx, partition, from, what)
+		return nil, l.outOfRange(ctx, partition, what())
 	}
 	if err != nil {
-		return nil, l.opErr(ctx, err, what)
+		return nil, l.opErr(ctx, err, what())
 	}
 	return recs, nil
 }
@@ -253,7 +256,7 @@ func (r *reader) convert(recs []*kgo.Record) []metadata.Record {
 
 // outOfRange builds the error for a fetch the broker refused as out of
 // range, naming the watermarks so the caller knows where to resume.
-func (l *Log) outOfRange(ctx context.Context, partition int32, from int64, what string) error {
+func (l *Log) outOfRange(ctx context.Context, partition int32, what string) error {
 	low, high, err := l.watermarks(ctx, partition)
 	if err != nil {
 		return fmt.Errorf("kafkalog: %s: %w (watermarks unavailable: %v)", what, metadata.ErrOffsetOutOfRange, err)
