@@ -34,12 +34,13 @@
 // collection trims what every follower applied. See Example for the calls.
 //
 //	log, err := kafkalog.New(ctx, kafkalog.Config{
-//		SeedBrokers: []string{"kafka-1:9092", "kafka-2:9092"},
-//		ClientOpts:  []kgo.Opt{kgo.SASL(mech), kgo.DialTLSConfig(tlsCfg)},
-//		CreateTopic: true,
+//		SeedBrokers:       []string{"kafka-1:9092", "kafka-2:9092"},
+//		ClientOpts:        []kgo.Opt{kgo.SASL(mechanism), kgo.DialTLSConfig(tlsConfig)},
+//		Partitions:        50, // the partitioner's N; the same on every broker
+//		CreateTopic:       true,
 //		ReplicationFactor: 3,
-//		TopicConfigs: map[string]string{"min.insync.replicas": "2"},
-//		Logger:      logger,
+//		TopicConfigs:      map[string]string{"min.insync.replicas": "2"},
+//		Logger:            logger,
 //	})
 //
 // The principal needs, on the topic: Describe, Write and Read; Delete for
