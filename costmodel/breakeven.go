@@ -86,7 +86,11 @@ func BreakEvenThroughput(p Prices, w Workload) (float64, error) {
 // cross-AZ bytes saved do not. This is the thread's JR2.1 worry ("as a
 // cluster scales in brokers and partitions, the cost saving ... could be
 // turned into the negative"). w's Brokers is the variable searched; its
-// placement must be derived (Leaders and FollowersPerObject zero). The error
+// placement must be derived (Leaders and FollowersPerObject zero) and objects
+// cut by time only (MaxObjectBytes zero): while a size cap binds, objects/s is
+// fixed at BytesPerSecond/cap, and more leaders make each object hold fewer
+// partitions read by fewer followers, so cost falls with broker count before
+// it rises, and there is no single crossing to find. The error
 // wraps ErrNoBreakEven when activetier costs more already at Brokers = RF, or
 // still pays when every partition has its own leader (beyond which adding
 // brokers changes nothing unless MetadataPartitions is fixed).
@@ -97,6 +101,9 @@ func BreakEvenBrokers(p Prices, w Workload) (int, error) {
 	}
 	if w.FollowersPerObject != 0 {
 		c.fail("Workload.FollowersPerObject", w.FollowersPerObject, "must be 0 (derived from placement) to search over broker counts")
+	}
+	if w.MaxObjectBytes != 0 {
+		c.fail("Workload.MaxObjectBytes", w.MaxObjectBytes, "must be 0 to search over broker counts: a binding size cap makes cost fall, then rise, with broker count")
 	}
 	if err := c.err(); err != nil {
 		return 0, err

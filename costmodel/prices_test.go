@@ -1,0 +1,113 @@
+package costmodel
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// exact is the relative tolerance for results that are exact up to float
+// rounding.
+const exact = 1e-9
+
+func TestPresetsAreDesignPrices(t *testing.T) {
+	// DESIGN.md §5, us-east-1, 2025.
+	x := S3Express2025()
+	require.NoError(t, x.Validate())
+	assert.Equal(t, []float64{0.00113, 0.00003, 0.0032, 0.0006, 0.11, 0.01, 0.01, 1e9},
+		[]float64{x.PutPer1000, x.GetPer1000, x.UploadPerGB, x.RetrievalPerGB, x.StoragePerGBMonth,
+			x.CrossAZOutPerGB, x.CrossAZInPerGB, x.BytesPerGB})
+
+	s := S3Standard2025()
+	require.NoError(t, s.Validate())
+	assert.Equal(t, []float64{0.005, 0.0004, 0, 0}, []float64{s.PutPer1000, s.GetPer1000, s.UploadPerGB, s.RetrievalPerGB})
+}
+
+func TestPresetByName(t *testing.T) {
+	assert.Equal(t, []string{"s3express-2025", "s3standard-2025"}, PresetNames())
+	for _, name := range PresetNames() {
+		p, err := Preset(name)
+		require.NoError(t, err)
+		assert.Equal(t, name, p.Name)
+	}
+	_, err := Preset("glacier")
+	require.ErrorIs(t, err, ErrInvalid)
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "Prices.Name", fe.Field)
+	assert.Contains(t, err.Error(), "s3express-2025")
+}
+
+func TestPresetsAreIndependentCopies(t *testing.T) {
+	p := S3Express2025()
+	p.PutPer1000 = 99
+	assert.Equal(t, 0.00113, S3Express2025().PutPer1000)
+}
+
+func TestPricesValidateNamesTheField(t *testing.T) {
+	bad := map[string]float64{"negative": -0.001, "NaN": math.NaN(), "+Inf": math.Inf(1), "-Inf": math.Inf(-1)}
+	fields := []struct {
+		name string
+		set  func(*Prices, float64)
+	}{
+		{"Prices.PutPer1000", func(p *Prices, v float64) { p.PutPer1000 = v }},
+		{"Prices.GetPer1000", func(p *Prices, v float64) { p.GetPer1000 = v }},
+		{"Prices.UploadPerGB", func(p *Prices, v float64) { p.UploadPerGB = v }},
+		{"Prices.RetrievalPerGB", func(p *Prices, v float64) { p.RetrievalPerGB = v }},
+		{"Prices.StoragePerGBMonth", func(p *Prices, v float64) { p.StoragePerGBMonth = v }},
+		{"Prices.CrossAZOutPerGB", func(p *Prices, v float64) { p.CrossAZOutPerGB = v }},
+		{"Prices.CrossAZInPerGB", func(p *Prices, v float64) { p.CrossAZInPerGB = v }},
+		{"Prices.BytesPerGB", func(p *Prices, v float64) { p.BytesPerGB = v }},
+	}
+	for _, f := range fields {
+		for kind, v := range bad {
+			t.Run(f.name+"/"+kind, func(t *testing.T) {
+				p := S3Express2025()
+				f.set(&p, v)
+				err := p.Validate()
+				require.ErrorIs(t, err, ErrInvalid)
+				var fe *FieldError
+				require.ErrorAs(t, err, &fe)
+				assert.Equal(t, f.name, fe.Field)
+				assert.Contains(t, err.Error(), f.name)
+			})
+		}
+	}
+	t.Run("Prices.BytesPerGB/zero", func(t *testing.T) {
+		p := S3Express2025()
+		p.BytesPerGB = 0
+		assert.ErrorContains(t, p.Validate(), "Prices.BytesPerGB")
+	})
+	t.Run("zero prices are valid", func(t *testing.T) {
+		assert.NoError(t, Prices{BytesPerGB: DecimalGB}.Validate())
+	})
+}
+
+func TestPricesValidateReportsEveryBadField(t *testing.T) {
+	p := S3Express2025()
+	p.PutPer1000, p.CrossAZInPerGB = -1, math.NaN()
+	err := p.Validate()
+	assert.ErrorContains(t, err, "Prices.PutPer1000")
+	assert.ErrorContains(t, err, "Prices.CrossAZInPerGB")
+	var fields []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var fe *FieldError
+		require.True(t, errors.As(e, &fe))
+		fields = append(fields, fe.Field)
+	}
+	assert.Equal(t, []string{"Prices.PutPer1000", "Prices.CrossAZInPerGB"}, fields)
+}
+
+func TestCoalesceGapBytes(t *testing.T) {
+	// One GET ($0.03 per million) buys as much as retrieving 50 KB at
+	// $0.0006/GB: read across smaller gaps, split at larger ones.
+	gap, bounded := S3Express2025().CoalesceGapBytes()
+	require.True(t, bounded)
+	assert.InEpsilon(t, 50_000, gap, exact)
+
+	_, bounded = S3Standard2025().CoalesceGapBytes()
+	assert.False(t, bounded, "S3 Standard has no retrieval fee in-region")
+}

@@ -1,0 +1,221 @@
+package costmodel
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// jr2 is the thread's JR2 example: 0.3 MB of 100 partitions in one object,
+// one PUT, read 100 times (one follower per partition, all distinct).
+func jr2(rf int) Usage {
+	copies := int64(rf - 1)
+	return Usage{Puts: 1, Gets: 100 * copies, BytesUp: 300_000, BytesDown: 300_000 * copies, ProducedBytes: 300_000, RF: rf}
+}
+
+func TestRunCostReproducesJR2(t *testing.T) {
+	c, err := RunCost(S3Express2025(), jr2(2))
+	require.NoError(t, err)
+	at, b2b := c.ActiveTier, c.BrokerToBroker
+
+	// "write cost = 1.13e-6 + 0.96e-6 = $2.09e-6"
+	assert.InEpsilon(t, 1.13e-6, at.PutUSD, exact)
+	assert.InEpsilon(t, 0.96e-6, at.UploadUSD, exact)
+	assert.InEpsilon(t, 2.09e-6, at.WriteUSD(), exact)
+	// "read cost = 3e-6 + 0.18e-6 = $3.18e-6"
+	assert.InEpsilon(t, 3e-6, at.GetUSD, exact)
+	assert.InEpsilon(t, 0.18e-6, at.RetrievalUSD, exact)
+	assert.InEpsilon(t, 3.18e-6, at.ReadUSD(), exact)
+	// "Total S3E1Z cost = $5.27e-6"
+	assert.InEpsilon(t, 5.27e-6, at.TotalUSD, exact)
+	// "Cross AZ Transfer Cost = $0.01/GB·0.3 MB + $0.01/GB·0.3 MB = $6e-6"
+	assert.InEpsilon(t, 6e-6, b2b.ReplicationUSD, exact)
+	assert.InEpsilon(t, 6e-6, b2b.TotalUSD, exact)
+	// "Savings are ~12%"
+	assert.InEpsilon(t, 0.73e-6, c.SavingsUSD, 1e-8)
+	assert.InEpsilon(t, 0.73/6, c.SavingsRatio, 1e-8)
+	assert.Zero(t, at.ReplicationUSD+at.MetadataUSD+at.ControlUSD+at.StorageUSD)
+}
+
+func TestJR2NeedsDecimalGigabytes(t *testing.T) {
+	// The thread's $0.96e-6 upload is 3e5/1e9·$0.0032. With AWS's binary
+	// GB the same bytes cost 6.9% less, and JR2 no longer reproduces.
+	p := S3Express2025()
+	p.BytesPerGB = BinaryGB
+	c, err := RunCost(p, jr2(2))
+	require.NoError(t, err)
+	assert.InEpsilon(t, 0.96e-6*1e9/(1<<30), c.ActiveTier.UploadUSD, exact)
+	assert.NotEqual(t, 2.09e-6, c.ActiveTier.WriteUSD())
+	assert.InEpsilon(t, 1.13e-6, c.ActiveTier.PutUSD, exact, "request prices do not depend on the byte unit")
+}
+
+func TestJR2AtRF3ReadsTwice(t *testing.T) {
+	// The thread: at RF=3 broker-to-broker doubles to $1.2e-5, "Savings of
+	// ~56%" (1 - 5.27/12). But at RF=3 each partition has two followers, so
+	// the object is read twice as often: 200 GETs and 0.6 MB retrieved.
+	c, err := RunCost(S3Express2025(), jr2(3))
+	require.NoError(t, err)
+	assert.InEpsilon(t, 1.2e-5, c.BrokerToBroker.TotalUSD, exact)
+	assert.InEpsilon(t, 2.09e-6, c.ActiveTier.WriteUSD(), exact)
+	assert.InEpsilon(t, 6.36e-6, c.ActiveTier.ReadUSD(), exact)
+	assert.InEpsilon(t, 8.45e-6, c.ActiveTier.TotalUSD, exact)
+	assert.InEpsilon(t, 1-8.45/12, c.SavingsRatio, 1e-8) // 29.6%, not 56%
+}
+
+func TestJR2BreakEvenIsOnePutPer125Gets(t *testing.T) {
+	// "For RF=2, the break-even point ... is when for every 1 PUT request
+	// there are 125 GET requests": true of a 0.3 MB object, where the
+	// crossing is at 124.33 GETs.
+	for _, tc := range []struct {
+		gets int64
+		pays bool
+	}{{100, true}, {124, true}, {125, false}, {200, false}} {
+		u := jr2(2)
+		u.Gets = tc.gets
+		c, err := RunCost(S3Express2025(), u)
+		require.NoError(t, err)
+		assert.Equal(t, tc.pays, c.SavingsUSD > 0, "%d GETs: savings %g", tc.gets, c.SavingsUSD)
+	}
+}
+
+func TestRunCostJR8Metadata(t *testing.T) {
+	// JR8: 3 MB over 100 partitions; a 3 KB metadata message (30 bytes per
+	// partition) read by every one of 100 brokers is 300 KB of metadata:
+	// "a roughly 20:1 ratio of data transfer to metadata transfer".
+	u := Usage{Puts: 1, Gets: 100, BytesUp: 3_000_000, BytesDown: 3_000_000,
+		MetadataBytes: 100 * 100 * 30, ProducedBytes: 3_000_000, RF: 2}
+	assert.Equal(t, int64(20), (u.BytesUp+u.BytesDown)/u.MetadataBytes)
+
+	c, err := RunCost(S3Express2025(), u)
+	require.NoError(t, err)
+	at := c.ActiveTier
+	assert.InEpsilon(t, 1.13e-6+9.6e-6, at.WriteUSD(), exact)
+	assert.InEpsilon(t, 3e-6+1.8e-6, at.ReadUSD(), exact)
+	// The metadata crosses AZs at EC2 prices: 300 KB · $0.02/GB.
+	assert.InEpsilon(t, 6e-6, at.MetadataUSD, exact)
+	assert.InEpsilon(t, 2.153e-5, at.TotalUSD, exact)
+	assert.InEpsilon(t, 6e-5, c.BrokerToBroker.TotalUSD, exact)
+	assert.InEpsilon(t, 1-2.153/6, c.SavingsRatio, 1e-8)
+
+	// Jun's version of JR8: the same 300 KB of metadata for a 300 KB
+	// object. Broadcast metadata alone costs as much as the replication it
+	// replaces, and the savings turn negative.
+	u = jr2(2)
+	u.MetadataBytes = 300_000
+	c, err = RunCost(S3Express2025(), u)
+	require.NoError(t, err)
+	assert.InEpsilon(t, 6e-6, c.ActiveTier.MetadataUSD, exact)
+	assert.InEpsilon(t, 6e-6-11.27e-6, c.SavingsUSD, 1e-8)
+	assert.Less(t, c.SavingsRatio, -0.8)
+
+	// With follower-affinity routing each follower reads only its own
+	// entry: 100 × 30 bytes, and the savings are back.
+	u.MetadataBytes = 100 * 30
+	c, err = RunCost(S3Express2025(), u)
+	require.NoError(t, err)
+	assert.Positive(t, c.SavingsUSD)
+}
+
+func TestRunCostControlAndStorage(t *testing.T) {
+	u := Usage{ControlBytes: 1_000_000_000, StoredByteSeconds: 1e9 * SecondsPerMonth, RF: 3}
+	c, err := RunCost(S3Express2025(), u)
+	require.NoError(t, err)
+	// Control traffic is on both paths and never moves the savings.
+	assert.InEpsilon(t, 0.02, c.ActiveTier.ControlUSD, exact)
+	assert.InEpsilon(t, 0.02, c.BrokerToBroker.ControlUSD, exact)
+	// One GB held for a month.
+	assert.InEpsilon(t, 0.11, c.ActiveTier.StorageUSD, exact)
+	assert.InEpsilon(t, -0.11, c.SavingsUSD, exact)
+}
+
+func TestRunCostZeroUsageIsZero(t *testing.T) {
+	c, err := RunCost(S3Express2025(), Usage{RF: 2})
+	require.NoError(t, err)
+	assert.Equal(t, Comparison{}, c, "no NaN from 0/0: the ratio of a zero baseline is 0")
+}
+
+func TestRunCostRejectsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		u     Usage
+	}{
+		{"Usage.Puts", Usage{Puts: -1, RF: 2}},
+		{"Usage.Gets", Usage{Gets: -1, RF: 2}},
+		{"Usage.BytesUp", Usage{BytesUp: -1, RF: 2}},
+		{"Usage.BytesDown", Usage{BytesDown: -1, RF: 2}},
+		{"Usage.MetadataBytes", Usage{MetadataBytes: -1, RF: 2}},
+		{"Usage.ControlBytes", Usage{ControlBytes: -1, RF: 2}},
+		{"Usage.ProducedBytes", Usage{ProducedBytes: -1, RF: 2}},
+		{"Usage.StoredByteSeconds", Usage{StoredByteSeconds: -1, RF: 2}},
+		{"Usage.RF", Usage{RF: 1}},
+		{"Usage.RF", Usage{}},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			_, err := RunCost(S3Express2025(), tc.u)
+			require.ErrorIs(t, err, ErrInvalid)
+			var fe *FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tc.field, fe.Field)
+		})
+	}
+	p := S3Express2025()
+	p.GetPer1000 = -1
+	_, err := RunCost(p, jr2(2))
+	assert.ErrorContains(t, err, "Prices.GetPer1000")
+}
+
+func TestRunCostMonotone(t *testing.T) {
+	// More of anything activetier does never makes it cheaper; more
+	// produced bytes or a higher RF never makes the baseline cheaper.
+	rng, seed := testRand(t)
+	grow := []struct {
+		name string
+		f    func(*Usage, int64)
+	}{
+		{"Puts", func(u *Usage, d int64) { u.Puts += d }},
+		{"Gets", func(u *Usage, d int64) { u.Gets += d }},
+		{"BytesUp", func(u *Usage, d int64) { u.BytesUp += d }},
+		{"BytesDown", func(u *Usage, d int64) { u.BytesDown += d }},
+		{"MetadataBytes", func(u *Usage, d int64) { u.MetadataBytes += d }},
+		{"ControlBytes", func(u *Usage, d int64) { u.ControlBytes += d }},
+		{"StoredByteSeconds", func(u *Usage, d int64) { u.StoredByteSeconds += float64(d) }},
+	}
+	for i := range 500 {
+		u := Usage{
+			Puts: rng.Int64N(1e6), Gets: rng.Int64N(1e8), BytesUp: rng.Int64N(1e12), BytesDown: rng.Int64N(1e12),
+			MetadataBytes: rng.Int64N(1e9), ControlBytes: rng.Int64N(1e9), ProducedBytes: rng.Int64N(1e12),
+			StoredByteSeconds: rng.Float64() * 1e15, RF: 2 + rng.IntN(4),
+		}
+		base, err := RunCost(S3Express2025(), u)
+		require.NoError(t, err)
+		for _, g := range grow {
+			v := u
+			g.f(&v, 1+rng.Int64N(1e6))
+			c, err := RunCost(S3Express2025(), v)
+			require.NoError(t, err)
+			assert.Greater(t, c.ActiveTier.TotalUSD, base.ActiveTier.TotalUSD,
+				"case %d: more %s must cost more (seed %d)", i, g.name, seed)
+		}
+		v := u
+		v.ProducedBytes += 1 + rng.Int64N(1e6)
+		c, err := RunCost(S3Express2025(), v)
+		require.NoError(t, err)
+		assert.Greater(t, c.BrokerToBroker.TotalUSD, base.BrokerToBroker.TotalUSD, "case %d (seed %d)", i, seed)
+		v = u
+		v.RF++
+		c, err = RunCost(S3Express2025(), v)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, c.BrokerToBroker.TotalUSD, base.BrokerToBroker.TotalUSD, "case %d (seed %d)", i, seed)
+	}
+}
+
+func TestComparisonScale(t *testing.T) {
+	c, err := RunCost(S3Express2025(), jr2(2))
+	require.NoError(t, err)
+	s := c.Scale(1e6)
+	assert.InEpsilon(t, 5.27, s.ActiveTier.TotalUSD, exact)
+	assert.InEpsilon(t, 6, s.BrokerToBroker.TotalUSD, exact)
+	assert.InEpsilon(t, 3.18, s.ActiveTier.ReadUSD(), exact)
+	assert.InEpsilon(t, c.SavingsRatio, s.SavingsRatio, exact)
+}
