@@ -1,0 +1,89 @@
+// Package activetier is an embeddable library for active-segment tiering:
+// replicating the newest records of a partitioned log (Kafka, or any broker
+// built like it) through object storage in the leader's own availability
+// zone, instead of copying them broker to broker across zones. It implements
+// the RemoteWalStorageManager contract of Kafka's KIP-1176.
+//
+// This package holds no code; it is the map. Read it first.
+//
+// # Why
+//
+// A replicated log keeps each partition on a leader and followers in
+// different availability zones (AZs). Followers copy the leader's newest
+// data over the network, and cloud providers bill that traffic: on AWS
+// $0.01/GB out and $0.01/GB in, often half of a cluster's bill. KIP-405
+// tiered storage moves only closed segments to object storage; the active
+// segment still crosses AZs.
+//
+// With activetier the leader uploads its newest batches to an S3 Express
+// One Zone directory bucket in its own AZ (single-digit-ms latency, no
+// cross-AZ fee, billed per request and per GB), combining many partitions
+// into one object to keep PUTs cheap. It publishes small metadata entries
+// (which object, which byte range, which offsets, which leader epoch), and
+// each follower reads only its partitions' byte ranges. The seed thread's
+// worked example: 0.3 MB over 100 partitions in one object, read 100 times,
+// costs $2.09e-6 to write and $3.18e-6 to read, against $6e-6 for
+// broker-to-broker replication at RF=2 (package costmodel reproduces it).
+// Producers are untouched; stale leaders are fenced by leader epoch, so a
+// follower never keeps data a newer leader superseded.
+//
+// # Data flow
+//
+// One path each way:
+//
+//	broker appends batch -> walstore.Leader -> combiner.Builder cuts an object
+//	  -> ObjectStore.Put (local AZ) -> metadata.Log append (one message per
+//	  follower metadata partition)
+//
+//	metadata.Log read -> fencing.Decide -> ObjectStore range GET (coalesced)
+//	  -> verify, decode -> broker's LocalLog append
+//
+// # Packages
+//
+//   - metadata: the vocabulary (partitions, entries, epoch-start markers),
+//     its compact binary codec, the Log interface that carries it, and the
+//     follower-affinity partitioner (an entry goes to metadata partition
+//     follower_id % N, so each broker reads one partition).
+//   - fencing: leader-epoch lineage with Kafka's leader-epoch-cache
+//     semantics, and the pure decision a follower makes for each entry:
+//     apply, skip, drop, hold or truncate. No I/O.
+//   - combiner: the combined-object format (sections per partition, footer
+//     index, trailer, xxhash64, none/zstd/s2) and the builder that decides
+//     which partitions go into which object and when to cut. No I/O.
+//   - walstore: the ObjectStore contract with typed errors, the Manager
+//     (copy, fetch, delete combined objects), the Leader and Follower
+//     engines and garbage collection. walstore/walstoretest is the
+//     conformance suite for ObjectStore implementations.
+//   - memstore: in-memory ObjectStore, metadata.Log and LocalLog, with
+//     latency profiles, fault injection and request accounting: the default
+//     for tests, examples and the demo.
+//   - s3express: the production ObjectStore on aws-sdk-go-v2, one directory
+//     bucket per AZ; standard S3 buckets and S3-compatible servers work too.
+//   - metadata/kafkalog: metadata.Log on a Kafka topic through franz-go.
+//   - costmodel: prices and the arithmetic of a workload, and a planner.
+//   - cmd/activetier: the demo, inspect and cost commands.
+//
+// Lower packages never import higher ones: metadata, fencing and combiner
+// know nothing of storage; walstore knows storage only through ObjectStore,
+// metadata.Log and LocalLog; backends implement those.
+//
+// # Guarantees
+//
+//   - A follower appends a record only if its (epoch, offset) matches the
+//     leader lineage it has learned from epoch-start markers; it applies in
+//     offset order whatever order metadata arrives in, applies duplicates
+//     once, holds gaps rather than skipping them, and truncates where its log
+//     diverged (KIP-320).
+//   - Every section is verified (xxhash64) before it is appended; a corrupt
+//     range is never appended and the error names the object and partition.
+//   - The leader never blocks the produce path beyond a bounded buffer, never
+//     drops data on upload failure (it retries, and reports when the broker
+//     should fall back to ordinary replication), and publishes each
+//     partition's entries in offset order.
+//   - After an AZ loss the new leader republishes what followers may lack to
+//     its own AZ's bucket; followers wait for it rather than stopping.
+//   - An object is deleted only once every section in it is below what all
+//     the partition's followers applied and below the broker's tiered mark.
+//   - Time and randomness are injected, so tests and simulations replay
+//     exactly.
+package activetier
