@@ -1,0 +1,323 @@
+package fencing
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/activetier/activetier/metadata"
+)
+
+// Action is what a follower does with one metadata entry.
+type Action uint8
+
+// The actions. The zero Action is Hold, the one that is always safe.
+const (
+	// Hold keeps the entry to decide again later: something it needs (the
+	// offsets before it, a marker, a newer publication) has not arrived.
+	Hold Action = iota
+	// Apply fetches the entry's section and appends the batches with offsets
+	// in [Decision.From, Decision.Limit) to the local log.
+	Apply
+	// Skip discards the entry: the local log already holds its offsets.
+	Skip
+	// Drop discards the entry: it is malformed, or the leader lineage proves
+	// its records are not the partition's records at those offsets.
+	Drop
+	// Truncate truncates the local log to Decision.TruncateTo before anything
+	// else; the entry is decided again afterwards.
+	Truncate
+)
+
+// String returns the action's name in lower case.
+func (a Action) String() string {
+	switch a {
+	case Hold:
+		return "hold"
+	case Apply:
+		return "apply"
+	case Skip:
+		return "skip"
+	case Drop:
+		return "drop"
+	case Truncate:
+		return "truncate"
+	}
+	return fmt.Sprintf("action(%d)", uint8(a))
+}
+
+// Reason says why Decide chose its action. Each value belongs to one action
+// and is short enough to be a metric label.
+type Reason string
+
+// Reasons for Apply.
+const (
+	// ReasonNext: the entry holds the log end offset and the leader lineage
+	// gives the entry's record epoch there.
+	ReasonNext Reason = "next"
+)
+
+// Reasons for Skip.
+const (
+	// ReasonDuplicate: every offset of the entry is below the log end offset
+	// and the local lineage gives them the entry's record epoch (or knows
+	// nothing about them): the local log already holds these records.
+	ReasonDuplicate Reason = "duplicate"
+)
+
+// Reasons for Drop.
+const (
+	// ReasonInvalidRange: a negative first offset, a last offset below the
+	// first, or a last offset of math.MaxInt64.
+	ReasonInvalidRange Reason = "invalid-range"
+	// ReasonInvalidEpoch: a negative record epoch, or a publisher epoch below
+	// the record epoch (a leader cannot publish records of a later epoch).
+	ReasonInvalidEpoch Reason = "invalid-epoch"
+	// ReasonFenced: at the first offset the follower would take from the
+	// entry, the leader lineage has a later epoch than the entry's, on the
+	// word of a publisher at least as new as the entry's. The entry's epoch
+	// had ended there: a zombie leader's records, or an old leader's records
+	// that the next leader did not have.
+	ReasonFenced Reason = "fenced"
+	// ReasonNotInLineage: at that offset the leader lineage, on the word of a
+	// publisher at least as new as the entry's, has an earlier epoch than the
+	// entry's: the entry's epoch never wrote there in the log that won (it
+	// was erased by a failover, or the entry contradicts its own epoch's
+	// start).
+	ReasonNotInLineage Reason = "not-in-lineage"
+)
+
+// Reasons for Hold.
+const (
+	// ReasonGap: the entry starts after the log end offset; the range in
+	// between must be applied first.
+	ReasonGap Reason = "gap"
+	// ReasonEpochAhead: the record epoch is newer than any epoch in the
+	// leader lineage; its marker has not arrived.
+	ReasonEpochAhead Reason = "epoch-ahead"
+	// ReasonPublisherAhead: the publisher's epoch is newer than any epoch in
+	// the leader lineage. The publisher's markers, which may end the record
+	// epoch earlier than the follower knows, have not arrived.
+	ReasonPublisherAhead Reason = "publisher-ahead"
+	// ReasonNotCovered: the leader lineage is empty or starts above the
+	// offset in question.
+	ReasonNotCovered Reason = "not-covered"
+	// ReasonUnresolved: the leader lineage disagrees with the entry at the
+	// offset in question, but on the word of a publisher older than the
+	// entry's: a newer publication is missing.
+	ReasonUnresolved Reason = "unresolved"
+	// ReasonLocalAhead: the local log's latest epoch is newer than the
+	// entry's and the leader lineage cannot yet tell whether the local log is
+	// wrong.
+	ReasonLocalAhead Reason = "local-ahead"
+	// ReasonConflictsLocal: the entry is below the log end offset and gives
+	// some offset another epoch than the local log does, and the leader
+	// lineage cannot yet tell which is right. It is kept because it is needed
+	// if the local log turns out wrong and is truncated.
+	ReasonConflictsLocal Reason = "conflicts-local"
+	// ReasonInvalidLEO: the log end offset passed to Decide is negative.
+	ReasonInvalidLEO Reason = "invalid-leo"
+)
+
+// Reasons for Truncate.
+const (
+	// ReasonDiverged: some offset below the log end offset has a local epoch
+	// other than the leader lineage's, on the word of a publisher at least as
+	// new as the local epoch (KIP-320's divergence).
+	ReasonDiverged Reason = "diverged"
+)
+
+// Decision is the result of Decide.
+type Decision struct {
+	Action Action
+	// From and Limit, set for Apply, bound the offsets to append:
+	// [From, Limit). From is always the log end offset; Limit is at most the
+	// entry's LastOffset+1 and at most the start of the epoch after the
+	// entry's. Batches below From are duplicates and batches at or past Limit
+	// belong to no epoch the follower may append, so both are skipped.
+	From, Limit int64
+	// TruncateTo, set for Truncate, is the new log end offset: the first
+	// offset whose local epoch disagrees with the leader lineage.
+	TruncateTo int64
+	Reason     Reason
+}
+
+// String formats the decision for logs, "apply [121, 151): next".
+func (d Decision) String() string {
+	switch d.Action {
+	case Apply:
+		return fmt.Sprintf("apply [%d, %d): %s", d.From, d.Limit, d.Reason)
+	case Truncate:
+		return fmt.Sprintf("truncate to %d: %s", d.TruncateTo, d.Reason)
+	}
+	return fmt.Sprintf("%s: %s", d.Action, d.Reason)
+}
+
+// Decide says what a follower whose log ends at leo (the next offset it will
+// append), whose own log has the epochs in local, and who has learned leader
+// from the markers, does with entry e. It is a pure function: it reads its
+// arguments and changes nothing, so deciding again after a failed fetch gives
+// the same answer. Nil lineages are empty ones.
+//
+// The checks, in order (the package documentation has the table):
+//  1. A malformed entry is dropped.
+//  2. A local log that diverges from the leader lineage is truncated first.
+//  3. An entry wholly below leo is skipped if the local log agrees with it,
+//     dropped if the leader lineage proves it stale, and held otherwise.
+//  4. Otherwise let o be the first offset the follower would take from it,
+//     max(FirstOffset, leo). If the leader lineage, on the word of a
+//     publisher at least as new as the entry's, gives o another epoch, the
+//     entry is dropped.
+//  5. An entry that starts after leo is held (a gap).
+//  6. An entry whose epochs the leader lineage does not know yet, or that
+//     it disagrees with on older authority, is held, as is one whose epoch is
+//     older than the local log's latest.
+//  7. Otherwise it is applied from leo up to the end of its record epoch.
+func Decide(leo int64, local *Lineage, leader *LeaderLineage, e metadata.Entry) Decision {
+	switch {
+	case e.FirstOffset < 0 || e.LastOffset < e.FirstOffset || e.LastOffset == math.MaxInt64:
+		return Decision{Action: Drop, Reason: ReasonInvalidRange}
+	case e.RecordEpoch < 0 || e.PublisherEpoch < e.RecordEpoch:
+		return Decision{Action: Drop, Reason: ReasonInvalidEpoch}
+	case leo < 0:
+		return Decision{Action: Hold, Reason: ReasonInvalidLEO}
+	}
+	if to, ok := Divergence(leo, local, leader); ok {
+		return Decision{Action: Truncate, TruncateTo: to, Reason: ReasonDiverged}
+	}
+	if e.LastOffset < leo {
+		return decideBelow(local, leader, e)
+	}
+
+	o := max(e.FirstOffset, leo)
+	i, authority := leader.at(o)
+	if i >= 0 {
+		if r, stale := stale(leader.view.entries[i].Epoch, authority, e); stale {
+			return Decision{Action: Drop, Reason: r}
+		}
+	}
+	if e.FirstOffset > leo {
+		return Decision{Action: Hold, Reason: ReasonGap}
+	}
+	latest, ok := leader.Latest()
+	switch {
+	case !ok:
+		return Decision{Action: Hold, Reason: ReasonNotCovered}
+	case e.RecordEpoch > latest.Epoch:
+		return Decision{Action: Hold, Reason: ReasonEpochAhead}
+	case e.PublisherEpoch > latest.Epoch:
+		return Decision{Action: Hold, Reason: ReasonPublisherAhead}
+	case i < 0:
+		return Decision{Action: Hold, Reason: ReasonNotCovered}
+	case leader.view.entries[i].Epoch != e.RecordEpoch:
+		return Decision{Action: Hold, Reason: ReasonUnresolved}
+	}
+	if ll, ok := local.Latest(); ok && ll.Epoch > e.RecordEpoch {
+		return Decision{Action: Hold, Reason: ReasonLocalAhead}
+	}
+	limit := e.LastOffset + 1
+	if end, ok := leader.view.endAfter(i); ok && end < limit {
+		limit = end
+	}
+	return Decision{Action: Apply, From: leo, Limit: limit, Reason: ReasonNext}
+}
+
+// stale reports whether the leader lineage, which gives epoch to some offset
+// of e on the word of publisher authority, proves e's records there stale.
+// Only a publication at least as new as the entry's publisher may judge it:
+// an older one may be the very lineage the publisher's failover replaced.
+func stale(epoch, authority int32, e metadata.Entry) (Reason, bool) {
+	switch {
+	case epoch == e.RecordEpoch || authority < e.PublisherEpoch:
+		return "", false
+	case epoch > e.RecordEpoch:
+		return ReasonFenced, true
+	default:
+		return ReasonNotInLineage, true
+	}
+}
+
+// decideBelow decides an entry whose offsets are all below the log end offset.
+func decideBelow(local *Lineage, leader *LeaderLineage, e metadata.Entry) Decision {
+	o, conflict := localConflict(local, e)
+	if !conflict {
+		return Decision{Action: Skip, Reason: ReasonDuplicate}
+	}
+	if i, authority := leader.at(o); i >= 0 {
+		if r, stale := stale(leader.view.entries[i].Epoch, authority, e); stale {
+			return Decision{Action: Drop, Reason: r}
+		}
+	}
+	return Decision{Action: Hold, Reason: ReasonConflictsLocal}
+}
+
+// localConflict returns the first offset of e that the local lineage gives
+// another epoch than e's, looking only where the local lineage knows.
+func localConflict(local *Lineage, e metadata.Entry) (int64, bool) {
+	first, ok := local.Earliest()
+	if !ok || first.StartOffset > e.LastOffset {
+		return 0, false
+	}
+	o := max(e.FirstOffset, first.StartOffset)
+	i := local.indexFor(o)
+	if local.entries[i].Epoch != e.RecordEpoch {
+		return o, true
+	}
+	if end, ok := local.endAfter(i); ok && end <= e.LastOffset {
+		return end, true
+	}
+	return 0, false
+}
+
+// Divergence reports whether the local log, which ends at leo and has the
+// epochs in local, diverges from the leader lineage, and if so the offset to
+// truncate it to: the first offset below leo where the local epoch differs
+// from the leader lineage's, counting only offsets where both know an epoch
+// and the leader lineage's publisher there is at least as new as the local
+// epoch (an older publication cannot overrule records written after it).
+// When there is no divergence it returns leo and false.
+//
+// A follower calls it after merging markers, to truncate at once rather than
+// at the next entry; Decide calls it too.
+func Divergence(leo int64, local *Lineage, leader *LeaderLineage) (truncateTo int64, diverged bool) {
+	if leader == nil {
+		return leo, false
+	}
+	lf, ok1 := local.Earliest()
+	vf, ok2 := leader.view.Earliest()
+	if !ok1 || !ok2 {
+		return leo, false
+	}
+	lo := max(lf.StartOffset, vf.StartOffset)
+	if lo >= leo {
+		return leo, false
+	}
+	// The three piecewise-constant functions (local epoch, leader epoch,
+	// leader authority) only change at entry starts and publication starts;
+	// check each piece once, in offset order.
+	var buf [32]int64
+	points := append(buf[:0], lo)
+	add := func(o int64) {
+		if o > lo && o < leo {
+			points = append(points, o)
+		}
+	}
+	for _, x := range local.entries {
+		add(x.StartOffset)
+	}
+	for _, x := range leader.view.entries {
+		add(x.StartOffset)
+	}
+	for _, p := range leader.pubs {
+		add(p.from())
+	}
+	slices.Sort(points)
+	for _, o := range points {
+		le, _ := local.EpochFor(o)
+		i, authority := leader.at(o)
+		if i >= 0 && leader.view.entries[i].Epoch != le && authority >= le {
+			return o, true
+		}
+	}
+	return leo, false
+}
