@@ -43,7 +43,7 @@ func TestDecide(t *testing.T) {
 		{"apply: republished records of an older epoch", 121, local5, r2, entry(5, 6, 121, 150), applyWant(121, 151)},
 		{"apply: a newer epoch on top of an older one", 151, local5, fenced5, entry(6, 6, 151, 170), applyWant(151, 171)},
 		{"apply: an empty local log", 100, nil, r2, entry(5, 6, 100, 150), applyWant(100, 151)},
-		{"apply: the latest epoch has no known end", 151, local56, fenced5, entry(6, 6, 140, 1 << 40), applyWant(151, 1<<40 + 1)},
+		{"apply: the latest epoch has no known end", 151, local56, fenced5, entry(6, 6, 140, 1<<40), applyWant(151, 1<<40+1)},
 		{"apply: whatever published it, epoch and offset name the record", 121, local5, r2, entry(5, 5, 121, 150), applyWant(121, 151)},
 
 		// Skip.
@@ -161,8 +161,8 @@ func decideScenarios(t *testing.T) {
 		r1Mid      = entry(5, 5, 121, 150)
 		r1Tail     = entry(5, 5, 151, 200)
 		r2Pub      = pub(mk(5, 100), mk(6, 151)) // R2's lineage
-		r2Repub    = entry(5, 6, 121, 150)        // R2 republishes what R3 lacks
-		r2Repub100 = entry(5, 6, 100, 150)        // or its whole log
+		r2Repub    = entry(5, 6, 121, 150)       // R2 republishes what R3 lacks
+		r2Repub100 = entry(5, 6, 100, 150)       // or its whole log
 		r2New1     = entry(6, 6, 151, 170)
 		r2New2     = entry(6, 6, 171, 180)
 		r2Log      = concat(run(5, 51), run(6, 30)) // offsets 100..180
