@@ -152,30 +152,45 @@ func seconds(s float64) time.Duration { return time.Duration(math.Round(s * floa
 //	P(Y ≤ z) = (G(z) - G(z-wait)) / wait,   G(z) = ∫₀ᶻ F_GET(u) du
 //	G(z) = z·Φ(d) - e^{μ+σ²/2}·Φ(d-σ),      d = (ln z - μ)/σ,
 //
-// and the PUT is integrated numerically at the midpoints of putStrata
-// equal-probability strata. The result is deterministic, and agrees with a
-// Monte Carlo simulation to well under 1% at p50 and p99.
+// and the PUT, median·e^{σZ} with Z standard normal, is integrated over Z by
+// the trapezoidal rule on [-7, 7] (exponentially accurate for a smooth
+// integrand under a Gaussian weight), with a step that shrinks as σ grows so
+// that neighbouring points stay within ~5% of each other. The result is
+// deterministic and agrees with a Monte Carlo simulation to well under 1% at
+// p50 and p99.
 type lagDist struct {
 	wait, fixed      float64
 	putMed, putSigma float64
 	getMed, getSigma float64
 	getMu, getMean   float64
 	putPoints        []float64
+	putWeights       []float64
 }
 
-const putStrata = 256
+const (
+	putZMax = 7    // P(|Z| > 7) ≈ 2.6e-12
+	putStep = 0.05 // in Z, for σ ≤ 1; divided by σ above
+)
 
 func (d *lagDist) init() {
 	d.getMu = math.Log(d.getMed)
 	d.getMean = math.Exp(d.getMu + d.getSigma*d.getSigma/2)
 	if d.putSigma == 0 {
-		d.putPoints = []float64{d.putMed}
+		d.putPoints, d.putWeights = []float64{d.putMed}, []float64{1}
 		return
 	}
-	d.putPoints = make([]float64, putStrata)
-	for i := range d.putPoints {
-		p := (float64(i) + 0.5) / putStrata
-		d.putPoints[i] = d.putMed * math.Exp(d.putSigma*normalQuantile(p))
+	h := putStep / math.Max(1, d.putSigma)
+	n := int(math.Ceil(2*putZMax/h)) + 1
+	d.putPoints, d.putWeights = make([]float64, n), make([]float64, n)
+	var total float64
+	for i := range n {
+		z := -putZMax + float64(i)*h
+		d.putPoints[i] = d.putMed * math.Exp(d.putSigma*z)
+		d.putWeights[i] = math.Exp(-z * z / 2)
+		total += d.putWeights[i]
+	}
+	for i := range d.putWeights {
+		d.putWeights[i] /= total
 	}
 }
 
@@ -183,11 +198,11 @@ func (d *lagDist) init() {
 func (d *lagDist) cdf(x float64) float64 {
 	y := x - d.fixed
 	var sum float64
-	for _, a := range d.putPoints {
+	for i, a := range d.putPoints {
 		z := y - a
-		sum += (d.getIntegral(z) - d.getIntegral(z-d.wait)) / d.wait
+		sum += d.putWeights[i] * (d.getIntegral(z) - d.getIntegral(z-d.wait)) / d.wait
 	}
-	return sum / float64(len(d.putPoints))
+	return sum
 }
 
 // getIntegral is G(z) = ∫₀ᶻ F_GET(u) du.
