@@ -177,3 +177,12 @@ func isTransportError(err error) bool {
 	}
 	return false
 }
+
+// neverSent reports whether err is a failure to reach the server at all
+// (name resolution, connecting), after which a request cannot have had
+// any effect.
+func neverSent(err error) bool {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	return errors.As(err, &dnsErr) || errors.As(err, &opErr) && opErr.Op == "dial"
+}

@@ -33,32 +33,51 @@ var allKinds = []error{
 const attempts = 3
 
 func TestPutErrorMapping(t *testing.T) {
+	const payload = "payload"
+	stored := func(body string) canned { return canned{status: 200, body: body} }
+	hangUp := canned{hangUp: true}
 	cases := []struct {
 		name     string
-		script   []canned
-		want     error // nil: success, or a failure matching no sentinel when code != ""
+		script   []canned // the Put's attempts, then the read-back GET if any
+		ok       bool
+		want     error
 		code     string
 		requests int
 	}{
-		{"key taken", []canned{s3Error(412, "PreconditionFailed", "req-412")}, walstore.ErrAlreadyExists, "PreconditionFailed", 1},
-		{"conflict retried then stored", []canned{s3Error(409, "ConditionalRequestConflict", "req-409"), ok200}, nil, "", 2},
-		{"conflict retried then taken", []canned{s3Error(409, "ConditionalRequestConflict", "req-409"), s3Error(412, "PreconditionFailed", "req-412")}, walstore.ErrAlreadyExists, "PreconditionFailed", 2},
-		{"conflict until retries run out", []canned{s3Error(409, "ConditionalRequestConflict", "req-409")}, walstore.ErrUnavailable, "ConditionalRequestConflict", attempts},
-		{"slow down", []canned{s3Error(503, "SlowDown", "req-503")}, walstore.ErrUnavailable, "SlowDown", attempts},
-		{"slow down then stored", []canned{s3Error(503, "SlowDown", "req-503"), ok200}, nil, "", 2},
-		{"internal error", []canned{s3Error(500, "InternalError", "req-500")}, walstore.ErrUnavailable, "InternalError", attempts},
-		{"bad gateway without body", []canned{{status: 502}}, walstore.ErrUnavailable, "BadGateway", attempts},
-		{"access denied", []canned{s3Error(403, "AccessDenied", "req-403")}, nil, "AccessDenied", 1},
-		{"no such bucket", []canned{s3Error(404, "NoSuchBucket", "req-404")}, nil, "NoSuchBucket", 1},
-		{"connection closed", []canned{{hangUp: true}}, walstore.ErrUnavailable, "", attempts},
+		{"stored", []canned{ok200}, true, nil, "", 1},
+		{"key taken", []canned{s3Error(412, "PreconditionFailed", "req-412")}, false, walstore.ErrAlreadyExists, "PreconditionFailed", 1},
+		{"conflict retried then stored", []canned{s3Error(409, "ConditionalRequestConflict", "req-409"), ok200}, true, nil, "", 2},
+		{"conflict retried then taken", []canned{s3Error(409, "ConditionalRequestConflict", "req-409"), s3Error(412, "PreconditionFailed", "req-412"), stored("theirs")}, false, walstore.ErrAlreadyExists, "PreconditionFailed", 3},
+		{"conflict until retries run out", []canned{s3Error(409, "ConditionalRequestConflict", "req-409")}, false, walstore.ErrUnavailable, "ConditionalRequestConflict", attempts + 1},
+		{"slow down", []canned{s3Error(503, "SlowDown", "req-503")}, false, walstore.ErrUnavailable, "SlowDown", attempts + 1},
+		{"slow down then stored", []canned{s3Error(503, "SlowDown", "req-503"), ok200}, true, nil, "", 2},
+		{"internal error", []canned{s3Error(500, "InternalError", "req-500")}, false, walstore.ErrUnavailable, "InternalError", attempts + 1},
+		{"bad gateway without body", []canned{{status: 502}}, false, walstore.ErrUnavailable, "BadGateway", attempts + 1},
+		{"access denied", []canned{s3Error(403, "AccessDenied", "req-403")}, false, nil, "AccessDenied", 1},
+		{"no such bucket", []canned{s3Error(404, "NoSuchBucket", "req-404")}, false, nil, "NoSuchBucket", 1},
+		{"connection closed", []canned{hangUp}, false, walstore.ErrUnavailable, "", attempts + 1},
+		// A lost answer: the first attempt stored the object, its retry
+		// finds the key taken. The read-back recognises the body.
+		{"retry finds its own object", []canned{s3Error(500, "InternalError", "req-500"), s3Error(412, "PreconditionFailed", "req-412"), stored(payload)}, true, nil, "", 3},
+		{"retry finds another object", []canned{s3Error(500, "InternalError", "req-500"), s3Error(412, "PreconditionFailed", "req-412"), stored("payloaX")}, false, walstore.ErrAlreadyExists, "PreconditionFailed", 3},
+		{"no answer, own object stored", []canned{hangUp, hangUp, hangUp, stored(payload)}, true, nil, "", attempts + 1},
+		{"no answer, another object stored", []canned{hangUp, hangUp, hangUp, stored("a longer body")}, false, walstore.ErrAlreadyExists, "", attempts + 1},
+		{"no answer, nothing stored", []canned{hangUp, hangUp, hangUp, s3Error(404, "NoSuchKey", "req-404")}, false, walstore.ErrUnavailable, "", attempts + 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFakeS3(t, c.script...)
 			s := newFakeStore(t, f, nil)
-			ref, err := s.Put(t.Context(), "obj/1", []byte("payload"))
-			assert.Len(t, f.requests(), c.requests, "HTTP attempts")
-			if c.want == nil && c.code == "" {
+			ref, err := s.Put(t.Context(), "obj/1", []byte(payload))
+			reqs := f.requests()
+			assert.Len(t, reqs, c.requests, "HTTP requests")
+			for i, r := range reqs {
+				if i >= attempts || r.method == http.MethodGet {
+					assert.Equal(t, http.MethodGet, r.method, "request %d: only the read-back follows the attempts", i)
+					assert.Empty(t, r.header.Get("Range"), "the read-back reads the whole object")
+				}
+			}
+			if c.ok {
 				require.NoError(t, err)
 				assert.Equal(t, metadata.ObjectRef{AZ: azA, Bucket: bucketA, Key: "obj/1"}, ref)
 				return
@@ -75,7 +94,7 @@ func TestPutErrorMapping(t *testing.T) {
 				var re *awshttp.ResponseError
 				require.ErrorAs(t, err, &re, "the SDK's response error stays reachable")
 				assert.Equal(t, re.ServiceRequestID(), se.RequestID)
-				if id := c.script[len(c.script)-1].header["x-amz-request-id"]; id != "" {
+				if id := c.script[0].header["x-amz-request-id"]; id != "" && len(c.script) == 1 {
 					assert.Equal(t, id, se.RequestID)
 					assert.Contains(t, err.Error(), id)
 				}
@@ -144,7 +163,7 @@ func TestPutRequest(t *testing.T) {
 			"If-None-Match":                "*",
 			"X-Amz-Server-Side-Encryption": "AES256",
 			"X-Amz-Checksum-Crc32":         "-",
-			"Expect":                       "",
+			"Expect":                       "100-continue",
 		}},
 		{"crc32c and kms", func(o *s3express.Options) {
 			o.Checksum = "CRC32C"
@@ -329,13 +348,16 @@ func TestTransportFailures(t *testing.T) {
 		name     string
 		err      error
 		attempts int
+		// readBack is 1 when Put, unsure whether its write landed,
+		// reads the key back; not when the server was never reached.
+		readBack int
 	}{
 		// The SDK does not retry NXDOMAIN: a name that does not resolve
 		// now will not a moment later. It is still no answer from S3.
-		{"dns no such host", &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}, 1},
-		{"dns server failure", &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}, attempts},
-		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}, attempts},
-		{"connection reset", &net.OpError{Op: "read", Net: "tcp", Err: errors.New("read: connection reset by peer")}, attempts},
+		{"dns no such host", &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}, 1, 0},
+		{"dns server failure", &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}, attempts, 0},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}, attempts, 0},
+		{"connection reset", &net.OpError{Op: "read", Net: "tcp", Err: errors.New("read: connection reset by peer")}, attempts, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -355,7 +377,7 @@ func TestTransportFailures(t *testing.T) {
 			requireKind(t, err, walstore.ErrUnavailable, "List")
 			err = s.Delete(t.Context(), []metadata.ObjectRef{{Bucket: bucketC, Key: "k"}})
 			requireKind(t, err, walstore.ErrUnavailable, "Delete")
-			assert.Equal(t, int64(4*c.attempts), n.Load(), "HTTP attempts of the four operations")
+			assert.Equal(t, int64(4*c.attempts+c.readBack), n.Load(), "HTTP attempts of the four operations")
 		})
 	}
 }

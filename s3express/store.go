@@ -20,6 +20,7 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
@@ -164,11 +165,17 @@ func New(cfg aws.Config, opts Options) (*Store, error) {
 
 	clientOpts := []func(*s3.Options){func(o *s3.Options) {
 		o.HTTPClient = httpClient
-		// Expect: 100-continue costs a round trip on every PUT above 2 MB
-		// to save sending a body that is refused, which for if-absent
-		// writes of fresh keys is rare; some S3-compatible servers never
-		// answer it, stalling each PUT for the transport's timeout.
-		o.ContinueHeaderThresholdBytes = -1
+		// Expect: 100-continue on every PUT, not only above the SDK's 2 MB
+		// default: a PUT that S3 can refuse from its headers (a taken
+		// key, access denied) then sends no body, and the refusal arrives
+		// as a response instead of a connection reset mid-body, which Go's
+		// transport reports without the response. It costs one round trip
+		// inside the AZ. For a server that never answers 100-continue, set
+		// ContinueHeaderThresholdBytes to -1 in ClientOptions.
+		o.ContinueHeaderThresholdBytes = 1
+		// S3 has no checksum for a byte range, so the SDK would log that
+		// it skipped validation on every ranged GET.
+		o.DisableLogOutputChecksumValidationSkipped = true
 	}}
 	if opts.S3Compatible {
 		clientOpts = append(clientOpts, func(o *s3.Options) {
@@ -340,10 +347,81 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 			in.SSEKMSKeyId = aws.String(s.kmsKeyID)
 		}
 	}
-	if _, err := s.client.PutObject(ctx, in); err != nil {
-		return metadata.ObjectRef{}, requestError(ctx, "Put", ref.Bucket, key, err)
+	var attempts int
+	_, err := s.client.PutObject(ctx, in, countAttempts(&attempts))
+	if err == nil {
+		return ref, nil
 	}
-	return ref, nil
+	e := requestError(ctx, "Put", ref.Bucket, key, err)
+	// An attempt that got no answer, or a 5xx, may still have stored the
+	// object; a retry of it then finds the key taken by itself. Reading
+	// the key back tells the two apart.
+	if e.Kind == walstore.ErrUnavailable && !neverSent(err) || e.Kind == walstore.ErrAlreadyExists && attempts > 1 {
+		switch s.readBack(ctx, ref.Bucket, *in.Key, body) {
+		case storedOurs:
+			return ref, nil
+		case storedOther:
+			e.Kind = walstore.ErrAlreadyExists
+			e.Err = fmt.Errorf("the key holds another object (read back after: %w)", err)
+		}
+	}
+	return metadata.ObjectRef{}, e
+}
+
+// countAttempts makes an operation count its HTTP attempts into n.
+func countAttempts(n *int) func(*s3.Options) {
+	return func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("activetierCountAttempts",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					*n++
+					return next.HandleFinalize(ctx, in)
+				}), middleware.After)
+		})
+	}
+}
+
+// What readBack found under a key after an ambiguous Put.
+type stored int
+
+const (
+	storedUnknown stored = iota // missing, or could not be read
+	storedOurs                  // exactly the body Put sent
+	storedOther                 // another object
+)
+
+// readBack reads the object at wireKey, in one attempt, and compares it
+// with body without buffering it.
+func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body []byte) stored {
+	if ctx.Err() != nil {
+		return storedUnknown
+	}
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucketName), Key: aws.String(wireKey)},
+		func(o *s3.Options) { o.RetryMaxAttempts = 1 })
+	if err != nil {
+		return storedUnknown
+	}
+	defer out.Body.Close()
+	if out.ContentLength != nil && *out.ContentLength != int64(len(body)) {
+		return storedOther
+	}
+	var chunk [32 << 10]byte
+	rest := body
+	for {
+		n, err := out.Body.Read(chunk[:])
+		if n > len(rest) || !bytes.Equal(chunk[:n], rest[:n]) {
+			return storedOther
+		}
+		rest = rest[n:]
+		switch {
+		case errors.Is(err, io.EOF) && len(rest) == 0:
+			return storedOurs
+		case errors.Is(err, io.EOF):
+			return storedOther
+		case err != nil:
+			return storedUnknown
+		}
+	}
 }
 
 // GetRange reads bytes [offset, offset+length) of the object ref names

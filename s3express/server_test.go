@@ -1,0 +1,287 @@
+package s3express_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/s3express"
+	"github.com/activetier/activetier/walstore"
+)
+
+// The tests in this file and in conformance_test.go need a real
+// S3-compatible server. scripts/test.sh starts versitygw and sets
+// ACTIVETIER_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+// AWS_REGION; without the endpoint they skip.
+const endpointEnv = "ACTIVETIER_S3_ENDPOINT"
+
+// s3Endpoint returns the server's URL or skips the test.
+func s3Endpoint(t testing.TB) string {
+	t.Helper()
+	ep := os.Getenv(endpointEnv)
+	if ep == "" {
+		t.Skipf("needs an S3 server: %s is not set; run `bash scripts/test.sh`, which starts versitygw on 127.0.0.1", endpointEnv)
+	}
+	return ep
+}
+
+// serverConfig loads the AWS configuration the way a user does, pointed
+// at the test server.
+func serverConfig(t testing.TB) aws.Config {
+	t.Helper()
+	ep := s3Endpoint(t)
+	cfg, err := config.LoadDefaultConfig(context.Background())
+	require.NoError(t, err)
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	cfg.BaseEndpoint = aws.String(ep)
+	return cfg
+}
+
+// Bucket sets standing for three AZs: S3 Express directory bucket names,
+// which versitygw stores as ordinary buckets, and standard names.
+var (
+	directoryBuckets = map[string]string{
+		azA: "activetier--use1-az4--x-s3",
+		azB: "activetier--use1-az5--x-s3",
+		azC: "activetier--use1-az6--x-s3",
+	}
+	standardBuckets = map[string]string{
+		azA: "activetier-test-use1-az4",
+		azB: "activetier-test-use1-az5",
+		azC: "activetier-test-use1-az6",
+	}
+)
+
+// newServerStore returns a store in localAZ over the test server.
+func newServerStore(t testing.TB, cfg aws.Config, buckets map[string]string, localAZ string, mod func(*s3express.Options)) *s3express.Store {
+	t.Helper()
+	opts := s3express.Options{Buckets: buckets, LocalAZ: localAZ, S3Compatible: true}
+	if mod != nil {
+		mod(&opts)
+	}
+	s, err := s3express.New(cfg, opts)
+	require.NoError(t, err)
+	t.Cleanup(s.CloseIdleConnections)
+	return s
+}
+
+// createBuckets creates the buckets on the server if they are not there.
+func createBuckets(t testing.TB, cfg aws.Config, buckets map[string]string) {
+	t.Helper()
+	for az := range buckets {
+		s := newServerStore(t, cfg, buckets, az, nil)
+		_, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(buckets[az])})
+		var apiErr smithy.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode() == "BucketAlreadyOwnedByYou" || apiErr.ErrorCode() == "BucketAlreadyExists") {
+			err = nil
+		}
+		require.NoError(t, err, "creating bucket %s", buckets[az])
+	}
+}
+
+// bucketStyles are the two naming styles every server test runs with.
+var bucketStyles = []struct {
+	name    string
+	buckets map[string]string
+}{
+	{"directory-names", directoryBuckets},
+	{"standard-names", standardBuckets},
+}
+
+// uniqueKey returns a key no earlier run used, since buckets persist on a
+// server the developer runs.
+func uniqueKey(t testing.TB, name string) string {
+	return fmt.Sprintf("s3express-test/%s/%016x/%s", t.Name(), rand.Uint64(), name)
+}
+
+// TestServerPutIfAbsentRaceAcrossBrokers races two brokers in one AZ
+// (separate stores, so separate connection pools) writing the same keys
+// with megabyte bodies, so that the uploads overlap on the server: exactly
+// one writer wins each key and the object is the winner's body.
+func TestServerPutIfAbsentRaceAcrossBrokers(t *testing.T) {
+	cfg := serverConfig(t)
+	for _, style := range bucketStyles {
+		t.Run(style.name, func(t *testing.T) {
+			createBuckets(t, cfg, style.buckets)
+			brokers := []*s3express.Store{
+				newServerStore(t, cfg, style.buckets, azA, nil),
+				newServerStore(t, cfg, style.buckets, azA, nil),
+			}
+			const rounds, writersPerBroker = 4, 6
+			seed := rand.Uint64()
+			t.Logf("bodies seeded with %d", seed)
+			rng := rand.New(rand.NewPCG(seed, 0))
+			for round := range rounds {
+				key := uniqueKey(t, fmt.Sprintf("race-%d", round))
+				n := len(brokers) * writersPerBroker
+				bodies := make([][]byte, n)
+				for i := range bodies {
+					bodies[i] = make([]byte, 1<<20+i)
+					for j := range bodies[i] {
+						bodies[i][j] = byte(rng.Uint32())
+					}
+				}
+				errs := make([]error, n)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for i := range n {
+					wg.Go(func() {
+						<-start
+						_, errs[i] = brokers[i%len(brokers)].Put(t.Context(), key, bodies[i])
+					})
+				}
+				close(start)
+				wg.Wait()
+				winner := -1
+				for i, err := range errs {
+					if err == nil {
+						require.Equal(t, -1, winner, "round %d: writers %d and %d both won (seed %d)", round, winner, i, seed)
+						winner = i
+						continue
+					}
+					require.ErrorIs(t, err, walstore.ErrAlreadyExists, "round %d writer %d (seed %d)", round, i, seed)
+				}
+				require.NotEqual(t, -1, winner, "round %d: nobody won (seed %d)", round, seed)
+				ref := metadata.ObjectRef{AZ: azA, Bucket: style.buckets[azA], Key: key}
+				got, err := brokers[0].GetRange(t.Context(), ref, 0, int64(len(bodies[winner])))
+				require.NoError(t, err)
+				require.True(t, bytes.Equal(bodies[winner], got), "round %d: the object is not the winner's body", round)
+				_, err = brokers[0].GetRange(t.Context(), ref, 0, int64(len(bodies[winner]))+1)
+				require.ErrorIs(t, err, walstore.ErrInvalidRange, "round %d: the object has the winner's size", round)
+				require.NoError(t, brokers[1].Delete(t.Context(), []metadata.ObjectRef{ref}))
+			}
+		})
+	}
+}
+
+// TestServerBadInput checks each bad input gives a clear error and exactly
+// the requests it needs: none when the store can tell by itself, one when
+// only the server knows the object's size.
+func TestServerBadInput(t *testing.T) {
+	cfg := serverConfig(t)
+	for _, style := range bucketStyles {
+		t.Run(style.name, func(t *testing.T) {
+			createBuckets(t, cfg, style.buckets)
+			var requests atomic.Int64
+			s := newServerStore(t, cfg, style.buckets, azA, func(o *s3express.Options) {
+				o.ClientOptions = append(o.ClientOptions, countRequests(&requests))
+			})
+			ctx := t.Context()
+			expect := func(name string, want int64, fn func() error, kind error) {
+				t.Helper()
+				before := requests.Load()
+				err := fn()
+				assert.Equal(t, want, requests.Load()-before, "%s: requests made", name)
+				requireKind(t, err, kind, name)
+				t.Logf("%s: %v", name, err)
+			}
+
+			data := []byte("0123456789")
+			ref, err := s.Put(ctx, uniqueKey(t, "ten-bytes"), data)
+			require.NoError(t, err)
+			empty, err := s.Put(ctx, uniqueKey(t, "empty"), nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Delete(context.Background(), []metadata.ObjectRef{ref, empty}) })
+			get := func(r metadata.ObjectRef, off, n int64) func() error {
+				return func() error { _, err := s.GetRange(ctx, r, off, n); return err }
+			}
+			unknown := metadata.ObjectRef{AZ: "use1-az9", Bucket: "activetier-unconfigured", Key: ref.Key}
+
+			expect("GetRange of an unconfigured bucket", 0, get(unknown, 0, 1), walstore.ErrUnknownBucket)
+			expect("Delete naming an unconfigured bucket", 0, func() error {
+				return s.Delete(ctx, []metadata.ObjectRef{ref, unknown})
+			}, walstore.ErrUnknownBucket)
+			expect("List of an unconfigured bucket", 0, func() error {
+				_, err := s.List(ctx, unknown.Bucket, "")
+				return err
+			}, walstore.ErrUnknownBucket)
+			expect("GetRange with zero length", 0, get(ref, 0, 0), walstore.ErrInvalidRange)
+			expect("GetRange with negative offset", 0, get(ref, -5, 1), walstore.ErrInvalidRange)
+			expect("GetRange straddling the end", 1, get(ref, 5, 10), walstore.ErrInvalidRange)
+			expect("GetRange starting at the end", 1, get(ref, 10, 1), walstore.ErrInvalidRange)
+			expect("GetRange far past the end", 1, get(ref, 1<<40, 1), walstore.ErrInvalidRange)
+			expect("GetRange of a zero-length object", 1, get(empty, 0, 1), walstore.ErrInvalidRange)
+			expect("GetRange of a missing object", 1, get(metadata.ObjectRef{AZ: azB, Bucket: style.buckets[azB], Key: uniqueKey(t, "missing")}, 0, 1), walstore.ErrNotFound)
+			expect("Put of an existing key", 1, func() error { _, err := s.Put(ctx, ref.Key, []byte("new")); return err }, walstore.ErrAlreadyExists)
+
+			got, err := s.GetRange(ctx, ref, 0, int64(len(data)))
+			require.NoError(t, err)
+			assert.Equal(t, data, got, "refused requests changed nothing")
+		})
+	}
+
+	t.Run("malformed directory bucket name", func(t *testing.T) {
+		var requests atomic.Int64
+		buckets := map[string]string{azA: "activetier--use1-az4--x-s3", azB: "activetier--use1-az5-x-s3"}
+		s, err := s3express.New(cfg, s3express.Options{Buckets: buckets, LocalAZ: azA, S3Compatible: true,
+			ClientOptions: []func(*s3.Options){countRequests(&requests)}})
+		require.ErrorContains(t, err, `Options.Buckets["use1-az5"]`)
+		require.ErrorContains(t, err, "activetier--use1-az5-x-s3")
+		assert.Nil(t, s)
+		assert.Zero(t, requests.Load())
+	})
+}
+
+// TestServerErrorDetails checks what the errors of a real server carry.
+func TestServerErrorDetails(t *testing.T) {
+	cfg := serverConfig(t)
+	createBuckets(t, cfg, directoryBuckets)
+	s := newServerStore(t, cfg, directoryBuckets, azA, nil)
+
+	missing := metadata.ObjectRef{AZ: azB, Bucket: directoryBuckets[azB], Key: uniqueKey(t, "missing")}
+	_, err := s.GetRange(t.Context(), missing, 0, 1)
+	requireKind(t, err, walstore.ErrNotFound, "GetRange of a missing object")
+	var se *s3express.Error
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "NoSuchKey", se.Code)
+	assert.NotEmpty(t, se.RequestID)
+	assert.Contains(t, err.Error(), missing.Bucket+"/"+missing.Key)
+
+	// A configured bucket that does not exist on the server needs an
+	// operator: it matches no sentinel, so no engine waits for it to heal.
+	buckets := map[string]string{azA: directoryBuckets[azA], azB: "activetier-never-created"}
+	s = newServerStore(t, cfg, buckets, azA, nil)
+	_, err = s.GetRange(t.Context(), metadata.ObjectRef{AZ: azB, Bucket: buckets[azB], Key: "k"}, 0, 1)
+	requireKind(t, err, nil, "GetRange from a bucket that does not exist")
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "NoSuchBucket", se.Code)
+}
+
+// TestServerLargeObject writes an object larger than the SDK's 100-continue
+// threshold and reads ranges at its edges and across 64 KiB boundaries.
+func TestServerLargeObject(t *testing.T) {
+	cfg := serverConfig(t)
+	createBuckets(t, cfg, directoryBuckets)
+	writer := newServerStore(t, cfg, directoryBuckets, azC, func(o *s3express.Options) { o.Checksum = "CRC32C" })
+	reader := newServerStore(t, cfg, directoryBuckets, azA, nil)
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	data := make([]byte, 9<<20+3)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	ref, err := writer.Put(t.Context(), uniqueKey(t, "large"), data)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = writer.Delete(context.Background(), []metadata.ObjectRef{ref}) })
+	for _, r := range [][2]int64{{0, int64(len(data))}, {0, 1}, {int64(len(data)) - 1, 1}, {65535, 65538}, {3 << 20, 5 << 20}} {
+		got, err := reader.GetRange(t.Context(), ref, r[0], r[1])
+		require.NoError(t, err, "range %v", r)
+		require.True(t, bytes.Equal(data[r[0]:r[0]+r[1]], got), "range %v (seed %d)", r, seed)
+	}
+}
