@@ -1,0 +1,125 @@
+package combiner
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/activetier/activetier/metadata"
+)
+
+// Benchmarks encode and decode an object of 100 partitions of Kafka-like
+// log batches (about 1 MiB at 1x; 10x has ten times the batches per
+// partition, to show that allocations do not grow with batches). Every
+// benchmark sets bytes to the batch data, so MB/s compare directly with
+// BenchmarkBaselineCopyXXHash: the least any encoder or verifier must do is
+// to copy the bytes once and hash them once.
+//
+//	go test ./combiner -run '^$' -bench . -benchtime 200x -count 5
+
+const (
+	benchPartitions = 100
+	benchBatches    = 3
+	benchRecords    = 14
+)
+
+var benchScales = []int{1, 10}
+
+func benchSections(scale int) []SectionInput {
+	return newKafkaGen(1).workload(benchPartitions, benchBatches*scale, benchRecords)
+}
+
+func BenchmarkBaselineCopyXXHash(b *testing.B) {
+	for _, scale := range benchScales {
+		b.Run(fmt.Sprintf("%dx", scale), func(b *testing.B) {
+			sections := benchSections(scale)
+			total := totalBytes(sections)
+			buf := make([]byte, 0, total)
+			var sum uint64
+			b.SetBytes(int64(total))
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = buf[:0]
+				for _, s := range sections {
+					for _, bt := range s.Batches {
+						buf = append(buf, bt.Data...)
+					}
+				}
+				sum += xxhash.Sum64(buf)
+			}
+			if sum == 1 {
+				b.Log("unlikely")
+			}
+		})
+	}
+}
+
+func BenchmarkEncode(b *testing.B) {
+	for _, codec := range codecs {
+		for _, scale := range benchScales {
+			b.Run(fmt.Sprintf("%s/%dx", codec, scale), func(b *testing.B) {
+				sections := benchSections(scale)
+				total := totalBytes(sections)
+				enc := newEncoder(b, EncoderOptions{Codec: codec})
+				var dst []byte
+				var err error
+				b.SetBytes(int64(total))
+				b.ReportAllocs()
+				for b.Loop() {
+					dst, _, err = enc.Encode(dst[:0], sections)
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(total)/float64(len(dst)), "ratio")
+			})
+		}
+	}
+}
+
+// BenchmarkDecodeVerify is a follower's work for a whole object: list the
+// sections from the object's tail, then verify and decode every section
+// from its own range.
+func BenchmarkDecodeVerify(b *testing.B) {
+	for _, codec := range codecs {
+		for _, scale := range benchScales {
+			b.Run(fmt.Sprintf("%s/%dx", codec, scale), func(b *testing.B) {
+				sections := benchSections(scale)
+				total := totalBytes(sections)
+				enc := newEncoder(b, EncoderOptions{Codec: codec})
+				obj, _, err := enc.Encode(nil, sections)
+				if err != nil {
+					b.Fatal(err)
+				}
+				dec := newDecoder(b, DecoderOptions{})
+				size := int64(len(obj))
+				tail := obj[max(0, size-DefaultTailSize):]
+				var batches []Batch
+				b.SetBytes(int64(total))
+				b.ReportAllocs()
+				for b.Loop() {
+					infos, err := ReadFooter(tail, size)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, s := range infos {
+						batches, err = dec.DecodeSection(batches[:0], obj[s.Position:s.Position+s.Length], s)
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(total)/float64(len(obj)), "ratio")
+				compressed := 0
+				infos, _ := ReadFooter(tail, size)
+				for _, s := range infos {
+					if s.Codec != metadata.CodecNone {
+						compressed++
+					}
+				}
+				b.ReportMetric(float64(compressed), "compressed-sections")
+			})
+		}
+	}
+}
