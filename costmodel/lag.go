@@ -217,7 +217,7 @@ func (d *lagDist) getIntegral(z float64) float64 {
 	return z*normalCDF(dz) - d.getMean*normalCDF(dz-d.getSigma)
 }
 
-// quantile inverts cdf by bisection to 100 ns.
+// quantile inverts cdf by bisection to 1 µs, finer than any lag is reported.
 func (d *lagDist) quantile(q float64) float64 {
 	lo := d.fixed
 	hi := d.fixed + d.wait + d.putMed*math.Exp(6*d.putSigma) + d.getMed*math.Exp(6*d.getSigma)
@@ -228,7 +228,7 @@ func (d *lagDist) quantile(q float64) float64 {
 		lo, hi = hi, 2*hi
 	}
 	for range 128 {
-		if hi-lo <= 1e-7 {
+		if hi-lo <= 1e-6 {
 			break
 		}
 		mid := (lo + hi) / 2

@@ -116,14 +116,14 @@ func PlanWorkload(p Prices, r PlanRequest) (Plan, error) {
 		l, err := p99(t)
 		return l <= r.P99Lag, err
 	}
-	longest, feasible, err := lastTrue(MinFlushInterval, maxInterval, fits)
+	longest, feasible, err := lastTrue(maxInterval, fits)
 	if err != nil {
 		return Plan{}, err
 	}
 	plan.MeetsBudget = feasible
 	plan.FlushInterval = MinFlushInterval
 	if feasible {
-		plan.FlushInterval = max(MinFlushInterval, longest.Truncate(time.Millisecond))
+		plan.FlushInterval = longest
 	}
 
 	// Cap objects at their expected size at the chosen interval.
@@ -144,7 +144,7 @@ func PlanWorkload(p Prices, r PlanRequest) (Plan, error) {
 		s, err := savings(t)
 		return s < 0, err
 	}
-	lastLoss, everLoses, err := lastTrue(MinFlushInterval, maxInterval, loses)
+	lastLoss, everLoses, err := lastTrue(maxInterval, loses)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -152,41 +152,39 @@ func PlanWorkload(p Prices, r PlanRequest) (Plan, error) {
 	case !everLoses:
 		plan.BreakEvenFlushInterval = MinFlushInterval
 	case lastLoss < maxInterval:
-		// The crossing lies within a microsecond above lastLoss.
-		plan.BreakEvenFlushInterval = min(maxInterval, ceilMillisecond(lastLoss+time.Microsecond))
+		plan.BreakEvenFlushInterval = min(maxInterval, lastLoss+time.Millisecond)
 	}
 
 	plan.Reason, err = planReason(p, r, w, plan, maxInterval)
 	return plan, err
 }
 
-func ceilMillisecond(d time.Duration) time.Duration {
-	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
-}
-
-// lastTrue returns the largest t in [lo, hi] (to 1 µs) with f(t) true,
-// assuming f is true up to some point and false after it; ok is false when
-// f(lo) is already false.
-func lastTrue(lo, hi time.Duration, f func(time.Duration) (bool, error)) (t time.Duration, ok bool, err error) {
-	if ok, err = f(lo); err != nil || !ok {
-		return lo, false, err
+// lastTrue returns the largest t among the whole milliseconds from
+// MinFlushInterval up to hi, and hi itself, with f(t) true, assuming f is true
+// up to some point and false after it; ok is false when f(MinFlushInterval)
+// is already false.
+func lastTrue(hi time.Duration, f func(time.Duration) (bool, error)) (t time.Duration, ok bool, err error) {
+	if ok, err = f(MinFlushInterval); err != nil || !ok {
+		return MinFlushInterval, false, err
 	}
 	if ok, err = f(hi); err != nil || ok {
 		return hi, err == nil, err
 	}
-	for hi-lo > time.Microsecond {
-		mid := lo + (hi-lo)/2
-		ok, err := f(mid)
+	// Invariant: f(lo ms) is true, f(hi ms) is false (hi ms ≥ hi).
+	lo, up := int64(MinFlushInterval/time.Millisecond), int64((hi+time.Millisecond-1)/time.Millisecond)
+	for up-lo > 1 {
+		mid := lo + (up-lo)/2
+		ok, err := f(time.Duration(mid) * time.Millisecond)
 		if err != nil {
 			return 0, false, err
 		}
 		if ok {
 			lo = mid
 		} else {
-			hi = mid
+			up = mid
 		}
 	}
-	return lo, true, nil
+	return time.Duration(lo) * time.Millisecond, true, nil
 }
 
 func planReason(p Prices, r PlanRequest, w Workload, plan Plan, maxInterval time.Duration) (string, error) {
