@@ -418,3 +418,72 @@ func getUint64(b []byte) uint64               { return binary.LittleEndian.Uint6
 func reseal(body []byte) []byte {
 	return binary.LittleEndian.AppendUint64(body, xxhash.Sum64(body))
 }
+
+// TestAllocationsDoNotGrowWithBatches pins the allocation behaviour the
+// benchmarks report: encoding allocates only the returned index, and
+// listing and decoding uncompressed sections allocates the index and the
+// footer's topic names, however many batches the object holds. (Compressed
+// codecs add one buffer per section, and their libraries' pools allocate
+// after garbage collections, so they are left to the benchmarks.)
+func TestAllocationsDoNotGrowWithBatches(t *testing.T) {
+	measure := func(scale int) (encode, decode float64, topics int) {
+		sections := newKafkaGen(1).workload(20, 2*scale, 3)
+		e := newEncoder(t, EncoderOptions{})
+		obj, _, err := e.Encode(nil, sections)
+		require.NoError(t, err)
+		encode = testing.AllocsPerRun(20, func() { obj, _, _ = e.Encode(obj[:0], sections) })
+
+		d := newDecoder(t, DecoderOptions{})
+		batches := make([]Batch, 0, 2*scale)
+		decode = testing.AllocsPerRun(20, func() {
+			infos, err := ReadFooter(obj, int64(len(obj)))
+			require.NoError(t, err)
+			for _, s := range infos {
+				batches, err = d.DecodeSection(batches[:0], obj[s.Position:s.Position+s.Length], s)
+				require.NoError(t, err)
+			}
+		})
+		names := map[metadata.TopicPartition]bool{}
+		for _, s := range sections {
+			p := s.Partition
+			p.Partition = 0
+			names[p] = true
+		}
+		return encode, decode, len(names)
+	}
+	enc1, dec1, topics := measure(1)
+	enc10, dec10, _ := measure(10)
+	assert.Equal(t, 1.0, enc1, "Encode allocates the []SectionInfo only")
+	assert.Equal(t, enc1, enc10)
+	assert.Equal(t, float64(2+topics), dec1, "the index, the topic table and one string per topic")
+	assert.Equal(t, dec1, dec10)
+}
+
+// TestDecoderConcurrentUse decodes the sections of one object from several
+// goroutines at once with one Decoder, more of them than its zstd
+// concurrency, as a follower fetching ranges in parallel does.
+func TestDecoderConcurrentUse(t *testing.T) {
+	sections := newKafkaGen(9).workload(16, 3, 10)
+	obj, infos := encode(t, newEncoder(t, EncoderOptions{Codec: metadata.CodecZstd}), sections)
+	dec := newDecoder(t, DecoderOptions{Concurrency: 2})
+	errs := make(chan error, 8)
+	for w := range 8 {
+		go func() {
+			for i := range infos {
+				s := infos[(i+w)%len(infos)]
+				got, err := dec.DecodeSection(nil, obj[s.Position:s.Position+s.Length], s)
+				if err == nil && len(got) != len(sections[(i+w)%len(infos)].Batches) {
+					err = fmt.Errorf("section %d: %d batches", (i+w)%len(infos), len(got))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		require.NoError(t, <-errs)
+	}
+}

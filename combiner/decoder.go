@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/s2"
@@ -125,7 +126,7 @@ func (d *Decoder) DecodeSection(dst []Batch, section []byte, want SectionInfo) (
 	}
 
 	// The table was validated by checkSection; this pass only slices.
-	out := dst
+	out := slices.Grow(dst, h.batches)
 	r := reader{b: section, off: h.table}
 	var b Batch
 	b.Epoch = want.Epoch

@@ -40,7 +40,9 @@
 // # Byte layout, format version 1
 //
 // Integers are little-endian. uvarint and varint are encoding/binary's
-// unsigned and zigzag-signed varints. An object is:
+// unsigned and zigzag-signed varints. In the tables below, the first column
+// is a field's byte offset where it is fixed (negative: from the end), the
+// second its size in bytes, "v" for a varint. An object is:
 //
 //	Header (8 bytes)
 //	  0   4  magic "ATCO"
@@ -52,22 +54,22 @@
 //
 // A section, for one partition and one record epoch:
 //
-//	  0   1  section version, 1 (a reader of a lone range learns it here)
-//	  1   1  codec: 0 none, 1 zstd, 2 s2 (metadata.Codec)
-//	      v  epoch, varint
-//	      v  batch count n >= 1, uvarint
-//	         n batch descriptors, each:
-//	      v    first offset, uvarint: absolute for the first batch; for the
-//	           others the gap after the previous batch's last offset
-//	           (first - previous last - 1), usually 0
-//	      v    last offset - first offset, uvarint
-//	      v    max timestamp, varint: absolute for the first batch; for the
-//	           others the difference from the previous batch's (mod 2^64)
-//	      v    data length >= 1, uvarint
-//	         payload: the n batches' data, concatenated, then stored
-//	           as is (codec none), as one zstd frame with its content size
-//	           and no frame checksum, or as one s2 block
-//	 -8   8  xxhash64 of all the section's preceding bytes
+//	 0   1  section version, 1 (a reader of a lone range learns it here)
+//	 1   1  codec: 0 none, 1 zstd, 2 s2 (metadata.Codec)
+//	     v  epoch, varint
+//	     v  batch count n >= 1, uvarint
+//	        n batch descriptors, each:
+//	     v    first offset, uvarint: absolute for the first batch; for the
+//	          others the gap after the previous batch's last offset
+//	          (first - previous last - 1), usually 0
+//	     v    last offset - first offset, uvarint
+//	     v    max timestamp, varint: absolute for the first batch; for the
+//	          others the difference from the previous batch's (mod 2^64)
+//	     v    data length >= 1, uvarint
+//	        payload: the n batches' data, concatenated, then stored
+//	          as is (codec none), as one zstd frame with its content size
+//	          and no frame checksum, or as one s2 block
+//	-8   8  xxhash64 of all the section's preceding bytes
 //
 // The descriptors stay outside the compressed payload: they are a few
 // bytes per batch, and a reader validates them against the entry before
@@ -76,34 +78,34 @@
 //
 // The footer, covered by the trailer's checksum:
 //
-//	      v  topic count t >= 1, uvarint
-//	         t topics, each:
-//	      1    flags: bit 0 set if a topic ID follows; other bits 0
-//	     16    topic ID (only if bit 0 is set)
-//	      v    topic name length, uvarint, then the name's bytes
-//	         one entry per section, in byte order:
-//	      v    topic index into the table, uvarint
-//	      v    partition number, uvarint (<= 2^31-1)
-//	      v    epoch, varint
-//	      v    first offset, uvarint
-//	      v    last offset - first offset, uvarint
-//	      v    max timestamp, varint
-//	      v    batch count, uvarint
-//	      v    section length, uvarint; a section's position is 8 plus
-//	           the lengths of the sections before it
-//	      1    codec
-//	      v    uncompressed size, uvarint
-//	      8    the section's xxhash64 (its last 8 bytes)
+//	 v  topic count t >= 1, uvarint
+//	    t topics, each:
+//	 1    flags: bit 0 set if a topic ID follows; other bits 0
+//	16    topic ID (only if bit 0 is set)
+//	 v    topic name length, uvarint, then the name's bytes
+//	    one entry per section, in byte order:
+//	 v    topic index into the table, uvarint
+//	 v    partition number, uvarint (<= 2^31-1)
+//	 v    epoch, varint
+//	 v    first offset, uvarint
+//	 v    last offset - first offset, uvarint
+//	 v    max timestamp, varint
+//	 v    batch count, uvarint
+//	 v    section length, uvarint; a section's position is 8 plus
+//	      the lengths of the sections before it
+//	 1    codec
+//	 v    uncompressed size, uvarint
+//	 8    the section's xxhash64 (its last 8 bytes)
 //
 // The trailer:
 //
-//	  0   8  footer position
-//	  8   4  footer length
-//	 12   4  section count
-//	 16   8  xxhash64 of the footer followed by trailer bytes 0-15
-//	 24   2  format version, 1
-//	 26   2  flags, 0
-//	 28   4  magic "ATCO"
+//	 0   8  footer position
+//	 8   4  footer length
+//	12   4  section count
+//	16   8  xxhash64 of the footer followed by trailer bytes 0-15
+//	24   2  format version, 1
+//	26   2  flags, 0
+//	28   4  magic "ATCO"
 //
 // Position and length are redundant with the object's size (footer
 // position + footer length + 32 = object size), which ReadFooter checks;
