@@ -1,0 +1,783 @@
+package metadata
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// messageVersion is the first byte of every encoded Message. A decoder
+// rejects versions it does not know with ErrUnsupportedVersion rather than
+// guessing, so a format change is a new version, never a reinterpretation.
+const messageVersion = 1
+
+// Errors returned by DecodeMessage, to be tested with errors.Is.
+var (
+	// ErrCorrupt is matched by every error DecodeMessage returns: the input
+	// is not a message this package wrote. The error is a *DecodeError
+	// saying where and what.
+	ErrCorrupt = errors.New("metadata: corrupt message")
+	// ErrUnsupportedVersion is matched, besides ErrCorrupt, when the
+	// input starts with a version this build does not know, typically
+	// written by a newer release during a rolling upgrade.
+	ErrUnsupportedVersion = errors.New("metadata: unsupported message version")
+)
+
+// DecodeError describes why DecodeMessage rejected its input. It matches
+// ErrCorrupt and Err under errors.Is.
+type DecodeError struct {
+	// Offset is the byte offset in the input of the item being decoded.
+	Offset int
+	// What names that item, for example "entry count" or "column length".
+	What string
+	// Err is the reason.
+	Err error
+}
+
+// Error formats the error with its byte offset and item.
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("metadata: corrupt message at byte %d (%s): %v", e.Offset, e.What, e.Err)
+}
+
+// Unwrap returns ErrCorrupt and the reason.
+func (e *DecodeError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+
+// The columns an entry is split into, in the order they are encoded. Each
+// holds one value per entry (gap: one per entry after the first;
+// uncompressed: one per compressed entry). The numbering is part of the
+// format.
+const (
+	colTopic        = iota // index into the topic table
+	colPartition           // partition minus the previous entry's
+	colFirstOffset         // FirstOffset
+	colSpan                // LastOffset - FirstOffset
+	colGap                 // Position minus the previous entry's end
+	colLength              // Length
+	colCodec               // Codec
+	colUncompressed        // UncompressedSize, for entries with a codec
+	colRecordEpoch         // RecordEpoch
+	colRepublish           // PublisherEpoch - RecordEpoch
+	colTimestamp           // MaxTimestamp
+	colWriter              // WriterBrokerID minus the message's
+	colCustomLen           // len(CustomMetadata)
+	numColumns
+)
+
+// columnNames name the columns in decode errors.
+var columnNames = [numColumns]string{
+	"column topic", "column partition", "column firstOffset", "column span",
+	"column gap", "column length", "column codec", "column uncompressed",
+	"column recordEpoch", "column republish", "column timestamp",
+	"column writer", "column customLen",
+}
+
+// columnRange bounds each column's values as encoded, so that the decoder
+// rejects out-of-range values once per column instead of once per entry.
+// The topic column's upper bound depends on the message.
+var columnRange = [numColumns][2]int64{
+	colTopic:        {0, math.MaxInt64},
+	colPartition:    {-math.MaxInt32, math.MaxInt32},
+	colFirstOffset:  {0, math.MaxInt64},
+	colSpan:         {0, math.MaxInt64},
+	colGap:          {0, math.MaxInt64},
+	colLength:       {1, math.MaxInt64},
+	colCodec:        {int64(CodecNone), int64(CodecS2)},
+	colUncompressed: {1, math.MaxInt64},
+	colRecordEpoch:  {0, math.MaxInt32},
+	colRepublish:    {0, math.MaxInt32},
+	colTimestamp:    {math.MinInt64, math.MaxInt64},
+	colWriter:       {-math.MaxInt32, math.MaxInt32},
+	colCustomLen:    {0, math.MaxInt64},
+}
+
+// Topic table kinds: which halves of a topic's identity follow.
+const (
+	topicHasName = 1 << 0
+	topicHasID   = 1 << 1
+)
+
+// Smallest encodings, used to bound counts read from the input before
+// anything is allocated for them.
+const (
+	minEntryBytes  = 8 // its checksum
+	minMarkerBytes = 5 // five one-byte varints
+	minTopicBytes  = 2 // kind and a one-byte name
+)
+
+// AppendMessage validates m (see Message.Validate), appends its encoding to
+// dst and returns the extended slice. On error dst is returned unchanged in
+// length.
+//
+// The encoding is canonical: entries are written in the order of their byte
+// ranges in the object and markers sorted by topic, partition, epoch, start
+// offset and leader, whatever their order in m, so one message has one
+// encoding. DecodeMessage returns them in that order. An empty
+// CustomMetadata is encoded as absent and decodes as nil.
+//
+// m is not modified. Encoding a message whose entries are already in
+// canonical order, with at most eight distinct topics, allocates nothing
+// beyond growing dst.
+func AppendMessage(dst []byte, m *Message) ([]byte, error) {
+	if m == nil {
+		return dst, fmt.Errorf("%w: nil message", ErrInvalid)
+	}
+	var topicBuf [8]topicKey
+	p, err := m.plan(topicBuf[:])
+	if err != nil {
+		return dst, err
+	}
+	n, k := len(m.Entries), len(m.Markers)
+
+	dst = append(dst, messageVersion)
+	dst = binary.AppendUvarint(dst, uint64(m.WriterBrokerID))
+	dst = binary.AppendUvarint(dst, uint64(n))
+	dst = binary.AppendUvarint(dst, uint64(k))
+	dst = binary.AppendUvarint(dst, uint64(len(p.topics)))
+	for _, t := range p.topics {
+		var kind byte
+		if t.name != "" {
+			kind |= topicHasName
+		}
+		if t.id != ([16]byte{}) {
+			kind |= topicHasID
+		}
+		dst = append(dst, kind)
+		if kind&topicHasID != 0 {
+			dst = append(dst, t.id[:]...)
+		}
+		if kind&topicHasName != 0 {
+			dst = appendString(dst, t.name)
+		}
+	}
+
+	if n > 0 {
+		dst = appendString(dst, m.Object.AZ)
+		dst = appendString(dst, m.Object.Bucket)
+		dst = appendString(dst, m.Object.Key)
+		dst = binary.AppendUvarint(dst, uint64(p.entry(0).Position))
+
+		var stats [numColumns]columnStats
+		var mask uint64
+		for c := range numColumns {
+			stats[c] = p.columnStats(c)
+			if stats[c].present() {
+				mask |= 1 << c
+			}
+		}
+		dst = binary.AppendUvarint(dst, mask)
+		for c := range numColumns {
+			if stats[c].present() {
+				dst = p.appendColumn(dst, c, stats[c])
+			}
+		}
+		for i := range n {
+			dst = append(dst, p.entry(i).CustomMetadata...)
+		}
+		for i := range n {
+			dst = binary.LittleEndian.AppendUint64(dst, p.entry(i).Checksum)
+		}
+	}
+
+	for i := range k {
+		s := p.marker(i)
+		dst = binary.AppendUvarint(dst, uint64(p.topicIndex(keyOf(s.Partition))))
+		dst = binary.AppendUvarint(dst, uint64(s.Partition.Partition))
+		dst = binary.AppendUvarint(dst, uint64(s.Epoch))
+		dst = binary.AppendUvarint(dst, uint64(s.StartOffset))
+		dst = binary.AppendUvarint(dst, uint64(s.LeaderBrokerID))
+	}
+	return dst, nil
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// columnStats summarises one column: how many values, their minimum (the
+// frame of reference) and the bit width of the largest value minus it.
+type columnStats struct {
+	count    int
+	min, max int64
+}
+
+func (s columnStats) present() bool { return s.count > 0 && (s.min != 0 || s.max != 0) }
+
+func (s columnStats) width() uint { return uint(bits.Len64(uint64(s.max) - uint64(s.min))) }
+
+// has reports whether entry i has a value in column c.
+func (p *plan) has(c, i int) bool {
+	switch c {
+	case colGap:
+		return i > 0
+	case colUncompressed:
+		return p.entry(i).Codec != CodecNone
+	}
+	return true
+}
+
+// value returns entry i's value in column c.
+func (p *plan) value(c, i int) int64 {
+	e := p.entry(i)
+	switch c {
+	case colTopic:
+		return int64(p.topicIndex(keyOf(e.Partition)))
+	case colPartition:
+		if i == 0 {
+			return int64(e.Partition.Partition)
+		}
+		return int64(e.Partition.Partition) - int64(p.entry(i-1).Partition.Partition)
+	case colFirstOffset:
+		return e.FirstOffset
+	case colSpan:
+		return e.LastOffset - e.FirstOffset
+	case colGap:
+		prev := p.entry(i - 1)
+		return e.Position - (prev.Position + prev.Length)
+	case colLength:
+		return e.Length
+	case colCodec:
+		return int64(e.Codec)
+	case colUncompressed:
+		return e.UncompressedSize
+	case colRecordEpoch:
+		return int64(e.RecordEpoch)
+	case colRepublish:
+		return int64(e.PublisherEpoch) - int64(e.RecordEpoch)
+	case colTimestamp:
+		return e.MaxTimestamp
+	case colWriter:
+		return int64(e.WriterBrokerID) - int64(p.m.WriterBrokerID)
+	case colCustomLen:
+		return int64(len(e.CustomMetadata))
+	}
+	return 0
+}
+
+func (p *plan) columnStats(c int) columnStats {
+	var s columnStats
+	for i := range p.m.Entries {
+		if !p.has(c, i) {
+			continue
+		}
+		v := p.value(c, i)
+		if s.count == 0 || v < s.min {
+			s.min = v
+		}
+		if s.count == 0 || v > s.max {
+			s.max = v
+		}
+		s.count++
+	}
+	return s
+}
+
+// appendColumn writes a present column: its minimum as a zigzag varint, the
+// bit width, then each value minus the minimum in that many bits, least
+// significant bit first, padded with zero bits to a whole byte.
+func (p *plan) appendColumn(dst []byte, c int, s columnStats) []byte {
+	dst = binary.AppendVarint(dst, s.min)
+	width := s.width()
+	dst = append(dst, byte(width))
+	if width == 0 {
+		return dst
+	}
+	w := bitWriter{dst: dst}
+	for i := range p.m.Entries {
+		if p.has(c, i) {
+			w.write(uint64(p.value(c, i))-uint64(s.min), width)
+		}
+	}
+	return w.flush()
+}
+
+type bitWriter struct {
+	dst []byte
+	acc uint64
+	n   uint // bits pending in acc, always < 8 between calls
+}
+
+func (w *bitWriter) write(v uint64, width uint) {
+	if width > 32 {
+		w.write(v&math.MaxUint32, 32)
+		w.write(v>>32, width-32)
+		return
+	}
+	w.acc |= (v & (1<<width - 1)) << w.n
+	w.n += width
+	for w.n >= 8 {
+		w.dst = append(w.dst, byte(w.acc))
+		w.acc >>= 8
+		w.n -= 8
+	}
+}
+
+func (w *bitWriter) flush() []byte {
+	if w.n > 0 {
+		w.dst = append(w.dst, byte(w.acc))
+	}
+	return w.dst
+}
+
+// readBits returns width bits of data starting at bit pos, least
+// significant first. The caller guarantees the bits lie inside data.
+func readBits(data []byte, pos, width uint) uint64 {
+	if width == 0 {
+		return 0
+	}
+	i, shift := pos>>3, pos&7
+	var v uint64
+	if i+8 <= uint(len(data)) {
+		v = binary.LittleEndian.Uint64(data[i:]) >> shift
+		if shift+width > 64 {
+			v |= uint64(data[i+8]) << (64 - shift)
+		}
+	} else {
+		for j := uint(0); i+j < uint(len(data)); j++ {
+			v |= uint64(data[i+j]) << (8 * j)
+		}
+		v >>= shift
+	}
+	if width < 64 {
+		v &= 1<<width - 1
+	}
+	return v
+}
+
+// DecodeMessage decodes a message written by AppendMessage. Entries and
+// markers come back in canonical order (see AppendMessage), each entry
+// carrying the message's Object. The result does not alias b.
+//
+// Any input yields either a message that AppendMessage would encode to
+// exactly b, or an error matching ErrCorrupt (a *DecodeError). Counts and
+// lengths in the input are checked against the bytes remaining before
+// anything is allocated for them, so a short input cannot make the decoder
+// allocate much more than its own size.
+func DecodeMessage(b []byte) (*Message, error) {
+	d := decoder{b: b}
+	return d.message()
+}
+
+type decoder struct {
+	b   []byte
+	off int
+}
+
+func (d *decoder) fail(at int, what string, format string, args ...any) error {
+	return &DecodeError{Offset: at, What: what, Err: fmt.Errorf(format, args...)}
+}
+
+func (d *decoder) remaining() int { return len(d.b) - d.off }
+
+// uvarint reads a minimally encoded unsigned varint no larger than max.
+func (d *decoder) uvarint(what string, max uint64) (uint64, error) {
+	v, n := binary.Uvarint(d.b[d.off:])
+	switch {
+	case n == 0:
+		return 0, d.fail(d.off, what, "truncated varint")
+	case n < 0:
+		return 0, d.fail(d.off, what, "varint overflows 64 bits")
+	case n > 1 && d.b[d.off+n-1] == 0:
+		return 0, d.fail(d.off, what, "varint not minimally encoded")
+	case v > max:
+		return 0, d.fail(d.off, what, "value %d exceeds %d", v, max)
+	}
+	d.off += n
+	return v, nil
+}
+
+func (d *decoder) varint(what string) (int64, error) {
+	u, err := d.uvarint(what, math.MaxUint64)
+	if err != nil {
+		return 0, err
+	}
+	return int64(u>>1) ^ -int64(u&1), nil
+}
+
+func (d *decoder) bytes(what string, n int) ([]byte, error) {
+	if n > d.remaining() {
+		return nil, d.fail(d.off, what, "%d bytes needed, %d left", n, d.remaining())
+	}
+	b := d.b[d.off : d.off+n]
+	d.off += n
+	return b, nil
+}
+
+func (d *decoder) string(what string) (string, error) {
+	n, err := d.uvarint(what, uint64(d.remaining()))
+	if err != nil {
+		return "", err
+	}
+	b, err := d.bytes(what, int(n))
+	return string(b), err
+}
+
+// decodedTopic is a topic table row and whether any entry or marker used
+// it; an unused row would make the encoding non-canonical.
+type decodedTopic struct {
+	key  topicKey
+	used bool
+}
+
+func (d *decoder) message() (*Message, error) {
+	if len(d.b) == 0 {
+		return nil, d.fail(0, "version", "empty input")
+	}
+	if v := d.b[0]; v != messageVersion {
+		return nil, &DecodeError{Offset: 0, What: "version", Err: fmt.Errorf("%w %d (this build reads version %d)", ErrUnsupportedVersion, v, messageVersion)}
+	}
+	d.off = 1
+	writer, err := d.uvarint("writer broker id", math.MaxInt32)
+	if err != nil {
+		return nil, err
+	}
+	at := d.off
+	n, err := d.uvarint("entry count", uint64(d.remaining()/minEntryBytes))
+	if err != nil {
+		return nil, err
+	}
+	k, err := d.uvarint("marker count", uint64(d.remaining()/minMarkerBytes))
+	if err != nil {
+		return nil, err
+	}
+	if n*minEntryBytes+k*minMarkerBytes > uint64(d.remaining()) {
+		return nil, d.fail(at, "entry and marker counts", "%d entries and %d markers cannot fit in %d bytes", n, k, d.remaining())
+	}
+	if n+k == 0 {
+		return nil, d.fail(at, "entry and marker counts", "message has no entries and no markers")
+	}
+	at = d.off
+	t, err := d.uvarint("topic count", min(n+k, uint64(d.remaining()/minTopicBytes)))
+	if err != nil {
+		return nil, err
+	}
+	if t == 0 {
+		return nil, d.fail(at, "topic count", "no topics for %d entries and %d markers", n, k)
+	}
+	var topicBuf [8]decodedTopic
+	topics := topicBuf[:0]
+	if t > uint64(len(topicBuf)) {
+		topics = make([]decodedTopic, 0, t)
+	}
+	for i := range int(t) {
+		tat := d.off
+		tk, err := d.topic(i)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && topics[i-1].key.compare(tk) >= 0 {
+			return nil, d.fail(tat, "topic table", "topic %d is not after topic %d in canonical order", i, i-1)
+		}
+		topics = append(topics, decodedTopic{key: tk})
+	}
+
+	m := &Message{WriterBrokerID: int32(writer)}
+	if n > 0 {
+		if err := d.entries(m, int(n), topics); err != nil {
+			return nil, err
+		}
+	}
+	if k > 0 {
+		if err := d.markers(m, int(k), topics); err != nil {
+			return nil, err
+		}
+	}
+	for i, tp := range topics {
+		if !tp.used {
+			return nil, d.fail(at, "topic table", "topic %d is not used by any entry or marker", i)
+		}
+	}
+	if d.off != len(d.b) {
+		return nil, d.fail(d.off, "end of message", "%d trailing bytes", d.remaining())
+	}
+	return m, nil
+}
+
+func (d *decoder) topic(i int) (topicKey, error) {
+	var tk topicKey
+	at := d.off
+	kind, err := d.bytes("topic kind", 1)
+	if err != nil {
+		return tk, err
+	}
+	if kind[0] == 0 || kind[0]&^(topicHasName|topicHasID) != 0 {
+		return tk, d.fail(at, "topic kind", "topic %d has kind %#x", i, kind[0])
+	}
+	if kind[0]&topicHasID != 0 {
+		at := d.off
+		id, err := d.bytes("topic id", 16)
+		if err != nil {
+			return tk, err
+		}
+		copy(tk.id[:], id)
+		if tk.id == ([16]byte{}) {
+			return tk, d.fail(at, "topic id", "topic %d has an all-zero id", i)
+		}
+	}
+	if kind[0]&topicHasName != 0 {
+		at := d.off
+		if tk.name, err = d.string("topic name"); err != nil {
+			return tk, err
+		}
+		if tk.name == "" {
+			return tk, d.fail(at, "topic name", "topic %d has an empty name", i)
+		}
+	}
+	return tk, nil
+}
+
+// column is a decoded column header and its packed values.
+type column struct {
+	at    int // byte offset of the column, for errors
+	min   int64
+	max   int64
+	width uint
+	data  []byte
+}
+
+func (c *column) value(i int) int64 {
+	return c.min + int64(readBits(c.data, uint(i)*c.width, c.width))
+}
+
+// column reads column c holding count values, checking that it is in the
+// form AppendMessage writes (minimum attained, width minimal, zero padding)
+// and that its values lie in [lo, hi].
+func (d *decoder) column(c int, count int, present bool, lo, hi int64) (column, error) {
+	col := column{at: d.off}
+	what := columnNames[c]
+	if !present {
+		if count > 0 && lo > 0 {
+			return col, d.fail(d.off, what, "column is absent (all zero) but values must be at least %d", lo)
+		}
+		return col, nil
+	}
+	if count == 0 {
+		return col, d.fail(d.off, what, "column is present but has no values")
+	}
+	var err error
+	if col.min, err = d.varint(what); err != nil {
+		return col, err
+	}
+	w, err := d.bytes(what, 1)
+	if err != nil {
+		return col, err
+	}
+	if w[0] > 64 {
+		return col, d.fail(d.off-1, what, "bit width %d exceeds 64", w[0])
+	}
+	col.width = uint(w[0])
+	if col.width == 0 && col.min == 0 {
+		return col, d.fail(col.at, what, "column of zeros is encoded instead of omitted")
+	}
+	nbits := uint64(count) * uint64(col.width)
+	if col.data, err = d.bytes(what, int((nbits+7)/8)); err != nil {
+		return col, err
+	}
+	if nbits%8 != 0 && col.data[len(col.data)-1]>>(nbits%8) != 0 {
+		return col, d.fail(col.at, what, "non-zero padding bits")
+	}
+	var maxOff uint64
+	zero := col.width == 0
+	for i := range count {
+		off := readBits(col.data, uint(i)*col.width, col.width)
+		maxOff = max(maxOff, off)
+		zero = zero || off == 0
+	}
+	switch {
+	case !zero:
+		return col, d.fail(col.at, what, "minimum %d is not attained", col.min)
+	case uint(bits.Len64(maxOff)) != col.width:
+		return col, d.fail(col.at, what, "bit width %d is wider than the values need", col.width)
+	case maxOff > uint64(math.MaxInt64)-uint64(col.min):
+		return col, d.fail(col.at, what, "values overflow int64")
+	}
+	col.max = col.min + int64(maxOff)
+	if col.min < lo || col.max > hi {
+		return col, d.fail(col.at, what, "values [%d, %d] outside [%d, %d]", col.min, col.max, lo, hi)
+	}
+	return col, nil
+}
+
+func (d *decoder) entries(m *Message, n int, topics []decodedTopic) error {
+	var err error
+	if m.Object.AZ, err = d.string("object AZ"); err != nil {
+		return err
+	}
+	at := d.off
+	if m.Object.Bucket, err = d.string("object bucket"); err != nil {
+		return err
+	}
+	if m.Object.Bucket == "" {
+		return d.fail(at, "object bucket", "empty bucket")
+	}
+	at = d.off
+	if m.Object.Key, err = d.string("object key"); err != nil {
+		return err
+	}
+	if m.Object.Key == "" {
+		return d.fail(at, "object key", "empty key")
+	}
+	firstPos, err := d.uvarint("first position", math.MaxInt64)
+	if err != nil {
+		return err
+	}
+	mask, err := d.uvarint("column mask", 1<<numColumns-1)
+	if err != nil {
+		return err
+	}
+
+	var cols [numColumns]column
+	compressed := 0
+	for c := range numColumns {
+		count := n
+		switch c {
+		case colGap:
+			count = n - 1
+		case colUncompressed:
+			count = compressed
+		}
+		lo, hi := columnRange[c][0], columnRange[c][1]
+		if c == colTopic {
+			hi = int64(len(topics) - 1)
+		}
+		if cols[c], err = d.column(c, count, mask&(1<<c) != 0, lo, hi); err != nil {
+			return err
+		}
+		if c == colCodec {
+			for i := range n {
+				if cols[c].value(i) != int64(CodecNone) {
+					compressed++
+				}
+			}
+		}
+	}
+
+	// Custom metadata: one copy for all entries, so the message does not
+	// alias b and costs one allocation however many entries carry some.
+	customLen := &cols[colCustomLen]
+	var total uint64
+	for i := range n {
+		total += uint64(customLen.value(i))
+		if total > uint64(d.remaining()) {
+			return d.fail(customLen.at, "column customLen", "custom metadata of %d+ bytes exceeds the %d bytes left", total, d.remaining())
+		}
+	}
+	custom, err := d.bytes("custom metadata", int(total))
+	if err != nil {
+		return err
+	}
+	if total > 0 {
+		custom = append([]byte(nil), custom...)
+	}
+	sums, err := d.bytes("checksums", n*8)
+	if err != nil {
+		return err
+	}
+
+	m.Entries = make([]Entry, n)
+	var partition, end int64
+	uncompressed := 0
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		e.Object = m.Object
+		ti := cols[colTopic].value(i)
+		topics[ti].used = true
+		e.Partition.Topic, e.Partition.TopicID = topics[ti].key.name, topics[ti].key.id
+
+		partition += cols[colPartition].value(i)
+		if partition < 0 || partition > math.MaxInt32 {
+			return d.fail(cols[colPartition].at, "column partition", "entry %d has partition %d", i, partition)
+		}
+		e.Partition.Partition = int32(partition)
+
+		e.FirstOffset = cols[colFirstOffset].value(i)
+		span := cols[colSpan].value(i)
+		if e.FirstOffset > math.MaxInt64-span {
+			return d.fail(cols[colSpan].at, "column span", "entry %d: LastOffset overflows int64", i)
+		}
+		e.LastOffset = e.FirstOffset + span
+
+		if i == 0 {
+			e.Position = int64(firstPos)
+		} else {
+			gap := cols[colGap].value(i - 1)
+			if end > math.MaxInt64-gap {
+				return d.fail(cols[colGap].at, "column gap", "entry %d: Position overflows int64", i)
+			}
+			e.Position = end + gap
+		}
+		e.Length = cols[colLength].value(i)
+		if e.Position > math.MaxInt64-e.Length {
+			return d.fail(cols[colLength].at, "column length", "entry %d: end of byte range overflows int64", i)
+		}
+		end = e.Position + e.Length
+
+		e.Codec = Codec(cols[colCodec].value(i))
+		if e.Codec == CodecNone {
+			e.UncompressedSize = e.Length
+		} else {
+			e.UncompressedSize = cols[colUncompressed].value(uncompressed)
+			uncompressed++
+		}
+
+		e.RecordEpoch = int32(cols[colRecordEpoch].value(i))
+		pub := int64(e.RecordEpoch) + cols[colRepublish].value(i)
+		if pub > math.MaxInt32 {
+			return d.fail(cols[colRepublish].at, "column republish", "entry %d: PublisherEpoch %d exceeds int32", i, pub)
+		}
+		e.PublisherEpoch = int32(pub)
+		e.MaxTimestamp = cols[colTimestamp].value(i)
+
+		wb := int64(m.WriterBrokerID) + cols[colWriter].value(i)
+		if wb < 0 || wb > math.MaxInt32 {
+			return d.fail(cols[colWriter].at, "column writer", "entry %d has writer broker id %d", i, wb)
+		}
+		e.WriterBrokerID = int32(wb)
+
+		if l := cols[colCustomLen].value(i); l > 0 {
+			e.CustomMetadata = custom[:l:l]
+			custom = custom[l:]
+		}
+		e.Checksum = binary.LittleEndian.Uint64(sums[i*8:])
+	}
+	return nil
+}
+
+func (d *decoder) markers(m *Message, k int, topics []decodedTopic) error {
+	m.Markers = make([]EpochStart, k)
+	for i := range m.Markers {
+		at := d.off
+		s := &m.Markers[i]
+		ti, err := d.uvarint("marker topic", uint64(len(topics)-1))
+		if err != nil {
+			return err
+		}
+		part, err := d.uvarint("marker partition", math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		epoch, err := d.uvarint("marker epoch", math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		start, err := d.uvarint("marker start offset", math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		leader, err := d.uvarint("marker leader", math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		topics[ti].used = true
+		s.Partition = TopicPartition{Topic: topics[ti].key.name, TopicID: topics[ti].key.id, Partition: int32(part)}
+		s.Epoch, s.StartOffset, s.LeaderBrokerID = int32(epoch), int64(start), int32(leader)
+		// The topic table is sorted, so comparing topic keys orders
+		// markers as their topic indexes do.
+		if i > 0 && compareMarkers(&m.Markers[i-1], s) > 0 {
+			return d.fail(at, "marker", "marker %d is out of canonical order", i)
+		}
+	}
+	return nil
+}

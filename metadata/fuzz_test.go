@@ -1,0 +1,114 @@
+package metadata
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var updateCorpus = flag.Bool("update-corpus", false, "rewrite testdata/fuzz/FuzzDecodeMessage from the current encoder")
+
+const corpusDir = "testdata/fuzz/FuzzDecodeMessage"
+
+// fuzzSeeds are the checked-in starting points for FuzzDecodeMessage:
+// valid encodings of each message shape and a few inputs broken in the ways
+// a real log could break them.
+func fuzzSeeds(t testing.TB) map[string][]byte {
+	r := rand.New(rand.NewPCG(20, 25))
+	enc := func(m *Message) []byte {
+		b, err := AppendMessage(nil, m)
+		require.NoError(t, err)
+		return b
+	}
+	typical := enc(typicalMessage(r, 5, 0.5))
+
+	withCustom := typicalMessage(r, 3, 0)
+	withCustom.Entries[0].CustomMetadata = []byte(`{"tier":"express"}`)
+	withCustom.Entries[2].CustomMetadata = []byte{0, 1, 2}
+
+	republished := typicalMessage(r, 4, 0)
+	for i := range republished.Entries {
+		republished.Entries[i].PublisherEpoch = 8
+		republished.Entries[i].WriterBrokerID = 5
+	}
+	republished.WriterBrokerID = 5
+	republished.Markers = []EpochStart{{Partition: TopicPartition{Topic: "orders", Partition: 2}, Epoch: 8, StartOffset: 5_000_151, LeaderBrokerID: 5}}
+
+	withIDs := scatteredMessage(r, 3, 6)
+	withIDs.Entries[0].Partition.Topic = ""
+	withIDs.Entries[0].Partition.TopicID = [16]byte{0xfe, 0xed}
+
+	truncated := bytes.Clone(typical[:len(typical)-3])
+	trailing := append(bytes.Clone(typical), 0)
+	future := bytes.Clone(typical)
+	future[0] = messageVersion + 1
+
+	return map[string][]byte{
+		"valid-typical":      typical,
+		"valid-markers-only": enc(&Message{WriterBrokerID: 2, Markers: []EpochStart{{Partition: TopicPartition{Topic: "orders", Partition: 1}, Epoch: 6, StartOffset: 151, LeaderBrokerID: 2}, {Partition: TopicPartition{TopicID: [16]byte{9}, Partition: 0}, Epoch: 1, LeaderBrokerID: 2}}}),
+		"valid-custom":       enc(withCustom),
+		"valid-republished":  enc(republished),
+		"valid-topics":       enc(scatteredMessage(r, 4, 12)),
+		"valid-topic-ids":    enc(withIDs),
+		"broken-truncated":   truncated,
+		"broken-trailing":    trailing,
+		"broken-version":     future,
+		"broken-huge-count":  {messageVersion, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
+	}
+}
+
+// TestFuzzSeedCorpus keeps the checked-in corpus equal to what the encoder
+// writes today, so the corpus doubles as a golden record of the format: an
+// unintended change to the encoding fails here. Run with -update-corpus
+// after an intended change (which also needs a new version byte).
+func TestFuzzSeedCorpus(t *testing.T) {
+	seeds := fuzzSeeds(t)
+	if *updateCorpus {
+		require.NoError(t, os.MkdirAll(corpusDir, 0o755))
+		for name, b := range seeds {
+			content := "go test fuzz v1\n[]byte(" + strconv.Quote(string(b)) + ")\n"
+			require.NoError(t, os.WriteFile(filepath.Join(corpusDir, name), []byte(content), 0o644))
+		}
+	}
+	for name, want := range seeds {
+		content, err := os.ReadFile(filepath.Join(corpusDir, name))
+		require.NoError(t, err, "seed %s missing; run go test -run TestFuzzSeedCorpus -update-corpus", name)
+		want := "go test fuzz v1\n[]byte(" + strconv.Quote(string(want)) + ")\n"
+		require.Equal(t, want, string(content), "seed %s differs from the current encoding", name)
+	}
+	entries, err := os.ReadDir(corpusDir)
+	require.NoError(t, err)
+	require.Len(t, entries, len(seeds), "files in %s", corpusDir)
+}
+
+// FuzzDecodeMessage checks the decoder's contract on arbitrary input: an
+// error matching ErrCorrupt, or a message that re-encodes to exactly the
+// input (the encoding is canonical) and decodes again to itself.
+func FuzzDecodeMessage(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeMessage(b)
+		if err != nil {
+			require.Nil(t, m)
+			require.ErrorIs(t, err, ErrCorrupt)
+			var de *DecodeError
+			require.ErrorAs(t, err, &de)
+			require.GreaterOrEqual(t, de.Offset, 0)
+			require.LessOrEqual(t, de.Offset, len(b), "error offset past the input: %v", err)
+			return
+		}
+		require.NoError(t, m.Validate(), "decoded message does not validate")
+		again, err := AppendMessage(nil, m)
+		require.NoError(t, err)
+		require.Equal(t, b, again, "re-encoding differs from the input")
+		m2, err := DecodeMessage(again)
+		require.NoError(t, err)
+		require.Equal(t, m, m2, fmt.Sprintf("decode of re-encoding, input %x", b))
+	})
+}
