@@ -82,7 +82,6 @@ type Builder struct {
 }
 
 type pendingPartition struct {
-	tp       metadata.TopicPartition
 	sections []SectionInput // one per epoch, in offset order
 	bytes    int
 }
@@ -175,7 +174,7 @@ func (b *Builder) Add(tp metadata.TopicPartition, batch Batch, now time.Time) er
 	}
 	switch {
 	case p == nil:
-		p = &pendingPartition{tp: tp}
+		p = &pendingPartition{}
 		b.parts[tp] = p
 		b.stats.Partitions++
 		fallthrough

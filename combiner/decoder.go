@@ -321,3 +321,14 @@ func (d *Decoder) Verify(object []byte) ([]SectionInfo, error) {
 	}
 	return infos, nil
 }
+
+// Verify is Decoder.Verify with a decoder made for the call, for tools that
+// check one object now and then. Engines that verify often keep a Decoder.
+func Verify(object []byte) ([]SectionInfo, error) {
+	d, err := NewDecoder(DecoderOptions{Concurrency: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Verify(object)
+}
