@@ -57,12 +57,20 @@ const (
 	ReasonNext Reason = "next"
 )
 
-// Reasons for Skip.
+// Reasons for Skip. A skipped entry is not needed at the current log end,
+// but it is after a truncation below its last offset: the follower keeps it
+// findable (or re-reads the metadata log), as it does for applied entries.
 const (
 	// ReasonDuplicate: every offset of the entry is below the log end offset
 	// and the local lineage gives them the entry's record epoch (or knows
 	// nothing about them): the local log already holds these records.
 	ReasonDuplicate Reason = "duplicate"
+	// ReasonSupersededTail: the entry's first offsets are in the local log
+	// already and, from the first one that is not, the leader lineage (on
+	// the word of a publisher at least as new as the entry's) has a later
+	// epoch: the rest was fenced. A zombie's batch that straddles the fence,
+	// once its true prefix is applied.
+	ReasonSupersededTail Reason = "superseded-tail"
 )
 
 // Reasons for Drop.
@@ -73,17 +81,17 @@ const (
 	// ReasonInvalidEpoch: a negative record epoch, or a publisher epoch below
 	// the record epoch (a leader cannot publish records of a later epoch).
 	ReasonInvalidEpoch Reason = "invalid-epoch"
-	// ReasonFenced: at the first offset the follower would take from the
-	// entry, the leader lineage has a later epoch than the entry's, on the
-	// word of a publisher at least as new as the entry's. The entry's epoch
-	// had ended there: a zombie leader's records, or an old leader's records
-	// that the next leader did not have.
+	// ReasonFenced: at the entry's first offset (the first the local log
+	// does not already hold), the leader lineage has a later epoch than the
+	// entry's, on the word of a publisher at least as new as the entry's. The
+	// entry's epoch had ended there: a zombie leader's records, or an old
+	// leader's records that the next leader did not have.
 	ReasonFenced Reason = "fenced"
-	// ReasonNotInLineage: at that offset the leader lineage, on the word of a
-	// publisher at least as new as the entry's, has an earlier epoch than the
-	// entry's: the entry's epoch never wrote there in the log that won (it
-	// was erased by a failover, or the entry contradicts its own epoch's
-	// start).
+	// ReasonNotInLineage: at the first offset of the entry the local log
+	// does not already hold, the leader lineage, on the word of a publisher
+	// at least as new as the entry's, has an earlier epoch than the entry's:
+	// the entry's epoch never wrote there in the log that won (it was erased
+	// by a failover, or the entry contradicts its own epoch's start).
 	ReasonNotInLineage Reason = "not-in-lineage"
 )
 
@@ -110,10 +118,10 @@ const (
 	// entry's and the leader lineage cannot yet tell whether the local log is
 	// wrong.
 	ReasonLocalAhead Reason = "local-ahead"
-	// ReasonConflictsLocal: the entry is below the log end offset and gives
-	// some offset another epoch than the local log does, and the leader
-	// lineage cannot yet tell which is right. It is kept because it is needed
-	// if the local log turns out wrong and is truncated.
+	// ReasonConflictsLocal: the entry gives some offset below the log end
+	// offset another epoch than the local log does, and the leader lineage
+	// cannot yet tell which is right. It is needed if the local log turns
+	// out wrong and is truncated.
 	ReasonConflictsLocal Reason = "conflicts-local"
 	// ReasonInvalidLEO: the log end offset passed to Decide is negative.
 	ReasonInvalidLEO Reason = "invalid-leo"
@@ -162,15 +170,19 @@ func (d Decision) String() string {
 // The checks, in order (the package documentation has the table):
 //  1. A malformed entry is dropped.
 //  2. A local log that diverges from the leader lineage is truncated first.
-//  3. An entry wholly below leo is skipped if the local log agrees with it,
-//     dropped if the leader lineage proves it stale, and held otherwise.
-//  4. Otherwise let o be the first offset the follower would take from it,
-//     max(FirstOffset, leo). If the leader lineage, on the word of a
-//     publisher at least as new as the entry's, gives o another epoch, the
-//     entry is dropped.
-//  5. An entry that starts after leo is held (a gap).
-//  6. An entry whose epochs the leader lineage does not know yet, or that
-//     it disagrees with on older authority, is held, as is one whose epoch is
+//  3. Let j be the first offset of the entry the local log does not already
+//     hold with the entry's epoch: the first offset below leo where the local
+//     epoch differs, else max(FirstOffset, leo). If there is none (the entry
+//     is wholly below leo and agrees) it is skipped as a duplicate.
+//  4. If the leader lineage, on the word of a publisher at least as new as
+//     the entry's, gives j another epoch, the entry's records from j on are
+//     superseded: it is dropped, or skipped if its offsets below j are ones
+//     the local log holds.
+//  5. An entry that starts after leo is held (a gap); one that disagrees
+//     with the local log below leo is held until the lineage can tell which
+//     is right.
+//  6. An entry whose epochs the leader lineage does not know yet, or that it
+//     disagrees with on older authority, is held, as is one whose epoch is
 //     older than the local log's latest.
 //  7. Otherwise it is applied from leo up to the end of its record epoch.
 func Decide(leo int64, local *Lineage, leader *LeaderLineage, e metadata.Entry) Decision {
@@ -185,19 +197,32 @@ func Decide(leo int64, local *Lineage, leader *LeaderLineage, e metadata.Entry) 
 	if to, ok := Divergence(leo, local, leader); ok {
 		return Decision{Action: Truncate, TruncateTo: to, Reason: ReasonDiverged}
 	}
-	if e.LastOffset < leo {
-		return decideBelow(local, leader, e)
+	j, ok := firstNew(leo, local, e)
+	if !ok {
+		return Decision{Action: Skip, Reason: ReasonDuplicate}
 	}
-
-	o := max(e.FirstOffset, leo)
-	i, authority := leader.at(o)
+	i, authority := leader.at(j)
 	if i >= 0 {
-		if r, stale := stale(leader.view.entries[i].Epoch, authority, e); stale {
-			return Decision{Action: Drop, Reason: r}
+		if epoch := leader.view.entries[i].Epoch; epoch != e.RecordEpoch && authority >= e.PublisherEpoch {
+			switch {
+			case epoch < e.RecordEpoch:
+				// The entry's epoch had not started at j, or was erased
+				// there: no record of the entry can be in that log.
+				return Decision{Action: Drop, Reason: ReasonNotInLineage}
+			case j == e.FirstOffset:
+				return Decision{Action: Drop, Reason: ReasonFenced}
+			default:
+				// Offsets below j are in the local log already; keep them
+				// findable for after a truncation, as for any duplicate.
+				return Decision{Action: Skip, Reason: ReasonSupersededTail}
+			}
 		}
 	}
-	if e.FirstOffset > leo {
+	switch {
+	case e.FirstOffset > leo:
 		return Decision{Action: Hold, Reason: ReasonGap}
+	case j < leo:
+		return Decision{Action: Hold, Reason: ReasonConflictsLocal}
 	}
 	latest, ok := leader.Latest()
 	switch {
@@ -222,51 +247,28 @@ func Decide(leo int64, local *Lineage, leader *LeaderLineage, e metadata.Entry) 
 	return Decision{Action: Apply, From: leo, Limit: limit, Reason: ReasonNext}
 }
 
-// stale reports whether the leader lineage, which gives epoch to some offset
-// of e on the word of publisher authority, proves e's records there stale.
-// Only a publication at least as new as the entry's publisher may judge it:
-// an older one may be the very lineage the publisher's failover replaced.
-func stale(epoch, authority int32, e metadata.Entry) (Reason, bool) {
-	switch {
-	case epoch == e.RecordEpoch || authority < e.PublisherEpoch:
-		return "", false
-	case epoch > e.RecordEpoch:
-		return ReasonFenced, true
-	default:
-		return ReasonNotInLineage, true
-	}
-}
-
-// decideBelow decides an entry whose offsets are all below the log end offset.
-func decideBelow(local *Lineage, leader *LeaderLineage, e metadata.Entry) Decision {
-	o, conflict := localConflict(local, e)
-	if !conflict {
-		return Decision{Action: Skip, Reason: ReasonDuplicate}
-	}
-	if i, authority := leader.at(o); i >= 0 {
-		if r, stale := stale(leader.view.entries[i].Epoch, authority, e); stale {
-			return Decision{Action: Drop, Reason: r}
+// firstNew returns the first offset of e that the local log, which ends at
+// leo, does not hold with e's record epoch: the first offset below leo where
+// the local lineage gives another epoch, else max(FirstOffset, leo). Below
+// the local lineage's earliest start it cannot disagree. It reports false
+// when the local log holds all of e.
+func firstNew(leo int64, local *Lineage, e metadata.Entry) (int64, bool) {
+	if hi := min(e.LastOffset, leo-1); e.FirstOffset <= hi {
+		if first, ok := local.Earliest(); ok && first.StartOffset <= hi {
+			o := max(e.FirstOffset, first.StartOffset)
+			i := local.indexFor(o)
+			if local.entries[i].Epoch != e.RecordEpoch {
+				return o, true
+			}
+			if end, ok := local.endAfter(i); ok && end <= hi {
+				return end, true
+			}
 		}
 	}
-	return Decision{Action: Hold, Reason: ReasonConflictsLocal}
-}
-
-// localConflict returns the first offset of e that the local lineage gives
-// another epoch than e's, looking only where the local lineage knows.
-func localConflict(local *Lineage, e metadata.Entry) (int64, bool) {
-	first, ok := local.Earliest()
-	if !ok || first.StartOffset > e.LastOffset {
+	if e.LastOffset < leo {
 		return 0, false
 	}
-	o := max(e.FirstOffset, first.StartOffset)
-	i := local.indexFor(o)
-	if local.entries[i].Epoch != e.RecordEpoch {
-		return o, true
-	}
-	if end, ok := local.endAfter(i); ok && end <= e.LastOffset {
-		return end, true
-	}
-	return 0, false
+	return max(e.FirstOffset, leo), true
 }
 
 // Divergence reports whether the local log, which ends at leo and has the

@@ -43,7 +43,7 @@ func TestDecide(t *testing.T) {
 		{"apply: republished records of an older epoch", 121, local5, r2, entry(5, 6, 121, 150), applyWant(121, 151)},
 		{"apply: a newer epoch on top of an older one", 151, local5, fenced5, entry(6, 6, 151, 170), applyWant(151, 171)},
 		{"apply: an empty local log", 100, nil, r2, entry(5, 6, 100, 150), applyWant(100, 151)},
-		{"apply: the latest epoch has no known end", 151, local56, fenced5, entry(6, 6, 140, 1<<40), applyWant(151, 1<<40+1)},
+		{"apply: the latest epoch has no known end", 151, local56, fenced5, entry(6, 6, 151, 1<<40), applyWant(151, 1<<40+1)},
 		{"apply: whatever published it, epoch and offset name the record", 121, local5, r2, entry(5, 5, 121, 150), applyWant(121, 151)},
 
 		// Skip.
@@ -51,6 +51,8 @@ func TestDecide(t *testing.T) {
 		{"skip: ends just below the log end", 151, local5, only5, entry(5, 5, 150, 150), Decision{Action: Skip, Reason: ReasonDuplicate}},
 		{"skip: below what the local lineage knows", 100, nil, only5, entry(4, 4, 50, 99), Decision{Action: Skip, Reason: ReasonDuplicate}},
 		{"skip: the known part agrees", 130, local5, only5, entry(5, 5, 90, 120), Decision{Action: Skip, Reason: ReasonDuplicate}},
+		{"skip: a zombie batch straddling the fence, once its true prefix is applied", 151, local56, fenced5, entry(5, 5, 140, 160), Decision{Action: Skip, Reason: ReasonSupersededTail}},
+		{"skip: below the log end, superseded after a prefix the local log holds", 170, local56, fenced5, entry(5, 5, 140, 165), Decision{Action: Skip, Reason: ReasonSupersededTail}},
 
 		// Drop: malformed.
 		{"drop: negative first offset", 0, nil, only5, entry(5, 5, -1, 10), Decision{Action: Drop, Reason: ReasonInvalidRange}},
@@ -63,7 +65,6 @@ func TestDecide(t *testing.T) {
 		// Drop: stale.
 		{"drop: a zombie's records after the fence", 151, local5, fenced5, entry(5, 5, 151, 200), Decision{Action: Drop, Reason: ReasonFenced}},
 		{"drop: a zombie's records past a gap", 121, local5, fenced5, entry(5, 5, 160, 200), Decision{Action: Drop, Reason: ReasonFenced}},
-		{"drop: a suffix past the fence once the prefix is applied", 151, local56, fenced5, entry(5, 5, 140, 160), Decision{Action: Drop, Reason: ReasonFenced}},
 		{"drop: below the log end, contradicted by the lineage", 161, local56, fenced5, entry(5, 5, 151, 160), Decision{Action: Drop, Reason: ReasonFenced}},
 		{"drop: an epoch the newer leader never had (KIP-279)", 150, local5, kip279, entry(6, 6, 150, 150), Decision{Action: Drop, Reason: ReasonNotInLineage}},
 		{"drop: records of an epoch before its start, on the publisher's word", 140, local5, r2full, entry(6, 6, 140, 160), Decision{Action: Drop, Reason: ReasonNotInLineage}},
@@ -80,6 +81,8 @@ func TestDecide(t *testing.T) {
 		{"hold: the local log is ahead of what the lineage knows", 161, local57, only5, entry(5, 5, 161, 170), Decision{Action: Hold, Reason: ReasonLocalAhead}},
 		{"hold: below the log end, disagrees with the local log, undecidable", 161, local56, only5, entry(5, 5, 151, 160), Decision{Action: Hold, Reason: ReasonConflictsLocal}},
 		{"hold: below the log end, local epoch differs inside the entry", 161, local56, only5, entry(5, 5, 140, 155), Decision{Action: Hold, Reason: ReasonConflictsLocal}},
+		{"hold: straddles the log end and disagrees with the local log below it", 161, local56, only5, entry(5, 5, 155, 170), Decision{Action: Hold, Reason: ReasonConflictsLocal}},
+		{"hold: disagrees below the log end, though the part past it is fenced", 155, []EpochEntry{ee(4, 0)}, [][]metadata.EpochStart{pub(mk(6, 155))}, entry(5, 5, 150, 160), Decision{Action: Hold, Reason: ReasonConflictsLocal}},
 		{"hold: a negative log end offset", -1, nil, only5, entry(5, 5, 100, 110), Decision{Action: Hold, Reason: ReasonInvalidLEO}},
 
 		// Truncate.
