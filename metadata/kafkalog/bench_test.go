@@ -2,7 +2,7 @@ package kafkalog
 
 import (
 	"context"
-	"encoding/binary"
+	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -12,15 +12,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/activetier/activetier/metadata"
 )
 
-// The benchmarks publish and read messages of benchEntries entries, the size
-// of one flush's entries for one metadata partition, and report entries per
-// second and bytes per entry. Each has a baseline moving the same bytes with
-// franz-go directly, so the log's overhead reads as a ratio.
+// The benchmarks publish and read encoded metadata messages of benchEntries
+// entries, one flush's entries for one metadata partition, and report
+// entries per second and bytes per entry. Each has a baseline moving the
+// same bytes with franz-go directly, so the log's overhead reads as a ratio.
 const (
-	benchEntries    = 100
-	benchEntryBytes = 40 // what an entry with a short object key takes
+	benchEntries = 100
+	// benchSeed makes the benchmark message the same on every run.
+	benchSeed = 1176
 	// benchPartitions is how many metadata partitions the concurrent
 	// publishers write to, one each.
 	benchPartitions = 4
@@ -29,14 +32,18 @@ const (
 	benchReadMessages = 1000
 )
 
-// benchMessage returns a message-sized value with varied bytes, and the
-// number of entries it stands for.
-func benchMessage() ([]byte, int) {
-	v := make([]byte, benchEntries*benchEntryBytes)
-	for i := 0; i+8 <= len(v); i += 8 {
-		binary.LittleEndian.PutUint64(v[i:], uint64(i)*0x9e3779b97f4a7c15)
-	}
-	return v, benchEntries
+// benchMessage returns an encoded message of benchEntries entries over
+// three topics, and the number of entries it holds.
+func benchMessage(b *testing.B) ([]byte, int) {
+	r := rand.New(rand.NewPCG(benchSeed, benchSeed))
+	var parts []metadata.TopicPartition
+	parts = append(parts, topicPartitions("orders", 50)...)
+	parts = append(parts, topicPartitions("payments.v2", 30)...)
+	parts = append(parts, topicPartitions("clickstream-raw", 20)...)
+	m := flushMessage(r, 3, "000000000000a2c1", parts)
+	v, err := metadata.AppendMessage(nil, m)
+	require.NoError(b, err)
+	return v, len(m.Entries)
 }
 
 func reportEntries(b *testing.B, start time.Time, messages, entriesPerMessage, messageBytes int) {
@@ -57,7 +64,7 @@ func benchClient(b *testing.B, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 }
 
 func BenchmarkPublish(b *testing.B) {
-	value, entries := benchMessage()
+	value, entries := benchMessage(b)
 	ctx := context.Background()
 	run := func(b *testing.B, publish func(partition int32) error) {
 		b.Run("Sequential", func(b *testing.B) {
@@ -112,7 +119,7 @@ func BenchmarkPublish(b *testing.B) {
 // BenchmarkRead reads a partition of benchReadMessages messages from offset 0
 // to the end per op, as a follower catching up does.
 func BenchmarkRead(b *testing.B) {
-	value, entries := benchMessage()
+	value, entries := benchMessage(b)
 	ctx := context.Background()
 	populate := func(b *testing.B) *kfake.Cluster {
 		c := newCluster(b, kfake.SeedTopics(1, testTopic))
