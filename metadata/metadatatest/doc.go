@@ -22,7 +22,7 @@
 //
 //	func TestLogConformance(t *testing.T) {
 //		metadatatest.Run(t, func(t *testing.T, partitions int32) metadata.Log {
-//			log, err := mylog.Open(context.Background(), partitions)
+//			log, err := memstore.NewLog(partitions)
 //			require.NoError(t, err)
 //			return log
 //		})

@@ -1,0 +1,153 @@
+// Package metadata is the vocabulary of what a leader uploaded and the way
+// it travels to followers: the per-partition [Entry], the [EpochStart]
+// marker, the [Message] that carries both for one combined object, its
+// compact binary codec ([AppendMessage], [DecodeMessage]), the [Log]
+// interface of the partitioned log that stores messages, and the
+// follower-affinity [Partitioner] that decides which log partition a
+// message goes to.
+//
+// It does no I/O and decides nothing: the fencing package decides what a
+// follower does with an entry, the walstore engines publish and read
+// messages, and kafkalog or memstore store them.
+//
+// # Vocabulary, and how it maps to KIP-1176 and KIP-405
+//
+// An [Entry] is KIP-1176's RemoteWalLogSegmentMetadata, the active-segment
+// counterpart of KIP-405's RemoteLogSegmentMetadata: one partition's section
+// of a combined object. Where KIP-405 names a remote segment by a segment id
+// and keeps its location in plugin-specific CustomMetadata (the seed thread's
+// answer to JQ5 puts the bucket name there), an Entry names its location
+// directly (AZ, bucket, key, byte range), because followers in every AZ must
+// reach the leader's bucket without a plugin; CustomMetadata is still carried
+// for whatever else a deployment needs. KIP-405's start and end offset, max
+// timestamp, size and broker id map to FirstOffset, LastOffset, MaxTimestamp,
+// Length/UncompressedSize and WriterBrokerID. KIP-405's segmentLeaderEpochs
+// map (epoch → start offset, for every epoch in a segment) has no field: a
+// section holds records of one epoch (RecordEpoch), and epoch boundaries
+// travel as markers instead. There is no state machine
+// (COPY_SEGMENT_STARTED/FINISHED, DELETE_...): an entry is published only
+// after its object is durable, and deletion is garbage collection's business,
+// not the log's.
+//
+// PublisherEpoch is new in KIP-1176 terms: the epoch of the leader that
+// published the entry. It equals RecordEpoch except when a new leader
+// republishes records written under an earlier epoch into its own AZ, which
+// is how followers recover when the old leader's AZ is gone (the thread's
+// JR1 scenarios).
+//
+// An [EpochStart] is what Kafka's leader-epoch checkpoint file records (epoch,
+// start offset), published by a leader when it takes over a partition.
+// Followers build their epoch lineage from markers, which is how they tell,
+// whatever order entries arrive in, which to apply and which to ignore.
+//
+// A [Message] is one record of the metadata log (KIP-1176's
+// __remote_wal_log_metadata topic): the entries of one object that the
+// readers of one log partition need, plus any markers.
+//
+// # Routing
+//
+// The [Partitioner] sends an entry to log partition follower_broker_id % N
+// for each follower of its partition, as the seed thread proposes in its
+// answer to JR8: a broker reads exactly one partition of the log. [Partitioner.Split]
+// turns one object's message into one message per log partition.
+//
+// # Ordering
+//
+//   - A [Log] keeps each partition's messages in append order with dense
+//     offsets. Since a follower always reads the same log partition, it sees
+//     the messages of any one publisher in the order that publisher appended
+//     them; the walstore leader appends a partition's entries in offset order.
+//   - Across publishers (an old and a new leader, or a zombie) there is no
+//     order: messages interleave as they were appended. Epochs and markers,
+//     not log order, decide which entries count; that is the fencing
+//     package's job.
+//   - Within a message, [DecodeMessage] returns entries in the order of their
+//     byte ranges in the object (the order a reader coalesces range GETs in)
+//     and markers sorted by topic, partition, epoch, start offset and leader,
+//     whatever order they were given in. [Partitioner.Split] keeps the order of
+//     its input.
+//
+// # Wire format (version 1)
+//
+// A message is encoded as below; varints are Go's encoding/binary varints,
+// which the decoder accepts only in their shortest form. "zigzag" marks a
+// signed varint.
+//
+//	field            encoding                               notes
+//	---------------  -------------------------------------  ------------------------------------------
+//	version          1 byte                                 1
+//	writer           uvarint                                Message.WriterBrokerID
+//	n                uvarint                                number of entries
+//	k                uvarint                                number of markers; n+k > 0
+//	t                uvarint                                number of topics, 1 ≤ t ≤ n+k
+//	topic × t        kind byte (bit 0: name, bit 1: id),    sorted by (name, id), each used by an
+//	                 [16-byte id], [uvarint length, name]   entry or a marker; no empty name or zero id
+//	── only if n > 0 ─────────────────────────────────────────────────────────────────────────────────
+//	object           3 × (uvarint length, bytes)            AZ, bucket, key; bucket and key non-empty
+//	first position   uvarint                                Position of the first entry
+//	column mask      uvarint                                bit c set: column c is present
+//	column × present zigzag minimum, width byte (0..64),    frame of reference: each value minus the
+//	                 ⌈count × width / 8⌉ bytes              minimum in width bits, LSB first, zero-padded
+//	custom metadata  bytes                                  all entries' CustomMetadata, concatenated
+//	checksums        n × 8 bytes, little endian             Entry.Checksum
+//	── then ──────────────────────────────────────────────────────────────────────────────────────────
+//	marker × k       5 uvarints                             topic index, partition, epoch, start
+//	                                                        offset, leader broker id
+//
+// Entries are encoded in Position order, one column per field; an absent
+// column means every value is zero:
+//
+//	c   column        values (count)                          value
+//	0   topic         n                                       index into the topic table
+//	1   partition     n                                       partition − previous entry's (first: itself)
+//	2   firstOffset   n                                       FirstOffset
+//	3   span          n                                       LastOffset − FirstOffset
+//	4   gap           n − 1 (entries after the first)         Position − previous entry's end
+//	5   length        n                                       Length
+//	6   codec         n                                       Codec
+//	7   uncompressed  one per entry whose codec is not none   UncompressedSize (= Length for codec none)
+//	8   recordEpoch   n                                       RecordEpoch
+//	9   republish     n                                       PublisherEpoch − RecordEpoch
+//	10  timestamp     n                                       MaxTimestamp
+//	11  writer        n                                       WriterBrokerID − Message.WriterBrokerID
+//	12  customLen     n                                       len(CustomMetadata)
+//
+// The encoding is canonical: the minimum of a column is attained, its width
+// is the smallest that holds every value, padding bits are zero, and
+// DecodeMessage rejects anything else, so a message has exactly one encoding
+// and decoding then encoding reproduces the input byte for byte.
+//
+// Why columns: under uniform load the partitions of a topic sit at similar
+// offsets, lengths and timestamps, so each field of an entry has a few bits
+// of information that a per-field varint rounds up to whole bytes (a first
+// offset spread over ±5e4 is 17 bits, which costs 3 bytes as a varint and
+// 17 bits packed). Position order makes positions free when sections are
+// contiguous, which they are when the combiner places the sections of
+// partitions that share followers next to each other. The 8-byte checksum
+// is the one field that does not compress.
+//
+// Measured by BenchmarkMessageSize (one message per object, averaged over 64
+// messages; the naive baseline writes each field as a varint and the topic
+// name per entry): 100 partitions of one topic with offsets 5e6 ± 5e4,
+// 10–50 records and 1–8 KiB per contiguous section and timestamps within
+// 100 ms take 14.7 bytes per entry with codec none and 15.8 with half the
+// sections zstd (naive: 42.8 and 42.9); 10 topics with offsets scattered
+// below 1e9, gaps between sections and varied epochs take 25.9 (naive:
+// 58.1). Small messages pay for the object reference and column headers:
+// 29.8 bytes per entry at 8 entries, and a 1-entry message is about 120
+// bytes, most of it the object's bucket and key.
+//
+// # Retention
+//
+// An entry matters only until every follower of its partition has applied
+// it and the records are in ordinary tiered storage (or past retention); a
+// marker matters until every follower has taken it into its epoch lineage;
+// a message matters until all its entries and markers no longer do. Nothing
+// reads metadata after that, so the log can be trimmed ([Log.Trim]) below
+// the lowest offset any reader of a partition still needs. On Kafka, where
+// trimming is time or size retention, choose a retention comfortably longer
+// than the longest follower outage the deployment should ride out: a
+// follower that finds its next offset trimmed away
+// ([ErrOffsetOutOfRange]) has lost entries and markers it needed and must
+// resynchronize by ordinary replication.
+package metadata
