@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptrace"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -126,16 +127,12 @@ func TestServerPutIfAbsentRaceAcrossBrokers(t *testing.T) {
 			const rounds, writersPerBroker = 4, 6
 			seed := rand.Uint64()
 			t.Logf("bodies seeded with %d", seed)
-			rng := rand.New(rand.NewPCG(seed, 0))
 			for round := range rounds {
 				key := uniqueKey(t, fmt.Sprintf("race-%d", round))
 				n := len(brokers) * writersPerBroker
 				bodies := make([][]byte, n)
 				for i := range bodies {
-					bodies[i] = make([]byte, 1<<20+i)
-					for j := range bodies[i] {
-						bodies[i][j] = byte(rng.Uint32())
-					}
+					bodies[i] = randomBytes(1<<20+i, seed+uint64(round*n+i))
 				}
 				errs := make([]error, n)
 				start := make(chan struct{})
@@ -271,11 +268,7 @@ func TestServerLargeObject(t *testing.T) {
 	writer := newServerStore(t, cfg, directoryBuckets, azC, func(o *s3express.Options) { o.Checksum = "CRC32C" })
 	reader := newServerStore(t, cfg, directoryBuckets, azA, nil)
 	seed := rand.Uint64()
-	rng := rand.New(rand.NewPCG(seed, 1))
-	data := make([]byte, 9<<20+3)
-	for i := range data {
-		data[i] = byte(rng.Uint32())
-	}
+	data := randomBytes(9<<20+3, seed)
 	ref, err := writer.Put(t.Context(), uniqueKey(t, "large"), data)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = writer.Delete(context.Background(), []metadata.ObjectRef{ref}) })
@@ -284,4 +277,33 @@ func TestServerLargeObject(t *testing.T) {
 		require.NoError(t, err, "range %v", r)
 		require.True(t, bytes.Equal(data[r[0]:r[0]+r[1]], got), "range %v (seed %d)", r, seed)
 	}
+}
+
+// TestServerReusesConnections checks that sequential requests ride one
+// kept-alive connection: a new TCP (and on AWS, TLS) connection per
+// request would cost more than an S3 Express GET itself.
+func TestServerReusesConnections(t *testing.T) {
+	cfg := serverConfig(t)
+	createBuckets(t, cfg, directoryBuckets)
+	s := newServerStore(t, cfg, directoryBuckets, azA, nil)
+	var fresh, reused atomic.Int64
+	ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if info.Reused {
+			reused.Add(1)
+		} else {
+			fresh.Add(1)
+		}
+	}})
+	data := bytes.Repeat([]byte("abcdefgh"), 1<<14)
+	var refs []metadata.ObjectRef
+	for i := range 5 {
+		ref, err := s.Put(ctx, uniqueKey(t, fmt.Sprint(i)), data)
+		require.NoError(t, err)
+		refs = append(refs, ref)
+		_, err = s.GetRange(ctx, ref, int64(i), 4096)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Delete(ctx, refs))
+	assert.Equal(t, int64(1), fresh.Load(), "connections dialled for 11 sequential requests")
+	assert.Equal(t, int64(10), reused.Load())
 }

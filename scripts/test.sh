@@ -3,7 +3,8 @@
 # tests with the race detector, with a real S3 server for the tests that
 # need one.
 #
-# The S3 server is versitygw (posix backend) on 127.0.0.1, installed on
+# The S3 server is versitygw (posix backend, with keep-alive connections
+# like S3's, which versitygw does not keep by default) on 127.0.0.1, installed on
 # first use into a cache folder (not into this module), started on a free
 # port with a fresh data directory, and stopped when the script exits,
 # whether the tests pass or not. Tests find it through
@@ -12,7 +13,10 @@
 # set, that server is used instead (with the AWS_* credentials of the
 # environment) and nothing is started.
 #
-# Extra arguments go to `go test` (e.g. -run TestConformance ./s3express/).
+# With arguments, runs them as a command instead of vet and the whole suite,
+# with the server up, e.g.
+#   bash scripts/test.sh go test -race -run TestConformance ./s3express/
+#   bash scripts/test.sh go test -run '^$' -bench . -benchtime 100x ./s3express/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,7 +65,7 @@ start_versitygw() {
 		port=$((20000 + RANDOM % 40000))
 		port_in_use "$port" && continue
 		ROOT_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" ROOT_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY" \
-			"$vgw_bin" --port "127.0.0.1:$port" --region "$AWS_REGION" posix "$vgw_dir/data" \
+			"$vgw_bin" --port "127.0.0.1:$port" --region "$AWS_REGION" --keep-alive posix "$vgw_dir/data" \
 			>"$vgw_dir/versitygw.log" 2>&1 &
 		vgw_pid=$!
 		local waited
@@ -86,7 +90,7 @@ start_versitygw() {
 	exit 1
 }
 
-go vet ./...
+[[ $# -eq 0 ]] && go vet ./...
 
 if [[ -z "${ACTIVETIER_S3_ENDPOINT:-}" ]]; then
 	install_versitygw
@@ -99,7 +103,7 @@ export AWS_EC2_METADATA_DISABLED=true
 
 status=0
 if [[ $# -gt 0 ]]; then
-	go test -race -count=1 "$@" || status=$?
+	"$@" || status=$?
 else
 	go test -race -count=1 ./... || status=$?
 fi
