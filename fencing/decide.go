@@ -3,7 +3,6 @@ package fencing
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/activetier/activetier/metadata"
 )
@@ -290,35 +289,39 @@ func Divergence(leo int64, local *Lineage, leader *LeaderLineage) (truncateTo in
 	if !ok1 || !ok2 {
 		return leo, false
 	}
-	lo := max(lf.StartOffset, vf.StartOffset)
-	if lo >= leo {
-		return leo, false
+	// Walk the offsets from lo to leo piece by piece: the local epoch, the
+	// leader epoch and the leader authority are constant between entry
+	// starts and publication starts, so each piece is checked once.
+	o := max(lf.StartOffset, vf.StartOffset)
+	li, vi := local.indexFor(o), leader.view.indexFor(o)
+	pi := 0
+	for pi+1 < len(leader.pubs) && leader.pubs[pi+1].from() <= o {
+		pi++
 	}
-	// The three piecewise-constant functions (local epoch, leader epoch,
-	// leader authority) only change at entry starts and publication starts;
-	// check each piece once, in offset order.
-	var buf [32]int64
-	points := append(buf[:0], lo)
-	add := func(o int64) {
-		if o > lo && o < leo {
-			points = append(points, o)
-		}
-	}
-	for _, x := range local.entries {
-		add(x.StartOffset)
-	}
-	for _, x := range leader.view.entries {
-		add(x.StartOffset)
-	}
-	for _, p := range leader.pubs {
-		add(p.from())
-	}
-	slices.Sort(points)
-	for _, o := range points {
-		le, _ := local.EpochFor(o)
-		i, authority := leader.at(o)
-		if i >= 0 && leader.view.entries[i].Epoch != le && authority >= le {
+	for o < leo {
+		le := local.entries[li].Epoch
+		if leader.view.entries[vi].Epoch != le && leader.pubs[pi].publisher >= le {
 			return o, true
+		}
+		next := leo
+		if li+1 < len(local.entries) {
+			next = min(next, local.entries[li+1].StartOffset)
+		}
+		if vi+1 < len(leader.view.entries) {
+			next = min(next, leader.view.entries[vi+1].StartOffset)
+		}
+		if pi+1 < len(leader.pubs) {
+			next = min(next, leader.pubs[pi+1].from())
+		}
+		o = next
+		for li+1 < len(local.entries) && local.entries[li+1].StartOffset <= o {
+			li++
+		}
+		for vi+1 < len(leader.view.entries) && leader.view.entries[vi+1].StartOffset <= o {
+			vi++
+		}
+		for pi+1 < len(leader.pubs) && leader.pubs[pi+1].from() <= o {
+			pi++
 		}
 	}
 	return leo, false
