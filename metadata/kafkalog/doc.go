@@ -119,7 +119,11 @@
 // thread's JR8 concern). With fewer partitions, about B/N brokers share each
 // one and each broker reads, then discards, the entries of the others, so
 // read traffic grows by that factor while writes shrink a little (followers
-// that share a partition share a copy).
+// that share a partition share a copy). TestFollowerAffinity shows it with 12
+// brokers, N=4 and RF=3: each broker receives exactly the entries of the
+// partitions that it or the two brokers sharing its metadata partition
+// follow, about three times what it needs, and each entry is written 1.84
+// times.
 //
 // Choose N for the largest cluster you expect: Kafka cannot remove
 // partitions, and adding some changes every broker's b % N, which all
