@@ -1,0 +1,242 @@
+package memstore
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/activetier/activetier/walstore"
+)
+
+// ClusterConfig configures a Cluster.
+type ClusterConfig struct {
+	// Buckets maps each AZ to the name of its bucket. Required; AZ and
+	// bucket names must be non-empty and bucket names distinct.
+	Buckets map[string]string
+	// Profile is the latency model. The zero Profile is "none": no request
+	// ever waits.
+	Profile Profile
+	// Seed seeds the source of every random choice the cluster makes:
+	// latencies, fault rates, corrupted bytes, List order. A run on a
+	// simulated clock with a fixed seed replays exactly as long as the
+	// requests arrive in the same order.
+	Seed uint64
+	// Clock drives the latency waits. Nil means the wall clock.
+	Clock Clock
+}
+
+// Cluster is an in-memory object store deployment: one bucket per AZ,
+// shared by the stores that Store hands out, with one latency model, one
+// set of faults and one set of counters. It is safe for concurrent use.
+type Cluster struct {
+	clock   Clock
+	profile Profile
+	waits   bool // profile can make a request wait
+
+	// buckets and byAZ are fixed at construction and only read after.
+	buckets map[string]*bucket
+	byAZ    map[string]*bucket
+
+	// mu guards rng, faults and every bucket's outage state.
+	mu     sync.Mutex
+	rng    *rand.Rand
+	faults []*Fault
+}
+
+// bucket is one AZ's bucket.
+type bucket struct {
+	name, az string
+	stats    counters
+
+	// down and outage are guarded by Cluster.mu. outage is closed when the
+	// bucket goes down, so requests waiting out their latency fail at
+	// once; a fresh channel replaces it when the bucket comes back.
+	down   bool
+	outage chan struct{}
+
+	mu      sync.RWMutex
+	objects map[string]object
+}
+
+type object struct {
+	data     []byte
+	modified time.Time
+}
+
+// NewCluster validates cfg and returns a cluster with empty buckets.
+func NewCluster(cfg ClusterConfig) (*Cluster, error) {
+	if len(cfg.Buckets) == 0 {
+		return nil, errors.New("memstore: ClusterConfig.Buckets is empty: want one bucket per AZ")
+	}
+	if err := cfg.Profile.Validate(); err != nil {
+		return nil, fmt.Errorf("memstore: ClusterConfig.Profile: %w", err)
+	}
+	c := &Cluster{
+		clock:   cfg.Clock,
+		profile: cfg.Profile,
+		waits:   !cfg.Profile.zero(),
+		buckets: make(map[string]*bucket, len(cfg.Buckets)),
+		byAZ:    make(map[string]*bucket, len(cfg.Buckets)),
+		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x6d656d73746f7265)), // "memstore"
+	}
+	if c.clock == nil {
+		c.clock = wallClock{}
+	}
+	for _, az := range slices.Sorted(maps.Keys(cfg.Buckets)) {
+		name := cfg.Buckets[az]
+		switch {
+		case az == "":
+			return nil, fmt.Errorf("memstore: ClusterConfig.Buckets: empty AZ name (bucket %q)", name)
+		case name == "":
+			return nil, fmt.Errorf("memstore: ClusterConfig.Buckets[%q]: empty bucket name", az)
+		case c.buckets[name] != nil:
+			return nil, fmt.Errorf("memstore: ClusterConfig.Buckets: bucket %q is named for AZs %q and %q",
+				name, c.buckets[name].az, az)
+		}
+		b := &bucket{name: name, az: az, outage: make(chan struct{}), objects: make(map[string]object)}
+		c.buckets[name] = b
+		c.byAZ[az] = b
+	}
+	return c, nil
+}
+
+// Store returns the view of the cluster of a broker in az: it writes to
+// az's bucket and reads, lists and deletes in any bucket of the cluster.
+// Stores of one cluster share its buckets, faults and counters.
+func (c *Cluster) Store(az string) (*Store, error) {
+	b := c.byAZ[az]
+	if b == nil {
+		return nil, fmt.Errorf("memstore: no bucket for AZ %q (configured: %v)", az, slices.Sorted(maps.Keys(c.byAZ)))
+	}
+	return &Store{c: c, local: b}, nil
+}
+
+// SetOutage takes az's bucket down or brings it back. While it is down,
+// every request to it fails with walstore.ErrUnavailable, including those
+// already waiting out their latency when it went down; a Put so cut short
+// stores nothing. Objects survive an outage.
+func (c *Cluster) SetOutage(az string, down bool) error {
+	b := c.byAZ[az]
+	if b == nil {
+		return fmt.Errorf("memstore: SetOutage: no bucket for AZ %q", az)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b.down == down {
+		return nil
+	}
+	b.down = down
+	if down {
+		close(b.outage)
+	} else {
+		b.outage = make(chan struct{})
+	}
+	return nil
+}
+
+// AddFault validates f and applies it to every later request of the
+// cluster until remove is called. f.Match runs with the cluster's lock
+// held: it must not call the cluster's methods.
+func (c *Cluster) AddFault(f Fault) (remove func(), err error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	p := &f
+	c.mu.Lock()
+	c.faults = append(c.faults, p)
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.faults = slices.DeleteFunc(c.faults, func(q *Fault) bool { return q == p })
+	}, nil
+}
+
+// ClearFaults removes every fault.
+func (c *Cluster) ClearFaults() {
+	c.mu.Lock()
+	c.faults = nil
+	c.mu.Unlock()
+}
+
+// Stats returns the cluster's counters. The snapshot is exact when no
+// request is in flight; taken during requests, each counter is exact but
+// they may be from slightly different instants.
+func (c *Cluster) Stats() Stats {
+	s := Stats{Buckets: make(map[string]Counters, len(c.buckets))}
+	for name, b := range c.buckets {
+		bc := b.stats.snapshot()
+		s.Buckets[name] = bc
+		s.Total = s.Total.plus(bc)
+	}
+	return s
+}
+
+// ResetStats sets every counter to zero.
+func (c *Cluster) ResetStats() {
+	for _, b := range c.buckets {
+		b.stats.reset()
+	}
+}
+
+// admission is what the cluster decided about one request before it runs.
+type admission struct {
+	latency time.Duration
+	outage  <-chan struct{}
+	effect  effect
+}
+
+// admit decides one request's fate: unavailable at once if its bucket is
+// down, otherwise its latency and the effect of the faults matching it.
+func (c *Cluster) admit(b *bucket, req Request, size int64) (admission, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b.down {
+		return admission{}, fmt.Errorf("bucket %s of AZ %s is down: %w", b.name, b.az, walstore.ErrUnavailable)
+	}
+	a := admission{outage: b.outage}
+	for _, f := range c.faults {
+		if f.Match != nil && !f.Match(req) {
+			continue
+		}
+		if f.Rate > 0 && f.Rate < 1 && c.rng.Float64() >= f.Rate {
+			continue
+		}
+		a.effect.delay += f.Delay
+		a.effect.corrupt = a.effect.corrupt || f.Corrupt
+		if a.effect.err == nil && f.Err != nil {
+			a.effect.err, a.effect.afterApply = f.Err, f.AfterApply
+		}
+	}
+	a.latency = a.effect.delay
+	if c.waits {
+		a.latency += c.profile.latency(req.Op).sample(size, c.rng.NormFloat64())
+		if req.StoreAZ != req.AZ {
+			lo, hi := c.profile.CrossAZMin, c.profile.CrossAZMax
+			a.latency += lo + time.Duration(c.rng.Int64N(int64(hi-lo)+1))
+		}
+	}
+	return a, nil
+}
+
+// corrupt changes one byte of data, chosen by the seeded source.
+func (c *Cluster) corrupt(data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	data[c.rng.IntN(len(data))] ^= byte(1 + c.rng.IntN(255))
+}
+
+// shuffle puts infos in a seeded random order, so that no caller comes
+// to depend on an order S3 Express does not give.
+func (c *Cluster) shuffle(infos []walstore.ObjectInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rng.Shuffle(len(infos), func(i, j int) { infos[i], infos[j] = infos[j], infos[i] })
+}

@@ -1,0 +1,277 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// maxBatch is the number of keys S3 accepts in one DeleteObjects request
+// and returns in one ListObjectsV2 page.
+const maxBatch = 1000
+
+// Store is one broker's view of a Cluster; it implements
+// walstore.ObjectStore. Get one from Cluster.Store.
+type Store struct {
+	c     *Cluster
+	local *bucket
+}
+
+var _ walstore.ObjectStore = (*Store)(nil)
+
+// Local returns the AZ and bucket Put writes to.
+func (s *Store) Local() metadata.ObjectRef {
+	return metadata.ObjectRef{AZ: s.local.az, Bucket: s.local.name}
+}
+
+// Put stores a copy of body under key in the store's own bucket unless the
+// key is taken.
+func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
+	ref := metadata.ObjectRef{AZ: s.local.az, Bucket: s.local.name, Key: key}
+	if err := ctx.Err(); err != nil {
+		return metadata.ObjectRef{}, fmt.Errorf("memstore: PUT %s: %w", ref, err)
+	}
+	// Copy before waiting: the caller may reuse body once Put returns,
+	// even if Put returns early.
+	data := make([]byte, len(body))
+	copy(data, body)
+	req := Request{Op: OpPut, StoreAZ: s.local.az, AZ: s.local.az, Bucket: s.local.name, Key: key, Length: int64(len(body))}
+	err := s.do(ctx, s.local, req, int64(len(body)), func(effect) (int64, error) {
+		b := s.local
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if _, ok := b.objects[key]; ok {
+			return 0, fmt.Errorf("memstore: PUT %s: %w", ref, walstore.ErrAlreadyExists)
+		}
+		b.objects[key] = object{data: data, modified: s.c.clock.Now()}
+		return 0, nil
+	})
+	if err != nil {
+		return metadata.ObjectRef{}, err
+	}
+	return ref, nil
+}
+
+// GetRange returns a copy of length bytes of the object ref names, starting
+// at offset.
+func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: GET %s: %w", ref, err)
+	}
+	b, err := s.bucket(ref.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("memstore: GET %s: %w", ref, err)
+	}
+	// Ranges no object could satisfy are refused without a request, as an
+	// HTTP client cannot even express them.
+	if offset < 0 || length <= 0 || offset > (1<<63-1)-length {
+		return nil, fmt.Errorf("memstore: GET %s range [%d, +%d): %w", ref, offset, length, walstore.ErrInvalidRange)
+	}
+	req := Request{Op: OpGet, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Key: ref.Key, Offset: offset, Length: length}
+	var out []byte
+	err = s.do(ctx, b, req, length, func(eff effect) (int64, error) {
+		var err error
+		out, err = b.read(ref, offset, length)
+		if err != nil {
+			return 0, err
+		}
+		if eff.corrupt {
+			s.c.corrupt(out)
+		}
+		return length, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Delete removes the objects refs name, one request per bucket and per
+// 1000 keys. Every ref is checked before anything is deleted. A failed
+// request does not stop the others; the errors of all are returned.
+func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: DELETE of %d objects: %w", len(refs), err)
+	}
+	byBucket := make(map[*bucket][]string)
+	for _, ref := range refs {
+		b, err := s.bucket(ref.Bucket)
+		if err != nil {
+			return fmt.Errorf("memstore: DELETE %s: %w", ref, err)
+		}
+		byBucket[b] = append(byBucket[b], ref.Key)
+	}
+	var errs []error
+	for _, b := range slices.SortedFunc(maps.Keys(byBucket), func(x, y *bucket) int { return strings.Compare(x.name, y.name) }) {
+		for batch := range slices.Chunk(byBucket[b], maxBatch) {
+			req := Request{Op: OpDelete, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Keys: batch}
+			err := s.do(ctx, b, req, 0, func(effect) (int64, error) {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				for _, k := range batch {
+					delete(b.objects, k)
+				}
+				return 0, nil
+			})
+			if err != nil {
+				errs = append(errs, err)
+				if ctx.Err() != nil {
+					return errors.Join(errs...)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// List returns the objects of bucket whose keys start with prefix, in a
+// seeded random order. It makes one request per 1000 objects; the objects
+// are those present when the first request ran.
+func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore.ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: LIST %s/%s*: %w", bucketName, prefix, err)
+	}
+	b, err := s.bucket(bucketName)
+	if err != nil {
+		return nil, fmt.Errorf("memstore: LIST %s/%s*: %w", bucketName, prefix, err)
+	}
+	var infos []walstore.ObjectInfo
+	req := Request{Op: OpList, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Key: prefix}
+	for page := 0; page == 0 || page*maxBatch < len(infos); page++ {
+		err := s.do(ctx, b, req, 0, func(effect) (int64, error) {
+			if page == 0 {
+				infos = b.list(prefix)
+			}
+			return 0, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	s.c.shuffle(infos)
+	return infos, nil
+}
+
+// read returns a copy of length bytes of key's object from offset.
+func (b *bucket) read(ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	obj, ok := b.objects[ref.Key]
+	if !ok {
+		return nil, fmt.Errorf("memstore: GET %s: %w", ref, walstore.ErrNotFound)
+	}
+	if offset+length > int64(len(obj.data)) {
+		return nil, fmt.Errorf("memstore: GET %s range [%d, +%d) of a %d-byte object: %w",
+			ref, offset, length, len(obj.data), walstore.ErrInvalidRange)
+	}
+	out := make([]byte, length)
+	copy(out, obj.data[offset:])
+	return out, nil
+}
+
+// list returns the objects of b under prefix, in key order so that the
+// seeded shuffle that follows is reproducible.
+func (b *bucket) list(prefix string) []walstore.ObjectInfo {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var infos []walstore.ObjectInfo
+	for k, obj := range b.objects {
+		if strings.HasPrefix(k, prefix) {
+			infos = append(infos, walstore.ObjectInfo{
+				Ref:          metadata.ObjectRef{AZ: b.az, Bucket: b.name, Key: k},
+				Size:         int64(len(obj.data)),
+				LastModified: obj.modified,
+			})
+		}
+	}
+	slices.SortFunc(infos, func(x, y walstore.ObjectInfo) int { return strings.Compare(x.Ref.Key, y.Ref.Key) })
+	return infos
+}
+
+func (s *Store) bucket(name string) (*bucket, error) {
+	b := s.c.buckets[name]
+	if b == nil {
+		return nil, fmt.Errorf("bucket %q is not one of the cluster's: %w", name, walstore.ErrUnknownBucket)
+	}
+	return b, nil
+}
+
+// do makes one request to bucket b: it counts it, waits out its latency
+// (cut short by ctx or by the bucket going down), applies the faults that
+// match it, and runs apply, which performs the request and returns the
+// bytes it sends back.
+func (s *Store) do(ctx context.Context, b *bucket, req Request, size int64, apply func(effect) (int64, error)) error {
+	cross := b.az != s.local.az
+	st := &b.stats
+	switch req.Op {
+	case OpPut:
+		st.puts.Add(1)
+		st.bytesUp.Add(req.Length)
+	case OpGet:
+		st.gets.Add(1)
+	case OpDelete:
+		st.deletes.Add(1)
+		st.deleteKeys.Add(int64(len(req.Keys)))
+	case OpList:
+		st.lists.Add(1)
+	}
+	if cross {
+		st.crossRequests.Add(1)
+		if req.Op == OpPut {
+			st.crossBytes.Add(req.Length)
+		}
+	}
+	fail := func(err error) error {
+		st.failed.Add(1)
+		return err
+	}
+
+	a, err := s.c.admit(b, req, size)
+	if err != nil {
+		return fail(fmt.Errorf("memstore: %s: %w", describe(req), err))
+	}
+	if a.latency > 0 {
+		select {
+		case <-s.c.clock.After(a.latency):
+		case <-ctx.Done():
+			return fail(fmt.Errorf("memstore: %s: %w", describe(req), ctx.Err()))
+		case <-a.outage:
+			return fail(fmt.Errorf("memstore: %s: bucket %s of AZ %s went down: %w", describe(req), b.name, b.az, walstore.ErrUnavailable))
+		}
+	}
+	injected := a.effect.err
+	if injected != nil && !a.effect.afterApply {
+		return fail(fmt.Errorf("memstore: %s: injected fault: %w", describe(req), injected))
+	}
+	down, err := apply(a.effect)
+	if err != nil {
+		return fail(err)
+	}
+	st.bytesDown.Add(down)
+	if cross {
+		st.crossBytes.Add(down)
+	}
+	if injected != nil {
+		return fail(fmt.Errorf("memstore: %s: injected fault after the request took effect: %w", describe(req), injected))
+	}
+	return nil
+}
+
+// describe names a request in errors: verb, bucket, key or prefix, range.
+func describe(r Request) string {
+	switch r.Op {
+	case OpGet:
+		return fmt.Sprintf("GET %s/%s range [%d, +%d)", r.Bucket, r.Key, r.Offset, r.Length)
+	case OpDelete:
+		return fmt.Sprintf("DELETE %d keys in %s (first %q)", len(r.Keys), r.Bucket, r.Keys[0])
+	case OpList:
+		return fmt.Sprintf("LIST %s/%s*", r.Bucket, r.Key)
+	}
+	return fmt.Sprintf("%s %s/%s", r.Op, r.Bucket, r.Key)
+}
