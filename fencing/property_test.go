@@ -42,12 +42,19 @@ func TestConvergence(t *testing.T) {
 	}
 	for seed := first; seed <= last; seed++ {
 		h := generateHistory(rand.New(rand.NewPCG(seed, 0xfe9c1)))
-		if verbose {
-			t.Logf("seed %d:\n%s", seed, h)
-		}
-		checkConvergence(t, seed, h)
-		if t.Failed() {
-			t.Fatalf("seed %d failed; replay with FENCING_SEED=%d go test -run TestConvergence ./fencing/\n%s", seed, seed, h)
+		ok := t.Run(seedName(seed), func(t *testing.T) {
+			if verbose {
+				t.Logf("history:\n%s", h)
+			}
+			defer func() {
+				if t.Failed() {
+					t.Logf("replay with FENCING_SEED=%d go test -run TestConvergence ./fencing/\nhistory:\n%s", seed, h)
+				}
+			}()
+			checkConvergence(t, seed, h)
+		})
+		if !ok {
+			break
 		}
 	}
 }
