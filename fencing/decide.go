@@ -175,8 +175,9 @@ func (d Decision) String() string {
 //     is wholly below leo and agrees) it is skipped as a duplicate.
 //  4. If the leader lineage, on the word of a publisher at least as new as
 //     the entry's, gives j another epoch, the entry's records from j on are
-//     superseded: it is dropped, or skipped if its offsets below j are ones
-//     the local log holds.
+//     not the partition's: it is dropped, unless the lineage's epoch at j is
+//     later and j is past FirstOffset, in which case its offsets below j are
+//     ones the local log holds and it is skipped.
 //  5. An entry that starts after leo is held (a gap); one that disagrees
 //     with the local log below leo is held until the lineage can tell which
 //     is right.
@@ -289,9 +290,10 @@ func Divergence(leo int64, local *Lineage, leader *LeaderLineage) (truncateTo in
 	if !ok1 || !ok2 {
 		return leo, false
 	}
-	// Walk the offsets from lo to leo piece by piece: the local epoch, the
-	// leader epoch and the leader authority are constant between entry
-	// starts and publication starts, so each piece is checked once.
+	// Walk from the first offset both lineages know up to leo, piece by
+	// piece: the local epoch, the leader epoch and the leader authority only
+	// change at entry starts and publication starts, so each piece is
+	// checked once.
 	o := max(lf.StartOffset, vf.StartOffset)
 	li, vi := local.indexFor(o), leader.view.indexFor(o)
 	pi := 0
