@@ -67,7 +67,12 @@ func (p publication) from() int64 { return p.entries[0].StartOffset }
 // lineage can only have moved a start up, when the log start passed it), and
 // an epoch is dropped when a later epoch of the same publisher starts at or
 // before it (Kafka's rule for an epoch that wrote nothing). Across publishers
-// the newer publisher wins over the offsets it covers.
+// the newer publisher wins over the offsets it covers. If a newer
+// publication's first epoch is older than an epoch the older publications
+// put below its first offset, the newer one says that epoch is not in its
+// log and cannot say what is, so the view starts at the newer publication's
+// first offset rather than guess; under the marker contract that happens
+// only while a publication in between is still missing.
 //
 // Merge rejects the whole call, learning nothing from it, with an error
 // wrapping ErrInvalidEpochEntry if an epoch or start is negative, if the
@@ -167,8 +172,8 @@ func (l *LeaderLineage) restack() {
 					// The newer publisher says e.Epoch was still running at
 					// its first start, so the older publications' later
 					// epochs below it are not in its log, and what its log
-					// holds below that start is unknown. Forget it rather
-					// than guess; see the package documentation.
+					// holds below that start is unknown: forget it (see
+					// Merge).
 					l.view.entries = l.view.entries[:0]
 				}
 			}
