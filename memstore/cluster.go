@@ -72,8 +72,9 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 	if len(cfg.Buckets) == 0 {
 		return nil, errors.New("memstore: ClusterConfig.Buckets is empty: want one bucket per AZ")
 	}
+	// Validate's errors already name the Profile field.
 	if err := cfg.Profile.Validate(); err != nil {
-		return nil, fmt.Errorf("memstore: ClusterConfig.Profile: %w", err)
+		return nil, err
 	}
 	c := &Cluster{
 		clock:   cfg.Clock,
