@@ -81,8 +81,10 @@ func (l *Log) reader(partition int32) (*reader, error) {
 // Reading below the partition's log start offset, or past its high
 // watermark, returns an error wrapping metadata.ErrOffsetOutOfRange that
 // gives the watermarks. A partition leader change is retried with fresh
-// metadata. Each record's Value is a copy owned by the caller; the values of
-// one Read share one allocation.
+// metadata. Each record's Value belongs to the caller: the log keeps no
+// other reference to it and never writes to it. Values point into the fetch
+// response they came in, so a value kept alive keeps that response (at most
+// Config.ReadMaxBytes) in memory; copy what you keep for long.
 func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) ([]metadata.Record, error) {
 	if err := l.check(ctx, partition, "read"); err != nil {
 		return nil, err
@@ -237,19 +239,16 @@ func (r *reader) trimmed(before int64) {
 	r.low = max(r.low, before)
 }
 
-// convert copies recs into metadata records whose values share one new
-// allocation, so that no record retains the fetch response.
+// convert turns franz-go records into metadata records without copying
+// values. A value points into the fetch response, which franz-go allocated
+// for this fetch alone and which nothing writes to again. Its capacity is
+// cut to its length, so appending to one value cannot overwrite the next;
+// franz-go's decoder does so too, but the promise is this package's.
 func (r *reader) convert(recs []*kgo.Record) []metadata.Record {
-	size := 0
-	for _, rec := range recs {
-		size += len(rec.Value)
-	}
-	slab := make([]byte, 0, size)
 	out := make([]metadata.Record, len(recs))
 	for i, rec := range recs {
-		start := len(slab)
-		slab = append(slab, rec.Value...)
-		out[i] = metadata.Record{Partition: r.partition, Offset: rec.Offset, Value: slab[start:len(slab):len(slab)]}
+		v := rec.Value
+		out[i] = metadata.Record{Partition: r.partition, Offset: rec.Offset, Value: v[:len(v):len(v)]}
 	}
 	return out
 }
