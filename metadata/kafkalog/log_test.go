@@ -72,6 +72,10 @@ func TestNewValidatesExistingTopic(t *testing.T) {
 	c := newCluster(t, kfake.SeedTopics(8, testTopic))
 	l := openLog(t, c, Config{Partitions: 8})
 	assert.Equal(t, int32(8), l.Partitions())
+	// The producer's durability comes from franz-go's defaults, which New
+	// checks rather than sets: acks from all in-sync replicas, idempotent.
+	assert.Equal(t, kgo.AllISRAcks(), l.cl.OptValue(kgo.RequiredAcks))
+	assert.Equal(t, false, l.cl.OptValue(kgo.DisableIdempotentWrite))
 
 	// Creation allowed changes nothing for a topic that exists.
 	for _, create := range []bool{false, true} {
