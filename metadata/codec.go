@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // messageVersion is the first byte of every encoded Message. A decoder
@@ -158,20 +159,7 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		dst = appendString(dst, m.Object.Key)
 		dst = binary.AppendUvarint(dst, uint64(p.entry(0).Position))
 
-		var stats [numColumns]columnStats
-		var mask uint64
-		for c := range numColumns {
-			stats[c] = p.columnStats(c)
-			if stats[c].present() {
-				mask |= 1 << c
-			}
-		}
-		dst = binary.AppendUvarint(dst, mask)
-		for c := range numColumns {
-			if stats[c].present() {
-				dst = p.appendColumn(dst, c, stats[c])
-			}
-		}
+		dst = p.appendColumns(dst)
 		for i := range n {
 			dst = append(dst, p.entry(i).CustomMetadata...)
 		}
@@ -197,128 +185,134 @@ func appendString(dst []byte, s string) []byte {
 }
 
 // columnStats summarises one column: how many values, their minimum (the
-// frame of reference) and the bit width of the largest value minus it.
+// frame of reference) and maximum.
 type columnStats struct {
 	count    int
 	min, max int64
 }
 
-func (s columnStats) present() bool { return s.count > 0 && (s.min != 0 || s.max != 0) }
-
-func (s columnStats) width() uint { return uint(bits.Len64(uint64(s.max) - uint64(s.min))) }
-
-// has reports whether entry i has a value in column c.
-func (p *plan) has(c, i int) bool {
-	switch c {
-	case colGap:
-		return i > 0
-	case colUncompressed:
-		return p.entry(i).Codec != CodecNone
+func (s *columnStats) add(v int64) {
+	if s.count == 0 || v < s.min {
+		s.min = v
 	}
-	return true
+	if s.count == 0 || v > s.max {
+		s.max = v
+	}
+	s.count++
 }
 
-// value returns entry i's value in column c.
-func (p *plan) value(c, i int) int64 {
+// present reports whether the column is written: a column of zeros (or of
+// no values) is left out and marked absent in the column mask.
+func (s *columnStats) present() bool { return s.count > 0 && (s.min != 0 || s.max != 0) }
+
+// width is the number of bits each value minus the minimum needs.
+func (s *columnStats) width() uint { return uint(bits.Len64(uint64(s.max) - uint64(s.min))) }
+
+// entryValues sets v[c] to entry i's value in each column c and returns the
+// set of columns entry i has a value in (gap: every entry but the first;
+// uncompressed: entries with a codec).
+func (p *plan) entryValues(i int, v *[numColumns]int64) (has uint32) {
 	e := p.entry(i)
-	switch c {
-	case colTopic:
-		return int64(p.topicIndex(keyOf(e.Partition)))
-	case colPartition:
-		if i == 0 {
-			return int64(e.Partition.Partition)
-		}
-		return int64(e.Partition.Partition) - int64(p.entry(i-1).Partition.Partition)
-	case colFirstOffset:
-		return e.FirstOffset
-	case colSpan:
-		return e.LastOffset - e.FirstOffset
-	case colGap:
-		prev := p.entry(i - 1)
-		return e.Position - (prev.Position + prev.Length)
-	case colLength:
-		return e.Length
-	case colCodec:
-		return int64(e.Codec)
-	case colUncompressed:
-		return e.UncompressedSize
-	case colRecordEpoch:
-		return int64(e.RecordEpoch)
-	case colRepublish:
-		return int64(e.PublisherEpoch) - int64(e.RecordEpoch)
-	case colTimestamp:
-		return e.MaxTimestamp
-	case colWriter:
-		return int64(e.WriterBrokerID) - int64(p.m.WriterBrokerID)
-	case colCustomLen:
-		return int64(len(e.CustomMetadata))
+	has = 1<<numColumns - 1
+	v[colTopic] = 0
+	if len(p.topics) > 1 {
+		v[colTopic] = int64(p.topicIndex(keyOf(e.Partition)))
 	}
-	return 0
+	v[colPartition] = int64(e.Partition.Partition)
+	if i > 0 {
+		prev := p.entry(i - 1)
+		v[colPartition] -= int64(prev.Partition.Partition)
+		v[colGap] = e.Position - (prev.Position + prev.Length)
+	} else {
+		has &^= 1 << colGap
+	}
+	v[colFirstOffset] = e.FirstOffset
+	v[colSpan] = e.LastOffset - e.FirstOffset
+	v[colLength] = e.Length
+	v[colCodec] = int64(e.Codec)
+	if e.Codec == CodecNone {
+		has &^= 1 << colUncompressed
+	}
+	v[colUncompressed] = e.UncompressedSize
+	v[colRecordEpoch] = int64(e.RecordEpoch)
+	v[colRepublish] = int64(e.PublisherEpoch) - int64(e.RecordEpoch)
+	v[colTimestamp] = e.MaxTimestamp
+	v[colWriter] = int64(e.WriterBrokerID) - int64(p.m.WriterBrokerID)
+	v[colCustomLen] = int64(len(e.CustomMetadata))
+	return has
 }
 
-func (p *plan) columnStats(c int) columnStats {
-	var s columnStats
-	for i := range p.m.Entries {
-		if !p.has(c, i) {
+// appendColumns writes the column mask and every present column: its
+// minimum as a zigzag varint, the bit width, then each value minus the
+// minimum in that many bits, least significant bit first, padded with zero
+// bits to a whole byte. One pass over the entries gathers the statistics;
+// a second fills every column's bits into space reserved for it.
+func (p *plan) appendColumns(dst []byte) []byte {
+	n := len(p.m.Entries)
+	var stats [numColumns]columnStats
+	var v [numColumns]int64
+	for i := range n {
+		has := p.entryValues(i, &v)
+		for c := range numColumns {
+			if has&(1<<c) != 0 {
+				stats[c].add(v[c])
+			}
+		}
+	}
+	var mask uint64
+	for c := range numColumns {
+		if stats[c].present() {
+			mask |= 1 << c
+		}
+	}
+	dst = binary.AppendUvarint(dst, mask)
+
+	// start[c] is the offset in dst of column c's packed bits, pos[c] the
+	// next bit to write there.
+	var start [numColumns]int
+	var pos, width [numColumns]uint
+	var packed uint32 // columns with bits to write
+	for c := range numColumns {
+		if mask&(1<<c) == 0 {
 			continue
 		}
-		v := p.value(c, i)
-		if s.count == 0 || v < s.min {
-			s.min = v
+		dst = binary.AppendVarint(dst, stats[c].min)
+		width[c] = stats[c].width()
+		dst = append(dst, byte(width[c]))
+		start[c] = len(dst)
+		if width[c] > 0 {
+			packed |= 1 << c
+			k := int((uint(stats[c].count)*width[c] + 7) / 8)
+			dst = slices.Grow(dst, k)[:len(dst)+k]
+			clear(dst[start[c]:])
 		}
-		if s.count == 0 || v > s.max {
-			s.max = v
-		}
-		s.count++
 	}
-	return s
-}
-
-// appendColumn writes a present column: its minimum as a zigzag varint, the
-// bit width, then each value minus the minimum in that many bits, least
-// significant bit first, padded with zero bits to a whole byte.
-func (p *plan) appendColumn(dst []byte, c int, s columnStats) []byte {
-	dst = binary.AppendVarint(dst, s.min)
-	width := s.width()
-	dst = append(dst, byte(width))
-	if width == 0 {
+	if packed == 0 {
 		return dst
 	}
-	w := bitWriter{dst: dst}
-	for i := range p.m.Entries {
-		if p.has(c, i) {
-			w.write(uint64(p.value(c, i))-uint64(s.min), width)
+	for i := range n {
+		has := p.entryValues(i, &v) & packed
+		for c := range numColumns {
+			if has&(1<<c) != 0 {
+				putBits(dst[start[c]:], pos[c], uint64(v[c])-uint64(stats[c].min), width[c])
+				pos[c] += width[c]
+			}
 		}
 	}
-	return w.flush()
+	return dst
 }
 
-type bitWriter struct {
-	dst []byte
-	acc uint64
-	n   uint // bits pending in acc, always < 8 between calls
-}
-
-func (w *bitWriter) write(v uint64, width uint) {
-	if width > 32 {
-		w.write(v&math.MaxUint32, 32)
-		w.write(v>>32, width-32)
-		return
+// putBits ORs the width low bits of v into b starting at bit pos, least
+// significant first. The bits of b there are zero.
+func putBits(b []byte, pos uint, v uint64, width uint) {
+	for width > 0 {
+		i, shift := pos>>3, pos&7
+		take := min(8-shift, width)
+		b[i] |= byte(v&(1<<take-1)) << shift
+		v >>= take
+		pos += take
+		width -= take
 	}
-	w.acc |= (v & (1<<width - 1)) << w.n
-	w.n += width
-	for w.n >= 8 {
-		w.dst = append(w.dst, byte(w.acc))
-		w.acc >>= 8
-		w.n -= 8
-	}
-}
-
-func (w *bitWriter) flush() []byte {
-	if w.n > 0 {
-		w.dst = append(w.dst, byte(w.acc))
-	}
-	return w.dst
 }
 
 // readBits returns width bits of data starting at bit pos, least

@@ -196,7 +196,10 @@ func (m *Message) plan(topicBuf []topicKey) (plan, error) {
 		if i > 0 && e.Position < m.Entries[i-1].Position {
 			sorted = false
 		}
-		p.topics = insertTopic(p.topics, keyOf(e.Partition))
+		// Consecutive entries of one topic are the norm; skip the search.
+		if i == 0 || keyOf(e.Partition) != keyOf(m.Entries[i-1].Partition) {
+			p.topics = insertTopic(p.topics, keyOf(e.Partition))
+		}
 	}
 	if !sorted {
 		p.entryOrder = make([]int, len(m.Entries))
