@@ -317,9 +317,11 @@ func (s *Store) Local() metadata.ObjectRef { return s.local }
 // Put stores body under key in the local AZ's bucket, only if the key is
 // free (If-None-Match: *): a taken key is walstore.ErrAlreadyExists and
 // the object is left as it was. The returned reference carries key as
-// given; the wire key is Options.KeyPrefix + key. body is streamed as is,
-// without a copy; the SDK's request body wrapper stops all reads from it
-// before Put returns, even when the server answers before reading it all.
+// given; the wire key is Options.KeyPrefix + key. When an attempt's answer
+// was lost, Put reads the key back to learn whether its own write landed
+// (see the package documentation). body is streamed as is, without a copy;
+// the SDK's request body wrapper stops all reads from it before Put
+// returns, even when the server answers before reading it all.
 func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
 	ref := s.local
 	ref.Key = key

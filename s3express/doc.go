@@ -1,0 +1,137 @@
+// Package s3express is the walstore.ObjectStore that production runs on:
+// Amazon S3 Express One Zone through aws-sdk-go-v2, one directory bucket
+// per availability zone. A leader writes combined objects to its own AZ's
+// bucket, where uploads cost no cross-AZ transfer and land in
+// single-digit milliseconds; followers read their byte ranges from
+// whichever bucket a metadata entry names. Standard S3 buckets and
+// S3-compatible servers work too, so a region without S3 Express still
+// saves the cross-AZ replication fee.
+//
+// # Guarantees
+//
+//   - Put never overwrites. Every upload carries If-None-Match: *, and a
+//     taken key is walstore.ErrAlreadyExists. Put's outcome is exact even
+//     when an answer is lost: when Put would fail with ErrUnavailable
+//     after its request reached the server (an attempt with no answer or
+//     a 5xx may still have stored the object), or a retry finds the key
+//     taken, Put reads the key back once: holding exactly the body sent,
+//     it is this Put's object and Put succeeds; holding anything else,
+//     ErrAlreadyExists; missing or unreadable, the original error (so
+//     ErrUnavailable means nothing is known to be stored). Two writers of
+//     identical bytes to one key may thus both succeed, only ever in that
+//     lost-answer case.
+//   - GetRange returns exactly the bytes asked for, from one ranged GET,
+//     or an error: a range not wholly inside the object is
+//     walstore.ErrInvalidRange even though S3 answers a range that runs
+//     past the end with fewer bytes, and a body cut short is
+//     walstore.ErrUnavailable, never a short result.
+//   - Nothing is sent for a request that cannot be valid: a reference to a
+//     bucket the store was not configured with (or to a configured bucket
+//     under another AZ's name) is walstore.ErrUnknownBucket, a malformed
+//     range walstore.ErrInvalidRange, a key S3 cannot store ErrInvalidKey,
+//     and a context already done its own error. Delete checks every
+//     reference before deleting anything.
+//   - Delete is idempotent and batched: up to 1000 keys per DeleteObjects
+//     request, grouped per bucket; missing keys are not errors, keys S3
+//     could not delete are reported by name.
+//   - List is complete and unordered: it follows continuation tokens to
+//     the end and promises no order, because S3 Express directory buckets
+//     do not sort their listings.
+//
+// # Configuration on AWS
+//
+// Load the configuration the usual way, so credentials come from the
+// environment, the shared config files or the instance role; the store
+// never reads credentials itself:
+//
+//	cfg, err := config.LoadDefaultConfig(ctx) // region from AWS_REGION or the profile
+//	store, err := s3express.New(cfg, s3express.Options{
+//		Buckets: map[string]string{
+//			"use1-az4": "wal--use1-az4--x-s3",
+//			"use1-az5": "wal--use1-az5--x-s3",
+//			"use1-az6": "wal--use1-az6--x-s3",
+//		},
+//		LocalAZ:   "use1-az4", // this broker's AZ id (EC2 metadata: placement/availability-zone-id)
+//		KeyPrefix: "cluster-a/",
+//	})
+//
+// Create one directory bucket in each AZ the brokers run in (CreateBucket
+// with a location of type AvailabilityZone and data redundancy
+// SingleAvailabilityZone); its name embeds the AZ id, which New checks
+// against the map key, so a bucket cannot be mapped to the wrong AZ. Use
+// AZ ids (use1-az4), not AZ names (us-east-1a): names differ between
+// accounts, ids do not. Every broker of a deployment uses the same bucket
+// map and key prefix.
+//
+// The SDK authenticates to directory buckets with S3 Express sessions
+// (CreateSession), which it creates, caches and refreshes by itself. The
+// brokers' IAM role needs:
+//
+//   - directory buckets: s3express:CreateSession on each bucket,
+//     arn:aws:s3express:REGION:ACCOUNT:bucket/NAME; the session (read-write,
+//     the default) then authorizes PutObject, GetObject, DeleteObjects and
+//     ListObjectsV2;
+//   - standard buckets: s3:PutObject, s3:GetObject and s3:DeleteObject on
+//     arn:aws:s3:::NAME/*, s3:ListBucket on arn:aws:s3:::NAME;
+//   - with SSEKMS: kms:GenerateDataKey and kms:Decrypt on the key.
+//
+// # Standard S3 and S3-compatible servers
+//
+// Standard bucket names ("wal-use1-az4") may be mapped from any AZ name;
+// the store treats each as that AZ's bucket. Standard S3 buckets are
+// regional, so what is saved is the broker-to-broker replication traffic,
+// at S3 Standard's request prices and latency.
+//
+// For an S3-compatible server (versitygw, MinIO) set aws.Config.BaseEndpoint
+// and Options.S3Compatible, which selects path-style addressing and, for
+// directory-style bucket names, turns off S3 Express session auth and signs
+// as service "s3". The tests run this way against versitygw, with both
+// naming styles. It is never right for AWS itself.
+//
+// # Checksums, encryption and performance
+//
+// Uploads carry a CRC32 checksum (Options.Checksum; CRC32C is the
+// alternative), which S3 verifies before storing; CRC32 is S3 Express's
+// default and both are hardware-accelerated. S3 keeps no checksum of a byte
+// range, so downloads are verified by the combined-object format's own
+// per-section xxhash64 instead.
+//
+// Put asks for SSE-S3 by default; SSEKMS uses a KMS key with S3 Bucket Keys
+// (fewer KMS calls), and SSEBucketDefault sends no encryption header.
+//
+// At single-digit-millisecond latency the HTTP client matters. The store
+// builds its own from the aws.Config's: idle connections per host sized to
+// Options.Concurrency (the SDK default keeps 10, so a burst of fetches would
+// dial, and on AWS handshake TLS, again), 64 KiB socket buffers, and a
+// per-attempt timeout (Options.RequestTimeout) that covers reading the
+// body, so a stalled attempt is retried instead of hanging. Bodies are
+// streamed from the caller's buffer without a copy. Every PUT sends
+// Expect: 100-continue, one extra round trip inside the AZ, so that a
+// refused upload (a taken key) is answered before its body is sent rather
+// than by a connection reset, which Go's transport reports without the
+// answer. Call CloseIdleConnections when done with a store.
+//
+// # Errors
+//
+// Every error is an *Error naming the operation, bucket and key, carrying
+// the S3 error code and request id, and matching under errors.Is the
+// sentinel it was classified as, in one place (classify):
+//
+//	S3 answer                                         sentinel
+//	NoSuchKey, NotFound, 404 without a body           walstore.ErrNotFound
+//	412 PreconditionFailed (Put only)                 walstore.ErrAlreadyExists
+//	416 InvalidRange; range cut short by object end    walstore.ErrInvalidRange
+//	409 ConditionalRequestConflict                    retried by the SDK, then walstore.ErrUnavailable
+//	503 SlowDown, 500, other 5xx, 429, throttling     walstore.ErrUnavailable (after the SDK's retries)
+//	timeouts, DNS failures, refused or reset          walstore.ErrUnavailable (after the SDK's retries;
+//	connections, a body cut short                     NXDOMAIN is not retried)
+//	AccessDenied, NoSuchBucket, other 4xx             none: an operator must act
+//	the caller's context cancelled or expired         none: errors.Is(err, context.Canceled / DeadlineExceeded)
+//
+// Retries are the SDK's: aws.Config's retryer (standard mode, three
+// attempts, unless configured otherwise) with ConditionalRequestConflict
+// added to its retryable codes, since S3 answers it while another
+// conditional write of the same key is in flight and a retry then sees the
+// key settled. errors.As still reaches the SDK's errors
+// (*awshttp.ResponseError, smithy.APIError) through *Error.
+package s3express
