@@ -17,8 +17,10 @@
 //     before it; DecodeSection checks it against both the stored value and
 //     the entry before parsing or decompressing anything. Every other byte
 //     of an object is covered by the footer checksum or checked by value
-//     (magic, version, flags, sizes), so Verify detects any single changed
-//     byte and any truncation.
+//     (magic, version, flags, sizes), so Verify (and DecodeSection, within
+//     its range) detects any changed byte and any truncation, but for the
+//     2^-64 chance of a checksum collision. The tests flip every byte of
+//     sample objects to show it.
 //   - Any byte string, given to any reader (DecodeSection, ReadFooter,
 //     Verify), gives a typed error (*CorruptError, *ShortTailError,
 //     ErrTooLarge) or a correct result; never a panic, and never an
@@ -133,9 +135,10 @@
 // and keeps the result only if it saves MinSavingRatio (10% by default):
 // batches that producers already compressed, and small sections, stay raw,
 // and a follower does not pay decompression for a few saved bytes.
-// Compressors and their buffers are reused from object to object; zstd
-// runs with concurrency 1 through EncodeAll and DecodeAll, which start no
-// goroutines (the tests check with goleak).
+// Compressors and their buffers are reused from object to object. zstd is
+// used only through EncodeAll and DecodeAll, which run in the caller's
+// goroutine and start none (the tests check with goleak); the Decoder's
+// Concurrency option only sets how many decodes may run at once.
 //
 // # Layout and cut policy
 //
