@@ -28,7 +28,7 @@ log() { echo "test.sh: $*" >&2; }
 
 install_versitygw() {
 	[[ -x "$vgw_bin" ]] && return
-	log "installing versitygw $VERSITYGW_VERSION into ${vgw_bin%/*} (about a minute on a cold module cache)"
+	log "installing versitygw $VERSITYGW_VERSION into ${vgw_bin%/*} (two to three minutes on a cold module cache)"
 	# From outside the module, so that go.mod is neither read nor changed.
 	(cd / && GOBIN="${vgw_bin%/*}" GOFLAGS=-buildvcs=false \
 		go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION")
