@@ -47,7 +47,7 @@ func (e *DecodeError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
 
 // The columns an entry is split into, in the order they are encoded. Each
 // holds one value per entry (gap: one per entry after the first;
-// uncompressed: one per compressed entry). The numbering is part of the
+// others: one per entry). The numbering is part of the
 // format.
 const (
 	colTopic        = iota // index into the topic table
@@ -57,7 +57,7 @@ const (
 	colGap                 // Position minus the previous entry's end
 	colLength              // Length
 	colCodec               // Codec
-	colUncompressed        // UncompressedSize, for entries with a codec
+	colUncompressed        // Length - UncompressedSize
 	colRecordEpoch         // RecordEpoch
 	colRepublish           // PublisherEpoch - RecordEpoch
 	colTimestamp           // MaxTimestamp
@@ -85,7 +85,7 @@ var columnRange = [numColumns][2]int64{
 	colGap:          {0, math.MaxInt64},
 	colLength:       {1, math.MaxInt64},
 	colCodec:        {int64(CodecNone), int64(CodecS2)},
-	colUncompressed: {1, math.MaxInt64},
+	colUncompressed: {-math.MaxInt64, math.MaxInt64},
 	colRecordEpoch:  {0, math.MaxInt32},
 	colRepublish:    {0, math.MaxInt32},
 	colTimestamp:    {math.MinInt64, math.MaxInt64},
@@ -209,8 +209,10 @@ func (s *columnStats) present() bool { return s.count > 0 && (s.min != 0 || s.ma
 func (s *columnStats) width() uint { return uint(bits.Len64(uint64(s.max) - uint64(s.min))) }
 
 // entryValues sets v[c] to entry i's value in each column c and returns the
-// set of columns entry i has a value in (gap: every entry but the first;
-// uncompressed: entries with a codec).
+// set of columns entry i has a value in (gap: every entry but the first).
+// The uncompressed column holds Length - UncompressedSize: for an
+// uncompressed section that is its framing (batch table and checksum), a
+// small number that packs into a few bits.
 func (p *plan) entryValues(i int, v *[numColumns]int64) (has uint32) {
 	e := p.entry(i)
 	has = 1<<numColumns - 1
@@ -230,10 +232,7 @@ func (p *plan) entryValues(i int, v *[numColumns]int64) (has uint32) {
 	v[colSpan] = e.LastOffset - e.FirstOffset
 	v[colLength] = e.Length
 	v[colCodec] = int64(e.Codec)
-	if e.Codec == CodecNone {
-		has &^= 1 << colUncompressed
-	}
-	v[colUncompressed] = e.UncompressedSize
+	v[colUncompressed] = e.Length - e.UncompressedSize
 	v[colRecordEpoch] = int64(e.RecordEpoch)
 	v[colRepublish] = int64(e.PublisherEpoch) - int64(e.RecordEpoch)
 	v[colTimestamp] = e.MaxTimestamp
@@ -623,14 +622,11 @@ func (d *decoder) entries(m *Message, n int, topics []decodedTopic) error {
 	}
 
 	var cols [numColumns]column
-	compressed := 0
 	for c := range numColumns {
 		count := n
 		switch c {
 		case colGap:
 			count = n - 1
-		case colUncompressed:
-			count = compressed
 		}
 		lo, hi := columnRange[c][0], columnRange[c][1]
 		if c == colTopic {
@@ -638,13 +634,6 @@ func (d *decoder) entries(m *Message, n int, topics []decodedTopic) error {
 		}
 		if cols[c], err = d.column(c, count, mask&(1<<c) != 0, lo, hi); err != nil {
 			return err
-		}
-		if c == colCodec {
-			for i := range n {
-				if cols[c].value(i) != int64(CodecNone) {
-					compressed++
-				}
-			}
 		}
 	}
 
@@ -672,7 +661,6 @@ func (d *decoder) entries(m *Message, n int, topics []decodedTopic) error {
 
 	m.Entries = make([]Entry, n)
 	var partition, end int64
-	uncompressed := 0
 	for i := range m.Entries {
 		e := &m.Entries[i]
 		e.Object = m.Object
@@ -709,12 +697,11 @@ func (d *decoder) entries(m *Message, n int, topics []decodedTopic) error {
 		end = e.Position + e.Length
 
 		e.Codec = Codec(cols[colCodec].value(i))
-		if e.Codec == CodecNone {
-			e.UncompressedSize = e.Length
-		} else {
-			e.UncompressedSize = cols[colUncompressed].value(uncompressed)
-			uncompressed++
+		framing := cols[colUncompressed].value(i)
+		if framing >= e.Length || (framing < 0 && e.Length > math.MaxInt64+framing) {
+			return d.fail(cols[colUncompressed].at, "column uncompressed", "entry %d: UncompressedSize %d - %d is not a positive int64", i, e.Length, framing)
 		}
+		e.UncompressedSize = e.Length - framing
 
 		e.RecordEpoch = int32(cols[colRecordEpoch].value(i))
 		pub := int64(e.RecordEpoch) + cols[colRepublish].value(i)

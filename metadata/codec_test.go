@@ -145,7 +145,6 @@ func TestAppendMessageRejectsInvalid(t *testing.T) {
 		{"zero length", func(m *Message) { m.Entries[0].Length = 0 }, "Length 0 is not positive"},
 		{"range overflow", func(m *Message) { m.Entries[1].Position = math.MaxInt64 - 10 }, "overflows int64"},
 		{"bad codec", func(m *Message) { m.Entries[1].Codec = 9 }, "Codec codec(9) is not defined"},
-		{"uncompressed size with codec none", func(m *Message) { m.Entries[0].UncompressedSize = 99 }, "UncompressedSize 99 differs from Length 100 with codec none"},
 		{"zero uncompressed size", func(m *Message) { m.Entries[1].UncompressedSize = 0 }, "entries[1] (orders-5): UncompressedSize 0 is not positive"},
 		{"negative entry writer", func(m *Message) { m.Entries[1].WriterBrokerID = -2 }, "WriterBrokerID -2 is negative"},
 		{"negative message writer", func(m *Message) { m.WriterBrokerID = -1 }, "message WriterBrokerID -1 is negative"},

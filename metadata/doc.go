@@ -105,7 +105,7 @@
 //	4   gap           n − 1 (entries after the first)         Position − previous entry's end
 //	5   length        n                                       Length
 //	6   codec         n                                       Codec
-//	7   uncompressed  one per entry whose codec is not none   UncompressedSize (= Length for codec none)
+//	7   uncompressed  n                                       Length − UncompressedSize (the framing, for codec none)
 //	8   recordEpoch   n                                       RecordEpoch
 //	9   republish     n                                       PublisherEpoch − RecordEpoch
 //	10  timestamp     n                                       MaxTimestamp

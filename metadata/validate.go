@@ -49,11 +49,6 @@ func (e *Entry) check() error {
 		return fmt.Errorf("byte range Position %d + Length %d overflows int64", e.Position, e.Length)
 	case !e.Codec.Valid():
 		return fmt.Errorf("Codec %s is not defined", e.Codec)
-	case e.Codec == CodecNone && e.UncompressedSize != e.Length:
-		// An uncompressed section's payload is its bytes; a different
-		// size is a bookkeeping error upstream, caught here rather than
-		// by a follower's decompressor.
-		return fmt.Errorf("UncompressedSize %d differs from Length %d with codec none", e.UncompressedSize, e.Length)
 	case e.UncompressedSize <= 0:
 		return fmt.Errorf("UncompressedSize %d is not positive", e.UncompressedSize)
 	case e.WriterBrokerID < 0:
