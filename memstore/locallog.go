@@ -1,0 +1,168 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/metadata"
+)
+
+// LocalLog is an in-memory broker log: the batches and leader-epoch cache
+// of each partition, implementing walstore.LocalLog for tests, examples and
+// the demo. It keeps what it is given (batches are copied), checks that
+// appends continue the log exactly, and is safe for concurrent use.
+type LocalLog struct {
+	mu    sync.Mutex
+	parts map[metadata.TopicPartition]*localPartition
+}
+
+type localPartition struct {
+	start   int64 // offset of the first record the log holds or will hold
+	batches []combiner.Batch
+	epochs  fencing.Lineage
+}
+
+// NewLocalLog returns an empty log.
+func NewLocalLog() *LocalLog {
+	return &LocalLog{parts: make(map[metadata.TopicPartition]*localPartition)}
+}
+
+func (l *LocalLog) part(tp metadata.TopicPartition) *localPartition {
+	p := l.parts[tp]
+	if p == nil {
+		p = &localPartition{}
+		l.parts[tp] = p
+	}
+	return p
+}
+
+func (p *localPartition) end() int64 {
+	if n := len(p.batches); n > 0 {
+		return p.batches[n-1].LastOffset + 1
+	}
+	return p.start
+}
+
+// EndOffset returns the offset the next record of tp will get.
+func (l *LocalLog) EndOffset(tp metadata.TopicPartition) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.part(tp).end(), nil
+}
+
+// Epochs returns tp's leader-epoch cache.
+func (l *LocalLog) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.part(tp).epochs.Entries(), nil
+}
+
+// AssignEpoch records that epoch starts at offset in tp's epoch cache, as a
+// broker does when it becomes leader.
+func (l *LocalLog) AssignEpoch(tp metadata.TopicPartition, epoch int32, offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.part(tp).epochs.Assign(epoch, offset)
+}
+
+// Append adds batches that continue tp's log exactly at its end.
+func (l *LocalLog) Append(_ context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.part(tp)
+	next := p.end()
+	for i, b := range batches {
+		if b.FirstOffset != next || b.LastOffset < b.FirstOffset {
+			return fmt.Errorf("memstore: append to %s: batch %d spans [%d, %d], want it to start at %d", tp, i, b.FirstOffset, b.LastOffset, next)
+		}
+		next = b.LastOffset + 1
+	}
+	for _, b := range batches {
+		if latest, ok := p.epochs.Latest(); !ok || b.Epoch > latest.Epoch {
+			if err := p.epochs.Assign(b.Epoch, b.FirstOffset); err != nil {
+				return fmt.Errorf("memstore: append to %s: %w", tp, err)
+			}
+		}
+		b.Data = slices.Clone(b.Data)
+		p.batches = append(p.batches, b)
+	}
+	return nil
+}
+
+// Truncate removes tp's records at and after offset. On an empty log an
+// offset past its end instead moves where it starts (Kafka's
+// truncateFullyAndStartAt), which is how a new replica begins at the
+// leader's earliest retained offset.
+func (l *LocalLog) Truncate(_ context.Context, tp metadata.TopicPartition, offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.part(tp)
+	if len(p.batches) == 0 {
+		if offset > p.start {
+			p.start = offset
+		}
+		p.epochs.TruncateFromEnd(offset)
+		return nil
+	}
+	if offset < p.start {
+		return fmt.Errorf("memstore: truncate %s to %d: below the log start %d", tp, offset, p.start)
+	}
+	i, _ := slices.BinarySearchFunc(p.batches, offset, func(b combiner.Batch, off int64) int {
+		switch {
+		case b.LastOffset < off:
+			return -1
+		case b.FirstOffset > off:
+			return 1
+		}
+		return 0
+	})
+	if i < len(p.batches) && p.batches[i].FirstOffset != offset {
+		return fmt.Errorf("memstore: truncate %s to %d: not a batch boundary (batch [%d, %d])", tp, offset, p.batches[i].FirstOffset, p.batches[i].LastOffset)
+	}
+	p.batches = p.batches[:i]
+	p.epochs.TruncateFromEnd(offset)
+	return nil
+}
+
+// Read returns whole batches of tp from the one holding offset from, up to
+// about maxBytes (at least one).
+func (l *LocalLog) Read(_ context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.part(tp)
+	i, _ := slices.BinarySearchFunc(p.batches, from, func(b combiner.Batch, off int64) int {
+		if b.LastOffset < off {
+			return -1
+		}
+		if b.FirstOffset > off {
+			return 1
+		}
+		return 0
+	})
+	var out []combiner.Batch
+	size := 0
+	for ; i < len(p.batches) && (len(out) == 0 || size+len(p.batches[i].Data) <= maxBytes); i++ {
+		b := p.batches[i]
+		b.Data = slices.Clone(b.Data)
+		out = append(out, b)
+		size += len(b.Data)
+	}
+	return out, nil
+}
+
+// Batches returns a copy of all of tp's batches, for comparing logs.
+func (l *LocalLog) Batches(tp metadata.TopicPartition) []combiner.Batch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.part(tp)
+	out := make([]combiner.Batch, len(p.batches))
+	for i, b := range p.batches {
+		b.Data = slices.Clone(b.Data)
+		out[i] = b
+	}
+	return out
+}

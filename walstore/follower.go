@@ -1,0 +1,694 @@
+package walstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/metadata"
+)
+
+// FollowerConfig configures a Follower. Zero durations and sizes mean the
+// documented default; negative ones are rejected.
+type FollowerConfig struct {
+	// BrokerID is this broker's id; it reads metadata partition
+	// BrokerID % Log.Partitions(). Must be >= 0.
+	BrokerID int32
+	// Store reads the objects entries name. Required.
+	Store ObjectStore
+	// Log carries the metadata. Required.
+	Log metadata.Log
+	// Local is the broker's log, appended to and truncated. Required.
+	Local LocalLog
+	// Follows reports whether this broker follows tp; entries and markers
+	// of other partitions sharing the metadata partition are ignored.
+	// Required.
+	Follows func(tp metadata.TopicPartition) bool
+	// FetchConcurrency bounds concurrent GETs. Default 8.
+	FetchConcurrency int
+	// CoalesceGap: see ManagerConfig.CoalesceGap.
+	CoalesceGap int64
+	// Readahead is how many entries per partition are fetched ahead of the
+	// one being applied. Default 16.
+	Readahead int
+	// ReadBatch is how many metadata records one read asks for. Default 256.
+	ReadBatch int
+	// PollInterval is the pause after a metadata read that found nothing
+	// and did not wait itself. Default 10ms.
+	PollInterval time.Duration
+	// Backoff paces retries of failed fetches and metadata reads.
+	Backoff Backoff
+	// OnApplied, if set, is called after each append with the partition's
+	// new log end offset, so the broker can tell the leader (whose garbage
+	// collector waits for it). It must not block.
+	OnApplied func(tp metadata.TopicPartition, endOffset int64)
+	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
+	Clock Clock
+	Seed  uint64
+	// Logger receives the engine's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *FollowerConfig) validate() error {
+	switch {
+	case c.BrokerID < 0:
+		return fmt.Errorf("walstore: FollowerConfig.BrokerID %d is negative", c.BrokerID)
+	case c.Store == nil:
+		return errors.New("walstore: FollowerConfig.Store is required")
+	case c.Log == nil:
+		return errors.New("walstore: FollowerConfig.Log is required")
+	case c.Local == nil:
+		return errors.New("walstore: FollowerConfig.Local is required")
+	case c.Follows == nil:
+		return errors.New("walstore: FollowerConfig.Follows is required")
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"FetchConcurrency", int64(c.FetchConcurrency)}, {"Readahead", int64(c.Readahead)},
+		{"ReadBatch", int64(c.ReadBatch)}, {"PollInterval", int64(c.PollInterval)},
+		{"Backoff.Initial", int64(c.Backoff.Initial)}, {"Backoff.Max", int64(c.Backoff.Max)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("walstore: FollowerConfig.%s %d is negative", f.name, f.v)
+		}
+	}
+	c.FetchConcurrency = orDefault(c.FetchConcurrency, 8)
+	c.Readahead = orDefault(c.Readahead, 16)
+	c.ReadBatch = orDefault(c.ReadBatch, 256)
+	c.PollInterval = orDefault(c.PollInterval, 10*time.Millisecond)
+	c.Backoff = c.Backoff.withDefaults()
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Follower is the follower-side engine. It reads this broker's metadata
+// partition, keeps each followed partition's epoch lineage, decides with
+// package fencing what to do with every entry, fetches the sections it
+// needs (coalesced, in parallel, verified), and appends them to the local
+// log in offset order. Create it with NewFollower and drive it with Run.
+type Follower struct {
+	cfg    FollowerConfig
+	mgr    *Manager
+	jitter *jitter
+
+	// Owned by the Run goroutine.
+	parts         map[metadata.TopicPartition]*fpart
+	bucketBackoff map[string]time.Time
+	fetches       int // fetch goroutines running
+
+	mu                 sync.Mutex // guards stats and lag for Stats()
+	stats              followerCounters
+	lag                map[metadata.TopicPartition]int64
+	fetchLat, applyLat histogram
+}
+
+type followerCounters struct {
+	messages, poisoned             uint64
+	entries, applied, appliedBytes uint64
+	skipped, dropped, truncations  uint64
+	fetchErrors, corrupt, notFound uint64
+	held                           int
+}
+
+// fpart is the follower's state for one partition.
+type fpart struct {
+	tp      metadata.TopicPartition
+	leo     int64
+	local   fencing.Lineage       // epochs of the local log
+	leader  fencing.LeaderLineage // epochs learned from markers
+	pending map[pendingKey]*pendingEntry
+	maxSeen int64 // highest offset any entry announced
+}
+
+// pendingKey identifies an entry by where its bytes are, so the same
+// section announced twice is held once.
+type pendingKey struct {
+	object   metadata.ObjectRef
+	position int64
+}
+
+type pendingEntry struct {
+	e         metadata.Entry
+	fetching  bool
+	batches   []combiner.Batch // set once fetched and verified
+	attempts  int
+	notBefore time.Time
+}
+
+type fetchDone struct {
+	results []FetchResult
+	err     error
+}
+
+// NewFollower validates cfg and returns a Follower. Nothing runs until Run.
+func NewFollower(cfg FollowerConfig) (*Follower, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	mgr, err := NewManager(ManagerConfig{
+		Store: cfg.Store, BrokerID: cfg.BrokerID, FetchConcurrency: cfg.FetchConcurrency,
+		CoalesceGap: cfg.CoalesceGap, Seed: cfg.Seed, Clock: cfg.Clock, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Follower{
+		cfg:           cfg,
+		mgr:           mgr,
+		jitter:        newJitter(cfg.Seed ^ 0xf0110e),
+		parts:         make(map[metadata.TopicPartition]*fpart),
+		bucketBackoff: make(map[string]time.Time),
+		lag:           make(map[metadata.TopicPartition]int64),
+	}, nil
+}
+
+// Run replicates until ctx ends, then waits for its goroutines and returns
+// nil. Unreachable buckets, missing or corrupt objects and metadata-log
+// errors are retried or waited out, never fatal; Run returns early only when
+// the local log fails, since appending to it is the one thing it cannot
+// route around.
+func (f *Follower) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	msgs := make(chan []metadata.Message, 4)
+	results := make(chan fetchDone, f.cfg.FetchConcurrency)
+	defer func() {
+		cancel()
+		wg.Wait()
+		f.mgr.Close()
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f.readMetadata(ctx, msgs)
+	}()
+	for {
+		var wake <-chan time.Time
+		if d, ok := f.nextRetry(); ok {
+			wake = f.cfg.Clock.After(max(d, time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case batch := <-msgs:
+			for i := range batch {
+				if err := f.handleMessage(ctx, &batch[i]); err != nil {
+					return err
+				}
+			}
+		case done := <-results:
+			f.fetches--
+			f.handleFetch(done)
+		case <-wake:
+		}
+		if err := f.step(ctx, &wg, results); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// readMetadata reads this broker's metadata partition from its low
+// watermark and hands decoded messages to Run. A follower that restarts
+// reads the retained metadata again; what it already applied is skipped.
+func (f *Follower) readMetadata(ctx context.Context, out chan<- []metadata.Message) {
+	n := f.cfg.Log.Partitions()
+	if n <= 0 {
+		f.cfg.Logger.Error("activetier: metadata log has no partitions")
+		return
+	}
+	p := f.cfg.BrokerID % n
+	cursor := int64(-1)
+	for attempt := 0; ctx.Err() == nil; {
+		if cursor < 0 {
+			low, _, err := f.cfg.Log.Watermarks(ctx, p)
+			if err != nil {
+				if !f.pause(ctx, &attempt, "reading metadata watermarks", err) {
+					return
+				}
+				continue
+			}
+			cursor = low
+		}
+		start := f.cfg.Clock.Now()
+		recs, err := f.cfg.Log.Read(ctx, p, cursor, f.cfg.ReadBatch)
+		switch {
+		case errors.Is(err, metadata.ErrOffsetOutOfRange):
+			// Trimmed under us: what was trimmed was applied by every
+			// follower, this one included, or it is obsolete.
+			f.cfg.Logger.Warn("activetier: metadata trimmed past the follower's cursor; resuming at the low watermark", "cursor", cursor)
+			cursor = -1
+			continue
+		case err != nil:
+			if !f.pause(ctx, &attempt, "reading metadata", err) {
+				return
+			}
+			continue
+		}
+		attempt = 0
+		if len(recs) == 0 {
+			if f.cfg.Clock.Now().Sub(start) < f.cfg.PollInterval/2 {
+				if sleep(ctx, f.cfg.Clock, f.cfg.PollInterval) != nil {
+					return
+				}
+			}
+			continue
+		}
+		msgs := make([]metadata.Message, 0, len(recs))
+		for _, r := range recs {
+			m, err := metadata.DecodeMessage(r.Value)
+			if err != nil {
+				// A poisoned message cannot be trusted for anything; the
+				// data it named is reached through republished entries.
+				f.cfg.Logger.Error("activetier: skipping undecodable metadata message", "partition", p, "offset", r.Offset, "err", err)
+				f.mu.Lock()
+				f.stats.poisoned++
+				f.mu.Unlock()
+				continue
+			}
+			msgs = append(msgs, *m)
+		}
+		cursor = recs[len(recs)-1].Offset + 1
+		select {
+		case out <- msgs:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// pause logs err and waits out the next backoff delay; false if ctx ended.
+func (f *Follower) pause(ctx context.Context, attempt *int, what string, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	f.cfg.Logger.Warn("activetier: "+what+" failed; retrying", "err", err)
+	d := f.jitter.delay(f.cfg.Backoff, *attempt)
+	*attempt++
+	return sleep(ctx, f.cfg.Clock, d) == nil
+}
+
+// part returns tp's state, loading the local log's end offset and epochs
+// the first time. The leader lineage starts as the local one: epochs the
+// local log holds were validated against a leader lineage when applied.
+func (f *Follower) part(tp metadata.TopicPartition) (*fpart, error) {
+	if p, ok := f.parts[tp]; ok {
+		return p, nil
+	}
+	leo, err := f.cfg.Local.EndOffset(tp)
+	if err != nil {
+		return nil, fmt.Errorf("walstore: end offset of %s: %w", tp, err)
+	}
+	epochs, err := f.cfg.Local.Epochs(tp)
+	if err != nil {
+		return nil, fmt.Errorf("walstore: epochs of %s: %w", tp, err)
+	}
+	p := &fpart{tp: tp, leo: leo, pending: make(map[pendingKey]*pendingEntry), maxSeen: leo - 1}
+	markers := make([]metadata.EpochStart, 0, len(epochs))
+	for _, e := range epochs {
+		if err := p.local.Assign(e.Epoch, e.StartOffset); err != nil {
+			return nil, fmt.Errorf("walstore: local epochs of %s: %w", tp, err)
+		}
+		markers = append(markers, metadata.EpochStart{Partition: tp, Epoch: e.Epoch, StartOffset: e.StartOffset})
+	}
+	if err := p.leader.Merge(markers...); err != nil {
+		return nil, fmt.Errorf("walstore: local epochs of %s: %w", tp, err)
+	}
+	f.parts[tp] = p
+	return p, nil
+}
+
+func (f *Follower) handleMessage(ctx context.Context, m *metadata.Message) error {
+	f.mu.Lock()
+	f.stats.messages++
+	f.mu.Unlock()
+	// The markers one message carries for a partition are one leader's
+	// lineage, merged as one publication.
+	pubs := make(map[metadata.TopicPartition][]metadata.EpochStart)
+	var order []metadata.TopicPartition
+	for _, mk := range m.Markers {
+		if !f.cfg.Follows(mk.Partition) {
+			continue
+		}
+		if _, ok := pubs[mk.Partition]; !ok {
+			order = append(order, mk.Partition)
+		}
+		pubs[mk.Partition] = append(pubs[mk.Partition], mk)
+	}
+	for _, tp := range order {
+		p, err := f.part(tp)
+		if err != nil {
+			return err
+		}
+		if err := p.leader.Merge(pubs[tp]...); err != nil {
+			f.cfg.Logger.Error("activetier: ignoring invalid epoch markers", "partition", tp.String(), "err", err)
+			f.count(func(c *followerCounters) { c.poisoned++ })
+			continue
+		}
+		if err := f.truncateIfDiverged(ctx, p); err != nil {
+			return err
+		}
+	}
+	for _, e := range m.Entries {
+		if !f.cfg.Follows(e.Partition) {
+			continue
+		}
+		p, err := f.part(e.Partition)
+		if err != nil {
+			return err
+		}
+		k := pendingKey{object: e.Object, position: e.Position}
+		if _, dup := p.pending[k]; dup {
+			continue
+		}
+		p.pending[k] = &pendingEntry{e: e}
+		p.maxSeen = max(p.maxSeen, e.LastOffset)
+		f.mu.Lock()
+		f.stats.entries++
+		f.mu.Unlock()
+	}
+	return nil
+}
+
+// truncateIfDiverged truncates the local log where it disagrees with the
+// leader lineage (KIP-320), e.g. records of an old epoch applied before the
+// follower learned that a new leader started below them.
+func (f *Follower) truncateIfDiverged(ctx context.Context, p *fpart) error {
+	to, diverged := fencing.Divergence(p.leo, &p.local, &p.leader)
+	if !diverged {
+		return nil
+	}
+	return f.truncate(ctx, p, to)
+}
+
+func (f *Follower) truncate(ctx context.Context, p *fpart, to int64) error {
+	f.cfg.Logger.Info("activetier: truncating diverged log", "partition", p.tp.String(), "from", p.leo, "to", to)
+	if err := f.cfg.Local.Truncate(ctx, p.tp, to); err != nil {
+		return fmt.Errorf("walstore: truncating %s to %d: %w", p.tp, to, err)
+	}
+	p.local.TruncateFromEnd(to)
+	p.leo = to
+	f.mu.Lock()
+	f.stats.truncations++
+	f.mu.Unlock()
+	return nil
+}
+
+// step does all the work the current state allows: it drops and skips
+// entries fencing rules out, applies fetched entries in offset order, and
+// starts fetches for the entries that come next.
+func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone) error {
+	now := f.cfg.Clock.Now()
+	var want []metadata.Entry
+	var wantKeys []*pendingEntry
+	held := 0
+	for _, p := range f.parts {
+		if err := f.bootstrap(ctx, p); err != nil {
+			return err
+		}
+		if err := f.applyReady(ctx, p); err != nil {
+			return err
+		}
+		f.sweep(p)
+		for _, pe := range f.chain(p, now) {
+			want = append(want, pe.e)
+			wantKeys = append(wantKeys, pe)
+		}
+		held += len(p.pending)
+		f.mu.Lock()
+		f.lag[p.tp] = max(0, p.maxSeen+1-p.leo)
+		f.mu.Unlock()
+	}
+	f.mu.Lock()
+	f.stats.held = held
+	f.mu.Unlock()
+	if len(want) == 0 || f.fetches >= f.cfg.FetchConcurrency {
+		return nil
+	}
+	for _, pe := range wantKeys {
+		pe.fetching = true
+	}
+	f.fetches++
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := f.cfg.Clock.Now()
+		res, err := f.mgr.Fetch(ctx, want)
+		f.fetchLat.observe(f.cfg.Clock.Now().Sub(start))
+		select {
+		case results <- fetchDone{results: res, err: err}:
+		case <-ctx.Done():
+		}
+	}()
+	return nil
+}
+
+// bootstrap starts an empty local log where the leader's lineage begins: a
+// new replica has nothing to continue from, and waiting at offset 0 for
+// data the leader no longer retains would hold it forever.
+func (f *Follower) bootstrap(ctx context.Context, p *fpart) error {
+	if _, ok := p.local.Latest(); ok {
+		return nil
+	}
+	first, ok := p.leader.Lineage().Earliest()
+	if !ok || first.StartOffset <= p.leo {
+		return nil
+	}
+	f.cfg.Logger.Info("activetier: starting empty replica at the leader's earliest epoch", "partition", p.tp.String(), "offset", first.StartOffset)
+	if err := f.cfg.Local.Truncate(ctx, p.tp, first.StartOffset); err != nil {
+		return fmt.Errorf("walstore: starting %s at %d: %w", p.tp, first.StartOffset, err)
+	}
+	p.leo = first.StartOffset
+	return nil
+}
+
+// sweep forgets entries fencing says are duplicates or stale.
+func (f *Follower) sweep(p *fpart) {
+	for k, pe := range p.pending {
+		if pe.fetching {
+			continue
+		}
+		d := fencing.Decide(p.leo, &p.local, &p.leader, pe.e)
+		switch d.Action {
+		case fencing.Skip:
+			delete(p.pending, k)
+			f.count(func(c *followerCounters) { c.skipped++ })
+		case fencing.Drop:
+			f.cfg.Logger.Debug("activetier: dropping stale entry", "partition", p.tp.String(), "first", pe.e.FirstOffset, "epoch", pe.e.RecordEpoch, "reason", d.Reason)
+			delete(p.pending, k)
+			f.count(func(c *followerCounters) { c.dropped++ })
+		}
+	}
+}
+
+func (f *Follower) count(fn func(*followerCounters)) {
+	f.mu.Lock()
+	fn(&f.stats)
+	f.mu.Unlock()
+}
+
+// candidate picks the entry to use for offset at: one fencing says to
+// apply there, preferring one already fetched or being fetched, then one
+// whose retry time and bucket allow a fetch now, newest publisher first (a
+// republishing leader's bucket is the one most likely up).
+func (f *Follower) candidate(p *fpart, at int64, now time.Time) (*pendingEntry, fencing.Decision, bool) {
+	var best *pendingEntry
+	var bestD fencing.Decision
+	rank := func(pe *pendingEntry) int {
+		switch {
+		case pe.batches != nil:
+			return 3
+		case pe.fetching:
+			return 2
+		case !now.Before(pe.notBefore) && !now.Before(f.bucketBackoff[pe.e.Object.Bucket]):
+			return 1
+		}
+		return 0
+	}
+	for _, pe := range p.pending {
+		if pe.e.FirstOffset > at || pe.e.LastOffset < at {
+			continue
+		}
+		d := fencing.Decide(at, &p.local, &p.leader, pe.e)
+		if d.Action != fencing.Apply {
+			continue
+		}
+		if best == nil || rank(pe) > rank(best) ||
+			(rank(pe) == rank(best) && pe.e.PublisherEpoch > best.e.PublisherEpoch) {
+			best, bestD = pe, d
+		}
+	}
+	if best == nil || rank(best) == 0 {
+		return nil, fencing.Decision{}, false
+	}
+	return best, bestD, true
+}
+
+// chain returns the entries to fetch now: the run of entries that continue
+// the log from its end, up to Readahead of them, skipping ones already
+// fetched or in flight.
+func (f *Follower) chain(p *fpart, now time.Time) []*pendingEntry {
+	var out []*pendingEntry
+	at := p.leo
+	for range f.cfg.Readahead {
+		pe, d, ok := f.candidate(p, at, now)
+		if !ok {
+			break
+		}
+		if pe.batches == nil && !pe.fetching {
+			out = append(out, pe)
+		}
+		at = min(pe.e.LastOffset+1, d.Limit)
+	}
+	return out
+}
+
+// applyReady appends fetched entries that continue the log, in order,
+// re-deciding each against the current state first: markers that arrived
+// during the fetch may have fenced it.
+func (f *Follower) applyReady(ctx context.Context, p *fpart) error {
+	for {
+		pe, d, ok := f.candidate(p, p.leo, f.cfg.Clock.Now())
+		if !ok || pe.batches == nil {
+			return nil
+		}
+		var batches []combiner.Batch
+		for _, b := range pe.batches {
+			if b.LastOffset < d.From {
+				continue // below the log end: already applied
+			}
+			if b.FirstOffset >= d.Limit {
+				break // past the end of the record epoch: superseded
+			}
+			if b.FirstOffset < d.From || b.LastOffset >= d.Limit {
+				// Batch boundaries are the leader's and every replica's;
+				// one straddling the log end or an epoch boundary means the
+				// entry does not describe this lineage.
+				f.cfg.Logger.Warn("activetier: dropping entry whose batches straddle the apply range", "partition", p.tp.String(), "object", pe.e.Object.String(), "from", d.From, "limit", d.Limit)
+				delete(p.pending, pendingKey{pe.e.Object, pe.e.Position})
+				f.count(func(c *followerCounters) { c.dropped++ })
+				batches = nil
+				break
+			}
+			batches = append(batches, b)
+		}
+		if len(batches) == 0 {
+			delete(p.pending, pendingKey{pe.e.Object, pe.e.Position})
+			continue
+		}
+		if err := f.cfg.Local.Append(ctx, p.tp, batches); err != nil {
+			return fmt.Errorf("walstore: appending %s at %d: %w", p.tp, p.leo, err)
+		}
+		var bytes int
+		for _, b := range batches {
+			if latest, ok := p.local.Latest(); !ok || b.Epoch > latest.Epoch {
+				if err := p.local.Assign(b.Epoch, b.FirstOffset); err != nil {
+					return fmt.Errorf("walstore: local epochs of %s: %w", p.tp, err)
+				}
+			}
+			bytes += len(b.Data)
+		}
+		p.leo = batches[len(batches)-1].LastOffset + 1
+		if p.leo > pe.e.LastOffset {
+			delete(p.pending, pendingKey{pe.e.Object, pe.e.Position})
+		}
+		lag := f.cfg.Clock.Now().Sub(time.UnixMilli(pe.e.MaxTimestamp))
+		f.applyLat.observe(lag)
+		f.count(func(c *followerCounters) {
+			c.applied++
+			c.appliedBytes += uint64(bytes)
+		})
+		if f.cfg.OnApplied != nil {
+			f.cfg.OnApplied(p.tp, p.leo)
+		}
+	}
+}
+
+// handleFetch records fetched batches, or schedules a retry. An unreachable
+// bucket backs off every entry in it, so the follower turns to
+// republished copies elsewhere if there are any and otherwise waits; a
+// missing object is given up on, since no retry can bring it back.
+func (f *Follower) handleFetch(done fetchDone) {
+	now := f.cfg.Clock.Now()
+	for _, r := range done.results {
+		p := f.parts[r.Entry.Partition]
+		if p == nil {
+			continue
+		}
+		k := pendingKey{r.Entry.Object, r.Entry.Position}
+		pe := p.pending[k]
+		if pe == nil {
+			continue
+		}
+		pe.fetching = false
+		if r.Err == nil {
+			pe.batches = r.Batches
+			continue
+		}
+		f.count(func(c *followerCounters) { c.fetchErrors++ })
+		switch {
+		case errors.Is(r.Err, ErrNotFound), errors.Is(r.Err, ErrUnknownBucket), errors.Is(r.Err, ErrInvalidRange):
+			f.cfg.Logger.Warn("activetier: giving up on entry", "err", r.Err)
+			delete(p.pending, k)
+			f.count(func(c *followerCounters) { c.notFound++ })
+			continue
+		case errors.Is(r.Err, ErrCorrupt):
+			f.cfg.Logger.Error("activetier: fetched section failed verification; not applied", "err", r.Err)
+			f.count(func(c *followerCounters) { c.corrupt++ })
+		case errors.Is(r.Err, ErrUnavailable):
+			b := r.Entry.Object.Bucket
+			f.bucketBackoff[b] = now.Add(f.jitter.delay(f.cfg.Backoff, pe.attempts))
+		default:
+			f.cfg.Logger.Warn("activetier: fetch failed; retrying", "err", r.Err)
+		}
+		pe.notBefore = now.Add(f.jitter.delay(f.cfg.Backoff, pe.attempts))
+		pe.attempts++
+	}
+	if done.err != nil {
+		// ctx ended mid-fetch: unmark everything so nothing stays stuck.
+		for _, p := range f.parts {
+			for _, pe := range p.pending {
+				pe.fetching = false
+			}
+		}
+	}
+}
+
+// nextRetry returns how long until the earliest backed-off entry may be
+// fetched again, if any is waiting on a backoff.
+func (f *Follower) nextRetry() (time.Duration, bool) {
+	now := f.cfg.Clock.Now()
+	var earliest time.Time
+	for _, p := range f.parts {
+		for _, pe := range p.pending {
+			if pe.fetching || pe.batches != nil {
+				continue
+			}
+			t := pe.notBefore
+			if bt := f.bucketBackoff[pe.e.Object.Bucket]; bt.After(t) {
+				t = bt
+			}
+			if t.After(now) && (earliest.IsZero() || t.Before(earliest)) {
+				earliest = t
+			}
+		}
+	}
+	if earliest.IsZero() {
+		return 0, false
+	}
+	return earliest.Sub(now), true
+}

@@ -1,0 +1,106 @@
+package walstore
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Histogram buckets cover 1µs to about 1.2 hours with four buckets per
+// doubling, so any quantile it reports is within 19% of the true value.
+const (
+	histBucketsPerDoubling = 4
+	histBuckets            = 32 * histBucketsPerDoubling
+)
+
+// Histogram is a snapshot of a latency distribution.
+type Histogram struct {
+	// Counts[i] is the number of samples in bucket i; bucket i holds
+	// durations in [BucketLow(i), BucketLow(i+1)).
+	Counts [histBuckets]uint64
+	Count  uint64
+	Sum    time.Duration
+	Max    time.Duration
+}
+
+// BucketLow returns the smallest duration that falls in bucket i.
+func BucketLow(i int) time.Duration {
+	if i <= 0 {
+		return 0
+	}
+	return time.Duration(math.Exp2(float64(i)/histBucketsPerDoubling) * float64(time.Microsecond))
+}
+
+func bucketOf(d time.Duration) int {
+	us := float64(d) / float64(time.Microsecond)
+	if us < 1 {
+		return 0
+	}
+	i := int(math.Log2(us) * histBucketsPerDoubling)
+	if i >= histBuckets {
+		return histBuckets - 1
+	}
+	return i
+}
+
+// Quantile returns an estimate of the q-quantile (0 ≤ q ≤ 1): the upper edge
+// of the bucket holding it, capped at Max. It returns 0 for an empty histogram.
+func (h *Histogram) Quantile(q float64) time.Duration {
+	if h.Count == 0 {
+		return 0
+	}
+	rank := uint64(math.Ceil(q * float64(h.Count)))
+	if rank == 0 {
+		rank = 1
+	}
+	var seen uint64
+	for i, c := range h.Counts {
+		seen += c
+		if seen >= rank {
+			return min(BucketLow(i+1), h.Max)
+		}
+	}
+	return h.Max
+}
+
+// Mean returns the average sample, or 0 for an empty histogram.
+func (h *Histogram) Mean() time.Duration {
+	if h.Count == 0 {
+		return 0
+	}
+	return h.Sum / time.Duration(h.Count)
+}
+
+// Merge adds o's samples to h.
+func (h *Histogram) Merge(o *Histogram) {
+	for i := range h.Counts {
+		h.Counts[i] += o.Counts[i]
+	}
+	h.Count += o.Count
+	h.Sum += o.Sum
+	h.Max = max(h.Max, o.Max)
+}
+
+// histogram is the concurrent recorder behind a Histogram snapshot.
+type histogram struct {
+	mu sync.Mutex
+	h  Histogram
+}
+
+func (r *histogram) observe(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	r.mu.Lock()
+	r.h.Counts[bucketOf(d)]++
+	r.h.Count++
+	r.h.Sum += d
+	r.h.Max = max(r.h.Max, d)
+	r.mu.Unlock()
+}
+
+func (r *histogram) snapshot() Histogram {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.h
+}

@@ -1,0 +1,99 @@
+package walstore
+
+import "github.com/activetier/activetier/metadata"
+
+// LeaderStats is a snapshot of a leader engine's counters.
+type LeaderStats struct {
+	// Appends and AppendedBytes count batches accepted by Append.
+	Appends, AppendedBytes uint64
+	// BufferedBytes is what Append has accepted and no upload has stored.
+	BufferedBytes int
+	// Objects and ObjectBytes count objects stored by the append path.
+	Objects, ObjectBytes uint64
+	// UploadsInFlight counts objects cut and not yet stored.
+	UploadsInFlight int
+	// UploadRetries and PublishRetries count failed attempts retried.
+	UploadRetries, PublishRetries uint64
+	// Fenced counts entries withheld because the broker no longer led the
+	// partition at the entry's epoch when it was to be published.
+	Fenced uint64
+	// Republished counts entries published by Republish.
+	Republished uint64
+	// ObjectsDeleted counts objects removed by garbage collection.
+	ObjectsDeleted uint64
+	// UploadLatency is the time from cutting an object to storing it;
+	// PublishLatency from the oldest batch's Append to its entries being
+	// published.
+	UploadLatency, PublishLatency Histogram
+	// Health is the upload health.
+	Health Health
+}
+
+// Stats returns a snapshot of the engine's counters.
+func (l *Leader) Stats() LeaderStats {
+	l.mu.Lock()
+	s := LeaderStats{
+		Appends: l.stats.appends, AppendedBytes: l.stats.appendedBytes,
+		BufferedBytes: l.buffered,
+		Objects:       l.stats.objects, ObjectBytes: l.stats.objectBytes,
+		UploadsInFlight: l.stats.inflight,
+		UploadRetries:   l.stats.uploadRetries, PublishRetries: l.stats.publishRetries,
+		Fenced: l.stats.fenced, Republished: l.stats.republished,
+		Health: l.health,
+	}
+	l.mu.Unlock()
+	l.gc.mu.Lock()
+	s.ObjectsDeleted = l.gc.deleted
+	l.gc.mu.Unlock()
+	s.UploadLatency = l.uploadLat.snapshot()
+	s.PublishLatency = l.publishLat.snapshot()
+	return s
+}
+
+// FollowerStats is a snapshot of a follower engine's counters.
+type FollowerStats struct {
+	// Messages counts metadata messages read; Poisoned those that failed
+	// to decode and were skipped.
+	Messages, Poisoned uint64
+	// Entries counts entries received for followed partitions.
+	Entries uint64
+	// Applied and AppliedBytes count entries (or their parts) appended to
+	// the local log.
+	Applied, AppliedBytes uint64
+	// Held is the number of entries waiting now: for a gap to fill, an
+	// epoch marker, a retry, or their turn.
+	Held int
+	// Skipped counts duplicates; Dropped entries fenced as stale.
+	Skipped, Dropped uint64
+	// Truncations counts local-log truncations on divergence.
+	Truncations uint64
+	// FetchErrors counts failed section fetches, of which Corrupt failed
+	// verification and NotFound named a missing object.
+	FetchErrors, Corrupt, NotFound uint64
+	// FetchLatency is the time per fetch round (coalesced GETs in
+	// parallel); ApplyLag the time from a section's newest record
+	// timestamp to its append here: the replication lag.
+	FetchLatency, ApplyLag Histogram
+	// Lag is, per partition, how many offsets announced in metadata are
+	// not yet applied.
+	Lag map[metadata.TopicPartition]int64
+}
+
+// Stats returns a snapshot of the engine's counters.
+func (f *Follower) Stats() FollowerStats {
+	f.mu.Lock()
+	c := f.stats
+	lag := make(map[metadata.TopicPartition]int64, len(f.lag))
+	for tp, n := range f.lag {
+		lag[tp] = n
+	}
+	f.mu.Unlock()
+	return FollowerStats{
+		Messages: c.messages, Poisoned: c.poisoned, Entries: c.entries,
+		Applied: c.applied, AppliedBytes: c.appliedBytes, Held: c.held,
+		Skipped: c.skipped, Dropped: c.dropped, Truncations: c.truncations,
+		FetchErrors: c.fetchErrors, Corrupt: c.corrupt, NotFound: c.notFound,
+		FetchLatency: f.fetchLat.snapshot(), ApplyLag: f.applyLat.snapshot(),
+		Lag: lag,
+	}
+}
