@@ -105,6 +105,7 @@ type Follower struct {
 
 	// Owned by the Run goroutine.
 	parts         map[metadata.TopicPartition]*fpart
+	rewind        chan struct{} // asks readMetadata to start again from the low watermark
 	bucketBackoff map[string]time.Time
 	fetches       int // fetch goroutines running
 
@@ -170,6 +171,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		jitter:        newJitter(cfg.Seed ^ 0xf0110e),
 		parts:         make(map[metadata.TopicPartition]*fpart),
 		bucketBackoff: make(map[string]time.Time),
+		rewind:        make(chan struct{}, 1),
 		lag:           make(map[metadata.TopicPartition]int64),
 	}, nil
 }
@@ -234,6 +236,11 @@ func (f *Follower) readMetadata(ctx context.Context, out chan<- []metadata.Messa
 	p := f.cfg.BrokerID % n
 	cursor := int64(-1)
 	for attempt := 0; ctx.Err() == nil; {
+		select {
+		case <-f.rewind:
+			cursor = -1
+		default:
+		}
 		if cursor < 0 {
 			low, _, err := f.cfg.Log.Watermarks(ctx, p)
 			if err != nil {
@@ -402,6 +409,10 @@ func (f *Follower) truncate(ctx context.Context, p *fpart, to int64) error {
 	}
 	p.local.TruncateFromEnd(to)
 	p.leo = to
+	// Entries for offsets at and above the truncation point were forgotten
+	// once applied; read the retained metadata again to find them. What is
+	// still applied is skipped as duplicate.
+	notify(f.rewind)
 	f.mu.Lock()
 	f.stats.truncations++
 	f.mu.Unlock()

@@ -187,7 +187,6 @@ type Leader struct {
 
 	mu        sync.Mutex
 	builder   *combiner.Builder
-	oldest    time.Time // when the builder's oldest pending batch arrived; zero if empty
 	leading   map[metadata.TopicPartition]int32
 	buffered  int
 	space     chan struct{} // closed when buffered bytes drop; then replaced
@@ -399,12 +398,9 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 
 func (l *Leader) addLocked(tp metadata.TopicPartition, b combiner.Batch) error {
 	now := l.cfg.Clock.Now()
+	first := l.builder.Stats().Batches == 0
 	if err := l.builder.Add(tp, b, now); err != nil {
 		return fmt.Errorf("walstore: append to %s: %w", tp, err)
-	}
-	first := l.oldest.IsZero()
-	if first {
-		l.oldest = now
 	}
 	l.buffered += len(b.Data)
 	l.stats.appends++
@@ -494,8 +490,8 @@ func (l *Leader) Run(ctx context.Context) error {
 		wait := min(markersDue.Sub(now), gcDue.Sub(now))
 		l.mu.Lock()
 		due := l.builder.Due(now)
-		if !l.oldest.IsZero() {
-			wait = min(wait, l.oldest.Add(l.cfg.Interval).Sub(now))
+		if p := l.builder.Stats(); p.Batches > 0 {
+			wait = min(wait, p.Oldest.Add(l.cfg.Interval).Sub(now))
 		}
 		l.mu.Unlock()
 		if due {
@@ -522,6 +518,7 @@ func (l *Leader) Run(ctx context.Context) error {
 // uploads. The caller holds one upload slot, given to the first object.
 func (l *Leader) cut(ctx context.Context, wg *sync.WaitGroup) {
 	l.mu.Lock()
+	appendedAt := l.builder.Stats().Oldest
 	objs, err := l.builder.Cut(nil)
 	if err != nil {
 		// The builder validated every batch on Add, so this is a bug in
@@ -531,8 +528,6 @@ func (l *Leader) cut(ctx context.Context, wg *sync.WaitGroup) {
 		l.cfg.Logger.Error("activetier: cutting an object failed", "err", err)
 		return
 	}
-	appendedAt := l.oldest
-	l.oldest = time.Time{}
 	ups := make([]*upload, 0, len(objs))
 	for _, o := range objs {
 		u := &upload{obj: o, appendedAt: appendedAt, pubEpochs: make([]int32, len(o.Sections))}
