@@ -36,7 +36,7 @@
 //     metadata lost from the log can be rebuilt by listing and reading the
 //     tails of the objects in a bucket.
 //   - Encoding is deterministic: the same sections and options give the
-//     same bytes, and a Builder given the same batches cuts the same
+//     same bytes (with the same compressor library), and a Builder given the same batches cuts the same
 //     objects whatever the order partitions arrived in.
 //
 // # Byte layout, format version 1
