@@ -315,3 +315,7 @@ func (r *recordingLog) everAppended() []combiner.Batch {
 	defer r.mu.Unlock()
 	return slices.Clone(r.appended)
 }
+
+type combinerBatch = combiner.Batch
+
+func itoa(v int64) string { return fmt.Sprint(v) }

@@ -1,0 +1,96 @@
+package walstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/walstore"
+)
+
+func TestFollowerReadsTenPartitionsOfOneObjectWithOneGet(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t, 4)
+	r1, r2 := c.addBroker(1, "az1"), c.addBroker(2, "az2")
+	for i := range 10 {
+		c.setReplicas(tpN(i), 1, 2)
+		c.setLeader(tpN(i), 1, 1)
+	}
+	l := r1.startLeader(walstore.LeaderConfig{Interval: 50 * time.Millisecond})
+	for i := range 10 {
+		r1.becomeLeader(ctx, tpN(i), 1, -1)
+		r1.produce(ctx, tpN(i), 1, 0, 9, 10)
+	}
+	for i := range 10 {
+		require.NoError(t, l.WaitDurable(ctx, tpN(i), 9))
+	}
+	require.Equal(t, uint64(1), l.Stats().Objects, "one object holds all ten partitions")
+
+	c.objects.ResetStats()
+	f := r2.startFollower()
+	for i := range 10 {
+		requireConverges(t, r2, r1, tpN(i))
+	}
+	assert.Equal(t, int64(1), c.objects.Stats().Total.GetRequests)
+	assert.Equal(t, uint64(10), f.Stats().Applied)
+}
+
+func TestFollowerBootstrapsEmptyReplicaFromMetadata(t *testing.T) {
+	for _, start := range []int64{0, 1000} {
+		t.Run(itoa(start), func(t *testing.T) {
+			ctx := context.Background()
+			c := newCluster(t, 4)
+			r1, r2 := c.addBroker(1, "az1"), c.addBroker(2, "az2")
+			c.setReplicas(testTP, 1, 2)
+			c.setLeader(testTP, 1, 3)
+			l := r1.startLeader(walstore.LeaderConfig{})
+			require.NoError(t, r1.local.Truncate(ctx, testTP, start))
+			r1.becomeLeader(ctx, testTP, 3, -1)
+			r1.produce(ctx, testTP, 3, start, start+49, 10)
+			require.NoError(t, l.WaitDurable(ctx, testTP, start+49))
+
+			// R2 has an empty log and an empty epoch cache.
+			f := r2.startFollower()
+			requireConverges(t, r2, r1, testTP)
+			epochs, err := r2.local.Epochs(testTP)
+			require.NoError(t, err)
+			require.Len(t, epochs, 1)
+			assert.Equal(t, int32(3), epochs[0].Epoch)
+			assert.Equal(t, start, epochs[0].StartOffset)
+			assert.Zero(t, f.Stats().Held)
+		})
+	}
+}
+
+func TestFollowerRejectsInvalidConfig(t *testing.T) {
+	c := newCluster(t, 1)
+	b := c.addBroker(1, "az1")
+	base := func() walstore.FollowerConfig {
+		return walstore.FollowerConfig{Store: b.store, Log: c.meta, Local: b.local, Follows: b.follows}
+	}
+	tests := []struct {
+		field string
+		mod   func(*walstore.FollowerConfig)
+	}{
+		{"Store", func(c *walstore.FollowerConfig) { c.Store = nil }},
+		{"Log", func(c *walstore.FollowerConfig) { c.Log = nil }},
+		{"Local", func(c *walstore.FollowerConfig) { c.Local = nil }},
+		{"Follows", func(c *walstore.FollowerConfig) { c.Follows = nil }},
+		{"BrokerID", func(c *walstore.FollowerConfig) { c.BrokerID = -1 }},
+		{"FetchConcurrency", func(c *walstore.FollowerConfig) { c.FetchConcurrency = -1 }},
+		{"Readahead", func(c *walstore.FollowerConfig) { c.Readahead = -1 }},
+		{"PollInterval", func(c *walstore.FollowerConfig) { c.PollInterval = -time.Second }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			cfg := base()
+			tt.mod(&cfg)
+			_, err := walstore.NewFollower(cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.field)
+		})
+	}
+}
