@@ -218,6 +218,38 @@ func TestAppendTooLarge(t *testing.T) {
 	appendN(t, l, 0, 1)
 }
 
+// TestAppendUnreachable shows Append returning at ctx's deadline while the
+// broker drops every produce; the error says the outcome is unknown.
+func TestAppendUnreachable(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(1, testTopic))
+	l := openLog(t, c, Config{Partitions: 1})
+	appendN(t, l, 0, 1)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		return nil, errors.New("dropped"), true // closes the connection
+	})
+	ctx, cancel := context.WithTimeout(testContext(t), 300*time.Millisecond)
+	defer cancel()
+	_, err := l.Append(ctx, 0, []byte("lost?"))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "may still be stored")
+}
+
+// TestNewWithClientOptsOnly takes the brokers from ClientOpts, as a broker
+// that already builds its franz-go options does.
+func TestNewWithClientOptsOnly(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(2, testTopic))
+	l, err := New(testContext(t), Config{
+		ClientOpts: []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.ClientID("broker-7")},
+		Topic:      testTopic,
+		Partitions: 2,
+		Logger:     quietLogger(),
+	})
+	require.NoError(t, err)
+	defer l.Close()
+	appendN(t, l, 1, 2)
+}
+
 func TestReadValuesAreOwnedByCaller(t *testing.T) {
 	c := newCluster(t, kfake.SeedTopics(1, testTopic))
 	l := openLog(t, c, Config{Partitions: 1})
