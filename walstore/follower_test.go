@@ -2,60 +2,62 @@ package walstore_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/walstore"
 )
 
 func TestFollowerReadsTenPartitionsOfOneObjectWithOneGet(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, 4)
-	r1, r2 := c.addBroker(1, "az1"), c.addBroker(2, "az2")
+	c := clustertest.New(t, clustertest.Mem(), 4)
+	r1, r2 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2")
 	for i := range 10 {
-		c.setReplicas(tpN(i), 1, 2)
-		c.setLeader(tpN(i), 1, 1)
+		c.SetReplicas(tpN(i), 1, 2)
+		c.SetLeader(tpN(i), 1, 1)
 	}
-	l := r1.startLeader(walstore.LeaderConfig{Interval: 50 * time.Millisecond})
+	l := r1.StartLeader(walstore.LeaderConfig{Interval: 50 * time.Millisecond})
 	for i := range 10 {
-		r1.becomeLeader(ctx, tpN(i), 1, -1)
-		r1.produce(ctx, tpN(i), 1, 0, 9, 10)
+		r1.BecomeLeader(ctx, tpN(i), 1, -1)
+		r1.Produce(ctx, tpN(i), 1, 0, 9, 10)
 	}
 	for i := range 10 {
 		require.NoError(t, l.WaitDurable(ctx, tpN(i), 9))
 	}
 	require.Equal(t, uint64(1), l.Stats().Objects, "one object holds all ten partitions")
 
-	c.objects.ResetStats()
-	f := r2.startFollower()
+	before := c.Gets(r1.Store.Local().Bucket)
+	f := r2.StartFollower()
 	for i := range 10 {
-		requireConverges(t, r2, r1, tpN(i))
+		clustertest.RequireConverges(t, r2, r1, tpN(i))
 	}
-	assert.Equal(t, int64(1), c.objects.Stats().Total.GetRequests)
+	assert.Equal(t, int64(1), c.Gets(r1.Store.Local().Bucket)-before)
 	assert.Equal(t, uint64(10), f.Stats().Applied)
 }
 
 func TestFollowerBootstrapsEmptyReplicaFromMetadata(t *testing.T) {
 	for _, start := range []int64{0, 1000} {
-		t.Run(itoa(start), func(t *testing.T) {
+		t.Run(strconv.FormatInt(start, 10), func(t *testing.T) {
 			ctx := context.Background()
-			c := newCluster(t, 4)
-			r1, r2 := c.addBroker(1, "az1"), c.addBroker(2, "az2")
-			c.setReplicas(testTP, 1, 2)
-			c.setLeader(testTP, 1, 3)
-			l := r1.startLeader(walstore.LeaderConfig{})
-			require.NoError(t, r1.local.Truncate(ctx, testTP, start))
-			r1.becomeLeader(ctx, testTP, 3, -1)
-			r1.produce(ctx, testTP, 3, start, start+49, 10)
-			require.NoError(t, l.WaitDurable(ctx, testTP, start+49))
+			c := clustertest.New(t, clustertest.Mem(), 4)
+			r1, r2 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2")
+			c.SetReplicas(clustertest.TP, 1, 2)
+			c.SetLeader(clustertest.TP, 1, 3)
+			l := r1.StartLeader(walstore.LeaderConfig{})
+			require.NoError(t, r1.Local.Truncate(ctx, clustertest.TP, start))
+			r1.BecomeLeader(ctx, clustertest.TP, 3, -1)
+			r1.Produce(ctx, clustertest.TP, 3, start, start+49, 10)
+			require.NoError(t, l.WaitDurable(ctx, clustertest.TP, start+49))
 
 			// R2 has an empty log and an empty epoch cache.
-			f := r2.startFollower()
-			requireConverges(t, r2, r1, testTP)
-			epochs, err := r2.local.Epochs(testTP)
+			f := r2.StartFollower()
+			clustertest.RequireConverges(t, r2, r1, clustertest.TP)
+			epochs, err := r2.Local.Epochs(clustertest.TP)
 			require.NoError(t, err)
 			require.Len(t, epochs, 1)
 			assert.Equal(t, int32(3), epochs[0].Epoch)
@@ -66,10 +68,10 @@ func TestFollowerBootstrapsEmptyReplicaFromMetadata(t *testing.T) {
 }
 
 func TestFollowerRejectsInvalidConfig(t *testing.T) {
-	c := newCluster(t, 1)
-	b := c.addBroker(1, "az1")
+	c := clustertest.New(t, clustertest.Mem(), 1)
+	b := c.AddBroker(1, "az1")
 	base := func() walstore.FollowerConfig {
-		return walstore.FollowerConfig{Store: b.store, Log: c.meta, Local: b.local, Follows: b.follows}
+		return walstore.FollowerConfig{Store: b.Store, Log: c.Meta, Local: b.Local, Follows: b.Follows}
 	}
 	tests := []struct {
 		field string

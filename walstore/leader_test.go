@@ -3,6 +3,7 @@ package walstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,33 +12,37 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
 
-func tpN(i int) metadata.TopicPartition { return metadata.TopicPartition{Topic: "events", Partition: int32(i)} }
+func tpN(i int) metadata.TopicPartition {
+	return metadata.TopicPartition{Topic: "events", Partition: int32(i)}
+}
 
 func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 	for _, overflow := range []walstore.Overflow{walstore.Reject, walstore.Block} {
 		t.Run(map[walstore.Overflow]string{walstore.Reject: "reject", walstore.Block: "block"}[overflow], func(t *testing.T) {
 			ctx := context.Background()
-			c := newCluster(t, 4)
-			r1 := c.addBroker(1, "az1")
-			c.addBroker(2, "az2")
-			c.setReplicas(testTP, 1, 2)
-			c.setLeader(testTP, 1, 1)
+			c := clustertest.New(t, clustertest.Mem(), 4)
+			r1 := c.AddBroker(1, "az1")
+			c.AddBroker(2, "az2")
+			c.SetReplicas(clustertest.TP, 1, 2)
+			c.SetLeader(clustertest.TP, 1, 1)
 
 			// The store is down for writes: every PUT fails.
-			removeFault, err := c.objects.AddFault(memstore.Fault{
-				Match: func(r memstore.Request) bool { return r.Op == memstore.OpPut },
-				Err:   walstore.ErrUnavailable,
+			c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
+				if op == clustertest.OpPut {
+					return clustertest.Fault{Err: walstore.ErrUnavailable}
+				}
+				return clustertest.Fault{}
 			})
-			require.NoError(t, err)
 			var mu sync.Mutex
 			var healths []walstore.Health
 			const bound = 10_000
-			r1.startLeader(walstore.LeaderConfig{
+			r1.StartLeader(walstore.LeaderConfig{
 				BufferBytes: bound, ObjectBytes: 4_000, Overflow: overflow,
 				DegradedAfter: 20 * time.Millisecond,
 				OnHealth: func(h walstore.Health) {
@@ -46,24 +51,24 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 					mu.Unlock()
 				},
 			})
-			r1.becomeLeader(ctx, testTP, 1, -1)
+			r1.BecomeLeader(ctx, clustertest.TP, 1, -1)
 
 			// Append 1 KiB batches until the engine pushes back.
 			var accepted int64
 			var pushback error
 			for off := int64(0); off < 100; off++ {
-				b := makeBatch(testTP, 1, off, off)
+				b := clustertest.MakeBatch(clustertest.TP, 1, off, off)
 				b.Data = make([]byte, 1000)
 				actx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-				err := r1.leader.Append(actx, testTP, b)
+				err := r1.Leader.Append(actx, clustertest.TP, b)
 				cancel()
 				if err != nil {
 					pushback = err
 					break
 				}
-				require.NoError(t, r1.local.Append(ctx, testTP, []combinerBatch{b}))
+				require.NoError(t, r1.Local.Append(ctx, clustertest.TP, []combiner.Batch{b}))
 				accepted++
-				require.LessOrEqual(t, r1.leader.Stats().BufferedBytes, bound)
+				require.LessOrEqual(t, r1.Leader.Stats().BufferedBytes, bound)
 			}
 			require.Error(t, pushback, "Append never pushed back")
 			if overflow == walstore.Reject {
@@ -72,15 +77,15 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 				assert.ErrorIs(t, pushback, context.DeadlineExceeded)
 			}
 			assert.Equal(t, int64(bound/1000), accepted)
-			assert.LessOrEqual(t, r1.leader.Stats().BufferedBytes, bound)
-			require.Eventually(t, func() bool { return r1.leader.Health().Degraded }, 10*time.Second, time.Millisecond)
-			assert.Positive(t, r1.leader.Stats().UploadRetries)
+			assert.LessOrEqual(t, r1.Leader.Stats().BufferedBytes, bound)
+			require.Eventually(t, func() bool { return r1.Leader.Health().Degraded }, 10*time.Second, time.Millisecond)
+			assert.Positive(t, r1.Leader.Stats().UploadRetries)
 
 			// The store recovers: everything accepted becomes durable.
-			removeFault()
-			require.NoError(t, r1.leader.WaitDurable(ctx, testTP, accepted-1))
-			assert.Zero(t, r1.leader.Stats().BufferedBytes)
-			require.Eventually(t, func() bool { return !r1.leader.Health().Degraded }, 10*time.Second, time.Millisecond)
+			c.SetFault(nil)
+			require.NoError(t, r1.Leader.WaitDurable(ctx, clustertest.TP, accepted-1))
+			assert.Zero(t, r1.Leader.Stats().BufferedBytes)
+			require.Eventually(t, func() bool { return !r1.Leader.Health().Degraded }, 10*time.Second, time.Millisecond)
 			mu.Lock()
 			defer mu.Unlock()
 			require.Len(t, healths, 2, "OnHealth reports degrading and recovering once each")
@@ -93,55 +98,56 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 
 func TestLeaderPublishesInOffsetOrderWhenUploadsFinishOutOfOrder(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, 1)
-	r1 := c.addBroker(1, "az1")
-	c.addBroker(2, "az2")
+	c := clustertest.New(t, clustertest.Mem(), 1)
+	r1 := c.AddBroker(1, "az1")
+	c.AddBroker(2, "az2")
 	a, b := tpN(0), tpN(1)
-	c.setReplicas(a, 1, 2)
-	c.setReplicas(b, 1, 2)
-	c.setLeader(a, 1, 1)
-	c.setLeader(b, 1, 1)
+	c.SetReplicas(a, 1, 2)
+	c.SetReplicas(b, 1, 2)
+	c.SetLeader(a, 1, 1)
+	c.SetLeader(b, 1, 1)
 
 	// The first object's PUT is slow; later ones are not.
 	var puts atomic.Int64
-	_, err := c.objects.AddFault(memstore.Fault{
-		Match: func(r memstore.Request) bool { return r.Op == memstore.OpPut && puts.Add(1) == 1 },
-		Delay: time.Second,
+	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
+		if op == clustertest.OpPut && puts.Add(1) == 1 {
+			return clustertest.Fault{Delay: time.Second}
+		}
+		return clustertest.Fault{}
 	})
-	require.NoError(t, err)
-	r1.startLeader(walstore.LeaderConfig{Interval: time.Millisecond})
-	r1.becomeLeader(ctx, a, 1, -1)
-	r1.becomeLeader(ctx, b, 1, -1)
+	r1.StartLeader(walstore.LeaderConfig{Interval: time.Millisecond})
+	r1.BecomeLeader(ctx, a, 1, -1)
+	r1.BecomeLeader(ctx, b, 1, -1)
 
-	r1.produce(ctx, a, 1, 0, 9, 10)
-	require.Eventually(t, func() bool { return r1.leader.Stats().UploadsInFlight == 1 }, 10*time.Second, time.Millisecond)
-	r1.produce(ctx, a, 1, 10, 19, 10)
-	require.Eventually(t, func() bool { return r1.leader.Stats().Objects == 1 }, 10*time.Second, time.Millisecond,
+	r1.Produce(ctx, a, 1, 0, 9, 10)
+	require.Eventually(t, func() bool { return r1.Leader.Stats().UploadsInFlight == 1 }, 10*time.Second, time.Millisecond)
+	r1.Produce(ctx, a, 1, 10, 19, 10)
+	require.Eventually(t, func() bool { return r1.Leader.Stats().Objects == 1 }, 10*time.Second, time.Millisecond,
 		"the second object of a is stored while the first is still uploading")
-	r1.produce(ctx, b, 1, 0, 9, 10)
-	require.NoError(t, r1.leader.WaitDurable(ctx, b, 9), "b's object does not wait for a's slow one")
-	assert.Equal(t, int64(-1), r1.leader.DurableOffset(a), "a's second object waits for its first")
-	require.NoError(t, r1.leader.WaitDurable(ctx, a, 19))
+	r1.Produce(ctx, b, 1, 0, 9, 10)
+	require.NoError(t, r1.Leader.WaitDurable(ctx, b, 9), "b's object does not wait for a's slow one")
+	assert.Equal(t, int64(-1), r1.Leader.DurableOffset(a), "a's second object waits for its first")
+	require.NoError(t, r1.Leader.WaitDurable(ctx, a, 19))
 
 	// In the metadata log: b first, then a's entries in offset order.
 	var order []string
-	recs, err := c.meta.Read(ctx, 0, 0, 100)
+	recs, err := c.Meta.Read(ctx, 0, 0, 100)
 	require.NoError(t, err)
 	for _, r := range recs {
 		m, err := metadata.DecodeMessage(r.Value)
 		require.NoError(t, err)
 		for _, e := range m.Entries {
-			order = append(order, e.Partition.String()+"@"+itoa(e.FirstOffset))
+			order = append(order, e.Partition.String()+"@"+strconv.FormatInt(e.FirstOffset, 10))
 		}
 	}
 	assert.Equal(t, []string{"events-1@0", "events-0@0", "events-0@10"}, order)
 }
 
 func TestLeaderRejectsInvalidConfig(t *testing.T) {
-	c := newCluster(t, 1)
-	b := c.addBroker(1, "az1")
+	c := clustertest.New(t, clustertest.Mem(), 1)
+	b := c.AddBroker(1, "az1")
 	base := func() walstore.LeaderConfig {
-		return walstore.LeaderConfig{Store: b.store, Log: c.meta, Local: b.local, Followers: c.followers}
+		return walstore.LeaderConfig{Store: b.Store, Log: c.Meta, Local: b.Local, Followers: c.Followers}
 	}
 	tests := []struct {
 		field string
@@ -174,19 +180,19 @@ func TestLeaderRejectsInvalidConfig(t *testing.T) {
 
 func TestLeaderAppendErrors(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t, 1)
-	r1 := c.addBroker(1, "az1")
-	c.setReplicas(testTP, 1)
-	l := r1.startLeader(walstore.LeaderConfig{BufferBytes: 1000, ObjectBytes: 1000})
-	err := l.Append(ctx, testTP, makeBatch(testTP, 1, 0, 0))
+	c := clustertest.New(t, clustertest.Mem(), 1)
+	r1 := c.AddBroker(1, "az1")
+	c.SetReplicas(clustertest.TP, 1)
+	l := r1.StartLeader(walstore.LeaderConfig{BufferBytes: 1000, ObjectBytes: 1000})
+	err := l.Append(ctx, clustertest.TP, clustertest.MakeBatch(clustertest.TP, 1, 0, 0))
 	assert.ErrorIs(t, err, walstore.ErrNotLeader)
-	r1.becomeLeader(ctx, testTP, 1, -1)
-	err = l.Append(ctx, testTP, makeBatch(testTP, 2, 0, 0))
+	r1.BecomeLeader(ctx, clustertest.TP, 1, -1)
+	err = l.Append(ctx, clustertest.TP, clustertest.MakeBatch(clustertest.TP, 2, 0, 0))
 	assert.ErrorContains(t, err, "newer than leader epoch")
-	big := makeBatch(testTP, 1, 0, 0)
+	big := clustertest.MakeBatch(clustertest.TP, 1, 0, 0)
 	big.Data = make([]byte, 1001)
-	assert.ErrorIs(t, l.Append(ctx, testTP, big), walstore.ErrBufferFull)
-	r1.stop()
-	assert.ErrorIs(t, l.Append(ctx, testTP, makeBatch(testTP, 1, 0, 0)), walstore.ErrStopped)
-	assert.True(t, errors.Is(l.WaitDurable(ctx, testTP, 0), walstore.ErrStopped))
+	assert.ErrorIs(t, l.Append(ctx, clustertest.TP, big), walstore.ErrBufferFull)
+	r1.Stop()
+	assert.ErrorIs(t, l.Append(ctx, clustertest.TP, clustertest.MakeBatch(clustertest.TP, 1, 0, 0)), walstore.ErrStopped)
+	assert.True(t, errors.Is(l.WaitDurable(ctx, clustertest.TP, 0), walstore.ErrStopped))
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
@@ -32,7 +33,7 @@ func copyInputs(n int, batchesPer int) []walstore.CopyInput {
 		in := walstore.CopyInput{Partition: tp, PublisherEpoch: 3}
 		for b := range batchesPer {
 			first := int64(1000*i + 10*b)
-			in.Batches = append(in.Batches, makeBatch(tp, 3, first, first+9))
+			in.Batches = append(in.Batches, clustertest.MakeBatch(tp, 3, first, first+9))
 		}
 		inputs[i] = in
 	}
@@ -65,7 +66,7 @@ func TestManagerCopyFetchRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			for i, fr := range res {
 				require.NoError(t, fr.Err)
-				requireSameLog(t, inputs[i].Batches, fr.Batches)
+				clustertest.RequireSameLog(t, inputs[i].Batches, fr.Batches)
 			}
 		})
 	}
