@@ -141,5 +141,7 @@
 // this topic (Kafka's idempotent producer does not fence across processes,
 // and a transactional one would fence per producer ID, not per partition
 // epoch); followers drop what it wrote because fencing says so, not because
-// the topic refused it. So the log provides nothing epoch-specific.
+// the topic refused it, as TestEngineZombieLeaderOverKafka shows with the
+// walstore engines running over this log. So the log provides nothing
+// epoch-specific.
 package kafkalog
