@@ -48,8 +48,9 @@ type Config struct {
 	// after the log's own defaults, so they can add TLS, SASL, client IDs,
 	// dialers or override producer tuning such as linger or compression.
 	// The log rejects options that would weaken its guarantees: acks other
-	// than all in-sync replicas, disabled idempotence, a transactional ID.
-	// The log always partitions records itself (kgo.ManualPartitioner).
+	// than all in-sync replicas, disabled idempotence, a transactional ID,
+	// topic auto-creation. The log always partitions records itself
+	// (kgo.ManualPartitioner).
 	ClientOpts []kgo.Opt
 
 	// Topic is the metadata topic. Default DefaultTopic.
