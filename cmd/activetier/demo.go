@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// demoOptions are the flags of `activetier demo`.
+type demoOptions struct {
+	duration     time.Duration
+	rate         float64
+	partitions   int
+	brokers      int
+	azs          int
+	rf           int
+	interval     time.Duration
+	objectBytes  byteSize
+	batchBytes   byteSize
+	codec        string
+	profile      string
+	failAZ       string
+	seed         uint64
+	json         bool
+	drainTimeout time.Duration
+	verbose      bool
+}
+
+func demoFlags() (*demoOptions, *flag.FlagSet) {
+	o := &demoOptions{objectBytes: 4 << 20, batchBytes: 16 << 10}
+	fs := newFlagSet("demo")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long to produce")
+	fs.Float64Var(&o.rate, "rate", 10, "produced `MB/s` across the cluster (1 MB = 10^6 bytes)")
+	fs.IntVar(&o.partitions, "partitions", 300, "partitions of the topic")
+	fs.IntVar(&o.brokers, "brokers", 3, "brokers, spread over the AZs in turn")
+	fs.IntVar(&o.azs, "azs", 0, "availability zones, one bucket each (0: min(3, brokers))")
+	fs.IntVar(&o.rf, "rf", 3, "replication factor: replicas of a partition are in distinct AZs")
+	fs.DurationVar(&o.interval, "interval", 100*time.Millisecond, "flush interval: the longest a batch waits for its object")
+	fs.Var(&o.objectBytes, "object-bytes", "cut an object early at this `size`")
+	fs.Var(&o.batchBytes, "batch-bytes", "mean `size` of a producer batch (each between half and one and a half times it)")
+	fs.StringVar(&o.codec, "codec", "zstd", "section codec: none, zstd or s2")
+	fs.StringVar(&o.profile, "profile", "s3express", "object store latency profile: "+strings.Join(memstore.ProfileNames(), ", "))
+	fs.StringVar(&o.failAZ, "fail-az", "", "take this `AZ`'s bucket and brokers down halfway through (az1, az2, ...)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the records, placement choices and simulated latencies")
+	fs.BoolVar(&o.json, "json", false, "print only the final report, as one JSON object")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait, after producing, for followers to catch up")
+	fs.BoolVar(&o.verbose, "verbose", false, "log the engines' events (truncations, retries, ...) to stderr")
+	return o, fs
+}
+
+// Limits that keep a demo inside one process's memory and CPU.
+const (
+	maxDemoPartitions = 100_000
+	maxDemoBrokers    = 100
+	maxDemoBatchBytes = 1 << 20 // Kafka's default max.request.size
+)
+
+// validate checks the flags and returns the cluster they describe.
+func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
+	var cfg simConfig
+	if !isSet(fs, "azs") {
+		o.azs = min(3, o.brokers)
+	}
+	switch {
+	case o.duration <= 0:
+		return cfg, flagError(fs, "duration", "must be positive")
+	case math.IsNaN(o.rate) || math.IsInf(o.rate, 0) || o.rate <= 0:
+		return cfg, flagError(fs, "rate", "must be a positive number of MB/s")
+	case o.partitions < 1 || o.partitions > maxDemoPartitions:
+		return cfg, flagError(fs, "partitions", fmt.Sprintf("must be between 1 and %d", maxDemoPartitions))
+	case o.brokers < 1 || o.brokers > maxDemoBrokers:
+		return cfg, flagError(fs, "brokers", fmt.Sprintf("must be between 1 and %d", maxDemoBrokers))
+	case o.azs < 1 || o.azs > o.brokers:
+		return cfg, flagError(fs, "azs", fmt.Sprintf("must be between 1 and --brokers (%d)", o.brokers))
+	case o.rf < 2:
+		return cfg, flagError(fs, "rf", "must be at least 2: with one replica nothing is replicated")
+	case o.rf > o.brokers:
+		return cfg, flagError(fs, "rf", fmt.Sprintf("must be at most --brokers (%d): replicas are on distinct brokers", o.brokers))
+	case o.rf > o.azs:
+		return cfg, flagError(fs, "rf", fmt.Sprintf("must be at most --azs (%d): replicas are in distinct AZs", o.azs))
+	case o.interval < time.Millisecond:
+		return cfg, flagError(fs, "interval", "must be at least 1ms")
+	case o.objectBytes <= 0:
+		return cfg, flagError(fs, "object-bytes", "must be positive")
+	case o.batchBytes <= 0 || o.batchBytes > maxDemoBatchBytes:
+		return cfg, flagError(fs, "batch-bytes", "must be between 1 and 1MiB")
+	case o.drainTimeout <= 0:
+		return cfg, flagError(fs, "drain-timeout", "must be positive")
+	}
+	codec, err := metadata.ParseCodec(o.codec)
+	if err != nil {
+		return cfg, flagError(fs, "codec", "unknown codec (want none, zstd or s2)")
+	}
+	profile, err := memstore.ParseProfile(o.profile)
+	if err != nil {
+		return cfg, flagError(fs, "profile", "unknown profile (want "+strings.Join(memstore.ProfileNames(), ", ")+")")
+	}
+	if o.failAZ != "" {
+		var names []string
+		for i := range o.azs {
+			names = append(names, azName(i))
+		}
+		if !slices.Contains(names, o.failAZ) {
+			return cfg, flagError(fs, "fail-az", "no such AZ (want one of "+strings.Join(names, ", ")+")")
+		}
+	}
+	logger := slog.New(slog.DiscardHandler)
+	return simConfig{
+		brokers: o.brokers, azs: o.azs, partitions: o.partitions, rf: o.rf,
+		interval: o.interval, objectBytes: int(o.objectBytes), codec: codec, profile: profile,
+		seed: o.seed, logger: logger,
+	}, nil
+}
+
+func runDemo(ctx context.Context, e env, args []string) error {
+	o, fs := demoFlags()
+	if help, err := parseFlags(e, fs, "demo [flags]", args); help || err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	cfg, err := o.validate(fs)
+	if err != nil {
+		return err
+	}
+	if o.verbose {
+		cfg.logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	// Progress goes where a person is looking: stdout normally; with
+	// --json, stdout is for the report, so stderr if it is a terminal.
+	var prog *progress
+	switch {
+	case !o.json:
+		prog = newProgress(e.stdout, e.terminal)
+	case e.stderrTerminal:
+		prog = newProgress(e.stderr, true)
+	default:
+		prog = newProgress(io.Discard, false)
+	}
+	rep, err := runSimulation(ctx, o, cfg, prog)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := rep.writeText(e.stdout); err != nil {
+		return err
+	}
+	if !rep.FollowersConsistent {
+		return fmt.Errorf("%d of %d follower logs differ from their leader's (first: %s)", len(rep.Diverged), rep.ReplicasCompared, rep.Diverged[0])
+	}
+	return nil
+}
+
+// runSimulation runs the whole demo: start the cluster, produce for the
+// duration (failing an AZ halfway if asked), drain, compare, and report.
+func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress) (*demoReport, error) {
+	s, err := newSim(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.start(ctx); err != nil {
+		return nil, errors.Join(err, s.close())
+	}
+	prog.header(o, cfg)
+	p := &producer{
+		s: s, gen: newRecordGen(o.seed), pick: rand.New(rand.NewPCG(o.seed, 0x7069636b)), // "pick"
+		rate: o.rate * 1e6, batchBytes: int(o.batchBytes),
+	}
+	start := time.Now()
+	prog.start(s, p, start)
+
+	// The failover runs beside the producer, which keeps producing to the
+	// partitions that still have a leader, as clients do.
+	type foResult struct {
+		fo  *failover
+		err error
+	}
+	var foDone chan foResult
+	trigger := func(now time.Time) {
+		if o.failAZ == "" || foDone != nil || now.Sub(start) < o.duration/2 {
+			return
+		}
+		foDone = make(chan foResult, 1)
+		prog.event(fmt.Sprintf("%s goes down: its bucket is unreachable and its brokers crash", o.failAZ))
+		go func() {
+			fo, done, err := s.failAZ(ctx, o.failAZ, failureDetection, start)
+			if err == nil {
+				prog.event(fmt.Sprintf("%d partitions have new leaders at epoch %d after %.0f ms offline; republishing what followers may lack",
+					fo.PartitionsMoved, fo.NewEpoch, fo.OfflineMS))
+				err = <-done
+			}
+			foDone <- foResult{fo, err}
+		}()
+	}
+	err = p.produce(ctx, start, start.Add(o.duration), trigger)
+	produced := time.Since(start)
+	var fo *failover
+	if foDone != nil {
+		r := <-foDone
+		fo, err = r.fo, errors.Join(err, r.err)
+	}
+	prog.stop()
+	var drain time.Duration
+	if err == nil {
+		prog.event("producing stopped; waiting for followers to catch up")
+		drain, err = waitCaughtUp(ctx, s, o.drainTimeout)
+	}
+	if err != nil {
+		return nil, errors.Join(err, s.close())
+	}
+	compared, diffs := s.compare()
+	for _, b := range s.brokers {
+		b.halt()
+	}
+	rep := newDemoReport(o, s, p, produced, drain, fo)
+	rep.ReplicasCompared = compared
+	rep.Diverged = diffs
+	rep.FollowersConsistent = len(diffs) == 0
+	if err := s.close(); err != nil {
+		return nil, err
+	}
+	if err := rep.price(); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// failureDetection is how long the controller takes to notice the brokers
+// of a failed AZ are gone; Kafka's default session timeout is far longer.
+const failureDetection = 200 * time.Millisecond
+
+// waitCaughtUp waits until every live follower's log ends where its
+// leader's does, and returns how long that took. A follower that cannot
+// catch up within timeout is not an error here: the comparison that follows
+// reports it.
+func waitCaughtUp(ctx context.Context, s *sim, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if err := s.failed(); err != nil {
+			return 0, err
+		}
+		n, _, err := s.behind()
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 || time.Since(start) > timeout {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// producer appends generated batches to the partitions' leaders at a
+// steady rate, as acks=1 clients would: to the leader's local log, then to
+// its leader engine.
+type producer struct {
+	s          *sim
+	gen        *recordGen
+	pick       *rand.Rand
+	rate       float64 // bytes per second
+	batchBytes int
+
+	// bytes, batches and records count what leader engines accepted.
+	bytes, batches, records atomic.Int64
+}
+
+// produce runs until deadline or ctx ends, calling tick at every step. It
+// is a token bucket: credit accrues at rate and bursts up to 100 ms of it,
+// so a stall is not followed by a flood.
+func (p *producer) produce(ctx context.Context, start, deadline time.Time, tick func(time.Time)) error {
+	const step = 5 * time.Millisecond
+	t := time.NewTicker(step)
+	defer t.Stop()
+	credit, last := 0.0, start
+	for {
+		now := time.Now()
+		if !now.Before(deadline) {
+			return nil
+		}
+		if err := p.s.failed(); err != nil {
+			return err
+		}
+		credit = min(credit+p.rate*now.Sub(last).Seconds(), p.rate/10)
+		last = now
+		for tries := 0; credit > 0 && tries < 2*len(p.s.tps); tries++ {
+			n, err := p.one(ctx, now)
+			if err != nil {
+				return err
+			}
+			credit -= float64(n)
+		}
+		tick(now)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// one produces one batch to a random partition and returns its size, or 0
+// when the partition has no leader at the moment.
+func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
+	tp := p.s.tps[p.pick.IntN(len(p.s.tps))]
+	b, epoch := p.s.leaderFor(tp)
+	if b == nil {
+		return 0, nil
+	}
+	end, err := b.local.EndOffset(tp)
+	if err != nil {
+		return 0, err
+	}
+	size := p.batchBytes/2 + p.pick.IntN(p.batchBytes+1)
+	batch := p.gen.batch(epoch, end, now, size)
+	if err := b.local.Append(ctx, tp, []combiner.Batch{batch}); err != nil {
+		return 0, fmt.Errorf("broker %d appending to %s: %w", b.id, tp, err)
+	}
+	if err := b.leader.Append(ctx, tp, batch); err != nil {
+		if errors.Is(err, walstore.ErrStopped) || errors.Is(err, walstore.ErrNotLeader) {
+			// The leader crashed between leaderFor and here: the batch
+			// is in its log only, acks=1 data that dies with it.
+			return len(batch.Data), nil
+		}
+		return 0, fmt.Errorf("broker %d producing to %s: %w", b.id, tp, err)
+	}
+	p.bytes.Add(int64(len(batch.Data)))
+	p.batches.Add(1)
+	p.records.Add(batch.LastOffset - batch.FirstOffset + 1)
+	return len(batch.Data), nil
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/activetier/activetier/costmodel"
+	"github.com/activetier/activetier/walstore"
+)
+
+// demoReport is the demo's closing report, printed as a table or as JSON.
+type demoReport struct {
+	// The run's settings.
+	Brokers          int     `json:"brokers"`
+	AZs              int     `json:"azs"`
+	Partitions       int     `json:"partitions"`
+	RF               int     `json:"rf"`
+	DurationS        float64 `json:"duration_s"`
+	RateMBPerSec     float64 `json:"rate_mb_per_sec"`
+	IntervalMS       float64 `json:"interval_ms"`
+	ObjectBytesLimit int64   `json:"object_bytes_limit"`
+	Codec            string  `json:"codec"`
+	Profile          string  `json:"profile"`
+	Seed             uint64  `json:"seed"`
+
+	// What was produced: by the leaders' count, what broker-to-broker
+	// replication would have copied to every follower.
+	BytesProduced    int64   `json:"bytes_produced"`
+	BatchesProduced  int64   `json:"batches_produced"`
+	RecordsProduced  int64   `json:"records_produced"`
+	ProducedMBPerSec float64 `json:"produced_mb_per_sec"`
+
+	// What the followers applied, republished data included.
+	BytesReplicated uint64 `json:"bytes_replicated"`
+	EntriesApplied  uint64 `json:"entries_applied"`
+	Truncations     uint64 `json:"truncations"`
+	EntriesDropped  uint64 `json:"entries_dropped"`
+	FetchErrors     uint64 `json:"fetch_errors"`
+
+	// The object store's bill, as memstore counted it.
+	Objects         uint64 `json:"objects"`
+	ObjectsDeleted  uint64 `json:"objects_deleted"`
+	Puts            int64  `json:"puts"`
+	Gets            int64  `json:"gets"`
+	Deletes         int64  `json:"deletes"`
+	FailedRequests  int64  `json:"failed_requests"`
+	BytesUploaded   int64  `json:"bytes_uploaded"`
+	BytesDownloaded int64  `json:"bytes_downloaded"`
+	UploadRetries   uint64 `json:"upload_retries"`
+
+	// The metadata log: bytes published (each message once), bytes the
+	// followers read, and what crossed AZs (publish, the log's own
+	// replication, reads), which is what the cost counts.
+	MetadataBytes        int64 `json:"metadata_bytes"`
+	MetadataBytesRead    int64 `json:"metadata_bytes_read"`
+	MetadataMessages     int64 `json:"metadata_messages"`
+	MetadataCrossAZBytes int64 `json:"metadata_cross_az_bytes"`
+
+	// Replication lag: from a record's produce time to a follower having
+	// appended it, over every follower; upload latency per object.
+	LagP50MS    float64 `json:"lag_p50_ms"`
+	LagP99MS    float64 `json:"lag_p99_ms"`
+	LagMaxMS    float64 `json:"lag_max_ms"`
+	UploadP50MS float64 `json:"upload_p50_ms"`
+	UploadP99MS float64 `json:"upload_p99_ms"`
+
+	// The run's cost and that of replicating the same bytes broker to
+	// broker across AZs at the same RF, and both for a month at this rate.
+	Prices                 string           `json:"prices"`
+	CostUSD                float64          `json:"cost_usd"`
+	CrossAZCostUSD         float64          `json:"cross_az_cost_usd"`
+	SavingsRatio           float64          `json:"savings_ratio"`
+	CostUSDPerMonth        float64          `json:"cost_usd_per_month"`
+	CrossAZCostUSDPerMonth float64          `json:"cross_az_cost_usd_per_month"`
+	Cost                   comparisonJSON   `json:"cost"`
+	Failover               *failover        `json:"failover,omitempty"`
+	usage                  costmodel.Usage  // what price charges for
+	prices                 costmodel.Prices // the list it uses
+	comparison             costmodel.Comparison
+
+	// The end state, after the drain: every live follower's log compared
+	// with its leader's, byte for byte.
+	DrainMS             float64  `json:"drain_ms"`
+	FollowersConsistent bool     `json:"followers_consistent"`
+	ReplicasCompared    int      `json:"replicas_compared"`
+	Diverged            []string `json:"diverged,omitempty"`
+	// LateFollowerWrites counts writes a follower engine made to a
+	// partition after its broker had become the partition's leader, which
+	// the broker's log refused (see followerLog).
+	LateFollowerWrites int64 `json:"late_follower_writes"`
+}
+
+func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Duration, fo *failover) *demoReport {
+	r := &demoReport{
+		Brokers: s.cfg.brokers, AZs: s.cfg.azs, Partitions: s.cfg.partitions, RF: s.cfg.rf,
+		DurationS: o.duration.Seconds(), RateMBPerSec: o.rate, IntervalMS: ms(o.interval),
+		ObjectBytesLimit: int64(o.objectBytes), Codec: s.cfg.codec.String(), Profile: o.profile, Seed: o.seed,
+		BytesProduced: p.bytes.Load(), BatchesProduced: p.batches.Load(), RecordsProduced: p.records.Load(),
+		DrainMS: ms(drain), Failover: fo, LateFollowerWrites: s.lateAppends.Load(),
+	}
+	r.ProducedMBPerSec = float64(r.BytesProduced) / 1e6 / produced.Seconds()
+	var lag, upload walstore.Histogram
+	for _, b := range s.brokers {
+		ls := b.leader.Stats()
+		r.Objects += ls.Objects
+		r.ObjectsDeleted += ls.ObjectsDeleted
+		r.UploadRetries += ls.UploadRetries
+		upload.Merge(&ls.UploadLatency)
+		if fo != nil {
+			fo.RepublishedEntries += ls.Republished
+		}
+		fs := b.follower.Stats()
+		r.BytesReplicated += fs.AppliedBytes
+		r.EntriesApplied += fs.Applied
+		r.Truncations += fs.Truncations
+		r.EntriesDropped += fs.Dropped
+		r.FetchErrors += fs.FetchErrors
+		lag.Merge(&fs.ApplyLag)
+	}
+	r.LagP50MS, r.LagP99MS, r.LagMaxMS = ms(lag.Quantile(0.5)), ms(lag.Quantile(0.99)), ms(lag.Max)
+	r.UploadP50MS, r.UploadP99MS = ms(upload.Quantile(0.5)), ms(upload.Quantile(0.99))
+
+	st := s.objects.Stats().Total
+	r.Puts, r.Gets, r.Deletes, r.FailedRequests = st.PutRequests, st.GetRequests, st.DeleteRequests, st.FailedRequests
+	r.BytesUploaded, r.BytesDownloaded = st.BytesUp, st.BytesDown
+
+	ml := s.meta.Stats().Total
+	r.MetadataBytes, r.MetadataBytesRead, r.MetadataMessages = ml.AppendedBytes, ml.BytesRead, ml.Appends
+	// Each published byte crosses to the log's partition leader and to its
+	// other replicas; each byte read crosses once more (the demo's log has
+	// no AZs, so this counts the same crossings a Kafka topic at
+	// DefaultMetadataRF would make).
+	r.MetadataCrossAZBytes = ml.AppendedBytes*costmodel.DefaultMetadataRF + ml.BytesRead
+
+	r.prices = costmodel.S3Express2025()
+	if o.profile == "s3standard" {
+		r.prices = costmodel.S3Standard2025()
+	}
+	r.usage = costmodel.Usage{
+		Puts: st.PutRequests, Gets: st.GetRequests, BytesUp: st.BytesUp, BytesDown: st.BytesDown,
+		MetadataBytes: r.MetadataCrossAZBytes,
+		ControlBytes:  s.applied.Load() * costmodel.DefaultControlBytesPerPartition,
+		ProducedBytes: r.BytesProduced, RF: s.cfg.rf,
+	}
+	return r
+}
+
+// price fills the cost fields from the run's usage.
+func (r *demoReport) price() error {
+	c, err := costmodel.RunCost(r.prices, r.usage)
+	if err != nil {
+		return err
+	}
+	r.comparison = c
+	r.Prices = r.prices.Name
+	r.Cost = newComparisonJSON(c)
+	r.CostUSD, r.CrossAZCostUSD, r.SavingsRatio = c.ActiveTier.TotalUSD, c.BrokerToBroker.TotalUSD, c.SavingsRatio
+	month := c.Scale(costmodel.SecondsPerMonth / r.DurationS)
+	r.CostUSDPerMonth, r.CrossAZCostUSDPerMonth = month.ActiveTier.TotalUSD, month.BrokerToBroker.TotalUSD
+	return nil
+}
+
+func (r *demoReport) writeText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "produced\t%s in %s batches of %s records (%s/s)\n",
+		humanBytes(float64(r.BytesProduced)), thousands(r.BatchesProduced), thousands(r.RecordsProduced), humanBytes(r.ProducedMBPerSec*1e6))
+	fmt.Fprintf(tw, "replicated\t%s applied by followers in %s entries\n", humanBytes(float64(r.BytesReplicated)), thousands(int64(r.EntriesApplied)))
+	fmt.Fprintf(tw, "objects\t%s uploaded (%s, %s after %s), %s deleted once applied\n",
+		thousands(int64(r.Objects)), humanBytes(float64(r.BytesUploaded)), ratioString(r.BytesProduced, r.BytesUploaded), r.Codec, thousands(int64(r.ObjectsDeleted)))
+	fmt.Fprintf(tw, "requests\t%s PUTs, %s GETs (%s downloaded), %s DELETEs\n",
+		thousands(r.Puts), thousands(r.Gets), humanBytes(float64(r.BytesDownloaded)), thousands(r.Deletes))
+	fmt.Fprintf(tw, "metadata\t%s published in %s messages, %s read by followers\n",
+		humanBytes(float64(r.MetadataBytes)), thousands(r.MetadataMessages), humanBytes(float64(r.MetadataBytesRead)))
+	fmt.Fprintf(tw, "lag\tp50 %.0f ms, p99 %.0f ms, max %.0f ms (produce to follower append); upload p50 %.0f ms, p99 %.0f ms\n",
+		r.LagP50MS, r.LagP99MS, r.LagMaxMS, r.UploadP50MS, r.UploadP99MS)
+	if fo := r.Failover; fo != nil {
+		fmt.Fprintf(tw, "failover\t%s down at %.1fs: broker(s) %s crashed; %d partitions led again at epoch %d after %.0f ms offline; %d entries republished (done after %.0f ms)\n",
+			fo.AZ, fo.AtS, joinIDs(fo.CrashedBrokers), fo.PartitionsMoved, fo.NewEpoch, fo.OfflineMS, fo.RepublishedEntries, fo.RepublishMS)
+		fmt.Fprintf(tw, "\t%s records died with the crashed leaders (acks=1: taken, not yet replicated)\n", thousands(fo.RecordsLost))
+	}
+	consistent := "yes"
+	if !r.FollowersConsistent {
+		consistent = fmt.Sprintf("NO: %d of them differ", len(r.Diverged))
+	}
+	fmt.Fprintf(tw, "consistent\t%s: %d follower logs compared with their leader's, byte for byte, after a %.0f ms drain\n",
+		consistent, r.ReplicasCompared, r.DrainMS)
+	fmt.Fprintln(tw)
+
+	at, bb := r.Cost.ActiveTier, r.Cost.BrokerToBroker
+	fmt.Fprintf(tw, "cost of this run (%s)\tactivetier\tcross-AZ replication\n", r.Prices)
+	for _, l := range []struct {
+		name   string
+		at, bb string
+	}{
+		{"PUT requests", usd(at.PutUSD), "-"},
+		{"GET requests", usd(at.GetUSD), "-"},
+		{"upload", usd(at.UploadUSD), "-"},
+		{"retrieval", usd(at.RetrievalUSD), "-"},
+		{"metadata (cross-AZ)", usd(at.MetadataUSD), "-"},
+		{"control (cross-AZ)", usd(at.ControlUSD), usd(bb.ControlUSD)},
+		{fmt.Sprintf("replication (RF %d, cross-AZ)", r.RF), "-", usd(bb.ReplicationUSD)},
+		{"total", usd(r.CostUSD), usd(r.CrossAZCostUSD)},
+		{"a month at this rate", usd(r.CostUSDPerMonth), usd(r.CrossAZCostUSDPerMonth)},
+	} {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", l.name, l.at, l.bb)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.SavingsRatio >= 0 {
+		_, err := fmt.Fprintf(w, "\nactivetier cost %.1f%% less than replicating the same bytes across AZs.\n", 100*r.SavingsRatio)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nactivetier cost %.1f%% MORE than replicating the same bytes across AZs.\n", -100*r.SavingsRatio)
+	return err
+}
+
+func ratioString(raw, stored int64) string {
+	if stored == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f× smaller", float64(raw)/float64(stored))
+}
+
+func joinIDs(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,594 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// simConfig describes the simulated cluster.
+type simConfig struct {
+	brokers, azs, partitions, rf int
+	interval                     time.Duration
+	objectBytes                  int
+	codec                        metadata.Codec
+	profile                      memstore.Profile
+	seed                         uint64
+	logger                       *slog.Logger
+}
+
+// sim is a cluster of brokers in one process: each broker has a local log
+// (memstore.LocalLog), a view of the object store from its AZ, and runs a
+// walstore Leader for the partitions it leads and a walstore Follower for
+// the others. The sim also plays the controller: it owns the replica
+// assignment and decides leadership and epochs, as Kafka's controller does.
+type sim struct {
+	cfg     simConfig
+	objects *memstore.Cluster
+	meta    *memstore.Log
+	brokers []*simBroker
+	tps     []metadata.TopicPartition
+
+	mu sync.Mutex
+	// replicas is the fixed assignment; leaders the controller's current
+	// choice; offline the partitions without a leader (during failover).
+	replicas map[metadata.TopicPartition][]*simBroker
+	leaders  map[metadata.TopicPartition]leadership
+	offline  map[metadata.TopicPartition]bool
+
+	// lateAppends counts follower-engine writes to a partition its broker
+	// had meanwhile become leader of, which the broker's log refused.
+	lateAppends atomic.Int64
+	// applied counts entries followers applied: each is one fetch's worth
+	// of offset/high-watermark traffic from a follower to a leader.
+	applied atomic.Int64
+	// errs receives the error of any engine that stopped by itself.
+	errs chan error
+}
+
+type leadership struct {
+	broker *simBroker
+	epoch  int32
+}
+
+// simBroker is one broker of the sim.
+type simBroker struct {
+	s        *sim
+	id       int32
+	az       string
+	store    walstore.ObjectStore
+	local    *memstore.LocalLog
+	leader   *walstore.Leader
+	follower *walstore.Follower
+
+	stop     context.CancelFunc
+	done     chan struct{}
+	haltOnce sync.Once
+	crashed  bool // under s.mu
+}
+
+func bucketName(az string) string { return "activetier-demo-" + az }
+
+func azName(i int) string { return fmt.Sprintf("az%d", i+1) }
+
+// newSim builds the cluster: buckets, metadata log, brokers, and a
+// rack-aware assignment in which every partition's replicas are in distinct
+// AZs and leadership is spread evenly.
+func newSim(cfg simConfig) (*sim, error) {
+	buckets := make(map[string]string, cfg.azs)
+	for i := range cfg.azs {
+		buckets[azName(i)] = bucketName(azName(i))
+	}
+	objects, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: buckets, Profile: cfg.profile, Seed: cfg.seed})
+	if err != nil {
+		return nil, err
+	}
+	meta, err := memstore.NewLog(int32(cfg.brokers))
+	if err != nil {
+		return nil, err
+	}
+	s := &sim{
+		cfg: cfg, objects: objects, meta: meta,
+		replicas: make(map[metadata.TopicPartition][]*simBroker),
+		leaders:  make(map[metadata.TopicPartition]leadership),
+		offline:  make(map[metadata.TopicPartition]bool),
+		errs:     make(chan error, 2*cfg.brokers),
+	}
+	for i := range cfg.brokers {
+		az := azName(i % cfg.azs)
+		store, err := objects.Store(az)
+		if err != nil {
+			meta.Close()
+			return nil, err
+		}
+		s.brokers = append(s.brokers, &simBroker{s: s, id: int32(i + 1), az: az, store: store, local: memstore.NewLocalLog()})
+	}
+	for p := range cfg.partitions {
+		tp := metadata.TopicPartition{Topic: "logs", Partition: int32(p)}
+		s.tps = append(s.tps, tp)
+		leader := s.brokers[p%cfg.brokers]
+		replicas := []*simBroker{leader}
+		used := map[string]bool{leader.az: true}
+		for k := 1; k < cfg.brokers && len(replicas) < cfg.rf; k++ {
+			b := s.brokers[(p+k)%cfg.brokers]
+			if !used[b.az] {
+				used[b.az] = true
+				replicas = append(replicas, b)
+			}
+		}
+		if len(replicas) < cfg.rf {
+			meta.Close()
+			return nil, fmt.Errorf("cannot place %s: %d replicas in distinct AZs wanted, %d found", tp, cfg.rf, len(replicas))
+		}
+		s.replicas[tp] = replicas
+		s.leaders[tp] = leadership{broker: leader, epoch: 0}
+	}
+	return s, nil
+}
+
+// start runs every broker's engines and makes each partition's leader
+// publish its first epoch, as brokers do when a topic is created.
+func (s *sim) start(ctx context.Context) error {
+	for _, b := range s.brokers {
+		if err := b.start(); err != nil {
+			return err
+		}
+	}
+	for _, tp := range s.tps {
+		l := s.leaders[tp]
+		if err := l.broker.local.AssignEpoch(tp, l.epoch, 0); err != nil {
+			return err
+		}
+		if err := l.broker.leader.BecomeLeader(ctx, tp, l.epoch, -1); err != nil {
+			return fmt.Errorf("broker %d leading %s: %w", l.broker.id, tp, err)
+		}
+	}
+	return nil
+}
+
+// close stops every broker still running and the metadata log, and returns
+// the errors engines stopped with.
+func (s *sim) close() error {
+	for _, b := range s.brokers {
+		b.halt()
+	}
+	errs := []error{s.meta.Close()}
+	for {
+		select {
+		case err := <-s.errs:
+			errs = append(errs, err)
+		default:
+			return errors.Join(errs...)
+		}
+	}
+}
+
+func (b *simBroker) start() error {
+	s := b.s
+	backoff := walstore.Backoff{Initial: 5 * time.Millisecond, Max: 500 * time.Millisecond}
+	var err error
+	b.leader, err = walstore.NewLeader(walstore.LeaderConfig{
+		BrokerID: b.id, Store: b.store, Log: s.meta, Followers: s.followerIDs, Local: b.local, View: b,
+		Codec: s.cfg.codec, Interval: s.cfg.interval, ObjectBytes: s.cfg.objectBytes,
+		Backoff: backoff, Seed: s.cfg.seed + uint64(b.id), Logger: s.cfg.logger.With("broker", b.id, "engine", "leader"),
+	})
+	if err != nil {
+		return err
+	}
+	b.follower, err = walstore.NewFollower(walstore.FollowerConfig{
+		BrokerID: b.id, Store: b.store, Log: s.meta, Local: followerLog{b}, Follows: b.follows,
+		Backoff: backoff, OnApplied: b.onApplied,
+		Seed: s.cfg.seed + 1000 + uint64(b.id), Logger: s.cfg.logger.With("broker", b.id, "engine", "follower"),
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.stop, b.done = cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	for _, run := range []func(context.Context) error{b.leader.Run, b.follower.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(ctx); err != nil {
+				s.errs <- fmt.Errorf("broker %d: %w", b.id, err)
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(b.done)
+	}()
+	return nil
+}
+
+// halt stops b's engines, as a crash or a shutdown does; its log remains.
+func (b *simBroker) halt() {
+	b.haltOnce.Do(func() {
+		if b.stop != nil {
+			b.stop()
+			<-b.done
+		}
+	})
+}
+
+// failed returns an error an engine stopped with by itself, if any: an
+// engine returns early only when it cannot go on (its local log failed).
+func (s *sim) failed() error {
+	select {
+	case err := <-s.errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// followerIDs is the placement the leaders publish by: a partition's
+// replicas other than its current leader. A crashed replica stays in it,
+// as in Kafka's assignment: it is out of sync, not unassigned.
+func (s *sim) followerIDs(tp metadata.TopicPartition) []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leaders[tp]
+	var ids []int32
+	for _, r := range s.replicas[tp] {
+		if r != l.broker {
+			ids = append(ids, r.id)
+		}
+	}
+	return ids
+}
+
+// LeaderEpoch is the broker's view of its leadership (walstore.EpochView).
+func (b *simBroker) LeaderEpoch(tp metadata.TopicPartition) (int32, bool) {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	l, ok := b.s.leaders[tp]
+	if !ok || l.broker != b || b.crashed {
+		return 0, false
+	}
+	return l.epoch, true
+}
+
+func (b *simBroker) leads(tp metadata.TopicPartition) bool {
+	_, ok := b.LeaderEpoch(tp)
+	return ok
+}
+
+func (b *simBroker) follows(tp metadata.TopicPartition) bool {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	return b.s.leaders[tp].broker != b && slices.Contains(b.s.replicas[tp], b)
+}
+
+// onApplied relays a follower's progress to the partition's leader, as
+// Kafka's fetch requests carry it, so the leader's collector can delete
+// objects every follower has applied.
+func (b *simBroker) onApplied(tp metadata.TopicPartition, end int64) {
+	b.s.applied.Add(1)
+	b.s.mu.Lock()
+	l := b.s.leaders[tp]
+	b.s.mu.Unlock()
+	if l.broker != b && l.broker.leader != nil {
+		l.broker.leader.ReportApplied(tp, b.id, end)
+	}
+}
+
+// followerLog is the local log as the follower engine sees it. Kafka's
+// makeLeader removes a partition from the replica fetcher before the broker
+// starts taking produce requests for it; the Follower engine has no such
+// call, so the broker's log refuses follower writes to partitions it now
+// leads (they would interleave with produced batches) and counts them.
+type followerLog struct{ b *simBroker }
+
+func (f followerLog) EndOffset(tp metadata.TopicPartition) (int64, error) {
+	return f.b.local.EndOffset(tp)
+}
+
+func (f followerLog) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+	return f.b.local.Epochs(tp)
+}
+
+func (f followerLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+	if f.b.leads(tp) {
+		f.b.s.lateAppends.Add(1)
+		return nil
+	}
+	return f.b.local.Append(ctx, tp, batches)
+}
+
+func (f followerLog) Truncate(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
+	if f.b.leads(tp) {
+		f.b.s.lateAppends.Add(1)
+		return nil
+	}
+	return f.b.local.Truncate(ctx, tp, offset)
+}
+
+func (f followerLog) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
+	return f.b.local.Read(ctx, tp, from, maxBytes)
+}
+
+// leaderFor returns tp's leader for producing, or nil while tp is offline.
+func (s *sim) leaderFor(tp metadata.TopicPartition) (*simBroker, int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.offline[tp] {
+		return nil, 0
+	}
+	l := s.leaders[tp]
+	return l.broker, l.epoch
+}
+
+// failover is what taking an AZ down did.
+type failover struct {
+	AZ string `json:"az"`
+	// AtS is when the AZ went down, in seconds since production started.
+	AtS            float64 `json:"at_s"`
+	CrashedBrokers []int32 `json:"crashed_brokers"`
+	// PartitionsMoved is how many partitions got a new leader, at epoch
+	// NewEpoch.
+	PartitionsMoved int   `json:"partitions_moved"`
+	NewEpoch        int32 `json:"new_epoch"`
+	// OfflineMS is how long the moved partitions could not be produced to:
+	// failure detection plus electing and announcing new leaders.
+	OfflineMS float64 `json:"offline_ms"`
+	// RepublishMS is how long the new leaders took to republish what
+	// surviving followers might lack, from the AZ going down.
+	RepublishMS float64 `json:"republish_ms"`
+	// RepublishedEntries counts the entries the new leaders published again.
+	RepublishedEntries uint64 `json:"republished_entries"`
+	// RecordsLost counts records the crashed leaders had taken (acks=1)
+	// beyond where their successors' logs end: still buffered for upload,
+	// or uploaded to the failed bucket but not yet applied by any follower.
+	RecordsLost int64 `json:"records_lost"`
+}
+
+// republishJob is one new leader's duty after a failover: copy its log of
+// tp from offset from into its own AZ's bucket.
+type republishJob struct {
+	leader *simBroker
+	tp     metadata.TopicPartition
+	from   int64
+}
+
+// failAZ takes az's bucket down and crashes its brokers, waits detect (the
+// controller's failure detection), and moves each partition they led to the
+// surviving replica with the longest log, at the next epoch. It returns
+// once every moved partition has a leader again; the new leaders then
+// republish in the background, and done receives the outcome when they
+// finish.
+func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, started time.Time) (fo *failover, done <-chan error, err error) {
+	t0 := time.Now()
+	fo = &failover{AZ: az, AtS: t0.Sub(started).Seconds()}
+	if err := s.objects.SetOutage(az, true); err != nil {
+		return nil, nil, err
+	}
+	var crashed []*simBroker
+	var moved []metadata.TopicPartition
+	s.mu.Lock()
+	for _, b := range s.brokers {
+		if b.az == az {
+			b.crashed = true
+			crashed = append(crashed, b)
+			fo.CrashedBrokers = append(fo.CrashedBrokers, b.id)
+		}
+	}
+	for _, tp := range s.tps {
+		if s.leaders[tp].broker.crashed {
+			s.offline[tp] = true
+			moved = append(moved, tp)
+		}
+	}
+	s.mu.Unlock()
+	for _, b := range crashed {
+		b.halt()
+	}
+	select {
+	case <-time.After(detect):
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+
+	var jobs []republishJob
+	for _, tp := range moved {
+		job, epoch, lost, err := s.elect(ctx, tp)
+		if err != nil {
+			return nil, nil, err
+		}
+		fo.NewEpoch = max(fo.NewEpoch, epoch)
+		fo.RecordsLost += lost
+		if job.from >= 0 {
+			jobs = append(jobs, job)
+		}
+	}
+	fo.PartitionsMoved = len(moved)
+	fo.OfflineMS = ms(time.Since(t0))
+
+	// Each new leader republishes its partitions one after another; the
+	// leaders work in parallel.
+	byLeader := make(map[*simBroker][]republishJob)
+	for _, j := range jobs {
+		byLeader[j.leader] = append(byLeader[j.leader], j)
+	}
+	ch := make(chan error, 1)
+	go func() {
+		var wg sync.WaitGroup
+		errs := make(chan error, len(byLeader))
+		for _, js := range byLeader {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, j := range js {
+					if err := j.leader.leader.Republish(ctx, j.tp, j.from); err != nil {
+						errs <- fmt.Errorf("broker %d republishing %s from %d: %w", j.leader.id, j.tp, j.from, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		fo.RepublishMS = ms(time.Since(t0))
+		ch <- <-errs // nil when errs is empty
+	}()
+	return fo, ch, nil
+}
+
+// elect moves tp, whose leader crashed, to the surviving replica with the
+// longest log (all logs are prefixes of the old leader's, so it has every
+// record any survivor has), as Kafka's controller picks from the ISR. It
+// returns the new leader's republishing job, the new epoch, and how many of
+// the old leader's records the new leader does not have.
+func (s *sim) elect(ctx context.Context, tp metadata.TopicPartition) (job republishJob, epoch int32, lost int64, err error) {
+	s.mu.Lock()
+	var survivors []*simBroker
+	for _, r := range s.replicas[tp] {
+		if !r.crashed {
+			survivors = append(survivors, r)
+		}
+	}
+	old := s.leaders[tp]
+	s.mu.Unlock()
+	if len(survivors) == 0 {
+		return republishJob{}, 0, 0, fmt.Errorf("%s: every replica is in the failed AZ", tp)
+	}
+	var best *simBroker
+	bestEnd := int64(-1)
+	for _, r := range survivors {
+		end, err := r.local.EndOffset(tp)
+		if err != nil {
+			return republishJob{}, 0, 0, err
+		}
+		if end > bestEnd {
+			best, bestEnd = r, end
+		}
+	}
+	epoch = old.epoch + 1
+
+	// From here the broker's log refuses its follower engine's writes to
+	// tp, so the end offset read next is where the new epoch starts.
+	s.mu.Lock()
+	s.leaders[tp] = leadership{broker: best, epoch: epoch}
+	s.mu.Unlock()
+	end, err := best.local.EndOffset(tp)
+	if err != nil {
+		return republishJob{}, 0, 0, err
+	}
+	if err := best.local.AssignEpoch(tp, epoch, end); err != nil {
+		return republishJob{}, 0, 0, err
+	}
+	if err := best.leader.BecomeLeader(ctx, tp, epoch, -1); err != nil {
+		return republishJob{}, 0, 0, fmt.Errorf("broker %d leading %s at epoch %d: %w", best.id, tp, epoch, err)
+	}
+	s.mu.Lock()
+	delete(s.offline, tp)
+	s.mu.Unlock()
+
+	// Followers may lack anything from their own log end: the objects
+	// that held it are in the bucket that went down.
+	job = republishJob{leader: best, tp: tp, from: -1}
+	for _, r := range survivors {
+		if r == best {
+			continue
+		}
+		fend, err := r.local.EndOffset(tp)
+		if err != nil {
+			return republishJob{}, 0, 0, err
+		}
+		if fend < end && (job.from < 0 || fend < job.from) {
+			job.from = fend
+		}
+	}
+	oldEnd, err := old.broker.local.EndOffset(tp)
+	if err != nil {
+		return republishJob{}, 0, 0, err
+	}
+	return job, epoch, max(0, oldEnd-end), nil
+}
+
+// replica is one follower's copy of a partition, for the final comparison.
+type replica struct {
+	tp       metadata.TopicPartition
+	leader   *simBroker
+	follower *simBroker
+}
+
+// liveReplicas lists every (partition, follower) pair whose follower has
+// not crashed.
+func (s *sim) liveReplicas() []replica {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []replica
+	for _, tp := range s.tps {
+		l := s.leaders[tp].broker
+		for _, r := range s.replicas[tp] {
+			if r != l && !r.crashed {
+				out = append(out, replica{tp: tp, leader: l, follower: r})
+			}
+		}
+	}
+	return out
+}
+
+// behind returns how many live replicas have not reached their leader's
+// log end offset, and the offsets they lack in total.
+func (s *sim) behind() (replicas int, offsets int64, err error) {
+	for _, r := range s.liveReplicas() {
+		le, err := r.leader.local.EndOffset(r.tp)
+		if err != nil {
+			return 0, 0, err
+		}
+		fe, err := r.follower.local.EndOffset(r.tp)
+		if err != nil {
+			return 0, 0, err
+		}
+		if fe != le {
+			replicas++
+			offsets += max(0, le-fe)
+		}
+	}
+	return replicas, offsets, nil
+}
+
+// compare checks every live follower's log against its leader's, batch by
+// batch and byte for byte, and describes the first differences.
+func (s *sim) compare() (compared int, diffs []string) {
+	for _, r := range s.liveReplicas() {
+		compared++
+		if d := diffLogs(r.leader.local.Batches(r.tp), r.follower.local.Batches(r.tp)); d != "" {
+			diffs = append(diffs, fmt.Sprintf("%s: broker %d differs from leader %d: %s", r.tp, r.follower.id, r.leader.id, d))
+		}
+	}
+	return compared, diffs
+}
+
+func diffLogs(want, got []combiner.Batch) string {
+	for i := range min(len(want), len(got)) {
+		w, g := want[i], got[i]
+		switch {
+		case w.FirstOffset != g.FirstOffset || w.LastOffset != g.LastOffset:
+			return fmt.Sprintf("batch %d holds offsets %d-%d, the leader's %d-%d", i, g.FirstOffset, g.LastOffset, w.FirstOffset, w.LastOffset)
+		case w.Epoch != g.Epoch:
+			return fmt.Sprintf("batch %d (offsets %d-%d) has epoch %d, the leader's %d", i, g.FirstOffset, g.LastOffset, g.Epoch, w.Epoch)
+		case !bytes.Equal(w.Data, g.Data):
+			return fmt.Sprintf("batch %d (offsets %d-%d) has different bytes", i, g.FirstOffset, g.LastOffset)
+		}
+	}
+	if len(want) != len(got) {
+		return fmt.Sprintf("%d batches, the leader has %d", len(got), len(want))
+	}
+	return ""
+}
