@@ -3,6 +3,7 @@ package combiner
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -72,13 +73,12 @@ type Object struct {
 // objects. It has no clock: every call that depends on time takes the
 // caller's now. A Builder is not safe for concurrent use.
 type Builder struct {
-	cfg     BuilderConfig
-	policy  CutPolicy
-	enc     *Encoder
-	parts   map[metadata.TopicPartition]*pendingPartition
-	stats   PendingStats
-	scratch []byte // encoding buffer; each object's Data is a copy
-	closed  bool
+	cfg    BuilderConfig
+	policy CutPolicy
+	enc    *Encoder
+	parts  map[metadata.TopicPartition]*pendingPartition
+	stats  PendingStats
+	closed bool
 }
 
 type pendingPartition struct {
@@ -240,13 +240,14 @@ func (b *Builder) Cut(dst []Object) ([]Object, error) {
 		for _, p := range parts {
 			sections = append(sections, p.sections...)
 		}
-		var infos []SectionInfo
-		b.scratch, infos, err = b.enc.Encode(b.scratch[:0], sections)
+		// The object is handed over, so encode straight into a buffer of
+		// its own, sized so that uncompressed data never regrows it.
+		data, infos, err := b.enc.Encode(make([]byte, 0, encodedSizeBound(sections)), sections)
 		if err != nil {
 			return dst, fmt.Errorf("combiner: encoding cut: %w", err)
 		}
 		obj := Object{
-			Data:      bytes.Clone(b.scratch),
+			Data:      data,
 			Sections:  infos,
 			Followers: make([][]int32, len(infos)),
 		}
@@ -258,6 +259,21 @@ func (b *Builder) Cut(dst []Object) ([]Object, error) {
 	clear(b.parts)
 	b.stats = PendingStats{}
 	return out, nil
+}
+
+// encodedSizeBound bounds the encoded size of sections stored
+// uncompressed: their batch data, a batch descriptor of four varints per
+// batch, and per section its header, checksum and footer entry (at most a
+// few dozen varints and the topic's name and ID).
+func encodedSizeBound(sections []SectionInput) int {
+	n := HeaderSize + TrailerSize + 2*binary.MaxVarintLen64
+	for _, s := range sections {
+		n += 32*binary.MaxVarintLen64 + len(s.Partition.Topic) + 16
+		for _, b := range s.Batches {
+			n += len(b.Data) + 4*binary.MaxVarintLen64
+		}
+	}
+	return n
 }
 
 // groups returns the pending partitions grouped by follower set, in Group

@@ -399,3 +399,16 @@ func TestBuilderClosed(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	assert.False(t, b.Due(t0.Add(time.Hour)))
 }
+
+func TestEncodedSizeBoundHoldsUncompressedObjects(t *testing.T) {
+	e, err := NewEncoder(EncoderOptions{})
+	require.NoError(t, err)
+	defer e.Close()
+	for seed := range uint64(20) {
+		sections := sampleSections(seed)
+		bound := encodedSizeBound(sections)
+		data, _, err := e.Encode(make([]byte, 0, bound), sections)
+		require.NoError(t, err)
+		require.Equal(t, bound, cap(data), "seed %d: encoding outgrew the buffer Cut allocates", seed)
+	}
+}
