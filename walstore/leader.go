@@ -84,12 +84,13 @@ type LeaderConfig struct {
 	MaxInflight int
 	// Backoff paces retries of uploads and publishes.
 	Backoff Backoff
-	// DegradedAfter is how long uploads may keep failing before the engine
-	// reports itself degraded (the broker's cue to fall back to ordinary
+	// DegradedAfter is how long uploads or publishes may keep failing
+	// before the engine reports itself degraded (the broker's cue to fall back to ordinary
 	// replication). Default 5s.
 	DegradedAfter time.Duration
 	// OnHealth, if set, is called when the engine becomes degraded or
-	// recovers. It must not block.
+	// recovers: when uploads, or metadata publishes, have kept failing for
+	// DegradedAfter, and when they succeed again. It must not block.
 	OnHealth func(Health)
 	// MarkerRefresh is how often the epoch markers of every led partition
 	// are published again, so that trimming the metadata log never leaves a
@@ -185,17 +186,19 @@ type Leader struct {
 	jitter *jitter
 	gc     *collector
 
-	mu        sync.Mutex
-	builder   *combiner.Builder
-	leading   map[metadata.TopicPartition]int32
-	buffered  int
-	space     chan struct{} // closed when buffered bytes drop; then replaced
-	queue     []*upload     // cut, not yet published, in cut order
-	durable   map[metadata.TopicPartition]int64
-	durableCh chan struct{} // closed when any durable offset advances; then replaced
-	health    Health
-	stopped   bool
-	stats     leaderCounters
+	mu          sync.Mutex
+	builder     *combiner.Builder
+	leading     map[metadata.TopicPartition]int32
+	buffered    int
+	space       chan struct{} // closed when buffered bytes drop; then replaced
+	queue       []*upload     // cut, not yet published, in cut order
+	durable     map[metadata.TopicPartition]int64
+	durableCh   chan struct{} // closed when any durable offset advances; then replaced
+	health      Health
+	uploadFail  failure
+	publishFail failure
+	stopped     bool
+	stats       leaderCounters
 
 	flushCh    chan struct{}
 	publishCh  chan struct{}
@@ -575,8 +578,9 @@ func (l *Leader) upload(ctx context.Context, u *upload) {
 			l.space = make(chan struct{})
 			l.stats.inflight--
 			l.stats.objects++
-			l.setHealthLocked(nil)
+			h, changed := l.recordLocked(false, nil)
 			l.mu.Unlock()
+			l.report(h, changed)
 			notify(l.publishCh)
 			return
 		}
@@ -585,8 +589,9 @@ func (l *Leader) upload(ctx context.Context, u *upload) {
 		}
 		l.mu.Lock()
 		l.stats.uploadRetries++
-		l.setHealthLocked(err)
+		h, changed := l.recordLocked(false, err)
 		l.mu.Unlock()
+		l.report(h, changed)
 		l.cfg.Logger.Warn("activetier: upload failed; retrying", "attempt", attempt+1, "err", err)
 		if sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, attempt)) != nil {
 			return
@@ -594,22 +599,51 @@ func (l *Leader) upload(ctx context.Context, u *upload) {
 	}
 }
 
-// setHealthLocked records an upload outcome (err nil for success) and
-// reports transitions through OnHealth.
-func (l *Leader) setHealthLocked(err error) {
-	before := l.health.Degraded
+// failure is a run of failures of one kind of request.
+type failure struct {
+	since time.Time // zero while the requests succeed
+	err   error
+}
+
+// recordLocked records the outcome of an upload (publish false) or a
+// metadata publish (publish true), err nil for success, and returns the
+// health to report through OnHealth if it changed. The engine is degraded
+// while either kind has kept failing for DegradedAfter: data that cannot
+// be uploaded, or uploaded data followers cannot learn of, both mean the
+// broker should replicate the ordinary way.
+func (l *Leader) recordLocked(publish bool, err error) (Health, bool) {
+	f := &l.uploadFail
+	if publish {
+		f = &l.publishFail
+	}
 	now := l.cfg.Clock.Now()
 	if err == nil {
-		l.health = Health{}
+		*f = failure{}
 	} else {
-		if l.health.Since.IsZero() {
-			l.health.Since = now
+		if f.since.IsZero() {
+			f.since = now
 		}
-		l.health.Err = err
-		l.health.Degraded = now.Sub(l.health.Since) >= l.cfg.DegradedAfter
+		f.err = err
 	}
-	if l.health.Degraded != before && l.cfg.OnHealth != nil {
-		l.cfg.OnHealth(l.health)
+	before := l.health.Degraded
+	l.health = Health{}
+	for _, f := range []failure{l.uploadFail, l.publishFail} {
+		if f.since.IsZero() {
+			continue
+		}
+		if l.health.Since.IsZero() || f.since.Before(l.health.Since) {
+			l.health.Since = f.since
+		}
+		l.health.Err = f.err
+		l.health.Degraded = l.health.Degraded || now.Sub(f.since) >= l.cfg.DegradedAfter
+	}
+	return l.health, l.health.Degraded != before
+}
+
+// report calls OnHealth, outside the engine's lock, if health changed.
+func (l *Leader) report(h Health, changed bool) {
+	if changed && l.cfg.OnHealth != nil {
+		l.cfg.OnHealth(h)
 	}
 }
 
@@ -732,6 +766,10 @@ func (l *Leader) publish(ctx context.Context, msg metadata.Message) (map[int32]i
 			off, err := l.cfg.Log.Append(ctx, r.Partition, buf)
 			if err == nil {
 				offsets[r.Partition] = off
+				l.mu.Lock()
+				h, changed := l.recordLocked(true, nil)
+				l.mu.Unlock()
+				l.report(h, changed)
 				break
 			}
 			if ctx.Err() != nil || errors.Is(err, metadata.ErrClosed) {
@@ -739,7 +777,9 @@ func (l *Leader) publish(ctx context.Context, msg metadata.Message) (map[int32]i
 			}
 			l.mu.Lock()
 			l.stats.publishRetries++
+			h, changed := l.recordLocked(true, err)
 			l.mu.Unlock()
+			l.report(h, changed)
 			l.cfg.Logger.Warn("activetier: publishing metadata failed; retrying", "partition", r.Partition, "err", err)
 			if err := sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, attempt)); err != nil {
 				return nil, err

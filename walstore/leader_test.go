@@ -196,3 +196,48 @@ func TestLeaderAppendErrors(t *testing.T) {
 	assert.ErrorIs(t, l.Append(ctx, clustertest.TP, clustertest.MakeBatch(clustertest.TP, 1, 0, 0)), walstore.ErrStopped)
 	assert.True(t, errors.Is(l.WaitDurable(ctx, clustertest.TP, 0), walstore.ErrStopped))
 }
+
+// flakyLog fails every Append while down is set.
+type flakyLog struct {
+	metadata.Log
+	down atomic.Bool
+}
+
+var errMetadataDown = errors.New("metadata log unreachable")
+
+func (f *flakyLog) Append(ctx context.Context, p int32, v []byte) (int64, error) {
+	if f.down.Load() {
+		return 0, errMetadataDown
+	}
+	return f.Log.Append(ctx, p, v)
+}
+
+func TestLeaderDegradesWhilePublishingFails(t *testing.T) {
+	ctx := context.Background()
+	c := clustertest.New(t, clustertest.Mem(), 1)
+	r1 := c.AddBroker(1, "az1")
+	c.SetReplicas(clustertest.TP, 1, 2)
+	c.SetLeader(clustertest.TP, 1, 1)
+	log := &flakyLog{Log: c.Meta}
+	l, err := walstore.NewLeader(walstore.LeaderConfig{
+		BrokerID: 1, Store: r1.Store, Log: log, Local: r1.Local, Followers: c.Followers,
+		Interval: time.Millisecond, DegradedAfter: 10 * time.Millisecond,
+		Backoff: walstore.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+	})
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l.Run(runCtx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	require.NoError(t, l.BecomeLeader(ctx, clustertest.TP, 1, -1))
+
+	log.down.Store(true)
+	require.NoError(t, l.Append(ctx, clustertest.TP, clustertest.MakeBatch(clustertest.TP, 1, 0, 9)))
+	require.Eventually(t, func() bool { return l.Health().Degraded }, 10*time.Second, time.Millisecond)
+	assert.ErrorIs(t, l.Health().Err, errMetadataDown)
+	assert.Equal(t, int64(-1), l.DurableOffset(clustertest.TP), "stored but unpublished data is not durable")
+
+	log.down.Store(false)
+	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 9))
+	require.Eventually(t, func() bool { return !l.Health().Degraded }, 10*time.Second, time.Millisecond)
+}
