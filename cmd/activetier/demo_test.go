@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"hash/crc32"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/combiner"
+)
+
+// demoJSON runs the demo with --json and decodes its report.
+func demoJSON(t *testing.T, args ...string) demoReport {
+	t.Helper()
+	r := runCmd(t, "", append([]string{"demo", "--json"}, args...)...)
+	require.Equal(t, exitOK, r.code, "stderr: %s\nstdout: %s", r.stderr, r.stdout)
+	assert.Empty(t, r.stderr, "no progress where nobody looks")
+	var rep demoReport
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&rep), r.stdout)
+	require.False(t, dec.More(), "one JSON object")
+	return rep
+}
+
+// The acceptance check in small: a short run ends with every follower's
+// log equal to its leader's, and cheaper than cross-AZ replication.
+func TestDemoJSON(t *testing.T) {
+	rep := demoJSON(t, "--duration", "1500ms", "--partitions", "12", "--rate", "2", "--seed", "7")
+	assert.True(t, rep.FollowersConsistent, "diverged: %v", rep.Diverged)
+	assert.Equal(t, 24, rep.ReplicasCompared, "12 partitions, 2 followers each")
+	assert.Empty(t, rep.Diverged)
+	assert.Positive(t, rep.BytesProduced)
+	assert.Equal(t, 2*uint64(rep.BytesProduced), rep.BytesReplicated, "every produced byte reaches both followers")
+	assert.Positive(t, rep.Puts)
+	assert.Equal(t, int64(rep.Objects), rep.Puts, "one PUT per object, none retried")
+	assert.GreaterOrEqual(t, rep.Gets, rep.Puts, "each object is read by at least one follower")
+	assert.Positive(t, rep.MetadataBytes)
+	assert.Positive(t, rep.LagP50MS)
+	assert.GreaterOrEqual(t, rep.LagP99MS, rep.LagP50MS)
+	assert.GreaterOrEqual(t, rep.LagMaxMS, rep.LagP99MS)
+	assert.Positive(t, rep.CostUSD)
+	assert.Less(t, rep.CostUSD, rep.CrossAZCostUSD)
+	assert.Equal(t, rep.Cost.ActiveTier.TotalUSD, rep.CostUSD)
+	assert.Equal(t, "zstd", rep.Codec)
+	assert.Nil(t, rep.Failover)
+	assert.Zero(t, rep.LateFollowerWrites)
+}
+
+// Taking an AZ down halfway: its broker crashes, the partitions it led move
+// to survivors at the next epoch, and the survivors still end identical.
+func TestDemoFailAZ(t *testing.T) {
+	rep := demoJSON(t, "--duration", "2s", "--partitions", "12", "--rate", "2", "--fail-az", "az1", "--seed", "3")
+	assert.True(t, rep.FollowersConsistent, "diverged: %v", rep.Diverged)
+	require.NotNil(t, rep.Failover)
+	fo := rep.Failover
+	assert.Equal(t, "az1", fo.AZ)
+	assert.Equal(t, []int32{1}, fo.CrashedBrokers)
+	assert.Equal(t, 4, fo.PartitionsMoved, "broker 1 led every third partition")
+	assert.Equal(t, int32(1), fo.NewEpoch)
+	assert.InDelta(t, 1.0, fo.AtS, 0.5)
+	// Broker 1 followed 8 partitions and led 4; every partition keeps one
+	// live follower.
+	assert.Equal(t, 12, rep.ReplicasCompared)
+	assert.Less(t, rep.CostUSD, rep.CrossAZCostUSD)
+}
+
+// Without --json the report is a table, preceded by a progress line per
+// second since the output is not a terminal.
+func TestDemoText(t *testing.T) {
+	r := runCmd(t, "", "demo", "--duration", "2200ms", "--partitions", "6", "--rate", "1", "--profile", "none", "--codec", "s2", "--fail-az", "az3")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	for _, want := range []string{
+		"activetier demo: 3 brokers in 3 AZs, 6 partitions at RF 3, 1.00 MB/s for 2.2s; none latency, s2 sections",
+		"   1.0s  ", "   2.0s  ", "produced (",
+		"az3 goes down",
+		"partitions have new leaders at epoch 1",
+		"producing stopped; waiting for followers to catch up",
+		"failover    az3 down at 1.1s: broker(s) 3 crashed; 2 partitions led again at epoch 1",
+		"consistent  yes: 6 follower logs compared",
+		"cost of this run (s3express-2025)",
+		"a month at this rate",
+		"less than replicating the same bytes across AZs",
+	} {
+		assert.Contains(t, r.stdout, want)
+	}
+	assert.NotContains(t, r.stdout, "\r", "no redrawing outside a terminal")
+}
+
+func TestDemoUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "-1"}, "--rate -1: must be a positive number of MB/s"},
+		{[]string{"--rate", "0"}, "--rate 0:"},
+		{[]string{"--duration", "0s"}, "--duration 0s: must be positive"},
+		{[]string{"--partitions", "0"}, "--partitions 0: must be between 1 and 100000"},
+		{[]string{"--brokers", "0"}, "--brokers 0: must be between 1 and 100"},
+		{[]string{"--rf", "4"}, "--rf 4: must be at most --brokers (3)"},
+		{[]string{"--rf", "1"}, "--rf 1: must be at least 2"},
+		{[]string{"--brokers", "4", "--rf", "4"}, "--rf 4: must be at most --azs (3)"},
+		{[]string{"--azs", "4"}, "--azs 4: must be between 1 and --brokers (3)"},
+		{[]string{"--interval", "0s"}, "--interval 0s: must be at least 1ms"},
+		{[]string{"--object-bytes", "0"}, "--object-bytes 0: must be positive"},
+		{[]string{"--batch-bytes", "2MiB"}, "--batch-bytes 2MiB: must be between 1 and 1MiB"},
+		{[]string{"--codec", "lz4"}, "--codec lz4: unknown codec (want none, zstd or s2)"},
+		{[]string{"--profile", "glacier"}, "--profile glacier: unknown profile (want none, s3express, s3standard)"},
+		{[]string{"--fail-az", "az4"}, "--fail-az az4: no such AZ (want one of az1, az2, az3)"},
+		{[]string{"--drain-timeout", "0s"}, "--drain-timeout 0s: must be positive"},
+		{[]string{"--seed", "-1"}, `invalid value "-1" for flag -seed`},
+		{[]string{"--partitions=12", "fast"}, `unexpected argument "fast"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := runCmd(t, "", append([]string{"demo"}, tc.args...)...)
+			assert.Equal(t, exitUsage, r.code)
+			assert.Empty(t, r.stdout)
+			require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+			assert.Contains(t, r.stderr, "activetier demo: "+tc.want)
+		})
+	}
+}
+
+// SIGINT cancels the context: the demo stops its engines and exits 130
+// without a report; TestMain's goleak check sees nothing left running.
+func TestDemoInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(500*time.Millisecond, cancel) // as signal.NotifyContext does on SIGINT
+	var out, errOut strings.Builder
+	code := run(ctx, []string{"demo", "--json", "--duration", "1m", "--partitions", "6", "--rate", "1"}, strings.NewReader(""), &out, &errOut)
+	assert.Equal(t, exitInterrupted, code)
+	assert.Equal(t, "activetier demo: interrupted\n", errOut.String())
+	assert.Empty(t, out.String())
+}
+
+// Replicas of a partition are in distinct AZs and leadership is spread
+// evenly, whatever the broker count.
+func TestSimPlacement(t *testing.T) {
+	for _, tc := range []struct{ brokers, azs, rf, partitions int }{
+		{3, 3, 3, 300}, {4, 3, 3, 40}, {6, 3, 2, 60}, {5, 2, 2, 10}, {7, 3, 3, 1},
+	} {
+		s, err := newSim(simConfig{brokers: tc.brokers, azs: tc.azs, rf: tc.rf, partitions: tc.partitions, logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		led := make(map[int32]int)
+		for _, tp := range s.tps {
+			rs := s.replicas[tp]
+			require.Len(t, rs, tc.rf, "%+v %s", tc, tp)
+			azs := make(map[string]bool)
+			for _, r := range rs {
+				azs[r.az] = true
+			}
+			assert.Len(t, azs, tc.rf, "%+v: %s has replicas sharing an AZ", tc, tp)
+			assert.Equal(t, rs[0], s.leaders[tp].broker)
+			led[rs[0].id]++
+		}
+		for _, b := range s.brokers {
+			assert.InDelta(t, float64(tc.partitions)/float64(tc.brokers), led[b.id], 1, "%+v: broker %d leads %d", tc, b.id, led[b.id])
+		}
+		require.NoError(t, s.close())
+	}
+}
+
+// The generator's batches are valid Kafka v2 record batches of JSON log
+// lines, and the same seed gives the same bytes.
+func TestRecordGen(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	a, b := newRecordGen(9), newRecordGen(9)
+	for i := range 20 {
+		x := a.batch(3, int64(100*i), now, 4000)
+		y := b.batch(3, int64(100*i), now, 4000)
+		require.Equal(t, x, y, "batch %d differs for the same seed", i)
+		assert.GreaterOrEqual(t, len(x.Data), 4000)
+		assert.Less(t, len(x.Data), 4000+1000, "a batch overshoots its target by at most one record")
+		assert.Equal(t, now.UnixMilli(), x.MaxTimestamp)
+
+		d := x.Data
+		require.Equal(t, uint64(x.FirstOffset), binary.BigEndian.Uint64(d[0:]))
+		require.Equal(t, len(d)-12, int(binary.BigEndian.Uint32(d[8:])), "batchLength")
+		require.Equal(t, int32(3), int32(binary.BigEndian.Uint32(d[12:])), "partitionLeaderEpoch")
+		require.Equal(t, byte(2), d[16], "magic")
+		require.Equal(t, crc32.Checksum(d[21:], crc32.MakeTable(crc32.Castagnoli)), binary.BigEndian.Uint32(d[17:]), "crc")
+		n := int(binary.BigEndian.Uint32(d[57:]))
+		require.Equal(t, x.LastOffset-x.FirstOffset+1, int64(n))
+		require.Equal(t, n-1, int(binary.BigEndian.Uint32(d[23:])), "lastOffsetDelta")
+
+		rest := d[61:]
+		for j := range n {
+			length, k := binary.Varint(rest)
+			require.Positive(t, k)
+			rec := rest[k : k+int(length)]
+			rest = rest[k+int(length):]
+			rec = rec[1:]             // attributes
+			_, k = binary.Varint(rec) // timestampDelta
+			rec = rec[k:]
+			delta, k := binary.Varint(rec)
+			require.Equal(t, int64(j), delta)
+			rec = rec[k:]
+			kl, k := binary.Varint(rec)
+			rec = rec[k+int(kl):]
+			vl, k := binary.Varint(rec)
+			value := rec[k : k+int(vl)]
+			require.True(t, json.Valid(value), "record %d: %s", j, value)
+			assert.Contains(t, string(value), `"level":"`)
+		}
+		require.Empty(t, rest, "records fill the batch exactly")
+	}
+	assert.NotEqual(t, newRecordGen(1).batch(0, 0, now, 500).Data, newRecordGen(2).batch(0, 0, now, 500).Data)
+}
+
+func TestDiffLogs(t *testing.T) {
+	gen := newRecordGen(1)
+	now := time.Now()
+	a := gen.batch(0, 0, now, 100)
+	b := gen.batch(0, a.LastOffset+1, now, 100)
+	c := b
+	c.Data = append([]byte(nil), b.Data...)
+	c.Data[70] ^= 1
+	e := b
+	e.Epoch = 1
+	assert.Empty(t, diffLogs(sliceOf(a, b), sliceOf(a, b)))
+	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(a)), "1 batches, the leader has 2")
+	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(a, c)), "batch 1 (offsets")
+	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(a, c)), "different bytes")
+	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(a, e)), "has epoch 1, the leader's 0")
+	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(b, a)), "batch 0 holds offsets")
+}
+
+func sliceOf(bs ...combiner.Batch) []combiner.Batch { return bs }
