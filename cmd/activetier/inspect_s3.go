@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
+	"github.com/activetier/activetier/walstore"
 )
 
 // s3Source names an object in S3, S3 Express One Zone or an S3-compatible
@@ -73,7 +76,12 @@ func (s *s3Source) load(ctx context.Context, key string) (string, []byte, error)
 	}
 	defer store.CloseIdleConnections()
 	head, err := store.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
-	if err != nil {
+	var status interface{ HTTPStatusCode() int }
+	switch {
+	case errors.As(err, &status) && status.HTTPStatusCode() == http.StatusNotFound:
+		// A HEAD response has no body to say which of the two is missing.
+		return name, nil, fmt.Errorf("%s: no such key or bucket (HTTP 404): %w", name, walstore.ErrNotFound)
+	case err != nil:
 		return name, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	size := aws.ToInt64(head.ContentLength)

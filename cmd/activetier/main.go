@@ -110,7 +110,7 @@ func runHelp(_ context.Context, e env, args []string) error {
 		writeFlags(e.stdout, "demo [flags]", fs)
 	case "inspect":
 		_, fs := inspectFlags()
-		writeFlags(e.stdout, "inspect [flags] FILE | - | --s3-endpoint URL --bucket B KEY", fs)
+		writeFlags(e.stdout, inspectSynopsis, fs)
 	case "cost":
 		_, fs := costFlags()
 		writeFlags(e.stdout, "cost [flags]", fs)

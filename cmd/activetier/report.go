@@ -154,7 +154,6 @@ func (r *demoReport) price() error {
 	if err != nil {
 		return err
 	}
-	r.comparison = c
 	r.Prices = r.prices.Name
 	r.Cost = newComparisonJSON(c)
 	r.CostUSD, r.CrossAZCostUSD, r.SavingsRatio = c.ActiveTier.TotalUSD, c.BrokerToBroker.TotalUSD, c.SavingsRatio
@@ -169,8 +168,8 @@ func (r *demoReport) writeText(w io.Writer) error {
 	fmt.Fprintf(tw, "produced\t%s in %s batches of %s records (%s/s)\n",
 		humanBytes(float64(r.BytesProduced)), thousands(r.BatchesProduced), thousands(r.RecordsProduced), humanBytes(r.ProducedMBPerSec*1e6))
 	fmt.Fprintf(tw, "replicated\t%s applied by followers in %s entries\n", humanBytes(float64(r.BytesReplicated)), thousands(int64(r.EntriesApplied)))
-	fmt.Fprintf(tw, "objects\t%s uploaded (%s, %s after %s), %s deleted once applied\n",
-		thousands(int64(r.Objects)), humanBytes(float64(r.BytesUploaded)), ratioString(r.BytesProduced, r.BytesUploaded), r.Codec, thousands(int64(r.ObjectsDeleted)))
+	fmt.Fprintf(tw, "objects\t%s uploaded (%s, %s of the bytes produced, codec %s), %s deleted once applied\n",
+		thousands(int64(r.Objects)), humanBytes(float64(r.BytesUploaded)), percent(r.BytesUploaded, r.BytesProduced), r.Codec, thousands(int64(r.ObjectsDeleted)))
 	fmt.Fprintf(tw, "requests\t%s PUTs, %s GETs (%s downloaded), %s DELETEs\n",
 		thousands(r.Puts), thousands(r.Gets), humanBytes(float64(r.BytesDownloaded)), thousands(r.Deletes))
 	fmt.Fprintf(tw, "metadata\t%s published in %s messages, %s read by followers\n",
@@ -219,11 +218,11 @@ func (r *demoReport) writeText(w io.Writer) error {
 	return err
 }
 
-func ratioString(raw, stored int64) string {
-	if stored == 0 {
+func percent(part, whole int64) string {
+	if whole == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f× smaller", float64(raw)/float64(stored))
+	return fmt.Sprintf("%.0f%%", 100*float64(part)/float64(whole))
 }
 
 func joinIDs(ids []int32) string {

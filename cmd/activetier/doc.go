@@ -1,0 +1,87 @@
+// Command activetier shows active-segment tiering at work and the numbers
+// behind it: a simulated multi-AZ cluster replicating through object
+// storage, a combined-object inspector, and the cost model.
+//
+// Usage:
+//
+//	activetier <subcommand> [flags]
+//
+// Every subcommand takes --help. Exit codes: 0 success; 1 the run failed
+// (a corrupt object, followers that did not converge, an unreachable
+// endpoint); 2 the command line is wrong (an unknown flag, a negative rate,
+// RF larger than the brokers, ...), said in one line on stderr naming the
+// flag; 130 interrupted (SIGINT or SIGTERM), after a clean shutdown.
+//
+// # demo
+//
+//	activetier demo [--duration 10s] [--rate 10] [--partitions 300] [--brokers 3]
+//	                [--azs 3] [--rf 3] [--interval 100ms] [--object-bytes 4MiB]
+//	                [--batch-bytes 16KiB] [--codec zstd] [--profile s3express]
+//	                [--fail-az AZ] [--seed 1] [--drain-timeout 30s] [--json] [--verbose]
+//
+// runs a cluster in one process: brokers spread over AZs (one memstore bucket
+// per AZ, with the chosen latency profile), a metadata log with a partition
+// per broker, and on every broker a walstore Leader for the partitions it
+// leads and a walstore Follower for those it follows, with rack-aware
+// placement (a partition's replicas are in distinct AZs). A producer appends
+// Kafka v2 record batches of JSON log lines, generated from --seed, at --rate
+// MB/s to the partitions' leaders for --duration; followers report their
+// progress to the leaders' garbage collectors. With --fail-az the AZ's bucket
+// goes down halfway and its brokers crash; after a short failure detection
+// the partitions they led move to the surviving replica with the longest log
+// at the next epoch, which announces the epoch and republishes what the
+// other survivors may lack. Production then stops, followers drain, and every
+// live follower's log is compared with its leader's, batch by batch and byte
+// for byte.
+//
+// Progress is a redrawn status line on a terminal and a plain line per second
+// otherwise. The closing report gives bytes produced and replicated, objects,
+// requests, metadata bytes, replication lag (p50, p99, max, from the records'
+// produce time to a follower's append), whether the followers are consistent,
+// and the run's cost priced by package costmodel next to replicating the same
+// bytes broker to broker across AZs at the same RF. With --json only the
+// report is printed, as one JSON object with snake_case fields
+// (followers_consistent, lag_p50_ms, lag_p99_ms, puts, gets, metadata_bytes,
+// bytes_produced, cost_usd, cross_az_cost_usd, ...). Followers that do not
+// converge make the command exit 1 after the report.
+//
+// # inspect
+//
+//	activetier inspect [--json] FILE
+//	activetier inspect [--json] -                          (the object on stdin)
+//	activetier inspect [--json] --bucket B [--s3-endpoint URL] [--region R] KEY
+//
+// reads a combined object, lists its index from the footer (partition, record
+// epoch, offsets, batch count, byte range, codec, sizes, checksum, newest
+// timestamp), and verifies each section on its own, as a follower that
+// fetched only that range would, then the object as a whole. A corrupt object
+// is still listed, with the bad section marked, and the command exits 1 with
+// a line naming the section's index, partition and offsets (or the header,
+// footer or trailer). With --bucket the object is read through package
+// s3express: from AWS (S3 Express directory buckets included) or, with
+// --s3-endpoint, from an S3-compatible server; credentials and region come
+// from the standard AWS environment.
+//
+// # cost
+//
+//	activetier cost [--mb-per-sec 30] [--partitions 300] [--rf 3] [--brokers 3]
+//	                [--leaders N] [--interval 250ms] [--object-bytes SIZE]
+//	                [--batch-bytes SIZE] [--followers-per-object F]
+//	                [--ranges-per-follower R] [--retention D] [--metadata-partitions N]
+//	                [--preset s3express|s3standard] [--gib] [--put-per-1000 USD]
+//	                [--get-per-1000 USD] [--upload-per-gb USD] [--retrieval-per-gb USD]
+//	                [--storage-per-gb-month USD] [--cross-az-per-gb USD]
+//	                [--cross-az-out-per-gb USD] [--cross-az-in-per-gb USD]
+//	                [--per second|hour|day|month] [--json]
+//	                [--plan [--latency-budget 200ms]]
+//
+// prices a steady workload with package costmodel: object sizes, requests
+// and metadata per second, and a table of what activetier costs next to
+// broker-to-broker replication, line by line, with the throughput at which
+// activetier breaks even. Price flags override the preset's figures. With
+// --plan the planner suggests the flush interval and object size that keep
+// the p99 replication lag within --latency-budget at the lowest cost (using
+// the preset's latency model), and says why, including when the feature does
+// not pay and from which interval it would; --interval and --object-bytes,
+// if given, are then the largest it may choose.
+package main
