@@ -178,3 +178,15 @@ func TestParseBytes(t *testing.T) {
 	b := byteSize(4 << 20)
 	assert.Equal(t, "4MiB", b.String())
 }
+
+func TestHumanBytes(t *testing.T) {
+	for _, tc := range []struct {
+		in   float64
+		want string
+	}{
+		{0, "0 B"}, {999, "999 B"}, {1000, "1.00 KB"}, {12_345, "12.3 KB"}, {99_960_000, "100 MB"},
+		{9_996_000, "10.0 MB"}, {123_456_789, "123 MB"}, {2.5e9, "2.50 GB"}, {4e12, "4.00 TB"},
+	} {
+		assert.Equal(t, tc.want, humanBytes(tc.in), "%g", tc.in)
+	}
+}

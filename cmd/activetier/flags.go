@@ -127,31 +127,31 @@ func formatBytes(n int64) string {
 }
 
 // humanBytes formats a byte count in decimal units for reports, matching
-// the per-GB prices.
+// the per-GB prices, with three significant digits (12.3 MB, 123 MB).
 func humanBytes(x float64) string {
 	for _, u := range []struct {
 		div  float64
 		name string
 	}{{1e12, "TB"}, {1e9, "GB"}, {1e6, "MB"}, {1e3, "KB"}} {
 		if math.Abs(x) >= u.div {
-			return strconv.FormatFloat(x/u.div, 'f', 3-digitsBeforePoint(x/u.div), 64) + " " + u.name
+			return sigFigs(x/u.div) + " " + u.name
 		}
 	}
 	return strconv.FormatFloat(x, 'f', 0, 64) + " B"
 }
 
-// digitsBeforePoint caps decimals so that a figure shows three significant
-// digits (12.3, 123, 1.23) without exponent notation.
-func digitsBeforePoint(x float64) int {
-	x = math.Abs(x)
-	switch {
-	case x >= 100:
-		return 3
-	case x >= 10:
-		return 2
-	default:
-		return 1
+// sigFigs writes x with three significant digits and no exponent, rounding
+// first so that 99.96 becomes "100", not "100.0".
+func sigFigs(x float64) string {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 3, 64), 64)
+	decimals := 2
+	switch a := math.Abs(r); {
+	case a >= 100:
+		decimals = 0
+	case a >= 10:
+		decimals = 1
 	}
+	return strconv.FormatFloat(r, 'f', decimals, 64)
 }
 
 // usd formats a dollar amount with three significant digits: cents from a
