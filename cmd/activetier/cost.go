@@ -480,8 +480,12 @@ func (r *costReport) writeText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "objects\t%s/s of %s, %.3g sections each, cut every %v\n",
 		rateString(e.PutsPerSecond), humanBytes(e.ObjectBytes), e.SectionsPerObject, e.CutInterval.Round(time.Microsecond))
-	fmt.Fprintf(tw, "range GETs\t%s/s of %s (%.3g followers per object, %.3g GETs each)\n",
-		rateString(e.GetsPerSecond), humanBytes(e.GetBytes), e.FollowersPerObject, e.RangesPerFollower)
+	gets := "GETs"
+	if e.RangesPerFollower == 1 {
+		gets = "GET"
+	}
+	fmt.Fprintf(tw, "range GETs\t%s/s of %s (%.3g followers per object, %.3g %s each)\n",
+		rateString(e.GetsPerSecond), humanBytes(e.GetBytes), e.FollowersPerObject, e.RangesPerFollower, gets)
 	fmt.Fprintf(tw, "metadata\t%s/s published, %s/s crossing AZs\n",
 		humanBytes(e.MetadataBytesPerSecond), humanBytes(e.MetadataCrossAZBytesPerSecond))
 	fmt.Fprintf(tw, "broker-to-broker\t%s/s would cross AZs\n", humanBytes(e.ReplicationBytesPerSecond))
