@@ -1,10 +1,12 @@
 package walstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +40,12 @@ type FollowerConfig struct {
 	Readahead int
 	// ReadBatch is how many metadata records one read asks for. Default 256.
 	ReadBatch int
+	// MaxHeld bounds the entries held in memory waiting for a gap to
+	// fill or a marker to arrive. Past it, the entries furthest ahead of
+	// their partition's log end are forgotten, and the retained metadata
+	// is read again once the follower has nothing else to do. Default
+	// 100,000 (tens of MB).
+	MaxHeld int
 	// PollInterval is the pause after a metadata read that found nothing
 	// and did not wait itself. Default 10ms.
 	PollInterval time.Duration
@@ -73,6 +81,7 @@ func (c *FollowerConfig) validate() error {
 	}{
 		{"FetchConcurrency", int64(c.FetchConcurrency)}, {"Readahead", int64(c.Readahead)},
 		{"ReadBatch", int64(c.ReadBatch)}, {"PollInterval", int64(c.PollInterval)},
+		{"MaxHeld", int64(c.MaxHeld)},
 		{"Backoff.Initial", int64(c.Backoff.Initial)}, {"Backoff.Max", int64(c.Backoff.Max)},
 	} {
 		if f.v < 0 {
@@ -82,6 +91,7 @@ func (c *FollowerConfig) validate() error {
 	c.FetchConcurrency = orDefault(c.FetchConcurrency, 8)
 	c.Readahead = orDefault(c.Readahead, 16)
 	c.ReadBatch = orDefault(c.ReadBatch, 256)
+	c.MaxHeld = orDefault(c.MaxHeld, 100_000)
 	c.PollInterval = orDefault(c.PollInterval, 10*time.Millisecond)
 	c.Backoff = c.Backoff.withDefaults()
 	if c.Clock == nil {
@@ -107,7 +117,9 @@ type Follower struct {
 	parts         map[metadata.TopicPartition]*fpart
 	rewind        chan struct{} // asks readMetadata to start again from the low watermark
 	bucketBackoff map[string]time.Time
-	fetches       int // fetch goroutines running
+	fetches       int       // fetch goroutines running
+	evicted       bool      // held entries were forgotten; re-read metadata when idle
+	lastRewind    time.Time // when evictions last made the follower re-read
 
 	mu                 sync.Mutex // guards stats and lag for Stats()
 	stats              followerCounters
@@ -119,6 +131,7 @@ type followerCounters struct {
 	messages, poisoned             uint64
 	entries, applied, appliedBytes uint64
 	skipped, dropped, truncations  uint64
+	evicted                        uint64
 	fetchErrors, corrupt, notFound uint64
 	held                           int
 }
@@ -444,9 +457,18 @@ func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- 
 		f.lag[p.tp] = max(0, p.maxSeen+1-p.leo)
 		f.mu.Unlock()
 	}
+	if held > f.cfg.MaxHeld {
+		held -= f.evict(held - f.cfg.MaxHeld)
+	}
 	f.mu.Lock()
 	f.stats.held = held
 	f.mu.Unlock()
+	if f.evicted && len(want) == 0 && f.fetches == 0 && now.Sub(f.lastRewind) >= f.cfg.Backoff.Max {
+		// Nothing left to do with what is held: read the retained metadata
+		// again for what was forgotten.
+		f.evicted, f.lastRewind = false, now
+		notify(f.rewind)
+	}
 	if len(want) == 0 || f.fetches >= f.cfg.FetchConcurrency {
 		return nil
 	}
@@ -466,6 +488,34 @@ func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- 
 		}
 	}()
 	return nil
+}
+
+// evict forgets n held entries, those furthest ahead of their partition's
+// log end (the last to be needed), and returns how many it forgot.
+func (f *Follower) evict(n int) int {
+	type ahead struct {
+		p    *fpart
+		k    pendingKey
+		dist int64
+	}
+	var cands []ahead
+	for _, p := range f.parts {
+		for k, pe := range p.pending {
+			if !pe.fetching && pe.batches == nil {
+				cands = append(cands, ahead{p, k, pe.e.FirstOffset - p.leo})
+			}
+		}
+	}
+	slices.SortFunc(cands, func(a, b ahead) int { return cmp.Compare(b.dist, a.dist) })
+	n = min(n, len(cands))
+	for _, c := range cands[:n] {
+		delete(c.p.pending, c.k)
+	}
+	if n > 0 {
+		f.evicted = true
+		f.count(func(c *followerCounters) { c.evicted += uint64(n) })
+	}
+	return n
 }
 
 // bootstrap starts an empty local log where the leader's lineage begins: a
@@ -680,7 +730,7 @@ func (f *Follower) handleFetch(done fetchDone) {
 }
 
 // nextRetry returns how long until the earliest backed-off entry may be
-// fetched again, if any is waiting on a backoff.
+// fetched again, or a re-read of forgotten entries is due, if any is.
 func (f *Follower) nextRetry() (time.Duration, bool) {
 	now := f.cfg.Clock.Now()
 	var earliest time.Time
@@ -698,8 +748,14 @@ func (f *Follower) nextRetry() (time.Duration, bool) {
 			}
 		}
 	}
+	if f.evicted {
+		// A re-read of the metadata is due once the rate limit allows.
+		if t := f.lastRewind.Add(f.cfg.Backoff.Max); earliest.IsZero() || t.Before(earliest) {
+			earliest = t
+		}
+	}
 	if earliest.IsZero() {
 		return 0, false
 	}
-	return earliest.Sub(now), true
+	return max(earliest.Sub(now), 0), true
 }

@@ -96,3 +96,35 @@ func TestFollowerRejectsInvalidConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestFollowerBoundsHeldEntriesAndStillConverges(t *testing.T) {
+	ctx := context.Background()
+	c := clustertest.New(t, clustertest.Mem(), 4)
+	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
+	tp := clustertest.TP
+	c.SetReplicas(tp, 1, 2, 3)
+	c.SetLeader(tp, 1, 5)
+	r1.StartLeader(walstore.LeaderConfig{})
+	require.NoError(t, r1.Local.Truncate(ctx, tp, 100))
+	r1.BecomeLeader(ctx, tp, 5, -1)
+	r1.Produce(ctx, tp, 5, 100, 149, 10)
+	require.NoError(t, r1.Leader.WaitDurable(ctx, tp, 149))
+	r2.Preload(tp, 5, 100, 149, 10)
+	r3.Preload(tp, 5, 100, 109, 10)
+	r1.Stop()
+	require.NoError(t, c.Objects.SetOutage("az1", true))
+
+	// R2 publishes ten epoch-6 objects R3 cannot apply before the gap
+	// 110-149 is republished; R3 may hold only three entries.
+	r2.StartLeader(walstore.LeaderConfig{})
+	r2.BecomeLeader(ctx, tp, 6, -1)
+	for off := int64(150); off < 250; off += 10 {
+		r2.Produce(ctx, tp, 6, off, off+9, 10)
+		require.NoError(t, r2.Leader.WaitDurable(ctx, tp, off+9))
+	}
+	f3 := r3.StartFollowerConfig(walstore.FollowerConfig{MaxHeld: 3})
+	require.Eventually(t, func() bool { return f3.Stats().Evicted > 0 }, 10*time.Second, time.Millisecond)
+	assert.LessOrEqual(t, f3.Stats().Held, 3)
+	require.NoError(t, r2.Leader.Republish(ctx, tp, 110))
+	clustertest.RequireConverges(t, r3, r2, tp)
+}

@@ -67,6 +67,9 @@ type FollowerStats struct {
 	Skipped, Dropped uint64
 	// Truncations counts local-log truncations on divergence.
 	Truncations uint64
+	// Evicted counts held entries forgotten to stay within MaxHeld (and
+	// read again later from the metadata log).
+	Evicted uint64
 	// FetchErrors counts failed section fetches, of which Corrupt failed
 	// verification and NotFound named a missing object.
 	FetchErrors, Corrupt, NotFound uint64
@@ -91,7 +94,7 @@ func (f *Follower) Stats() FollowerStats {
 	return FollowerStats{
 		Messages: c.messages, Poisoned: c.poisoned, Entries: c.entries,
 		Applied: c.applied, AppliedBytes: c.appliedBytes, Held: c.held,
-		Skipped: c.skipped, Dropped: c.dropped, Truncations: c.truncations,
+		Skipped: c.skipped, Dropped: c.dropped, Truncations: c.truncations, Evicted: c.evicted,
 		FetchErrors: c.fetchErrors, Corrupt: c.corrupt, NotFound: c.notFound,
 		FetchLatency: f.fetchLat.snapshot(), ApplyLag: f.applyLat.snapshot(),
 		Lag: lag,
