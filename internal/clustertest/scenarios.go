@@ -45,6 +45,16 @@ func uploadOldEpoch(t *testing.T, ctx context.Context, r1 *Broker, last int64) {
 	require.NoError(t, r1.Leader.WaitDurable(ctx, TP, last))
 }
 
+// threeAZs returns a cluster with brokers 1, 2 and 3 in az1, az2 and az3,
+// all replicas of TP, and broker 1 its leader at epoch 5.
+func threeAZs(t *testing.T, b Backend) (*Cluster, *Broker, *Broker, *Broker) {
+	c := New(t, b, 4)
+	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
+	c.SetReplicas(TP, 1, 2, 3)
+	c.SetLeader(TP, 1, 5)
+	return c, r1, r2, r3
+}
+
 func requireNoFencedAppends(t *testing.T, b *Broker, fencedFrom int64) {
 	t.Helper()
 	for _, batch := range b.Local.EverAppended() {
@@ -59,10 +69,7 @@ func requireNoFencedAppends(t *testing.T, b *Broker, fencedFrom int64) {
 // R1's entries past 149 are ignored.
 func Scenario1AZLoss(t *testing.T, b Backend) {
 	ctx := context.Background()
-	c := New(t, b, 4)
-	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
-	c.SetReplicas(TP, 1, 2, 3)
-	c.SetLeader(TP, 1, 5)
+	c, r1, r2, r3 := threeAZs(t, b)
 	uploadOldEpoch(t, ctx, r1, 199)
 	r2.Preload(TP, 5, 100, 149, 10)
 	r3.Preload(TP, 5, 100, 119, 10)
@@ -117,10 +124,7 @@ func Scenario2NewReplicaAfterAZLoss(t *testing.T, b Backend) {
 // R2 leads epoch 6: nothing it sends after the fence is ever appended.
 func Scenario3ZombieLeader(t *testing.T, b Backend) {
 	ctx := context.Background()
-	c := New(t, b, 4)
-	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
-	c.SetReplicas(TP, 1, 2, 3)
-	c.SetLeader(TP, 1, 5)
+	_, r1, r2, r3 := threeAZs(t, b)
 	uploadOldEpoch(t, ctx, r1, 149)
 	r2.Preload(TP, 5, 100, 149, 10)
 	f3 := r3.StartFollower()
@@ -143,10 +147,7 @@ func Scenario3ZombieLeader(t *testing.T, b Backend) {
 // entries of the newer epoch; the follower holds the latter and converges.
 func Scenario4RepublishAfterNewerEpoch(t *testing.T, b Backend) {
 	ctx := context.Background()
-	c := New(t, b, 4)
-	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
-	c.SetReplicas(TP, 1, 2, 3)
-	c.SetLeader(TP, 1, 5)
+	c, r1, r2, r3 := threeAZs(t, b)
 	uploadOldEpoch(t, ctx, r1, 199)
 	r2.Preload(TP, 5, 100, 149, 10)
 	r3.Preload(TP, 5, 100, 119, 10)
@@ -169,10 +170,7 @@ func Scenario4RepublishAfterNewerEpoch(t *testing.T, b Backend) {
 // buckets; they are applied once.
 func Scenario5AnnouncedTwice(t *testing.T, b Backend) {
 	ctx := context.Background()
-	c := New(t, b, 4)
-	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
-	c.SetReplicas(TP, 1, 2, 3)
-	c.SetLeader(TP, 1, 5)
+	_, r1, r2, r3 := threeAZs(t, b)
 	uploadOldEpoch(t, ctx, r1, 149)
 	r2.Preload(TP, 5, 100, 149, 10)
 
@@ -196,10 +194,7 @@ func Scenario5AnnouncedTwice(t *testing.T, b Backend) {
 // that epoch 6 starts at 150; it truncates to 150 and continues.
 func Scenario6DivergentTail(t *testing.T, b Backend) {
 	ctx := context.Background()
-	c := New(t, b, 4)
-	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
-	c.SetReplicas(TP, 1, 2, 3)
-	c.SetLeader(TP, 1, 5)
+	_, r1, r2, r3 := threeAZs(t, b)
 	uploadOldEpoch(t, ctx, r1, 159)
 	r3.Preload(TP, 5, 100, 159, 10)
 	r2.Preload(TP, 5, 100, 149, 10)
