@@ -171,7 +171,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if !rep.FollowersConsistent {
-		return fmt.Errorf("%d of %d follower logs differ from their leader's (first: %s)", len(rep.Diverged), rep.ReplicasCompared, rep.Diverged[0])
+		return fmt.Errorf("%d of %d follower logs differ from their leader's (first: %s)", rep.ReplicasDiverged, rep.ReplicasCompared, rep.Diverged[0])
 	}
 	return nil
 }
@@ -238,8 +238,8 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 		b.halt()
 	}
 	rep := newDemoReport(o, s, p, produced, drain, fo)
-	rep.ReplicasCompared = compared
-	rep.Diverged = diffs
+	rep.ReplicasCompared, rep.ReplicasDiverged = compared, len(diffs)
+	rep.Diverged = diffs[:min(len(diffs), maxDiverged)]
 	rep.FollowersConsistent = len(diffs) == 0
 	if err := s.close(); err != nil {
 		return nil, err
@@ -249,6 +249,9 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	}
 	return rep, nil
 }
+
+// maxDiverged is how many differing logs the report describes.
+const maxDiverged = 10
 
 // failureDetection is how long the controller takes to notice the brokers
 // of a failed AZ are gone; Kafka's default session timeout is far longer.

@@ -72,6 +72,24 @@ func TestDemoFailAZ(t *testing.T) {
 	assert.Less(t, rep.CostUSD, rep.CrossAZCostUSD)
 }
 
+// Followers that have not caught up when the drain ends make the run fail:
+// the report says which logs differ, and the command exits 1. Stopping the
+// drain at once guarantees it, since the leaders still hold the last
+// interval's batches.
+func TestDemoInconsistentExitsOne(t *testing.T) {
+	r := runCmd(t, "", "demo", "--json", "--duration", "500ms", "--partitions", "6", "--rate", "2", "--drain-timeout", "1ns")
+	assert.Equal(t, exitFailure, r.code)
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+	assert.Contains(t, r.stderr, "activetier demo: ")
+	assert.Contains(t, r.stderr, "follower logs differ from their leader's (first: logs-")
+	var rep demoReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), "the report is printed before the verdict")
+	assert.False(t, rep.FollowersConsistent)
+	assert.Positive(t, rep.ReplicasDiverged)
+	assert.LessOrEqual(t, len(rep.Diverged), maxDiverged)
+	assert.Len(t, rep.Diverged, min(rep.ReplicasDiverged, maxDiverged))
+}
+
 // Without --json the report is a table, preceded by a progress line per
 // second since the output is not a terminal.
 func TestDemoText(t *testing.T) {

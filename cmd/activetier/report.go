@@ -83,10 +83,12 @@ type demoReport struct {
 
 	// The end state, after the drain: every live follower's log compared
 	// with its leader's, byte for byte.
-	DrainMS             float64  `json:"drain_ms"`
-	FollowersConsistent bool     `json:"followers_consistent"`
-	ReplicasCompared    int      `json:"replicas_compared"`
-	Diverged            []string `json:"diverged,omitempty"`
+	DrainMS             float64 `json:"drain_ms"`
+	FollowersConsistent bool    `json:"followers_consistent"`
+	ReplicasCompared    int     `json:"replicas_compared"`
+	ReplicasDiverged    int     `json:"replicas_diverged"`
+	// Diverged describes the first maxDiverged differences.
+	Diverged []string `json:"diverged,omitempty"`
 	// LateFollowerWrites counts writes a follower engine made to a
 	// partition after its broker had become the partition's leader, which
 	// the broker's log refused (see followerLog).
@@ -183,10 +185,13 @@ func (r *demoReport) writeText(w io.Writer) error {
 	}
 	consistent := "yes"
 	if !r.FollowersConsistent {
-		consistent = fmt.Sprintf("NO: %d of them differ", len(r.Diverged))
+		consistent = fmt.Sprintf("NO: %d of them differ", r.ReplicasDiverged)
 	}
 	fmt.Fprintf(tw, "consistent\t%s: %d follower logs compared with their leader's, byte for byte, after a %.0f ms drain\n",
 		consistent, r.ReplicasCompared, r.DrainMS)
+	for _, d := range r.Diverged {
+		fmt.Fprintf(tw, "\t%s\n", d)
+	}
 	fmt.Fprintln(tw)
 
 	at, bb := r.Cost.ActiveTier, r.Cost.BrokerToBroker
