@@ -1,5 +1,7 @@
 // Package memstore is activetier's in-memory backend: a walstore.ObjectStore
-// per broker over a Cluster of per-AZ buckets, and a metadata.Log. It is the
+// per broker over a Cluster of per-AZ buckets, a metadata.Log, and a
+// LocalLog standing in for a broker's own log (batches and leader-epoch
+// cache, implementing walstore.LocalLog). It is the
 // default for tests, examples and the demo, so it aims to behave like the
 // real services where the engines could notice a difference, and to make
 // the failures the engines must survive easy to stage.
