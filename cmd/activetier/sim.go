@@ -516,6 +516,8 @@ func (s *sim) elect(ctx context.Context, tp metadata.TopicPartition) (job republ
 	if err != nil {
 		return republishJob{}, 0, 0, err
 	}
+	s.cfg.logger.Info("activetier demo: new leader elected", "partition", tp.String(), "broker", best.id, "epoch", epoch,
+		"start_offset", end, "republish_from", job.from, "old_leader", old.broker.id, "old_leader_end", oldEnd)
 	return job, epoch, max(0, oldEnd-end), nil
 }
 
