@@ -187,7 +187,8 @@ type Leader struct {
 	gc     *collector
 
 	mu          sync.Mutex
-	builder     *combiner.Builder
+	builder     *combiner.Builder // where Append adds; guarded by mu
+	spare       *combiner.Builder // empty, or being cut by Run outside mu
 	leading     map[metadata.TopicPartition]int32
 	buffered    int
 	space       chan struct{} // closed when buffered bytes drop; then replaced
@@ -238,22 +239,29 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := combiner.NewBuilder(combiner.BuilderConfig{
-		Interval:      cfg.Interval,
-		TargetBytes:   cfg.ObjectBytes,
-		MaxPartitions: cfg.MaxPartitions,
-		Encoder:       combiner.EncoderOptions{Codec: cfg.Codec},
-		Followers:     cfg.Followers,
-	})
-	if err != nil {
-		mgr.Close()
-		return nil, fmt.Errorf("walstore: leader: %w", err)
+	var builders [2]*combiner.Builder
+	for i := range builders {
+		builders[i], err = combiner.NewBuilder(combiner.BuilderConfig{
+			Interval:      cfg.Interval,
+			TargetBytes:   cfg.ObjectBytes,
+			MaxPartitions: cfg.MaxPartitions,
+			Encoder:       combiner.EncoderOptions{Codec: cfg.Codec},
+			Followers:     cfg.Followers,
+		})
+		if err != nil {
+			mgr.Close()
+			if builders[0] != nil {
+				builders[0].Close()
+			}
+			return nil, fmt.Errorf("walstore: leader: %w", err)
+		}
 	}
 	l := &Leader{
 		cfg:       cfg,
 		mgr:       mgr,
 		jitter:    newJitter(cfg.Seed ^ 0x1eade7),
-		builder:   b,
+		builder:   builders[0],
+		spare:     builders[1],
 		leading:   make(map[metadata.TopicPartition]int32),
 		space:     make(chan struct{}),
 		durable:   make(map[metadata.TopicPartition]int64),
@@ -458,8 +466,9 @@ func (l *Leader) Health() Health {
 
 // Run drives the engine: it cuts objects when they are due, uploads them,
 // publishes their entries, refreshes epoch markers and collects garbage. It
-// returns when ctx ends, after its goroutines have stopped. Data not yet
-// uploaded is dropped from the engine but remains in the broker's log.
+// returns when ctx ends, after its goroutines have stopped, and releases
+// the engine's resources: call it once. Data not yet uploaded is dropped
+// from the engine but remains in the broker's log.
 func (l *Leader) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() {
@@ -470,6 +479,8 @@ func (l *Leader) Run(ctx context.Context) error {
 		close(l.durableCh)
 		l.mu.Unlock()
 		l.mgr.Close()
+		l.builder.Close()
+		l.spare.Close()
 	}()
 	wg.Add(1)
 	go func() {
@@ -520,17 +531,23 @@ func (l *Leader) Run(ctx context.Context) error {
 // cut encodes the builder's pending data into objects and starts their
 // uploads. The caller holds one upload slot, given to the first object.
 func (l *Leader) cut(ctx context.Context, wg *sync.WaitGroup) {
+	// Swap in the empty builder and encode the full one outside the lock,
+	// so that Append never waits for an object to be encoded.
 	l.mu.Lock()
-	appendedAt := l.builder.Stats().Oldest
-	objs, err := l.builder.Cut(nil)
+	full := l.builder
+	l.builder, l.spare = l.spare, full
+	l.mu.Unlock()
+	appendedAt := full.Stats().Oldest
+	objs, err := full.Cut(nil)
 	if err != nil {
 		// The builder validated every batch on Add, so this is a bug in
-		// the engine or the combiner; keep the data and say so loudly.
-		l.mu.Unlock()
+		// the engine or the combiner; the data stays in the builder, to be
+		// tried again, and the error is said loudly.
 		<-l.slots
 		l.cfg.Logger.Error("activetier: cutting an object failed", "err", err)
 		return
 	}
+	l.mu.Lock()
 	ups := make([]*upload, 0, len(objs))
 	for _, o := range objs {
 		u := &upload{obj: o, appendedAt: appendedAt, pubEpochs: make([]int32, len(o.Sections))}
