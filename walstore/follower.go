@@ -28,8 +28,10 @@ type FollowerConfig struct {
 	// Local is the broker's log, appended to and truncated. Required.
 	Local LocalLog
 	// Follows reports whether this broker follows tp; entries and markers
-	// of other partitions sharing the metadata partition are ignored.
-	// Required.
+	// of other partitions sharing the metadata partition are ignored. It is
+	// asked again before every append, so a broker that becomes a
+	// partition's leader only has to make Follows say so: the follower
+	// stops appending to it at once. Required.
 	Follows func(tp metadata.TopicPartition) bool
 	// FetchConcurrency bounds concurrent GETs. Default 8.
 	FetchConcurrency int
@@ -440,7 +442,18 @@ func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- 
 	var want []metadata.Entry
 	var wantKeys []*pendingEntry
 	held := 0
-	for _, p := range f.parts {
+	for tp, p := range f.parts {
+		if !f.cfg.Follows(tp) {
+			// The broker leads the partition now, or no longer holds it:
+			// forget it, so nothing fetched earlier is appended behind
+			// the broker's back (Kafka removes the fetcher in makeLeader).
+			// Following it again later starts afresh from the local log.
+			delete(f.parts, tp)
+			f.mu.Lock()
+			delete(f.lag, tp)
+			f.mu.Unlock()
+			continue
+		}
 		if err := f.bootstrap(ctx, p); err != nil {
 			return err
 		}

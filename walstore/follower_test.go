@@ -128,3 +128,34 @@ func TestFollowerBoundsHeldEntriesAndStillConverges(t *testing.T) {
 	require.NoError(t, r2.Leader.Republish(ctx, tp, 110))
 	clustertest.RequireConverges(t, r3, r2, tp)
 }
+
+func TestFollowerStopsAppendingWhenItsBrokerLeads(t *testing.T) {
+	ctx := context.Background()
+	c := clustertest.New(t, clustertest.Mem(), 4)
+	r1, r2 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2")
+	tp := clustertest.TP
+	c.SetReplicas(tp, 1, 2)
+	c.SetLeader(tp, 1, 1)
+	r1.StartLeader(walstore.LeaderConfig{})
+	r1.BecomeLeader(ctx, tp, 1, -1)
+
+	// R2's follower can never fetch: every GET fails, so entries stay
+	// pending until R2 takes over.
+	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
+		if op == clustertest.OpGet {
+			return clustertest.Fault{Err: walstore.ErrUnavailable}
+		}
+		return clustertest.Fault{}
+	})
+	f := r2.StartFollower()
+	r1.Produce(ctx, tp, 1, 0, 49, 10)
+	require.NoError(t, r1.Leader.WaitDurable(ctx, tp, 49))
+	require.Eventually(t, func() bool { return f.Stats().FetchErrors > 0 }, 10*time.Second, time.Millisecond)
+
+	// R2 becomes the leader: its follower must drop the partition.
+	c.SetLeader(tp, 2, 2)
+	c.SetFault(nil)
+	require.Eventually(t, func() bool { _, ok := f.Stats().Lag[tp]; return !ok }, 10*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // room for a wrongful append to happen
+	assert.Empty(t, r2.Local.EverAppended())
+}
