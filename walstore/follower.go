@@ -761,8 +761,9 @@ func (f *Follower) nextRetry() (time.Duration, bool) {
 			}
 		}
 	}
-	if f.evicted {
-		// A re-read of the metadata is due once the rate limit allows.
+	if f.evicted && f.fetches == 0 {
+		// A re-read of the metadata is due once the rate limit allows (a
+		// fetch in flight wakes the loop by itself).
 		if t := f.lastRewind.Add(f.cfg.Backoff.Max); earliest.IsZero() || t.Before(earliest) {
 			earliest = t
 		}
