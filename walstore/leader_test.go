@@ -241,3 +241,29 @@ func TestLeaderDegradesWhilePublishingFails(t *testing.T) {
 	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 9))
 	require.Eventually(t, func() bool { return !l.Health().Degraded }, 10*time.Second, time.Millisecond)
 }
+
+func TestLeaderWithholdsEntriesOnceItsBrokerNoLongerLeads(t *testing.T) {
+	ctx := context.Background()
+	c := clustertest.New(t, clustertest.Mem(), 4)
+	r1, r2 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2")
+	tp := clustertest.TP
+	c.SetReplicas(tp, 1, 2)
+	c.SetLeader(tp, 1, 1)
+	release := make(chan struct{})
+	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
+		if op == clustertest.OpPut {
+			<-release // the upload is in flight when leadership is lost
+		}
+		return clustertest.Fault{}
+	})
+	l := r1.StartLeader(walstore.LeaderConfig{})
+	r1.BecomeLeader(ctx, tp, 1, -1)
+	r1.Produce(ctx, tp, 1, 0, 9, 10)
+	require.Eventually(t, func() bool { return l.Stats().UploadsInFlight == 1 }, 10*time.Second, time.Millisecond)
+
+	r1.LoseLeadership(tp)
+	close(release)
+	require.Eventually(t, func() bool { return l.Stats().Fenced == 1 }, 10*time.Second, time.Millisecond)
+	assert.Empty(t, clustertest.ReadEntries(t, c, r2.ID, tp), "nothing published after the broker lost leadership")
+	assert.Equal(t, int64(-1), l.DurableOffset(tp))
+}

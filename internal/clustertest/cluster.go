@@ -348,3 +348,11 @@ func (r *RecordingLog) EverAppended() []combiner.Batch {
 	defer r.mu.Unlock()
 	return slices.Clone(r.appended)
 }
+
+// LoseLeadership makes b's own view forget that it leads tp, as a broker
+// does when the controller's LeaderAndIsr reaches it.
+func (b *Broker) LoseLeadership(tp metadata.TopicPartition) {
+	b.C.mu.Lock()
+	defer b.C.mu.Unlock()
+	delete(b.view, tp)
+}
