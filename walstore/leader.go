@@ -286,7 +286,9 @@ func notify(ch chan struct{}) {
 // makeLeader does). It publishes the epoch-start markers of tp's lineage to
 // every follower, and then, if republishFrom >= 0, republishes the local log
 // from that offset (see Republish). It returns when the markers are
-// published, or ctx ends.
+// published, or ctx ends. At a new epoch the durable offset starts over
+// (DurableOffset is -1 until this leadership publishes), whatever an earlier
+// leadership of tp by this engine made durable.
 func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, republishFrom int64) error {
 	if epoch < 0 {
 		return fmt.Errorf("walstore: BecomeLeader %s: negative epoch %d", tp, epoch)
@@ -296,10 +298,14 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 		l.mu.Unlock()
 		return ErrStopped
 	}
-	l.leading[tp] = epoch
-	if _, ok := l.durable[tp]; !ok {
+	if prev, ok := l.leading[tp]; !ok || prev != epoch {
+		// A new leadership has published nothing yet. A durable offset
+		// left from an earlier one describes a log that has since been
+		// a follower's, possibly truncated and rewritten: keeping it
+		// would acknowledge records of this epoch never uploaded.
 		l.durable[tp] = -1
 	}
+	l.leading[tp] = epoch
 	l.mu.Unlock()
 	if err := l.publishMarkers(ctx, tp, epoch); err != nil {
 		return err

@@ -1,0 +1,87 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// Regression tests for engine bugs the simulation found, each named after
+// the seed that found it, with a minimal reproduction that does not depend
+// on the simulation's schedule.
+
+// TestSimSeed1DurableOffsetStartsOverAtANewEpoch: a leader engine that led
+// a partition before, lost it (and its log was truncated as a follower's
+// is), and leads it again at a newer epoch must not report the old
+// leadership's durable offset: WaitDurable would acknowledge records of the
+// new epoch that were never uploaded. Seed 1 found it: b2 led t-0 at epoch
+// 2 up to 179, was truncated to 58, and led epoch 5 from 58 with
+// DurableOffset still 179.
+func TestSimSeed1DurableOffsetStartsOverAtANewEpoch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
+		require.NoError(t, err)
+		store, err := cluster.Store("az1")
+		require.NoError(t, err)
+		meta, err := memstore.NewLog(1)
+		require.NoError(t, err)
+		defer meta.Close()
+		local := memstore.NewLocalLog()
+		l, err := walstore.NewLeader(walstore.LeaderConfig{
+			BrokerID: 1, Store: store, Log: meta, Local: local, Interval: 10 * time.Millisecond, Logger: quiet(),
+			Followers: func(metadata.TopicPartition) []int32 { return []int32{2} },
+		})
+		require.NoError(t, err)
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { done <- l.Run(runCtx) }()
+		defer func() { stop(); require.NoError(t, <-done) }()
+
+		produce := func(epoch int32, first, last int64) {
+			b := regressBatch(tp, epoch, first, last)
+			require.NoError(t, l.Append(ctx, tp, b))
+			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
+		}
+		require.NoError(t, local.AssignEpoch(tp, 1, 0))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 1, -1))
+		produce(1, 0, 49)
+		produce(1, 50, 99)
+		require.NoError(t, l.WaitDurable(ctx, tp, 99))
+
+		// Deposed; as a follower the broker truncates the records from 50
+		// on, which the next leader did not have.
+		l.Resign(tp)
+		require.NoError(t, local.Truncate(ctx, tp, 50))
+		require.NoError(t, local.AssignEpoch(tp, 3, 50))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 3, -1))
+		require.LessOrEqual(t, l.DurableOffset(tp), int64(50), "durable offset after leading again at epoch 3 from 50")
+
+		// Nothing can be uploaded now, so nothing new may be acknowledged.
+		require.NoError(t, cluster.SetOutage("az1", true))
+		produce(3, 50, 59)
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		require.ErrorIs(t, l.WaitDurable(wctx, tp, 59), context.DeadlineExceeded, "offset 59 of epoch 3 acknowledged as durable with the bucket down")
+	})
+}
+
+// regressBatch returns a batch of records [first, last] of tp at epoch.
+func regressBatch(tp metadata.TopicPartition, epoch int32, first, last int64) combiner.Batch {
+	data := []byte(fmt.Sprintf("%s e%d [%d,%d]", tp, epoch, first, last))
+	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: time.Now().UnixMilli(), Data: data}
+}
+
+// quiet is a logger for engines whose retries are expected.
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
