@@ -190,6 +190,7 @@ type Leader struct {
 	builder     *combiner.Builder // where Append adds; guarded by mu
 	spare       *combiner.Builder // empty, or being cut by Run outside mu
 	leading     map[metadata.TopicPartition]int32
+	accepted    map[*combiner.Builder]map[metadata.TopicPartition][]acceptMark // leaderships pending data was appended under
 	buffered    int
 	space       chan struct{} // closed when buffered bytes drop; then replaced
 	queue       []*upload     // cut, not yet published, in cut order
@@ -216,10 +217,35 @@ type leaderCounters struct {
 	inflight                      int
 }
 
+// acceptMark says that a partition's pending data from offset from on was
+// appended while the engine led the partition at epoch.
+type acceptMark struct {
+	from  int64
+	epoch int32
+}
+
+// acceptedEpoch returns the epoch of the leadership under which the pending
+// data in [first, last] was appended, or -1 if marks do not cover it; the
+// oldest, should the range hold data of two (a section has one record
+// epoch, so only batches of an old record epoch appended after a new
+// BecomeLeader could make that).
+func acceptedEpoch(marks []acceptMark, first, last int64) int32 {
+	epoch := int32(-1)
+	for i, m := range marks {
+		if m.from > last || i+1 < len(marks) && marks[i+1].from <= first {
+			continue
+		}
+		if epoch < 0 || m.epoch < epoch {
+			epoch = m.epoch
+		}
+	}
+	return epoch
+}
+
 // upload is one cut object on its way to being stored and published.
 type upload struct {
 	obj        combiner.Object
-	pubEpochs  []int32 // per section: the publisher epoch at cut time
+	pubEpochs  []int32 // per section: the epoch of the leadership that accepted its data
 	bytes      int     // buffer bytes this object accounts for
 	appendedAt time.Time
 	ref        metadata.ObjectRef
@@ -263,6 +289,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		builder:   builders[0],
 		spare:     builders[1],
 		leading:   make(map[metadata.TopicPartition]int32),
+		accepted:  make(map[*combiner.Builder]map[metadata.TopicPartition][]acceptMark),
 		space:     make(chan struct{}),
 		durable:   make(map[metadata.TopicPartition]int64),
 		durableCh: make(chan struct{}),
@@ -395,7 +422,7 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 			return fmt.Errorf("walstore: append to %s: batch epoch %d is newer than leader epoch %d", tp, b.Epoch, epoch)
 		}
 		if l.buffered+n <= l.cfg.BufferBytes {
-			err := l.addLocked(tp, b)
+			err := l.addLocked(tp, b, epoch)
 			l.mu.Unlock()
 			return err
 		}
@@ -413,11 +440,19 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 	}
 }
 
-func (l *Leader) addLocked(tp metadata.TopicPartition, b combiner.Batch) error {
+func (l *Leader) addLocked(tp metadata.TopicPartition, b combiner.Batch, epoch int32) error {
 	now := l.cfg.Clock.Now()
 	first := l.builder.Stats().Batches == 0
 	if err := l.builder.Add(tp, b, now); err != nil {
 		return fmt.Errorf("walstore: append to %s: %w", tp, err)
+	}
+	acc := l.accepted[l.builder]
+	if acc == nil {
+		acc = make(map[metadata.TopicPartition][]acceptMark)
+		l.accepted[l.builder] = acc
+	}
+	if m := acc[tp]; len(m) == 0 || m[len(m)-1].epoch != epoch {
+		acc[tp] = append(m, acceptMark{from: b.FirstOffset, epoch: epoch})
 	}
 	l.buffered += len(b.Data)
 	l.stats.appends++
@@ -554,11 +589,17 @@ func (l *Leader) cut(ctx context.Context, wg *sync.WaitGroup) {
 		return
 	}
 	l.mu.Lock()
+	acc := l.accepted[full]
+	delete(l.accepted, full) // Cut took all of full's pending data
 	ups := make([]*upload, 0, len(objs))
 	for _, o := range objs {
 		u := &upload{obj: o, appendedAt: appendedAt, pubEpochs: make([]int32, len(o.Sections))}
 		for i, s := range o.Sections {
-			u.pubEpochs[i] = l.leading[s.Partition]
+			// The leadership that accepted the data publishes it, or
+			// nobody does: data left from an earlier leadership stays
+			// withheld even if the engine leads tp again by now, since
+			// the log may have been truncated below it meanwhile.
+			u.pubEpochs[i] = acceptedEpoch(acc[s.Partition], s.FirstOffset, s.LastOffset)
 			u.bytes += int(s.UncompressedSize)
 		}
 		l.queue = append(l.queue, u)
@@ -736,6 +777,14 @@ func (l *Leader) publishUpload(ctx context.Context, u *upload) error {
 			continue
 		}
 		entries = append(entries, s.Entry(u.ref, u.pubEpochs[i], l.cfg.BrokerID))
+	}
+	if len(entries) == 0 {
+		// Every section was withheld: no entry names the object, which
+		// is left for Sweep. Publishing nothing is not an error.
+		l.mu.Lock()
+		l.removeLocked(u)
+		l.mu.Unlock()
+		return nil
 	}
 	offsets, err := l.publish(ctx, metadata.Message{Object: u.ref, WriterBrokerID: l.cfg.BrokerID, Entries: entries})
 	if err != nil {

@@ -77,6 +77,75 @@ func TestSimSeed1DurableOffsetStartsOverAtANewEpoch(t *testing.T) {
 	})
 }
 
+// TestSimSeed2DataOfAnEarlierLeadershipIsNotPublishedUnderANewEpoch: data a
+// leader engine accepted and had not yet cut when it lost leadership must
+// stay withheld (as Resign says) even if the engine leads the partition
+// again before the data is cut; otherwise it is published under the new
+// epoch although the log no longer holds it, and DurableOffset counts it.
+// Seed 2 found it: b2's epoch-6 batches 97-139 waited in its builder behind
+// slow uploads while it was deposed, truncated to 72 and elected at epoch
+// 14, and were then published by epoch 14 (durable offset 140, log end 117).
+func TestSimSeed2DataOfAnEarlierLeadershipIsNotPublishedUnderANewEpoch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
+		require.NoError(t, err)
+		store, err := cluster.Store("az1")
+		require.NoError(t, err)
+		meta, err := memstore.NewLog(1)
+		require.NoError(t, err)
+		defer meta.Close()
+		local := memstore.NewLocalLog()
+		l, err := walstore.NewLeader(walstore.LeaderConfig{
+			BrokerID: 1, Store: store, Log: meta, Local: local, Interval: 10 * time.Millisecond, MaxInflight: 1, Logger: quiet(),
+			Followers: func(metadata.TopicPartition) []int32 { return []int32{2} },
+		})
+		require.NoError(t, err)
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { done <- l.Run(runCtx) }()
+		defer func() { stop(); require.NoError(t, <-done) }()
+		produce := func(epoch int32, first, last int64) {
+			b := regressBatch(tp, epoch, first, last)
+			require.NoError(t, l.Append(ctx, tp, b))
+			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
+		}
+
+		require.NoError(t, local.AssignEpoch(tp, 1, 0))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 1, -1))
+		// The bucket is down: the first object's upload holds the only
+		// slot, so the second batch stays in the builder, uncut.
+		require.NoError(t, cluster.SetOutage("az1", true))
+		produce(1, 0, 9)
+		time.Sleep(50 * time.Millisecond)
+		produce(1, 10, 19)
+		time.Sleep(50 * time.Millisecond)
+
+		// Deposed at 10; leads again at epoch 3 from 10.
+		l.Resign(tp)
+		require.NoError(t, local.Truncate(ctx, tp, 10))
+		require.NoError(t, local.AssignEpoch(tp, 3, 10))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 3, -1))
+		require.NoError(t, cluster.SetOutage("az1", false))
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+
+		require.LessOrEqual(t, l.DurableOffset(tp), int64(10), "durable offset; the log ends at 10")
+		low, high, err := meta.Watermarks(ctx, 0)
+		require.NoError(t, err)
+		recs, err := meta.Read(ctx, 0, low, int(high-low))
+		require.NoError(t, err)
+		for _, r := range recs {
+			m, err := metadata.DecodeMessage(r.Value)
+			require.NoError(t, err)
+			for _, e := range m.Entries {
+				require.False(t, e.PublisherEpoch == 3, "epoch 3 published %s records e%d [%d, %d], accepted under epoch 1", e.Partition, e.RecordEpoch, e.FirstOffset, e.LastOffset)
+			}
+		}
+	})
+}
+
 // regressBatch returns a batch of records [first, last] of tp at epoch.
 func regressBatch(tp metadata.TopicPartition, epoch int32, first, last int64) combiner.Batch {
 	data := []byte(fmt.Sprintf("%s e%d [%d,%d]", tp, epoch, first, last))
