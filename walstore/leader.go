@@ -195,7 +195,8 @@ type Leader struct {
 	space       chan struct{} // closed when buffered bytes drop; then replaced
 	queue       []*upload     // cut, not yet published, in cut order
 	durable     map[metadata.TopicPartition]int64
-	durableCh   chan struct{} // closed when any durable offset advances; then replaced
+	catchUp     map[metadata.TopicPartition]republishMark // BecomeLeader republishes not yet stored
+	durableCh   chan struct{}                             // closed when any durable offset advances; then replaced
 	health      Health
 	uploadFail  failure
 	publishFail failure
@@ -240,6 +241,13 @@ func acceptedEpoch(marks []acceptMark, first, last int64) int32 {
 		}
 	}
 	return epoch
+}
+
+// republishMark is how far the republish a BecomeLeader at epoch started
+// has got: the log below upTo is stored (or on every follower).
+type republishMark struct {
+	epoch int32
+	upTo  int64
 }
 
 // upload is one cut object on its way to being stored and published.
@@ -292,6 +300,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		accepted:  make(map[*combiner.Builder]map[metadata.TopicPartition][]acceptMark),
 		space:     make(chan struct{}),
 		durable:   make(map[metadata.TopicPartition]int64),
+		catchUp:   make(map[metadata.TopicPartition]republishMark),
 		durableCh: make(chan struct{}),
 		flushCh:   make(chan struct{}, 1),
 		publishCh: make(chan struct{}, 1),
@@ -313,9 +322,11 @@ func notify(ch chan struct{}) {
 // makeLeader does). It publishes the epoch-start markers of tp's lineage to
 // every follower, and then, if republishFrom >= 0, republishes the local log
 // from that offset (see Republish). It returns when the markers are
-// published, or ctx ends. At a new epoch the durable offset starts over
-// (DurableOffset is -1 until this leadership publishes), whatever an earlier
-// leadership of tp by this engine made durable.
+// published and the log republished, or ctx ends. At a new epoch the durable offset
+// starts over (DurableOffset is -1 until this leadership publishes), whatever
+// an earlier leadership of tp by this engine made durable; while the
+// republish is under way it does not pass how far the republish has got,
+// since the log above that is on this broker only.
 func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, republishFrom int64) error {
 	if epoch < 0 {
 		return fmt.Errorf("walstore: BecomeLeader %s: negative epoch %d", tp, epoch)
@@ -333,13 +344,28 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 		l.durable[tp] = -1
 	}
 	l.leading[tp] = epoch
+	delete(l.catchUp, tp)
+	if republishFrom >= 0 {
+		// Until the log from republishFrom is stored again, this broker
+		// alone holds it: nothing above it is durable yet.
+		l.catchUp[tp] = republishMark{epoch: epoch, upTo: republishFrom}
+	}
 	l.mu.Unlock()
 	if err := l.publishMarkers(ctx, tp, epoch); err != nil {
 		return err
 	}
-	if republishFrom >= 0 {
-		return l.Republish(ctx, tp, republishFrom)
+	if republishFrom < 0 {
+		return nil
 	}
+	if err := l.Republish(ctx, tp, republishFrom); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if m, ok := l.catchUp[tp]; ok && m.epoch == epoch {
+		delete(l.catchUp, tp)
+		l.durableAdvancedLocked()
+	}
+	l.mu.Unlock()
 	return nil
 }
 
@@ -469,10 +495,26 @@ func (l *Leader) addLocked(tp metadata.TopicPartition, b combiner.Batch, epoch i
 func (l *Leader) DurableOffset(tp metadata.TopicPartition) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if d, ok := l.durable[tp]; ok {
-		return d
+	return l.durableLocked(tp)
+}
+
+// durableLocked is tp's durable offset: what this leadership published,
+// but not past a republish still under way.
+func (l *Leader) durableLocked(tp metadata.TopicPartition) int64 {
+	d, ok := l.durable[tp]
+	if !ok {
+		return -1
 	}
-	return -1
+	if m, ok := l.catchUp[tp]; ok && d > m.upTo {
+		return m.upTo
+	}
+	return d
+}
+
+// durableAdvancedLocked wakes WaitDurable callers.
+func (l *Leader) durableAdvancedLocked() {
+	close(l.durableCh)
+	l.durableCh = make(chan struct{})
 }
 
 // WaitDurable blocks until tp's data up to and including offset is stored
@@ -480,7 +522,7 @@ func (l *Leader) DurableOffset(tp metadata.TopicPartition) int64 {
 func (l *Leader) WaitDurable(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
 	for {
 		l.mu.Lock()
-		if d, ok := l.durable[tp]; ok && d > offset {
+		if l.durableLocked(tp) > offset {
 			l.mu.Unlock()
 			return nil
 		}
@@ -919,10 +961,15 @@ func (l *Leader) Republish(ctx context.Context, tp metadata.TopicPartition, from
 			sections[i] = combiner.SectionOf(e)
 		}
 		l.gc.track(entries[0].Object, sections, offsets)
+		next := batches[len(batches)-1].LastOffset + 1
 		l.mu.Lock()
 		l.stats.republished += uint64(len(entries))
+		if m, ok := l.catchUp[tp]; ok && m.epoch == epoch && m.upTo == from {
+			l.catchUp[tp] = republishMark{epoch: epoch, upTo: next}
+			l.durableAdvancedLocked()
+		}
 		l.mu.Unlock()
-		from = batches[len(batches)-1].LastOffset + 1
+		from = next
 	}
 	return nil
 }

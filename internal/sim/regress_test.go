@@ -146,6 +146,63 @@ func TestSimSeed2DataOfAnEarlierLeadershipIsNotPublishedUnderANewEpoch(t *testin
 	})
 }
 
+// TestSimSeed3DurableOffsetWaitsForTheRepublish: a new leader that
+// republishes part of its log (BecomeLeader with republishFrom) must not
+// report offsets past the republish start durable before the republish is
+// stored: the records in between are on this broker only, and a producer
+// acknowledged for a later offset would lose its record with them. Seed 3
+// found it: b1 restarted with offsets 960-2725 never uploaded, led epoch 4
+// republishing from 700, and reported 2734 durable after its first new
+// batch while the republish was still retrying.
+func TestSimSeed3DurableOffsetWaitsForTheRepublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
+		require.NoError(t, err)
+		store, err := cluster.Store("az1")
+		require.NoError(t, err)
+		meta, err := memstore.NewLog(1)
+		require.NoError(t, err)
+		defer meta.Close()
+		local := memstore.NewLocalLog()
+		// The broker's log holds 0-99 of epoch 1, which no engine ever
+		// uploaded (the engine that took them crashed).
+		require.NoError(t, local.AssignEpoch(tp, 1, 0))
+		for first := int64(0); first < 100; first += 10 {
+			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{regressBatch(tp, 1, first, first+9)}))
+		}
+		l, err := walstore.NewLeader(walstore.LeaderConfig{
+			BrokerID: 1, Store: store, Log: meta, Local: local, Interval: 10 * time.Millisecond, Logger: quiet(),
+			Followers: func(metadata.TopicPartition) []int32 { return []int32{2} },
+		})
+		require.NoError(t, err)
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { done <- l.Run(runCtx) }()
+		defer func() { stop(); require.NoError(t, <-done) }()
+
+		// The republish's object is large and slow to store; new data's
+		// objects are small and quick.
+		_, err = cluster.AddFault(memstore.Fault{Delay: 10 * time.Second, Match: func(r memstore.Request) bool {
+			return r.Op == memstore.OpPut && r.Length > 200
+		}})
+		require.NoError(t, err)
+		require.NoError(t, local.AssignEpoch(tp, 2, 100))
+		became := make(chan error)
+		go func() { became <- l.BecomeLeader(ctx, tp, 2, 0) }()
+		time.Sleep(time.Second) // the markers are out, the republish is stuck
+		b := regressBatch(tp, 2, 100, 100)
+		require.NoError(t, l.Append(ctx, tp, b))
+		require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
+		time.Sleep(time.Second)
+		require.LessOrEqual(t, l.DurableOffset(tp), int64(0), "durable offset while 0-99 are only being republished")
+
+		require.NoError(t, <-became)
+		require.Equal(t, int64(101), l.DurableOffset(tp), "durable offset once the republish is stored")
+	})
+}
+
 // regressBatch returns a batch of records [first, last] of tp at epoch.
 func regressBatch(tp metadata.TopicPartition, epoch int32, first, last int64) combiner.Batch {
 	data := []byte(fmt.Sprintf("%s e%d [%d,%d]", tp, epoch, first, last))
