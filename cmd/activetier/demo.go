@@ -39,6 +39,7 @@ type demoOptions struct {
 	json         bool
 	drainTimeout time.Duration
 	verbose      bool
+	s3           s3DemoOptions
 }
 
 func demoFlags() (*demoOptions, *flag.FlagSet) {
@@ -54,12 +55,13 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs.Var(&o.objectBytes, "object-bytes", "cut an object early at this `size`")
 	fs.Var(&o.batchBytes, "batch-bytes", "mean `size` of a producer batch (each between half and one and a half times it)")
 	fs.StringVar(&o.codec, "codec", "zstd", "section codec: none, zstd or s2")
-	fs.StringVar(&o.profile, "profile", "s3express", "object store latency profile: "+strings.Join(memstore.ProfileNames(), ", "))
-	fs.StringVar(&o.failAZ, "fail-az", "", "take this `AZ`'s bucket and brokers down halfway through (az1, az2, ...)")
+	fs.StringVar(&o.profile, "profile", "s3express", "object store latency profile: "+strings.Join(memstore.ProfileNames(), ", ")+" (with --s3-endpoint only the price list)")
+	fs.StringVar(&o.failAZ, "fail-az", "", "take this `AZ`'s bucket and brokers down halfway through (az1, az2, ... or an AZ of --buckets)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the records, placement choices and simulated latencies")
 	fs.BoolVar(&o.json, "json", false, "print only the final report, as one JSON object")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait, after producing, for followers to catch up")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engines' events (truncations, retries, ...) to stderr")
+	o.s3.register(fs)
 	return o, fs
 }
 
@@ -73,7 +75,21 @@ const (
 // validate checks the flags and returns the cluster they describe.
 func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 	var cfg simConfig
-	if !isSet(fs, "azs") {
+	named, err := o.s3.validate(fs)
+	if err != nil {
+		return cfg, err
+	}
+	// The AZs are --azs of them, or those --buckets names.
+	azsFrom := "--azs"
+	switch {
+	case named != nil && isSet(fs, "azs") && o.azs != len(named):
+		return cfg, flagError(fs, "azs", fmt.Sprintf("must be the number of AZs --buckets names (%d), or left out", len(named)))
+	case named != nil:
+		o.azs, azsFrom = len(named), "the AZs of --buckets"
+		if o.azs > o.brokers {
+			return cfg, flagError(fs, "buckets", fmt.Sprintf("names %d AZs, more than --brokers (%d): each AZ needs a broker", o.azs, o.brokers))
+		}
+	case !isSet(fs, "azs"):
 		o.azs = min(3, o.brokers)
 	}
 	switch {
@@ -92,7 +108,7 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 	case o.rf > o.brokers:
 		return cfg, flagError(fs, "rf", fmt.Sprintf("must be at most --brokers (%d): replicas are on distinct brokers", o.brokers))
 	case o.rf > o.azs:
-		return cfg, flagError(fs, "rf", fmt.Sprintf("must be at most --azs (%d): replicas are in distinct AZs", o.azs))
+		return cfg, flagError(fs, "rf", fmt.Sprintf("must be at most %s (%d): replicas are in distinct AZs", azsFrom, o.azs))
 	case o.interval < time.Millisecond:
 		return cfg, flagError(fs, "interval", "must be at least 1ms")
 	case o.objectBytes <= 0:
@@ -110,18 +126,16 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 	if err != nil {
 		return cfg, flagError(fs, "profile", "unknown profile (want "+strings.Join(memstore.ProfileNames(), ", ")+")")
 	}
-	if o.failAZ != "" {
-		var names []string
-		for i := range o.azs {
-			names = append(names, azName(i))
-		}
-		if !slices.Contains(names, o.failAZ) {
-			return cfg, flagError(fs, "fail-az", "no such AZ (want one of "+strings.Join(names, ", ")+")")
-		}
+	azs := named
+	if azs == nil {
+		azs = azNames(o.azs)
+	}
+	if o.failAZ != "" && !slices.Contains(azs, o.failAZ) {
+		return cfg, flagError(fs, "fail-az", "no such AZ (want one of "+strings.Join(azs, ", ")+")")
 	}
 	logger := slog.New(slog.DiscardHandler)
 	return simConfig{
-		brokers: o.brokers, azs: o.azs, partitions: o.partitions, rf: o.rf,
+		brokers: o.brokers, azs: azs, partitions: o.partitions, rf: o.rf,
 		interval: o.interval, objectBytes: int(o.objectBytes), codec: codec, profile: profile,
 		seed: o.seed, logger: logger,
 	}, nil
@@ -171,22 +185,50 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		return err
 	}
 	if !rep.FollowersConsistent {
-		return fmt.Errorf("%d of %d follower logs differ from their leader's (first: %s)", rep.ReplicasDiverged, rep.ReplicasCompared, rep.Diverged[0])
+		err = fmt.Errorf("%d of %d follower logs differ from their leader's (first: %s)", rep.ReplicasDiverged, rep.ReplicasCompared, rep.Diverged[0])
 	}
-	return nil
+	return errors.Join(err, rep.cleanupErr)
 }
 
 // runSimulation runs the whole demo: start the cluster, produce for the
 // duration (failing an AZ halfway if asked), drain, compare, and report.
-func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress) (*demoReport, error) {
-	s, err := newSim(cfg)
+func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress) (rep *demoReport, err error) {
+	var objects objectBackend
+	var onS3 *s3Objects
+	where := o.profile + " latency"
+	if o.s3.endpoint == "" {
+		mem, err := newMemObjects(cfg.azs, cfg.profile, cfg.seed)
+		if err != nil {
+			return nil, err
+		}
+		objects = mem
+	} else {
+		if onS3, err = openS3Objects(ctx, &o.s3, cfg.azs); err != nil {
+			return nil, err
+		}
+		objects, where = onS3, onS3.describe()
+		// The objects are on someone's server: remove them after a
+		// failure or an interrupt too, with a context of their own.
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
+			left, cerr := onS3.cleanup(cctx, o.s3.keep)
+			onS3.close()
+			if rep == nil {
+				err = errors.Join(err, cerr)
+				return
+			}
+			rep.S3.ObjectsLeft, rep.S3.ObjectsKept, rep.cleanupErr = left, o.s3.keep, cerr
+		}()
+	}
+	s, err := newSim(cfg, objects)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.start(ctx); err != nil {
 		return nil, errors.Join(err, s.close())
 	}
-	prog.header(o, cfg)
+	prog.header(o, cfg, where)
 	p := &producer{
 		s: s, gen: newRecordGen(o.seed), pick: rand.New(rand.NewPCG(o.seed, 0x7069636b)), // "pick"
 		rate: o.rate * 1e6, batchBytes: int(o.batchBytes),
@@ -237,7 +279,10 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	for _, b := range s.brokers {
 		b.halt()
 	}
-	rep := newDemoReport(o, s, p, produced, drain, fo)
+	rep = newDemoReport(o, s, p, produced, drain, fo)
+	if onS3 != nil {
+		rep.S3 = onS3.report()
+	}
 	rep.ReplicasCompared, rep.ReplicasDiverged = compared, len(diffs)
 	rep.Diverged = diffs[:min(len(diffs), maxDiverged)]
 	rep.FollowersConsistent = len(diffs) == 0

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/memstore"
 )
 
 // demoJSON runs the demo with --json and decodes its report.
@@ -166,7 +167,10 @@ func TestSimPlacement(t *testing.T) {
 	for _, tc := range []struct{ brokers, azs, rf, partitions int }{
 		{3, 3, 3, 300}, {4, 3, 3, 40}, {6, 3, 2, 60}, {5, 2, 2, 10}, {7, 3, 3, 1},
 	} {
-		s, err := newSim(simConfig{brokers: tc.brokers, azs: tc.azs, rf: tc.rf, partitions: tc.partitions, logger: slog.New(slog.DiscardHandler)})
+		azs := azNames(tc.azs)
+		objects, err := newMemObjects(azs, memstore.Profile{}, 1)
+		require.NoError(t, err)
+		s, err := newSim(simConfig{brokers: tc.brokers, azs: azs, rf: tc.rf, partitions: tc.partitions, logger: slog.New(slog.DiscardHandler)}, objects)
 		require.NoError(t, err)
 		led := make(map[int32]int)
 		for _, tp := range s.tps {

@@ -41,8 +41,8 @@ func (s *s3Source) validate(fs *flag.FlagSet) error {
 		}
 		return flagError(fs, name, "needs --bucket: it names where KEY is")
 	}
-	if s.endpoint != "" && !strings.HasPrefix(s.endpoint, "http://") && !strings.HasPrefix(s.endpoint, "https://") {
-		return flagError(fs, "s3-endpoint", "want a URL starting with http:// or https://")
+	if s.endpoint != "" {
+		return checkEndpoint(fs, s.endpoint)
 	}
 	return nil
 }

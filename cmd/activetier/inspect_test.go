@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -244,19 +245,21 @@ func TestInspectStdinAndFailures(t *testing.T) {
 // Against the S3-compatible server scripts/test.sh starts (versitygw), the
 // way an operator would point the command at a bucket.
 func TestInspectS3(t *testing.T) {
-	endpoint := os.Getenv("ACTIVETIER_S3_ENDPOINT")
-	if endpoint == "" {
-		t.Skip("needs an S3 server: ACTIVETIER_S3_ENDPOINT is not set; run `bash scripts/test.sh`")
-	}
+	endpoint := s3TestEndpoint(t)
 	ctx := context.Background()
 	cfg, err := config.LoadDefaultConfig(ctx)
 	require.NoError(t, err)
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
+	// A transport of the test's own, closed last, so that goleak finds
+	// none of its connections.
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
 		o.UsePathStyle = true
+		o.HTTPClient = &http.Client{Transport: transport}
 	})
 	bucket := fmt.Sprintf("activetier-inspect-%d", time.Now().UnixNano()%1e9)
 	_, err = client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})

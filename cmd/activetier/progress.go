@@ -43,9 +43,11 @@ func newProgress(w io.Writer, terminal bool) *progress {
 	return &progress{w: w, terminal: terminal}
 }
 
-func (p *progress) header(o *demoOptions, cfg simConfig) {
-	p.line(fmt.Sprintf("activetier demo: %d brokers in %d AZs, %d partitions at RF %d, %s/s for %v; %s latency, %s sections, flush every %v",
-		cfg.brokers, cfg.azs, cfg.partitions, cfg.rf, humanBytes(o.rate*1e6), o.duration, o.profile, cfg.codec, cfg.interval))
+// header describes the run; where is the object store ("s3express
+// latency", or the buckets on an S3 endpoint).
+func (p *progress) header(o *demoOptions, cfg simConfig, where string) {
+	p.line(fmt.Sprintf("activetier demo: %d brokers in %d AZs, %d partitions at RF %d, %s/s for %v; %s, %s sections, flush every %v",
+		cfg.brokers, len(cfg.azs), cfg.partitions, cfg.rf, humanBytes(o.rate*1e6), o.duration, where, cfg.codec, cfg.interval))
 }
 
 // start begins sampling the cluster; stop ends it and finishes the line.
@@ -155,7 +157,7 @@ func sampleSim(s *sim, pr *producer) progressSample {
 		ps.lag.Merge(&fs.ApplyLag)
 	}
 	_, ps.behindOffset, _ = s.behind() // a failure here shows in the run's own checks
-	st := s.objects.Stats().Total
-	ps.puts, ps.gets = st.PutRequests, st.GetRequests
+	st := s.objects.requests()
+	ps.puts, ps.gets = st.puts, st.gets
 	return ps
 }

@@ -40,12 +40,14 @@ type demoReport struct {
 	EntriesDropped  uint64 `json:"entries_dropped"`
 	FetchErrors     uint64 `json:"fetch_errors"`
 
-	// The object store's bill, as memstore counted it.
+	// The object store's bill: requests as memstore counted them, or as
+	// the S3 stores' HTTP clients sent them (retries included).
 	Objects         uint64 `json:"objects"`
 	ObjectsDeleted  uint64 `json:"objects_deleted"`
 	Puts            int64  `json:"puts"`
 	Gets            int64  `json:"gets"`
 	Deletes         int64  `json:"deletes"`
+	Lists           int64  `json:"lists"`
 	FailedRequests  int64  `json:"failed_requests"`
 	BytesUploaded   int64  `json:"bytes_uploaded"`
 	BytesDownloaded int64  `json:"bytes_downloaded"`
@@ -81,6 +83,11 @@ type demoReport struct {
 	prices                 costmodel.Prices // the list it uses
 	comparison             costmodel.Comparison
 
+	// S3 says where the objects were, for a run against an S3 endpoint.
+	S3 *s3Report `json:"s3,omitempty"`
+	// cleanupErr is why deleting what the run left on S3 failed.
+	cleanupErr error
+
 	// The end state, after the drain: every live follower's log compared
 	// with its leader's, byte for byte.
 	DrainMS             float64 `json:"drain_ms"`
@@ -97,7 +104,7 @@ type demoReport struct {
 
 func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Duration, fo *failover) *demoReport {
 	r := &demoReport{
-		Brokers: s.cfg.brokers, AZs: s.cfg.azs, Partitions: s.cfg.partitions, RF: s.cfg.rf,
+		Brokers: s.cfg.brokers, AZs: len(s.cfg.azs), Partitions: s.cfg.partitions, RF: s.cfg.rf,
 		DurationS: o.duration.Seconds(), RateMBPerSec: o.rate, IntervalMS: ms(o.interval),
 		ObjectBytesLimit: int64(o.objectBytes), Codec: s.cfg.codec.String(), Profile: o.profile, Seed: o.seed,
 		BytesProduced: p.bytes.Load(), BatchesProduced: p.batches.Load(), RecordsProduced: p.records.Load(),
@@ -125,9 +132,9 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Dur
 	r.LagP50MS, r.LagP99MS, r.LagMaxMS = ms(lag.Quantile(0.5)), ms(lag.Quantile(0.99)), ms(lag.Max)
 	r.UploadP50MS, r.UploadP99MS = ms(upload.Quantile(0.5)), ms(upload.Quantile(0.99))
 
-	st := s.objects.Stats().Total
-	r.Puts, r.Gets, r.Deletes, r.FailedRequests = st.PutRequests, st.GetRequests, st.DeleteRequests, st.FailedRequests
-	r.BytesUploaded, r.BytesDownloaded = st.BytesUp, st.BytesDown
+	st := s.objects.requests()
+	r.Puts, r.Gets, r.Deletes, r.Lists, r.FailedRequests = st.puts, st.gets, st.deletes, st.lists, st.failed
+	r.BytesUploaded, r.BytesDownloaded = st.bytesUp, st.bytesDown
 
 	ml := s.meta.Stats().Total
 	r.MetadataBytes, r.MetadataBytesRead, r.MetadataMessages = ml.AppendedBytes, ml.BytesRead, ml.Appends
@@ -142,7 +149,7 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Dur
 		r.prices = costmodel.S3Standard2025()
 	}
 	r.usage = costmodel.Usage{
-		Puts: st.PutRequests, Gets: st.GetRequests, BytesUp: st.BytesUp, BytesDown: st.BytesDown,
+		Puts: st.puts, Gets: st.gets, BytesUp: st.bytesUp, BytesDown: st.bytesDown,
 		MetadataBytes: r.MetadataCrossAZBytes,
 		ControlBytes:  s.applied.Load() * costmodel.DefaultControlBytesPerPartition,
 		ProducedBytes: r.BytesProduced, RF: s.cfg.rf,
@@ -172,8 +179,14 @@ func (r *demoReport) writeText(w io.Writer) error {
 	fmt.Fprintf(tw, "replicated\t%s applied by followers in %s entries\n", humanBytes(float64(r.BytesReplicated)), thousands(int64(r.EntriesApplied)))
 	fmt.Fprintf(tw, "objects\t%s uploaded (%s, %s of the bytes produced, codec %s), %s deleted once applied\n",
 		thousands(int64(r.Objects)), humanBytes(float64(r.BytesUploaded)), percent(r.BytesUploaded, r.BytesProduced), r.Codec, thousands(int64(r.ObjectsDeleted)))
-	fmt.Fprintf(tw, "requests\t%s PUTs, %s GETs (%s downloaded), %s DELETEs\n",
-		thousands(r.Puts), thousands(r.Gets), humanBytes(float64(r.BytesDownloaded)), thousands(r.Deletes))
+	requests := fmt.Sprintf("%s PUTs, %s GETs (%s downloaded), %s DELETEs", thousands(r.Puts), thousands(r.Gets), humanBytes(float64(r.BytesDownloaded)), thousands(r.Deletes))
+	if r.Lists > 0 {
+		requests += fmt.Sprintf(", %s LISTs", thousands(r.Lists))
+	}
+	if r.FailedRequests > 0 {
+		requests += fmt.Sprintf("; %s failed", thousands(r.FailedRequests))
+	}
+	fmt.Fprintf(tw, "requests\t%s\n", requests)
 	fmt.Fprintf(tw, "metadata\t%s published in %s messages, %s read by followers\n",
 		humanBytes(float64(r.MetadataBytes)), thousands(r.MetadataMessages), humanBytes(float64(r.MetadataBytesRead)))
 	fmt.Fprintf(tw, "lag\tp50 %.0f ms, p99 %.0f ms, max %.0f ms (produce to follower append); upload p50 %.0f ms, p99 %.0f ms\n",
@@ -182,6 +195,13 @@ func (r *demoReport) writeText(w io.Writer) error {
 		fmt.Fprintf(tw, "failover\t%s down at %.1fs: broker(s) %s crashed; %d partitions led again at epoch %d after %.0f ms offline; %d entries republished (done after %.0f ms)\n",
 			fo.AZ, fo.AtS, joinIDs(fo.CrashedBrokers), fo.PartitionsMoved, fo.NewEpoch, fo.OfflineMS, fo.RepublishedEntries, fo.RepublishMS)
 		fmt.Fprintf(tw, "\t%s records died with the crashed leaders (acks=1: taken, not yet replicated)\n", thousands(fo.RecordsLost))
+	}
+	if s3 := r.S3; s3 != nil {
+		fate := "deleted"
+		if s3.ObjectsKept {
+			fate = "kept"
+		}
+		fmt.Fprintf(tw, "s3\t%s under %s: %d objects left after garbage collection, %s\n", s3.Endpoint, s3.KeyPrefix, s3.ObjectsLeft, fate)
 	}
 	consistent := "yes"
 	if !r.FollowersConsistent {

@@ -20,23 +20,27 @@ import (
 
 // simConfig describes the simulated cluster.
 type simConfig struct {
-	brokers, azs, partitions, rf int
-	interval                     time.Duration
-	objectBytes                  int
-	codec                        metadata.Codec
-	profile                      memstore.Profile
-	seed                         uint64
-	logger                       *slog.Logger
+	brokers, partitions, rf int
+	// azs names the AZs, in the order brokers are spread over them.
+	azs         []string
+	interval    time.Duration
+	objectBytes int
+	codec       metadata.Codec
+	// profile is memstore's latency model; with an S3 endpoint the latency
+	// is the server's.
+	profile memstore.Profile
+	seed    uint64
+	logger  *slog.Logger
 }
 
 // sim is a cluster of brokers in one process: each broker has a local log
-// (memstore.LocalLog), a view of the object store from its AZ, and runs a
+// (memstore.LocalLog), a store of its own on the object backend, and runs a
 // walstore Leader for the partitions it leads and a walstore Follower for
 // the others. The sim also plays the controller: it owns the replica
 // assignment and decides leadership and epochs, as Kafka's controller does.
 type sim struct {
 	cfg     simConfig
-	objects *memstore.Cluster
+	objects objectBackend
 	meta    *memstore.Log
 	brokers []*simBroker
 	tps     []metadata.TopicPartition
@@ -79,22 +83,19 @@ type simBroker struct {
 	crashed  bool // under s.mu
 }
 
-func bucketName(az string) string { return "activetier-demo-" + az }
+// azNames are the demo's AZs unless --buckets names them: az1, az2, ...
+func azNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("az%d", i+1)
+	}
+	return names
+}
 
-func azName(i int) string { return fmt.Sprintf("az%d", i+1) }
-
-// newSim builds the cluster: buckets, metadata log, brokers, and a
+// newSim builds the cluster on objects: metadata log, brokers, and a
 // rack-aware assignment in which every partition's replicas are in distinct
 // AZs and leadership is spread evenly.
-func newSim(cfg simConfig) (*sim, error) {
-	buckets := make(map[string]string, cfg.azs)
-	for i := range cfg.azs {
-		buckets[azName(i)] = bucketName(azName(i))
-	}
-	objects, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: buckets, Profile: cfg.profile, Seed: cfg.seed})
-	if err != nil {
-		return nil, err
-	}
+func newSim(cfg simConfig, objects objectBackend) (*sim, error) {
 	meta, err := memstore.NewLog(int32(cfg.brokers))
 	if err != nil {
 		return nil, err
@@ -107,8 +108,8 @@ func newSim(cfg simConfig) (*sim, error) {
 		errs:     make(chan error, 2*cfg.brokers),
 	}
 	for i := range cfg.brokers {
-		az := azName(i % cfg.azs)
-		store, err := objects.Store(az)
+		az := cfg.azs[i%len(cfg.azs)]
+		store, err := objects.store(az)
 		if err != nil {
 			meta.Close()
 			return nil, err
@@ -373,7 +374,7 @@ type republishJob struct {
 func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, started time.Time) (fo *failover, done <-chan error, err error) {
 	t0 := time.Now()
 	fo = &failover{AZ: az, AtS: t0.Sub(started).Seconds()}
-	if err := s.objects.SetOutage(az, true); err != nil {
+	if err := s.objects.setOutage(az); err != nil {
 		return nil, nil, err
 	}
 	var crashed []*simBroker
