@@ -67,7 +67,8 @@ func (c *collector) trackMarkers(meta map[int32]int64) {
 
 // ReportApplied records that follower has applied tp up to, not including,
 // offset (its log end offset). The broker relays this from the follower, as
-// Kafka's leader learns it from fetch requests.
+// Kafka's leader learns it from fetch requests. Reports are forgotten when
+// the engine leads tp at a new epoch (BecomeLeader).
 func (l *Leader) ReportApplied(tp metadata.TopicPartition, follower int32, offset int64) {
 	c := l.gc
 	c.mu.Lock()
@@ -78,6 +79,16 @@ func (l *Leader) ReportApplied(tp metadata.TopicPartition, follower int32, offse
 		c.applied[tp] = m
 	}
 	m[follower] = max(m[follower], offset)
+}
+
+// forgetApplied drops what followers reported applied of tp: at a new
+// leadership those reports describe their logs against an earlier leader's
+// log, which this leadership's may have truncated, and only fresh reports
+// can vouch for this leadership's objects.
+func (c *collector) forgetApplied(tp metadata.TopicPartition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.applied, tp)
 }
 
 // ReportTiered records that tp's records below offset are in long-term

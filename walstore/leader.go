@@ -342,6 +342,7 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 		// a follower's, possibly truncated and rewritten: keeping it
 		// would acknowledge records of this epoch never uploaded.
 		l.durable[tp] = -1
+		l.gc.forgetApplied(tp)
 	}
 	l.leading[tp] = epoch
 	delete(l.catchUp, tp)

@@ -203,6 +203,64 @@ func TestSimSeed3DurableOffsetWaitsForTheRepublish(t *testing.T) {
 	})
 }
 
+// TestSimSeed11FollowerProgressIsForgottenAtANewEpoch: what followers
+// reported applied while an engine led a partition describes their logs
+// against that leadership's log; when the engine leads the partition again
+// at a newer epoch (after its log was truncated and rewritten), those
+// reports say nothing about the new epoch's data, and its garbage collector
+// must not delete the new objects on their word. Seed 11 found it: b5, once
+// leader at epoch 4 and told b3 was at 304, led epoch 7 from 189 and
+// deleted its epoch-7 object of 189-201, which b3 never had.
+func TestSimSeed11FollowerProgressIsForgottenAtANewEpoch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
+		require.NoError(t, err)
+		store, err := cluster.Store("az1")
+		require.NoError(t, err)
+		meta, err := memstore.NewLog(1)
+		require.NoError(t, err)
+		defer meta.Close()
+		local := memstore.NewLocalLog()
+		l, err := walstore.NewLeader(walstore.LeaderConfig{
+			BrokerID: 1, Store: store, Log: meta, Local: local, Interval: 10 * time.Millisecond, GCInterval: time.Hour, Logger: quiet(),
+			Followers: func(metadata.TopicPartition) []int32 { return []int32{2} },
+		})
+		require.NoError(t, err)
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { done <- l.Run(runCtx) }()
+		defer func() { stop(); require.NoError(t, <-done) }()
+		produce := func(epoch int32, first, last int64) {
+			b := regressBatch(tp, epoch, first, last)
+			require.NoError(t, l.Append(ctx, tp, b))
+			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
+			require.NoError(t, l.WaitDurable(ctx, tp, last))
+		}
+
+		require.NoError(t, local.AssignEpoch(tp, 1, 0))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 1, -1))
+		produce(1, 0, 49)
+		produce(1, 50, 99)
+		l.ReportApplied(tp, 2, 100) // follower 2 holds 0-99 of epoch 1
+		n, err := l.CollectGarbage(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, n, "epoch 1's two objects, which follower 2 holds")
+
+		// Deposed; epoch 2 started at 50 elsewhere; the broker's log is
+		// truncated to 50 and it leads again at epoch 3 from 50.
+		l.Resign(tp)
+		require.NoError(t, local.Truncate(ctx, tp, 50))
+		require.NoError(t, local.AssignEpoch(tp, 3, 50))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 3, -1))
+		produce(3, 50, 59)
+		n, err = l.CollectGarbage(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "epoch 3's object deleted on the word of a report about epoch 1")
+	})
+}
+
 // regressBatch returns a batch of records [first, last] of tp at epoch.
 func regressBatch(tp metadata.TopicPartition, epoch int32, first, last int64) combiner.Batch {
 	data := []byte(fmt.Sprintf("%s e%d [%d,%d]", tp, epoch, first, last))
