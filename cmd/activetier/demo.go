@@ -248,7 +248,11 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 			return
 		}
 		foDone = make(chan foResult, 1)
-		prog.event(fmt.Sprintf("%s goes down: its bucket is unreachable and its brokers crash", o.failAZ))
+		how := "its bucket is unreachable"
+		if onS3 != nil {
+			how = "every store refuses requests to its bucket (a simulated outage)"
+		}
+		prog.event(fmt.Sprintf("%s goes down: %s and its brokers crash", o.failAZ, how))
 		go func() {
 			fo, done, err := s.failAZ(ctx, o.failAZ, failureDetection, start)
 			if err == nil {

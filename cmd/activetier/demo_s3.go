@@ -54,6 +54,11 @@ func (o *s3DemoOptions) register(fs *flag.FlagSet) {
 // names when --buckets gives them (nil otherwise). Bucket names are checked
 // by s3express itself, which makes no request to do so.
 func (o *s3DemoOptions) validate(fs *flag.FlagSet) ([]string, error) {
+	if o.endpoint == "" && isSet(fs, "s3-endpoint") {
+		// Most likely a shell variable that is not set: running in memory
+		// instead would hide that.
+		return nil, flagError(fs, "s3-endpoint", "is empty")
+	}
 	if o.endpoint == "" {
 		for _, name := range []string{"buckets", "s3-compatible", "region", "create-buckets", "keep-objects"} {
 			if isSet(fs, name) {

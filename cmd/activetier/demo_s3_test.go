@@ -183,6 +183,7 @@ func TestDemoS3KeepObjects(t *testing.T) {
 		"--fail-az", "az1", "--duration", "1500ms", "--partitions", "6", "--rate", "1")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "; buckets "+flagValue+" at "+endpoint+" under activetier-demo/")
+	assert.Contains(t, r.stdout, "az1 goes down: every store refuses requests to its bucket (a simulated outage) and its brokers crash")
 	m := regexp.MustCompile(`(?m)^s3 +` + regexp.QuoteMeta(endpoint) + ` under (\S+): (\d+) objects left after garbage collection, kept$`).FindStringSubmatch(r.stdout)
 	require.NotNil(t, m, r.stdout)
 	prefix := m[1]
@@ -205,6 +206,25 @@ func TestDemoS3KeepObjects(t *testing.T) {
 	r = runCmd(t, "", "inspect", "--s3-endpoint", endpoint, "--bucket", keptBucket, key)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "verified")
+}
+
+// An interrupt stops the demo with exit code 130 and no report, and what
+// the run wrote is deleted all the same.
+func TestDemoS3Interrupted(t *testing.T) {
+	endpoint := s3TestEndpoint(t)
+	flagValue, buckets, client := testBuckets(t, endpoint, false, "az1", "az2", "az3")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	time.AfterFunc(time.Second, cancel) // as signal.NotifyContext does on SIGINT
+	var out, errOut strings.Builder
+	code := run(ctx, []string{"demo", "--json", "--s3-endpoint", endpoint, "--buckets", flagValue, "--create-buckets",
+		"--duration", "1m", "--partitions", "6", "--rate", "1"}, strings.NewReader(""), &out, &errOut)
+	assert.Equal(t, exitInterrupted, code)
+	assert.Equal(t, "activetier demo: interrupted\n", errOut.String())
+	assert.Empty(t, out.String())
+	for _, b := range buckets {
+		assert.Empty(t, listKeys(t, client, b, ""), "bucket %s after the interrupt", b)
+	}
 }
 
 // The S3 backend itself: requests and bytes are counted as sent, and an
@@ -305,6 +325,7 @@ func TestDemoS3UsageErrors(t *testing.T) {
 		{[]string{"--create-buckets"}, "--create-buckets true: needs --s3-endpoint"},
 		{[]string{"--s3-compatible=false"}, "--s3-compatible false: needs --s3-endpoint"},
 		{[]string{"--region", "eu-west-1"}, "--region eu-west-1: needs --s3-endpoint"},
+		{[]string{"--s3-endpoint", ""}, "--s3-endpoint : is empty"},
 		{[]string{"--s3-endpoint", "127.0.0.1:7070"}, "--s3-endpoint 127.0.0.1:7070: want a URL such as http://127.0.0.1:7070"},
 		{[]string{"--s3-endpoint", "ftp://host"}, "--s3-endpoint ftp://host: want a URL"},
 		{[]string{"--s3-endpoint", ep, "--buckets", "az1"}, `invalid value "az1" for flag -buckets: "az1" is not AZ=BUCKET`},

@@ -18,6 +18,8 @@
 //	                [--azs 3] [--rf 3] [--interval 100ms] [--object-bytes 4MiB]
 //	                [--batch-bytes 16KiB] [--codec zstd] [--profile s3express]
 //	                [--fail-az AZ] [--seed 1] [--drain-timeout 30s] [--json] [--verbose]
+//	                [--s3-endpoint URL [--buckets AZ=BUCKET,...] [--create-buckets]
+//	                 [--keep-objects] [--s3-compatible=true] [--region R]]
 //
 // runs a cluster in one process: brokers spread over AZs (one memstore bucket
 // per AZ, with the chosen latency profile), a metadata log with a partition
@@ -44,6 +46,41 @@
 // (followers_consistent, lag_p50_ms, lag_p99_ms, puts, gets, metadata_bytes,
 // bytes_produced, cost_usd, cross_az_cost_usd, ...). Followers that do not
 // converge make the command exit 1 after the report.
+//
+// With --s3-endpoint the buckets are on an S3-compatible server (versitygw,
+// MinIO, ...) instead of in memory; everything else, the metadata log
+// included, stays as it is. Every broker has an s3express store of its own,
+// writing to its AZ's bucket and reading all of them, and credentials and
+// region come from the standard AWS environment (AWS_ACCESS_KEY_ID,
+// AWS_PROFILE, AWS_REGION, ...; --region overrides the region, us-east-1 if
+// none is found). --buckets maps each AZ to its bucket and so also names the
+// AZs, in the order brokers are spread over them (use1-az4=wal--use1-az4--x-s3
+// for directory-style names, which s3express checks against the AZ id); the
+// default is activetier-demo-az1, activetier-demo-az2, ... for --azs AZs.
+// --s3-compatible, true by default since the flag is for such servers,
+// selects path-style addressing and, for directory-style names, plain SigV4
+// instead of S3 Express sessions; set it false only for an endpoint that is
+// AWS itself. Before the cluster starts, one HEAD request per bucket checks
+// that the endpoint answers and the bucket exists (--create-buckets creates
+// it), so that a wrong endpoint or bucket ends the command at once with exit
+// code 1 instead of stalling the engines.
+//
+// The run writes under a key prefix of its own
+// (activetier-demo/TIME-RANDOM/), so runs sharing buckets never meet.
+// Garbage collection deletes most objects as followers apply them; at the
+// end, after a failure or an interrupt too, the demo deletes what is left
+// under the prefix, unless --keep-objects, and the report's "s3" line (JSON:
+// endpoint, buckets, key_prefix, objects_left) says how much that was. The
+// report's requests and bytes are counted in the
+// stores' HTTP clients, per attempt (the SDK's retries included), as S3
+// bills them and as memstore counts its own; the latency is the server's,
+// and --profile only chooses the price list. One endpoint cannot lose an AZ,
+// so --fail-az simulates it in those clients: from then on every broker's
+// requests to that AZ's bucket are refused before they are sent, with a
+// dial error that the SDK retries and s3express reports as
+// walstore.ErrUnavailable, as for a real unreachable endpoint. The refused
+// attempts count as requests that failed, as memstore counts those its
+// outages fail.
 //
 // # inspect
 //
