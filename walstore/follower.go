@@ -120,6 +120,7 @@ type Follower struct {
 	rewind        chan struct{} // asks readMetadata to start again from the low watermark
 	bucketBackoff map[string]time.Time
 	fetches       int       // fetch goroutines running
+	retryAt       time.Time // earliest time an entry passed over for its backoff may be fetched
 	evicted       bool      // held entries were forgotten; re-read metadata when idle
 	lastRewind    time.Time // when evictions last made the follower re-read
 
@@ -439,6 +440,7 @@ func (f *Follower) truncate(ctx context.Context, p *fpart, to int64) error {
 // starts fetches for the entries that come next.
 func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone) error {
 	now := f.cfg.Clock.Now()
+	f.retryAt = time.Time{}
 	var want []metadata.Entry
 	var wantKeys []*pendingEntry
 	held := 0
@@ -582,13 +584,21 @@ func (f *Follower) count(fn func(*followerCounters)) {
 func (f *Follower) candidate(p *fpart, at int64, now time.Time) (*pendingEntry, fencing.Decision, bool) {
 	var best *pendingEntry
 	var bestD fencing.Decision
+	// readyAt is when pe may be fetched again, after its own and its
+	// bucket's backoff.
+	readyAt := func(pe *pendingEntry) time.Time {
+		if bt := f.bucketBackoff[pe.e.Object.Bucket]; bt.After(pe.notBefore) {
+			return bt
+		}
+		return pe.notBefore
+	}
 	rank := func(pe *pendingEntry) int {
 		switch {
 		case pe.batches != nil:
 			return 3
 		case pe.fetching:
 			return 2
-		case !now.Before(pe.notBefore) && !now.Before(f.bucketBackoff[pe.e.Object.Bucket]):
+		case !now.Before(readyAt(pe)):
 			return 1
 		}
 		return 0
@@ -600,6 +610,12 @@ func (f *Follower) candidate(p *fpart, at int64, now time.Time) (*pendingEntry, 
 		d := fencing.Decide(at, &p.local, &p.leader, pe.e)
 		if d.Action != fencing.Apply {
 			continue
+		}
+		if rank(pe) == 0 {
+			// Passed over for its backoff: the loop must wake when it ends.
+			if t := readyAt(pe); f.retryAt.IsZero() || t.Before(f.retryAt) {
+				f.retryAt = t
+			}
 		}
 		if best == nil || rank(pe) > rank(best) ||
 			(rank(pe) == rank(best) && pe.e.PublisherEpoch > best.e.PublisherEpoch) {
@@ -742,25 +758,13 @@ func (f *Follower) handleFetch(done fetchDone) {
 	}
 }
 
-// nextRetry returns how long until the earliest backed-off entry may be
-// fetched again, or a re-read of forgotten entries is due, if any is.
+// nextRetry returns how long until the loop should run again by itself:
+// when the earliest entry the last step passed over for its backoff may be
+// fetched, or a re-read of forgotten entries is due. A time already past
+// means at once: deciding from step's own clock reading, not a new one,
+// is what keeps a retry that falls due in between from being lost.
 func (f *Follower) nextRetry() (time.Duration, bool) {
-	now := f.cfg.Clock.Now()
-	var earliest time.Time
-	for _, p := range f.parts {
-		for _, pe := range p.pending {
-			if pe.fetching || pe.batches != nil {
-				continue
-			}
-			t := pe.notBefore
-			if bt := f.bucketBackoff[pe.e.Object.Bucket]; bt.After(t) {
-				t = bt
-			}
-			if t.After(now) && (earliest.IsZero() || t.Before(earliest)) {
-				earliest = t
-			}
-		}
-	}
+	earliest := f.retryAt
 	if f.evicted && f.fetches == 0 {
 		// A re-read of the metadata is due once the rate limit allows (a
 		// fetch in flight wakes the loop by itself).
@@ -771,5 +775,5 @@ func (f *Follower) nextRetry() (time.Duration, bool) {
 	if earliest.IsZero() {
 		return 0, false
 	}
-	return max(earliest.Sub(now), 0), true
+	return max(earliest.Sub(f.cfg.Clock.Now()), 0), true
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/combiner"
@@ -273,10 +274,15 @@ func MakeBatch(tp metadata.TopicPartition, epoch int32, first, last int64) combi
 // fails the test instead of passing slowly.
 func RequireConverges(t *testing.T, follower, leader *Broker, tp metadata.TopicPartition) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		return SameBatches(follower.Local.Batches(tp), leader.Local.Batches(tp))
-	}, 20*time.Second, 5*time.Millisecond, "broker %d never converged on broker %d's log of %s:\nfollower %v\nleader   %v",
-		follower.ID, leader.ID, tp, Describe(follower.Local.Batches(tp)), Describe(leader.Local.Batches(tp)))
+	converged := func() bool { return SameBatches(follower.Local.Batches(tp), leader.Local.Batches(tp)) }
+	if !assert.Eventually(t, converged, 20*time.Second, 5*time.Millisecond) {
+		var stats any
+		if follower.Follower != nil {
+			stats = follower.Follower.Stats()
+		}
+		require.FailNow(t, "no convergence", "broker %d never converged on broker %d's log of %s:\nfollower %v\nleader   %v\nfollower stats %+v",
+			follower.ID, leader.ID, tp, Describe(follower.Local.Batches(tp)), Describe(leader.Local.Batches(tp)), stats)
+	}
 	RequireSameLog(t, leader.Local.Batches(tp), follower.Local.Batches(tp))
 }
 
