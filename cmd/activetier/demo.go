@@ -219,6 +219,9 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 				return
 			}
 			rep.S3.ObjectsLeft, rep.S3.ObjectsKept, rep.cleanupErr = left, o.s3.keep, cerr
+			if cerr != nil {
+				rep.S3.CleanupError = cerr.Error()
+			}
 		}()
 	}
 	s, err := newSim(cfg, objects)

@@ -466,6 +466,8 @@ type s3Report struct {
 	// or kept with --keep-objects (ObjectsKept).
 	ObjectsLeft int  `json:"objects_left"`
 	ObjectsKept bool `json:"objects_kept"`
+	// CleanupError says why listing or deleting them failed.
+	CleanupError string `json:"cleanup_error,omitempty"`
 }
 
 func (s *s3Objects) report() *s3Report {

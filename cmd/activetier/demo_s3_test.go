@@ -375,3 +375,23 @@ func TestRunPrefix(t *testing.T) {
 		seen[p] = true
 	}
 }
+
+// What the report says of the objects a run left on S3: deleted, kept, or
+// a failure to delete them, which the command then exits 1 for.
+func TestReportS3Line(t *testing.T) {
+	for _, tc := range []struct {
+		s3   s3Report
+		want string
+	}{
+		{s3Report{ObjectsLeft: 3}, "3 objects left after garbage collection, deleted\n"},
+		{s3Report{ObjectsLeft: 5, ObjectsKept: true}, "5 objects left after garbage collection, kept\n"},
+		{s3Report{ObjectsLeft: 2, CleanupError: "deleting the 2 objects: access denied"}, "2 objects left after garbage collection, NOT deleted: deleting the 2 objects: access denied\n"},
+	} {
+		tc.s3.Endpoint, tc.s3.KeyPrefix = "http://127.0.0.1:7070", "activetier-demo/x/"
+		rep := demoReport{S3: &tc.s3}
+		var out strings.Builder
+		require.NoError(t, rep.writeText(&out))
+		assert.Contains(t, out.String(), "\ns3 ")
+		assert.Contains(t, out.String(), " http://127.0.0.1:7070 under activetier-demo/x/: "+tc.want)
+	}
+}

@@ -198,7 +198,10 @@ func (r *demoReport) writeText(w io.Writer) error {
 	}
 	if s3 := r.S3; s3 != nil {
 		fate := "deleted"
-		if s3.ObjectsKept {
+		switch {
+		case s3.CleanupError != "":
+			fate = "NOT deleted: " + s3.CleanupError
+		case s3.ObjectsKept:
 			fate = "kept"
 		}
 		fmt.Fprintf(tw, "s3\t%s under %s: %d objects left after garbage collection, %s\n", s3.Endpoint, s3.KeyPrefix, s3.ObjectsLeft, fate)
