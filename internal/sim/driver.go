@@ -1,0 +1,873 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing/synctest"
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// AZs are the availability zones of every simulated cluster.
+var azs = [...]string{"az1", "az2", "az3"}
+
+// The kinds of step the driver takes.
+const (
+	stepProduce = iota
+	stepZombieProduce
+	stepFault
+	stepOutage
+	stepElection
+	stepFollowerCrash
+	stepBrokerCrash
+	stepReassign
+	numSteps
+)
+
+// convergeBound is how long, in simulated time, followers have to catch up
+// once faults stop. Everything the engines wait for is bounded well below
+// it: backoffs (at most 500ms here), marker refreshes (at most 3s), the
+// metadata view's last delayed deliveries (at most 3s).
+const convergeBound = 60 * time.Second
+
+// Run runs one simulation and returns what it found. It must run inside a
+// synctest bubble (testing/synctest.Test): the engines' clocks are the time
+// package's, which the bubble makes simulated, and the driver waits for the
+// bubble to be quiescent before each step.
+func Run(cfg Config) *Result {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x73696d756c617465))
+	w := &world{
+		cfg: cfg, p: drawParams(rng), rng: rng, start: time.Now(),
+		brokers:  make(map[int32]*broker),
+		parts:    make(map[metadata.TopicPartition]*partState),
+		registry: make(map[batchKey]batchMeta),
+		objects:  make(map[metadata.ObjectRef]*object),
+		sections: make(map[metadata.TopicPartition][]storedSection),
+		relayTo:  make(map[metadata.TopicPartition]*walstore.Leader),
+	}
+	w.tracef("seed %d: %s", cfg.Seed, w.p)
+	if err := w.setup(); err != nil {
+		w.violate(KindHarness, "setup: %v", err)
+	} else {
+		w.faulty()
+		if !w.failed() {
+			w.quietPhase()
+		}
+		if !w.failed() {
+			w.converge()
+		}
+	}
+	w.shutdown()
+	return w.result()
+}
+
+func (w *world) setup() error {
+	buckets := make(map[string]string, len(azs))
+	for _, az := range azs {
+		buckets[az] = "bucket-" + az
+	}
+	var err error
+	w.cluster, err = memstore.NewCluster(memstore.ClusterConfig{Buckets: buckets, Profile: w.p.profile, Seed: w.cfg.Seed})
+	if err != nil {
+		return err
+	}
+	w.meta, err = memstore.NewLog(w.p.metaPartitions, memstore.WithMaxPollWait(100*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	for i := range w.p.brokers {
+		id := int32(i + 1)
+		b := &broker{w: w, id: id, az: azs[i%len(azs)], log: newBrokerLog(), up: true, view: make(map[metadata.TopicPartition]viewEntry)}
+		st, err := w.cluster.Store(b.az)
+		if err != nil {
+			return err
+		}
+		b.store = simStore{Store: st, w: w, b: b}
+		w.brokers[id] = b
+		w.ids = append(w.ids, id)
+	}
+	ctx := context.Background()
+	for i := range w.p.partitions {
+		tp := metadata.TopicPartition{Topic: "t", Partition: int32(i)}
+		w.tps = append(w.tps, tp)
+		perm := w.rng.Perm(len(w.ids))
+		ps := &partState{tp: tp, epoch: int32(1 + w.rng.IntN(3)), starts: make(map[int32]int64), zombies: make(map[int32]int32), durChecked: -1}
+		for _, j := range perm[:w.p.rf] {
+			ps.replicas = append(ps.replicas, w.ids[j])
+		}
+		ps.leader = ps.replicas[0]
+		base := choose[int64](w.rng, 0, 0, 1000)
+		l := w.brokers[ps.leader].log
+		if err := l.Truncate(ctx, tp, base); err != nil {
+			return err
+		}
+		if err := l.assignEpoch(tp, ps.epoch, base); err != nil {
+			return err
+		}
+		ps.starts[ps.epoch] = base
+		w.parts[tp] = ps
+		for _, id := range w.ids {
+			w.brokers[id].setView(tp, viewEntry{replicas: ps.replicas, leader: ps.leader, epoch: ps.epoch})
+		}
+		w.tracef("%s: replicas %v, leader b%d at epoch %d from offset %d", tp, ps.replicas, ps.leader, ps.epoch, base)
+	}
+	for _, id := range w.ids {
+		w.brokers[id].startLeader()
+		w.brokers[id].startFollower()
+	}
+	for _, tp := range w.tps {
+		ps := w.parts[tp]
+		b := w.brokers[ps.leader]
+		w.mu.Lock()
+		w.relayTo[tp] = b.leader
+		w.mu.Unlock()
+		w.becomeLeader(b, tp, ps.epoch, -1)
+	}
+	w.every(time.Duration(300+w.rng.IntN(1700))*time.Millisecond, "trim metadata", w.trimMetadata)
+	return nil
+}
+
+// becomeLeader tells b's leader engine it leads tp, on a chore goroutine:
+// BecomeLeader publishes markers and republishes, retrying while buckets
+// are down, and the schedule must go on meanwhile.
+func (w *world) becomeLeader(b *broker, tp metadata.TopicPartition, epoch int32, from int64) {
+	l := b.leader
+	b.startTask(tp, fmt.Sprintf("BecomeLeader(e%d, republish from %d)", epoch, from), func(ctx context.Context) error {
+		return l.BecomeLeader(ctx, tp, epoch, from)
+	})
+}
+
+// event is a scheduled step: a fault ending, a broker restarting.
+type event struct {
+	at   time.Time
+	seq  int
+	what string
+	fn   func()
+}
+
+func (w *world) after(d time.Duration, what string, fn func()) {
+	e := event{at: time.Now().Add(d), seq: w.stats.Steps*1000 + len(w.events), what: what, fn: fn}
+	i, _ := slices.BinarySearchFunc(w.events, e, func(a, b event) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return cmpInt(a.seq, b.seq)
+	})
+	w.events = slices.Insert(w.events, i, e)
+}
+
+// every runs fn every period until the run ends.
+func (w *world) every(period time.Duration, what string, fn func()) {
+	var tick func()
+	tick = func() {
+		fn()
+		w.after(period, what, tick)
+	}
+	w.after(period, what, tick)
+}
+
+// runDue runs the scheduled events that are due, in order, and reports
+// whether it ran any.
+func (w *world) runDue() bool {
+	now := time.Now()
+	ran := false
+	for len(w.events) > 0 && !w.events[0].at.After(now) && !w.failed() {
+		e := w.events[0]
+		w.events = w.events[1:]
+		e.fn()
+		ran = true
+	}
+	return ran
+}
+
+// settle waits for every goroutine of the bubble to block, so that what
+// the driver then reads and checks is a consistent state.
+func (w *world) settle() { synctest.Wait() }
+
+func (w *world) faulty() {
+	end := w.start.Add(w.p.faultyFor)
+	for time.Now().Before(end) && !w.failed() {
+		time.Sleep(time.Duration(w.rng.ExpFloat64() * float64(w.p.stepMean)))
+		w.settle()
+		if w.runDue() {
+			w.settle()
+		}
+		w.checkQuiescent()
+		w.stats.Steps++
+		kind := w.pickStep()
+		sr := rand.New(rand.NewPCG(w.rng.Uint64(), uint64(w.stats.Steps)))
+		switch kind {
+		case stepProduce:
+			tp := w.tps[sr.IntN(len(w.tps))]
+			ps := w.parts[tp]
+			if b := w.brokers[ps.leader]; b.up && b.leader != nil {
+				w.produce(b, tp, ps.epoch, sr)
+			}
+		case stepZombieProduce:
+			w.zombieProduce(sr)
+		case stepFault:
+			w.addFault(sr)
+		case stepOutage:
+			w.outage(sr)
+		case stepElection:
+			tp := w.tps[sr.IntN(len(w.tps))]
+			old := w.brokers[w.parts[tp].leader]
+			w.elect(tp, sr, old.up && old.leader != nil && sr.Float64() < 0.4, false, false)
+		case stepFollowerCrash:
+			w.followerCrash(sr)
+		case stepBrokerCrash:
+			w.brokerCrash(sr)
+		case stepReassign:
+			w.reassign(sr)
+		}
+	}
+}
+
+func (w *world) pickStep() int {
+	weights := w.p.weights
+	if w.zombieCount() == 0 {
+		weights[stepZombieProduce] = 0
+	}
+	var total float64
+	for _, x := range weights {
+		total += x
+	}
+	r := w.rng.Float64() * total
+	for k, x := range weights {
+		if r < x {
+			return k
+		}
+		r -= x
+	}
+	return stepProduce
+}
+
+func (w *world) zombieCount() int {
+	n := 0
+	for _, tp := range w.tps {
+		n += len(w.parts[tp].zombies)
+	}
+	return n
+}
+
+// produce appends one batch of tp at epoch to b, a leader or a zombie:
+// first to its leader engine, then, if the engine took it, to its log. A
+// batch the engine refuses (full buffer, not leading yet) is a failed
+// produce request: it is in no log.
+func (w *world) produce(b *broker, tp metadata.TopicPartition, epoch int32, sr *rand.Rand) bool {
+	first := b.log.end(tp)
+	n := int64(1 + sr.IntN(w.p.maxRecords))
+	size := 40 + sr.IntN(960)
+	if sr.Float64() < w.p.largeP {
+		size = 4<<10 + sr.IntN(60<<10)
+	}
+	batch := makeBatch(tp, epoch, first, first+n-1, size, sr.Uint64())
+	key := batchKey{tp, epoch, first}
+	m := metaOf(batch)
+	w.mu.Lock()
+	if old, ok := w.registry[key]; ok {
+		w.violateLocked(KindHarness, "b%d produced %s of %s twice (before: %v)", b.id, m, tp, old)
+	}
+	w.registry[key] = m
+	w.mu.Unlock()
+	if err := b.leader.Append(context.Background(), tp, batch); err != nil {
+		w.mu.Lock()
+		delete(w.registry, key)
+		w.stats.Rejected++
+		w.mu.Unlock()
+		w.tracef("b%d produce %s %s rejected: %v", b.id, tp, m, err)
+		return false
+	}
+	if err := b.log.Append(context.Background(), tp, []combiner.Batch{batch}); err != nil {
+		w.violate(KindHarness, "b%d: appending its own produce %s of %s: %v", b.id, m, tp, err)
+		return false
+	}
+	w.count(func(s *Stats) { s.Produced++ })
+	w.tracef("b%d produces %s %s (%d bytes)", b.id, tp, m, len(batch.Data))
+	if sr.Float64() < w.p.ackP {
+		w.awaitDurable(b, tp, m)
+	}
+	return true
+}
+
+// makeBatch returns a batch whose bytes depend on everything that names
+// it, compressible or not as the seed says.
+func makeBatch(tp metadata.TopicPartition, epoch int32, first, last int64, size int, seed uint64) combiner.Batch {
+	head := fmt.Sprintf("%s e%d [%d,%d] ", tp, epoch, first, last)
+	data := make([]byte, max(size, len(head)))
+	copy(data, head)
+	r := rand.New(rand.NewPCG(seed, uint64(first)))
+	random := r.IntN(2) == 0
+	for i := len(head); i < len(data); i++ {
+		if random {
+			data[i] = byte(r.Uint32())
+		} else {
+			data[i] = "abcdefghijklmnop"[(i+int(first))%16]
+		}
+	}
+	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: time.Now().UnixMilli(), Data: data}
+}
+
+// awaitDurable waits, as an acks-on-upload producer does, for the batch to
+// be durable, and then checks that it is.
+func (w *world) awaitDurable(b *broker, tp metadata.TopicPartition, m batchMeta) {
+	l, ctx := b.leader, b.leaderCtx
+	b.waiters.Add(1)
+	go func() {
+		defer b.waiters.Done()
+		if err := l.WaitDurable(ctx, tp, m.last); err != nil {
+			return // the engine stopped first
+		}
+		w.count(func(s *Stats) { s.DurableClaims++ })
+		w.checkDurable(b.id, tp, m, "WaitDurable")
+	}()
+}
+
+func (w *world) zombieProduce(sr *rand.Rand) {
+	type z struct {
+		tp    metadata.TopicPartition
+		b     *broker
+		epoch int32
+	}
+	var zs []z
+	for _, tp := range w.tps {
+		ps := w.parts[tp]
+		for _, id := range sortedKeys(ps.zombies) {
+			if b := w.brokers[id]; b.up && b.leader != nil {
+				zs = append(zs, z{tp, b, ps.zombies[id]})
+			}
+		}
+	}
+	if len(zs) == 0 {
+		return
+	}
+	c := zs[sr.IntN(len(zs))]
+	if w.produce(c.b, c.tp, c.epoch, sr) {
+		w.count(func(s *Stats) { s.ZombieProduced++ })
+	}
+}
+
+func sortedKeys[V any](m map[int32]V) []int32 {
+	keys := make([]int32, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// addFault injects a store fault for a while: failed or slow uploads, GETs
+// or deletes, responses lost after the request took effect, corrupted GETs.
+func (w *world) addFault(sr *rand.Rand) {
+	bucket := ""
+	if sr.IntN(2) == 0 {
+		bucket = "bucket-" + azs[sr.IntN(len(azs))]
+	}
+	rate := choose(sr, 0.05, 0.3, 0.8, 1)
+	var f memstore.Fault
+	var op memstore.Op
+	switch sr.IntN(6) {
+	case 0:
+		op, f = memstore.OpPut, memstore.Fault{Err: walstore.ErrUnavailable, AfterApply: sr.IntN(3) == 0}
+	case 1:
+		op, f = memstore.OpGet, memstore.Fault{Err: walstore.ErrUnavailable}
+	case 2:
+		op, f = memstore.OpGet, memstore.Fault{Delay: time.Duration(10+sr.IntN(1000)) * time.Millisecond}
+	case 3:
+		op, f = memstore.OpPut, memstore.Fault{Delay: time.Duration(10+sr.IntN(2000)) * time.Millisecond}
+	case 4:
+		op, f = memstore.OpGet, memstore.Fault{Corrupt: true}
+		rate = choose(sr, 0.05, 0.3, 1)
+	case 5:
+		op, f = memstore.OpDelete, memstore.Fault{Err: walstore.ErrUnavailable, AfterApply: sr.IntN(2) == 0}
+	}
+	f.Rate = rate
+	f.Match = func(r memstore.Request) bool { return r.Op == op && (bucket == "" || r.Bucket == bucket) }
+	remove, err := w.cluster.AddFault(f)
+	if err != nil {
+		w.violate(KindHarness, "AddFault: %v", err)
+		return
+	}
+	d := time.Duration(100+sr.IntN(4000)) * time.Millisecond
+	desc := fmt.Sprintf("%s fault on %q: rate %.2f, err %v (after apply %v), delay %v, corrupt %v, for %v", op, bucket, f.Rate, f.Err, f.AfterApply, f.Delay, f.Corrupt, d)
+	w.tracef("fault: %s", desc)
+	w.count(func(s *Stats) { s.Faults++ })
+	w.after(d, "end of "+desc, func() {
+		remove()
+		w.tracef("fault over: %s", desc)
+	})
+}
+
+// outage takes an AZ's bucket away for a while; sometimes the AZ's brokers
+// go down with it, and leadership moves away from them.
+func (w *world) outage(sr *rand.Rand) {
+	az := azs[sr.IntN(len(azs))]
+	crash := sr.IntN(2) == 0
+	elect := sr.Float64() < 0.8
+	d := time.Duration(300+sr.IntN(6000)) * time.Millisecond
+	if err := w.cluster.SetOutage(az, true); err != nil {
+		w.violate(KindHarness, "SetOutage: %v", err)
+		return
+	}
+	w.count(func(s *Stats) { s.Outages++ })
+	w.tracef("outage: %s's bucket goes down for %v (brokers crash: %v)", az, d, crash)
+	var crashed []*broker
+	if crash {
+		for _, id := range w.ids {
+			if b := w.brokers[id]; b.az == az && b.up {
+				w.crashBroker(b)
+				crashed = append(crashed, b)
+			}
+		}
+		if elect {
+			for _, b := range crashed {
+				w.electAwayFrom(b, sr)
+			}
+		}
+	}
+	w.after(d, "end of the "+az+" outage", func() {
+		if err := w.cluster.SetOutage(az, false); err != nil {
+			w.violate(KindHarness, "SetOutage: %v", err)
+		}
+		w.tracef("outage over: %s's bucket is back", az)
+		for _, b := range crashed {
+			if !b.up {
+				w.restartBroker(b, sr)
+			}
+		}
+	})
+}
+
+// electAwayFrom elects new leaders for the partitions b led.
+func (w *world) electAwayFrom(b *broker, sr *rand.Rand) {
+	for _, tp := range w.tps {
+		if w.parts[tp].leader == b.id {
+			w.elect(tp, sr, false, false, false)
+		}
+	}
+}
+
+// elect makes the controller choose a new leader for tp, with a newer
+// epoch, among the replicas that are up, not zombies, and whose log is a
+// prefix of the true log (the current leader's). The old leader resigns,
+// or, if zombie is set, is not told and keeps leading in its own view.
+// allowSame lets the current leader be chosen again (after a restart);
+// keep makes it the choice, republishing its whole log (a reassignment).
+func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSame, keep bool) bool {
+	ps := w.parts[tp]
+	old := w.brokers[ps.leader]
+	truthStart, truth := old.log.snapshot(tp)
+	var cands []*broker
+	for _, id := range ps.replicas {
+		b := w.brokers[id]
+		if _, z := ps.zombies[id]; !b.up || b.leader == nil || z || (id == ps.leader && !allowSame) {
+			continue
+		}
+		// In sync, as far as a prefix can be: its log reaches the true
+		// log's start at least (a new replica that has not bootstrapped
+		// yet does not), so the partition's log never moves backwards.
+		if s, l := b.log.snapshot(tp); isPrefix(s, l, truthStart, truth) && end(s, l) >= truthStart {
+			cands = append(cands, b)
+		}
+	}
+	pickLongest := sr.Float64() < 0.7
+	pick := sr.IntN(max(len(cands), 1))
+	bump := int32(1 + sr.IntN(2))
+	if len(cands) == 0 {
+		w.tracef("%s: no replica can take over from b%d", tp, old.id)
+		return false
+	}
+	n := cands[pick]
+	if keep {
+		if i := slices.Index(cands, old); i >= 0 {
+			n = cands[i]
+		} else {
+			w.tracef("%s: leader b%d cannot take a new epoch", tp, old.id)
+			return false
+		}
+	} else if pickLongest {
+		for _, c := range cands {
+			if c.log.end(tp) > n.log.end(tp) {
+				n = c
+			}
+		}
+	}
+	epoch := ps.epoch + bump
+	resigned := false
+	if old.up && old.leader != nil {
+		old.stopTasks(tp)
+		if old != n {
+			if zombie {
+				w.mu.Lock()
+				ps.zombies[old.id] = ps.epoch
+				w.stats.Zombies++
+				w.mu.Unlock()
+				w.tracef("%s: b%d becomes a zombie, still leading epoch %d in its own view", tp, old.id, ps.epoch)
+				oldEpoch := ps.epoch
+				w.after(time.Duration(200+sr.IntN(4000))*time.Millisecond, "heal zombie", func() { w.heal(tp, old, oldEpoch) })
+			} else {
+				old.leader.Resign(tp)
+				resigned = true
+			}
+		}
+	}
+	n.stopFollower()
+	start := n.log.end(tp)
+	if err := n.log.assignEpoch(tp, epoch, start); err != nil {
+		w.violate(KindHarness, "b%d: epoch %d of %s at %d: %v", n.id, epoch, tp, start, err)
+		return false
+	}
+	// Republish from the lowest offset up to which every replica agrees
+	// with the new leader (the marker contract's F).
+	nStart, nLog := n.log.snapshot(tp)
+	from := start
+	for _, id := range ps.replicas {
+		if id != n.id {
+			s, l := w.brokers[id].log.snapshot(tp)
+			from = min(from, commonEnd(s, l, nLog))
+		}
+	}
+	from = max(from, nStart)
+	if keep {
+		from = nStart
+	}
+	if from >= start {
+		from = -1
+	}
+	w.mu.Lock()
+	ps.leader, ps.epoch, ps.durChecked = n.id, epoch, -1
+	ps.starts[epoch] = start
+	w.relayTo[tp] = n.leader
+	w.stats.Elections++
+	w.mu.Unlock()
+	w.tracef("%s: b%d elected at epoch %d from offset %d (was b%d), republishing from %d", tp, n.id, epoch, start, old.id, from)
+	w.updateViews(tp)
+	n.startFollower()
+	if resigned {
+		old.restartFollower()
+	}
+	w.becomeLeader(n, tp, epoch, from)
+	return true
+}
+
+// updateViews tells every broker that is up and not a zombie of tp the
+// controller's view of tp.
+func (w *world) updateViews(tp metadata.TopicPartition) {
+	ps := w.parts[tp]
+	for _, id := range w.ids {
+		if _, z := ps.zombies[id]; z || !w.brokers[id].up {
+			continue
+		}
+		w.brokers[id].setView(tp, viewEntry{replicas: ps.replicas, leader: ps.leader, epoch: ps.epoch})
+	}
+}
+
+// heal lets a zombie learn it was deposed: it resigns and follows.
+func (w *world) heal(tp metadata.TopicPartition, b *broker, epoch int32) {
+	ps := w.parts[tp]
+	if e, ok := ps.zombies[b.id]; !ok || e != epoch || !b.up {
+		return
+	}
+	b.stopTasks(tp)
+	b.leader.Resign(tp)
+	w.mu.Lock()
+	delete(ps.zombies, b.id)
+	w.mu.Unlock()
+	w.updateViews(tp)
+	w.tracef("%s: zombie b%d learns it was deposed and follows", tp, b.id)
+	b.restartFollower()
+}
+
+// crashBroker stops b's engines; its log survives.
+func (w *world) crashBroker(b *broker) {
+	b.stopFollower()
+	b.stopLeader()
+	b.waiters.Wait()
+	b.up = false
+	w.mu.Lock()
+	for _, tp := range w.tps {
+		ps := w.parts[tp]
+		delete(ps.zombies, b.id)
+		if ps.leader == b.id {
+			w.relayTo[tp] = nil
+		}
+	}
+	w.stats.Crashes++
+	w.mu.Unlock()
+	w.tracef("b%d crashes", b.id)
+}
+
+// restartBroker brings b back with new engines and the controller's
+// current view; partitions it still leads get a new epoch.
+func (w *world) restartBroker(b *broker, sr *rand.Rand) {
+	b.up = true
+	for _, tp := range w.tps {
+		ps := w.parts[tp]
+		b.setView(tp, viewEntry{replicas: ps.replicas, leader: ps.leader, epoch: ps.epoch})
+	}
+	b.startLeader()
+	b.startFollower()
+	w.tracef("b%d restarts", b.id)
+	for _, tp := range w.tps {
+		if w.parts[tp].leader == b.id {
+			w.elect(tp, sr, false, true, false)
+		}
+	}
+}
+
+func (w *world) followerCrash(sr *rand.Rand) {
+	id := w.ids[sr.IntN(len(w.ids))]
+	b := w.brokers[id]
+	d := time.Duration(50+sr.IntN(3000)) * time.Millisecond
+	if !b.up || b.follower == nil {
+		return
+	}
+	b.stopFollower()
+	w.count(func(s *Stats) { s.FollowerRestarts++ })
+	w.tracef("b%d's follower engine crashes for %v", b.id, d)
+	w.after(d, "follower restart", func() {
+		if b.up && b.follower == nil {
+			w.tracef("b%d's follower engine restarts", b.id)
+			b.startFollower()
+		}
+	})
+}
+
+func (w *world) brokerCrash(sr *rand.Rand) {
+	id := w.ids[sr.IntN(len(w.ids))]
+	b := w.brokers[id]
+	d := time.Duration(300+sr.IntN(5000)) * time.Millisecond
+	elect := sr.Float64() < 0.6
+	if !b.up {
+		return
+	}
+	w.crashBroker(b)
+	if elect {
+		w.electAwayFrom(b, sr)
+	}
+	w.after(d, "broker restart", func() {
+		if !b.up {
+			w.restartBroker(b, sr)
+		}
+	})
+}
+
+// reassign moves one follower replica of a partition to a broker that does
+// not hold it: the new replica starts with an empty log and epoch cache,
+// the old one deletes its copy, and the leader republishes its whole log
+// for the newcomer.
+func (w *world) reassign(sr *rand.Rand) {
+	tp := w.tps[sr.IntN(len(w.tps))]
+	ps := w.parts[tp]
+	l := w.brokers[ps.leader]
+	var outs, ins []*broker
+	for _, id := range w.ids {
+		b := w.brokers[id]
+		_, z := ps.zombies[id]
+		switch {
+		case id == ps.leader || z:
+		case slices.Contains(ps.replicas, id):
+			outs = append(outs, b)
+		case b.up:
+			ins = append(ins, b)
+		}
+	}
+	i, j := sr.IntN(max(len(outs), 1)), sr.IntN(max(len(ins), 1))
+	if !l.up || l.leader == nil || len(outs) == 0 || len(ins) == 0 {
+		return
+	}
+	out, in := outs[i], ins[j]
+	out.stopFollower()
+	in.stopFollower()
+	out.log.remove(tp)
+	in.log.remove(tp)
+	w.mu.Lock()
+	ps.replicas = slices.Clone(ps.replicas)
+	ps.replicas[slices.Index(ps.replicas, out.id)] = in.id
+	w.stats.Reassignments++
+	w.mu.Unlock()
+	w.updateViews(tp)
+	if out.up {
+		out.startFollower()
+	}
+	in.startFollower()
+	w.tracef("%s: replica moves from b%d to b%d", tp, out.id, in.id)
+	// As Kafka's controller does when a reassignment changes the replica
+	// set, the leader takes a new epoch; it republishes its whole log for
+	// the newcomer.
+	w.elect(tp, sr, false, true, true)
+}
+
+// trimMetadata trims the metadata log behind what every running leader
+// engine still needs.
+func (w *world) trimMetadata() {
+	var marks []map[int32]int64
+	for _, id := range w.ids {
+		if b := w.brokers[id]; b.up && b.leader != nil {
+			marks = append(marks, b.leader.MetadataLowMarks())
+		}
+	}
+	if len(marks) == 0 {
+		return
+	}
+	if err := walstore.TrimMetadata(context.Background(), w.meta, marks...); err != nil {
+		w.violate(KindEngineError, "TrimMetadata: %v", err)
+		return
+	}
+	w.count(func(s *Stats) { s.Trims++ })
+}
+
+// quietPhase ends every fault: faults and outages end, zombies learn,
+// brokers and engines come back, metadata arrives in order. Then each
+// partition gets one more batch, so every leader has data to make durable.
+func (w *world) quietPhase() {
+	w.tracef("faults stop")
+	w.quiet.Store(true)
+	sr := rand.New(rand.NewPCG(w.rng.Uint64(), 0))
+	w.cluster.ClearFaults()
+	for _, az := range azs {
+		if err := w.cluster.SetOutage(az, false); err != nil {
+			w.violate(KindHarness, "SetOutage: %v", err)
+		}
+	}
+	// Keep only the repeating trim.
+	w.events = slices.DeleteFunc(w.events, func(e event) bool { return e.what != "trim metadata" })
+	for _, id := range w.ids {
+		if b := w.brokers[id]; !b.up {
+			w.restartBroker(b, sr)
+		}
+	}
+	for _, tp := range w.tps {
+		ps := w.parts[tp]
+		for _, id := range sortedKeys(ps.zombies) {
+			w.heal(tp, w.brokers[id], ps.zombies[id])
+		}
+	}
+	for _, id := range w.ids {
+		if b := w.brokers[id]; b.follower == nil {
+			b.startFollower()
+		}
+	}
+	for _, tp := range w.tps {
+		for attempt := 0; ; attempt++ {
+			ps := w.parts[tp]
+			if w.produce(w.brokers[ps.leader], tp, ps.epoch, sr) {
+				break
+			}
+			if attempt == 1000 {
+				w.violate(KindNoProgress, "%s: leader b%d refuses produce for 10s after faults stopped", tp, ps.leader)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// converge waits until every replica's log is its leader's, byte for byte,
+// and every leader's data is durable; or reports what is stuck.
+func (w *world) converge() {
+	from := time.Now()
+	for time.Since(from) < convergeBound {
+		time.Sleep(50 * time.Millisecond)
+		w.settle()
+		if w.runDue() {
+			w.settle()
+		}
+		w.checkQuiescent()
+		if w.failed() {
+			return
+		}
+		if len(w.unconverged()) == 0 {
+			w.count(func(s *Stats) { s.Converged = time.Since(from) })
+			w.tracef("converged after %v", time.Since(from))
+			w.compareBytes()
+			return
+		}
+	}
+	w.violate(KindNoProgress, "%v after faults stopped:\n%s", convergeBound, strings.Join(w.unconverged(), "\n"))
+}
+
+// unconverged describes every partition whose replicas or durable offset
+// have not caught up with its leader.
+func (w *world) unconverged() []string {
+	var out []string
+	for _, tp := range w.tps {
+		ps := w.parts[tp]
+		l := w.brokers[ps.leader]
+		start, truth := l.log.snapshot(tp)
+		if d := l.leader.DurableOffset(tp); d != end(start, truth) {
+			out = append(out, fmt.Sprintf("  %s: leader b%d (epoch %d) has durable offset %d, log end %d", tp, l.id, ps.epoch, d, end(start, truth)))
+		}
+		for _, id := range ps.replicas {
+			if id == l.id {
+				continue
+			}
+			s, log := w.brokers[id].log.snapshot(tp)
+			// History below the leader's log start may differ: it is
+			// no longer the partition's, and no follower fetches it.
+			if i := covering(log, start); len(truth) > 0 && i >= 0 {
+				log = log[i:]
+			}
+			if !slices.Equal(log, truth) {
+				var st walstore.FollowerStats
+				if f := w.brokers[id].follower; f != nil {
+					st = f.eng.Stats()
+				}
+				out = append(out, fmt.Sprintf("  %s: b%d has [%d, %d) %s, leader b%d has [%d, %d) %s (follower: held %d, lag %d)",
+					tp, id, s, end(s, log), tail(log), l.id, start, end(start, truth), tail(truth), st.Held, st.Lag[tp]))
+			}
+		}
+	}
+	return out
+}
+
+func tail(m []batchMeta) string {
+	if len(m) > 3 {
+		return fmt.Sprintf("...%v", m[len(m)-3:])
+	}
+	return fmt.Sprint(m)
+}
+
+// compareBytes compares every replica's log with its leader's, byte for
+// byte, after they converged by batch hashes.
+func (w *world) compareBytes() {
+	for _, tp := range w.tps {
+		ps := w.parts[tp]
+		want := w.brokers[ps.leader].log.batches(tp)
+		for _, id := range ps.replicas {
+			got := w.brokers[id].log.batches(tp)
+			for len(want) > 0 && len(got) > 0 && got[0].FirstOffset < want[0].FirstOffset {
+				got = got[1:]
+			}
+			if len(got) != len(want) {
+				w.violate(KindCorruptAppend, "%s: b%d has %d batches, its leader b%d %d", tp, id, len(got), ps.leader, len(want))
+				continue
+			}
+			for i := range want {
+				if got[i].Epoch != want[i].Epoch || got[i].FirstOffset != want[i].FirstOffset || string(got[i].Data) != string(want[i].Data) {
+					w.violate(KindCorruptAppend, "%s: b%d's batch %d differs from its leader b%d's", tp, id, i, ps.leader)
+					break
+				}
+			}
+		}
+	}
+}
+
+func (w *world) shutdown() {
+	for _, id := range w.ids {
+		b := w.brokers[id]
+		b.stopFollower()
+		b.stopLeader()
+		b.waiters.Wait()
+	}
+	if w.meta != nil {
+		w.meta.Close()
+	}
+}

@@ -1,0 +1,321 @@
+package sim
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// Config selects one simulation run.
+type Config struct {
+	// Seed drives every choice the run makes: the cluster's shape, the
+	// engines' settings, the schedule of work and faults, the latencies.
+	Seed uint64
+	// Verbose adds the engines' own logs (Info and above) to the trace.
+	Verbose bool
+	// WeakFencing replaces the follower engine with the reference follower
+	// of this package with one fencing rule disabled: an entry that
+	// fencing drops as fenced by a newer epoch is applied anyway. It
+	// exists to show that the invariants catch a follower that breaks
+	// fencing; see TestWeakenedFencingIsCaught.
+	WeakFencing bool
+	// ReferenceFollower replaces the follower engine with the reference
+	// follower with fencing intact: the control for WeakFencing.
+	ReferenceFollower bool
+	// RelayUnchecked makes brokers relay every follower progress report to
+	// the leader, including end offsets of records the follower has yet to
+	// truncate. The leader's garbage collector then deletes objects
+	// followers still need (see the package documentation).
+	RelayUnchecked bool
+}
+
+// Kind names an invariant.
+type Kind string
+
+// The invariants, and the two ways a run itself can go wrong.
+const (
+	// KindCorruptAppend: a follower appended bytes no leader produced for
+	// that (partition, epoch, offset): a checksum failure got through.
+	KindCorruptAppend Kind = "corrupt-append"
+	// KindFencedAppend: a follower appended a record of epoch e at an
+	// offset at or past the start of a newer epoch e' after it had handled
+	// the marker of e': something a zombie (or a lost tail) sent after its
+	// fence was applied.
+	KindFencedAppend Kind = "fenced-append"
+	// KindDivergenceKept: a follower still holds a record that a marker it
+	// has handled fences: it did not truncate its divergent tail.
+	KindDivergenceKept Kind = "divergence-kept"
+	// KindDurableLost: an offset a leader reported durable (DurableOffset,
+	// WaitDurable) is in the true log yet neither in any stored object nor
+	// on every follower.
+	KindDurableLost Kind = "durable-lost"
+	// KindGCNeeded: garbage collection deleted an object a follower still
+	// needed.
+	KindGCNeeded Kind = "gc-needed"
+	// KindNoProgress: once faults stopped, a follower did not catch up
+	// with its leader (or a leader did not make its data durable) within
+	// the bound.
+	KindNoProgress Kind = "no-progress"
+	// KindEngineError: an engine returned an error it should not have.
+	KindEngineError Kind = "engine-error"
+	// KindHarness: the simulation itself failed; not a finding about the
+	// engines.
+	KindHarness Kind = "harness"
+)
+
+// Violation is one broken invariant.
+type Violation struct {
+	// At is the simulated time since the run started.
+	At     time.Duration
+	Kind   Kind
+	Detail string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("t=%.3fs %s: %s", v.At.Seconds(), v.Kind, v.Detail)
+}
+
+// Stats counts what a run did, to show that a seed exercised something.
+type Stats struct {
+	Steps, Produced, Rejected          int
+	ZombieProduced                     int
+	Elections, Zombies, Crashes        int
+	FollowerRestarts, Reassignments    int
+	Outages, Faults, Trims             int
+	Applied, Truncations               int
+	Objects, Deleted, NotFound         int
+	FencedAppends                      int
+	DurableClaims                      int
+	Converged                          time.Duration
+}
+
+// Result is what one run found.
+type Result struct {
+	Seed uint64
+	// Violations are the broken invariants, in the order found; the run
+	// stops soon after the first.
+	Violations []Violation
+	// Trace is the run's event trace, one line per event.
+	Trace []string
+	Stats Stats
+	// SimTime is how much simulated time the run took.
+	SimTime time.Duration
+	// Shape describes the cluster and settings the seed chose.
+	Shape string
+}
+
+// Failed reports whether the run broke an invariant.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+// world is one simulated cluster and everything the checks know about it.
+type world struct {
+	cfg   Config
+	p     params
+	rng   *rand.Rand // the driver's; only the driver goroutine draws from it
+	start time.Time
+
+	meta    *memstore.Log
+	cluster *memstore.Cluster
+	brokers map[int32]*broker
+	ids     []int32
+	tps     []metadata.TopicPartition
+
+	quiet atomic.Bool // no more disorder: the quiet phase began
+
+	mu         sync.Mutex // guards the fields below
+	parts      map[metadata.TopicPartition]*partState
+	registry   map[batchKey]batchMeta
+	objects    map[metadata.ObjectRef]*object
+	sections   map[metadata.TopicPartition][]storedSection
+	relayTo    map[metadata.TopicPartition]*walstore.Leader // the current leader's engine, for ReportApplied
+	violations []Violation
+	stats      Stats
+
+	traceMu sync.Mutex
+	trace   []string
+
+	// Driver-only state.
+	events      []event
+	faultRemove []func()
+}
+
+// partState is the controller's record of one partition: its replicas, its
+// leader and epoch, every epoch start it ever decided, and the brokers that
+// still believe they lead it. The true log is the log of the leader: a new
+// leader is always one whose log is a prefix of the current leader's, so a
+// record once out of the true log never comes back.
+type partState struct {
+	tp       metadata.TopicPartition
+	replicas []int32
+	leader   int32
+	epoch    int32
+	starts   map[int32]int64
+	zombies  map[int32]int32 // broker -> the epoch it still leads at
+	// durChecked is the offset below which the current leader's durable
+	// claims have been checked.
+	durChecked int64
+}
+
+func (w *world) now() time.Duration { return time.Since(w.start) }
+
+func (w *world) tracef(format string, args ...any) {
+	line := fmt.Sprintf("t=%9.3fs ", w.now().Seconds()) + fmt.Sprintf(format, args...)
+	w.traceMu.Lock()
+	if len(w.trace) < maxTrace {
+		w.trace = append(w.trace, line)
+	}
+	w.traceMu.Unlock()
+}
+
+// maxTrace bounds the trace kept for a run.
+const maxTrace = 200_000
+
+func (w *world) violate(kind Kind, format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.violateLocked(kind, format, args...)
+}
+
+func (w *world) violateLocked(kind Kind, format string, args ...any) {
+	v := Violation{At: w.now(), Kind: kind, Detail: fmt.Sprintf(format, args...)}
+	if len(w.violations) < 20 {
+		w.violations = append(w.violations, v)
+	}
+	w.tracef("VIOLATION %s: %s", kind, v.Detail)
+}
+
+func (w *world) failed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.violations) > 0
+}
+
+func (w *world) count(fn func(*Stats)) {
+	w.mu.Lock()
+	fn(&w.stats)
+	w.mu.Unlock()
+}
+
+func (w *world) disorderNow() disorder {
+	if w.quiet.Load() {
+		return disorder{}
+	}
+	return w.p.disorder
+}
+
+// logger returns the logger for one engine: the trace when verbose, else
+// nothing.
+func (w *world) logger(name string) *slog.Logger {
+	if !w.cfg.Verbose {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(&traceHandler{w: w, prefix: name})
+}
+
+func (w *world) result() *Result {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.traceMu.Lock()
+	defer w.traceMu.Unlock()
+	return &Result{
+		Seed: w.cfg.Seed, Violations: w.violations, Trace: w.trace, Stats: w.stats,
+		SimTime: w.now(), Shape: w.p.String(),
+	}
+}
+
+// String summarizes the parameters for the trace and failure reports.
+func (p params) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d brokers, %d partitions at RF %d, %d metadata partitions; ", p.brokers, p.partitions, p.rf, p.metaPartitions)
+	fmt.Fprintf(&b, "latency %q; faulty for %v, a step every %v on average; ", p.profile.Name, p.faultyFor, p.stepMean)
+	fmt.Fprintf(&b, "leader interval %v, objects %d bytes, %d partitions max, buffer %d, %d in flight, codec %s, markers every %v, GC every %v; ",
+		p.leader.Interval, p.leader.ObjectBytes, p.leader.MaxPartitions, p.leader.BufferBytes, p.leader.MaxInflight, p.leader.Codec, p.leader.MarkerRefresh, p.leader.GCInterval)
+	fmt.Fprintf(&b, "follower fetch %d, readahead %d, read batch %d, poll %v, gap %d; ",
+		p.follower.FetchConcurrency, p.follower.Readahead, p.follower.ReadBatch, p.follower.PollInterval, p.follower.CoalesceGap)
+	fmt.Fprintf(&b, "metadata delayed p=%.2f up to %v, duplicated p=%.2f", p.disorder.delayP, p.disorder.maxDelay, p.disorder.dupP)
+	return b.String()
+}
+
+// params are the seed's choices of shape and settings.
+type params struct {
+	brokers        int
+	partitions     int
+	rf             int
+	metaPartitions int32
+	profile        memstore.Profile
+	faultyFor      time.Duration
+	stepMean       time.Duration
+	maxRecords     int
+	largeP         float64
+	ackP           float64
+	leader         walstore.LeaderConfig
+	follower       walstore.FollowerConfig
+	disorder       disorder
+	// weights of the step kinds
+	weights [numSteps]float64
+}
+
+func choose[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
+
+func drawParams(rng *rand.Rand) params {
+	var p params
+	p.brokers = 4 + rng.IntN(2)
+	p.partitions = 1 + rng.IntN(6)
+	p.rf = 2 + rng.IntN(2)
+	p.metaPartitions = int32(1 + rng.IntN(4))
+	var err error
+	p.profile, err = memstore.ParseProfile(choose(rng, "none", "s3express", "s3express", "s3standard"))
+	if err != nil {
+		panic(err) // the names are ParseProfile's own
+	}
+	p.faultyFor = time.Duration(4+rng.IntN(9)) * time.Second
+	p.stepMean = time.Duration(5+rng.IntN(25)) * time.Millisecond
+	p.maxRecords = choose(rng, 1, 5, 20)
+	p.largeP = choose(rng, 0, 0.02, 0.1)
+	p.ackP = choose(rng, 0, 0.1, 0.5)
+	p.leader = walstore.LeaderConfig{
+		Interval:      choose[time.Duration](rng, 2, 10, 50, 200) * time.Millisecond,
+		ObjectBytes:   choose(rng, 2<<10, 16<<10, 256<<10),
+		MaxPartitions: choose(rng, 1, 2, 1000),
+		MaxInflight:   1 + rng.IntN(4),
+		Backoff:       walstore.Backoff{Initial: choose[time.Duration](rng, 1, 10) * time.Millisecond, Max: choose[time.Duration](rng, 50, 500) * time.Millisecond},
+		MarkerRefresh: choose(rng, 300*time.Millisecond, time.Second, 3*time.Second),
+		GCInterval:    choose(rng, 50*time.Millisecond, 300*time.Millisecond, time.Second),
+		DegradedAfter: time.Second,
+		Codec:         choose(rng, metadata.CodecNone, metadata.CodecNone, metadata.CodecS2, metadata.CodecZstd),
+		Overflow:      walstore.Reject,
+	}
+	p.leader.BufferBytes = p.leader.ObjectBytes * choose(rng, 4, 64)
+	p.follower = walstore.FollowerConfig{
+		FetchConcurrency: 1 + rng.IntN(8),
+		Readahead:        choose(rng, 1, 4, 16),
+		ReadBatch:        choose(rng, 1, 8, 256),
+		PollInterval:     choose[time.Duration](rng, 2, 10, 30) * time.Millisecond,
+		CoalesceGap:      choose[int64](rng, -1, 0, 1<<10),
+		Backoff:          walstore.Backoff{Initial: choose[time.Duration](rng, 1, 10) * time.Millisecond, Max: choose[time.Duration](rng, 50, 500) * time.Millisecond},
+	}
+	p.disorder = choose(rng,
+		disorder{},
+		disorder{delayP: 0.2, maxDelay: 200 * time.Millisecond, dupP: 0.05},
+		disorder{delayP: 0.5, maxDelay: 2 * time.Second, dupP: 0.2},
+	)
+	p.weights = [numSteps]float64{
+		stepProduce:       60,
+		stepZombieProduce: 20,
+		stepFault:         choose(rng, 0.5, 3.0),
+		stepOutage:        choose(rng, 0.2, 1.0),
+		stepElection:      choose(rng, 0.5, 2.0),
+		stepFollowerCrash: choose(rng, 0.3, 1.5),
+		stepBrokerCrash:   choose(rng, 0.1, 0.5),
+		stepReassign:      choose(rng, 0.1, 0.7),
+	}
+	return p
+}

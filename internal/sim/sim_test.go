@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// seedRange reads ACTIVETIER_SIM_FIRST_SEED (default 1) and
+// ACTIVETIER_SIM_SEEDS (default def).
+func seedRange(t *testing.T, def uint64) (first, n uint64) {
+	t.Helper()
+	first, n = 1, def
+	for _, v := range []struct {
+		name string
+		dst  *uint64
+	}{{"ACTIVETIER_SIM_FIRST_SEED", &first}, {"ACTIVETIER_SIM_SEEDS", &n}} {
+		if s := os.Getenv(v.name); s != "" {
+			x, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				t.Fatalf("%s=%q: %v", v.name, s, err)
+			}
+			*v.dst = x
+		}
+	}
+	return first, n
+}
+
+// runSeed runs one seed in its own bubble.
+func runSeed(t *testing.T, cfg Config) *Result {
+	var res *Result
+	synctest.Test(t, func(t *testing.T) { res = Run(cfg) })
+	return res
+}
+
+func replayCommand(seed uint64, test string) string {
+	return fmt.Sprintf("ACTIVETIER_SIM_FIRST_SEED=%d ACTIVETIER_SIM_SEEDS=1 go test ./internal/sim -run '^%s$' -v", seed, test)
+}
+
+// report fails t with a run's violations, its shape, the end of its trace
+// and the command that replays it.
+func report(t *testing.T, res *Result, test string, traceLines int) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d broke %d invariant(s):\n", res.Seed, len(res.Violations))
+	for _, v := range res.Violations {
+		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	fmt.Fprintf(&b, "shape: %s\n", res.Shape)
+	if n := len(res.Trace); n > 0 && traceLines > 0 {
+		from := max(0, n-traceLines)
+		fmt.Fprintf(&b, "last %d trace lines:\n%s\n", n-from, strings.Join(res.Trace[from:], "\n"))
+	}
+	fmt.Fprintf(&b, "replay with: %s", replayCommand(res.Seed, test))
+	t.Error(b.String())
+}
+
+// TestSimulation runs the whole-cluster simulation for a range of seeds
+// and fails on the first seed that breaks an invariant. A replay (one
+// seed) logs the run's full trace, with the engines' own logs.
+func TestSimulation(t *testing.T) {
+	first, n := seedRange(t, 300)
+	replay := n == 1
+	// ACTIVETIER_SIM_RELAY_UNCHECKED=1 relays every follower progress
+	// report, as walstore's OnApplied documentation reads; see
+	// Config.RelayUnchecked.
+	unchecked := os.Getenv("ACTIVETIER_SIM_RELAY_UNCHECKED") == "1"
+	var total Stats
+	for seed := first; seed < first+n; seed++ {
+		res := runSeed(t, Config{Seed: seed, Verbose: replay, RelayUnchecked: unchecked})
+		if t.Failed() {
+			t.Fatalf("seed %d left the bubble deadlocked or leaking; replay with: %s", seed, replayCommand(seed, "TestSimulation"))
+		}
+		if replay {
+			t.Logf("seed %d: %s\ntrace:\n%s", seed, res.Shape, strings.Join(res.Trace, "\n"))
+			t.Logf("stats: %+v; simulated %v", res.Stats, res.SimTime)
+		}
+		if res.Failed() {
+			report(t, res, "TestSimulation", 80)
+			return
+		}
+		total.add(res.Stats)
+	}
+	t.Logf("%d seeds from %d: %+v", n, first, total)
+}
+
+func (s *Stats) add(o Stats) {
+	s.Steps += o.Steps
+	s.Produced += o.Produced
+	s.Rejected += o.Rejected
+	s.ZombieProduced += o.ZombieProduced
+	s.Elections += o.Elections
+	s.Zombies += o.Zombies
+	s.Crashes += o.Crashes
+	s.FollowerRestarts += o.FollowerRestarts
+	s.Reassignments += o.Reassignments
+	s.Outages += o.Outages
+	s.Faults += o.Faults
+	s.Trims += o.Trims
+	s.Applied += o.Applied
+	s.Truncations += o.Truncations
+	s.Objects += o.Objects
+	s.Deleted += o.Deleted
+	s.NotFound += o.NotFound
+	s.FencedAppends += o.FencedAppends
+	s.DurableClaims += o.DurableClaims
+	s.Converged = max(s.Converged, o.Converged)
+}
