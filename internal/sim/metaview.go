@@ -45,7 +45,7 @@ type viewPart struct {
 	ucursor int64 // next real offset to pull; -1 before the first pull
 	pending []heldRecord
 	seq     uint64
-	low     int64    // view offset of out[0]
+	low     int64 // view offset of out[0]
 	out     []viewRecord
 }
 

@@ -85,16 +85,16 @@ func (v Violation) String() string {
 
 // Stats counts what a run did, to show that a seed exercised something.
 type Stats struct {
-	Steps, Produced, Rejected          int
-	ZombieProduced                     int
-	Elections, Zombies, Crashes        int
-	FollowerRestarts, Reassignments    int
-	Outages, Faults, Trims             int
-	Applied, Truncations               int
-	Objects, Deleted, NotFound         int
-	FencedAppends                      int
-	DurableClaims                      int
-	Converged                          time.Duration
+	Steps, Produced, Rejected       int
+	ZombieProduced                  int
+	Elections, Zombies, Crashes     int
+	FollowerRestarts, Reassignments int
+	Outages, Faults, Trims          int
+	Applied, Truncations            int
+	Objects, Deleted, NotFound      int
+	FencedAppends                   int
+	DurableClaims                   int
+	Converged                       time.Duration
 }
 
 // Result is what one run found.
