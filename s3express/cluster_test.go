@@ -40,14 +40,58 @@ func TestScenariosOverS3(t *testing.T) {
 	cfg := serverConfig(t)
 	for _, c := range outageCases {
 		t.Run(c.mode.String(), func(t *testing.T) {
-			clustertest.RunScenarios(t, clustertest.Backend{
-				Objects: func(t *testing.T) clustertest.Objects { return newZonalObjects(t, cfg, c.mode, c.requestTimeout) },
-				Log: func(t *testing.T, partitions int32) metadata.Log {
-					l, err := memstore.NewLog(partitions, memstore.WithMaxPollWait(20*time.Millisecond))
-					require.NoError(t, err)
-					return l
-				},
-			})
+			clustertest.RunScenarios(t, zonalBackend(cfg, c.mode, c.requestTimeout))
+		})
+	}
+}
+
+// zonalBackend is the cluster backend of these tests: zonalObjects and a
+// memstore metadata log.
+func zonalBackend(cfg aws.Config, mode outage, requestTimeout time.Duration) clustertest.Backend {
+	return clustertest.Backend{
+		Objects: func(t *testing.T) clustertest.Objects { return newZonalObjects(t, cfg, mode, requestTimeout) },
+		Log: func(t *testing.T, partitions int32) metadata.Log {
+			l, err := memstore.NewLog(partitions, memstore.WithMaxPollWait(20*time.Millisecond))
+			require.NoError(t, err)
+			return l
+		},
+	}
+}
+
+// TestLeaderAZOutage takes away the leader's own AZ while it produces,
+// which the scenarios do not (their leader is gone first): uploads fail
+// on the network, the leader reports itself degraded (the broker's cue to
+// replicate the ordinary way) and loses nothing; once the AZ is back
+// everything is stored, published and replicated.
+func TestLeaderAZOutage(t *testing.T) {
+	cfg := serverConfig(t)
+	for _, c := range outageCases {
+		t.Run(c.mode.String(), func(t *testing.T) {
+			ctx := t.Context()
+			tp := clustertest.TP
+			cl := clustertest.New(t, zonalBackend(cfg, c.mode, c.requestTimeout), 4)
+			r1, r2 := cl.AddBroker(1, "az1"), cl.AddBroker(2, "az2")
+			cl.SetReplicas(tp, 1, 2)
+			r1.StartLeader(walstore.LeaderConfig{DegradedAfter: 50 * time.Millisecond})
+			r1.BecomeLeader(ctx, tp, 1, -1)
+			r2.StartFollower()
+			r1.Produce(ctx, tp, 1, 0, 99, 10)
+			require.NoError(t, r1.Leader.WaitDurable(ctx, tp, 99))
+
+			require.NoError(t, cl.Objects.SetOutage("az1", true))
+			r1.Produce(ctx, tp, 1, 100, 199, 10)
+			require.Eventually(t, func() bool { return r1.Leader.Health().Degraded }, 20*time.Second, time.Millisecond,
+				"the leader reports itself degraded while its bucket is unreachable")
+			health := r1.Leader.Health()
+			t.Logf("degraded since %v: %v", health.Since.Format(time.StampMilli), health.Err)
+			require.ErrorIs(t, health.Err, walstore.ErrUnavailable)
+			require.Less(t, r1.Leader.DurableOffset(tp), int64(200), "nothing is durable while the bucket is down")
+
+			require.NoError(t, cl.Objects.SetOutage("az1", false))
+			require.NoError(t, r1.Leader.WaitDurable(ctx, tp, 199))
+			require.Eventually(t, func() bool { return !r1.Leader.Health().Degraded }, 20*time.Second, time.Millisecond,
+				"healthy again once uploads succeed")
+			clustertest.RequireConverges(t, r2, r1, tp)
 		})
 	}
 }

@@ -134,4 +134,23 @@
 // conditional write of the same key is in flight and a retry then sees the
 // key settled. errors.As still reaches the SDK's errors
 // (*awshttp.ResponseError, smithy.APIError) through *Error.
+//
+// Each bucket has its own S3 client, and so its own retryer and retry
+// quota: the standard retryer's token bucket (500 tokens, a retry costing
+// 14) that failing requests drain and that stops retries once empty. An
+// outage of one AZ drains only that AZ's bucket's quota, whose requests
+// then fail after one attempt, and leaves the retries of requests to the
+// other AZs alone. (A retryer instance set through ClientOptions is shared
+// by every client, and so is its quota.)
+//
+// An unreachable AZ shows in one of two ways. Where its endpoint refuses
+// connections, each request fails within the retryer's backoff. Where
+// packets are dropped, each attempt lasts until RequestTimeout, so a
+// request fails only after the retryer's attempts times RequestTimeout plus
+// backoff (over 30s with the defaults), unless the caller's context ends
+// first; a Put that timed out also reads its key back, one attempt more.
+// Choose RequestTimeout from the longest transfer an attempt makes, body
+// included, not from S3's latency: a 4 MiB object at 100 MB/s takes 40ms.
+// The tests take an AZ down both ways, against the S3 server, under the
+// replication engines.
 package s3express

@@ -128,17 +128,17 @@ type Options struct {
 	ClientOptions []func(*s3.Options)
 }
 
-// bucket is one configured bucket.
+// bucket is one configured bucket and the client its requests go through.
 type bucket struct {
-	az   string
-	kind bucketKind
+	az     string
+	kind   bucketKind
+	client *s3.Client
 }
 
 // Store is a walstore.ObjectStore on Amazon S3: S3 Express One Zone
 // directory buckets, one per AZ, or standard buckets, or an S3-compatible
 // server. It is safe for concurrent use.
 type Store struct {
-	client    *s3.Client
 	local     metadata.ObjectRef
 	buckets   map[string]bucket // by bucket name
 	prefix    string
@@ -150,9 +150,11 @@ type Store struct {
 
 var _ walstore.ObjectStore = (*Store)(nil)
 
-// New returns a Store that makes its requests with an S3 client built from
+// New returns a Store that makes its requests with S3 clients built from
 // cfg, which carries the region and credentials (load it with
-// config.LoadDefaultConfig). It validates opts and makes no request.
+// config.LoadDefaultConfig): one client per bucket, so that each bucket has
+// a retryer of its own (see the package documentation, Errors). The
+// clients share one HTTP client. New validates opts and makes no request.
 func New(cfg aws.Config, opts Options) (*Store, error) {
 	s, err := newStore(opts)
 	if err != nil {
@@ -190,7 +192,10 @@ func New(cfg aws.Config, opts Options) (*Store, error) {
 		// settled (412, or success if that write failed).
 		o.Retryer = retry.AddWithErrorCodes(o.Retryer, "ConditionalRequestConflict")
 	})
-	s.client = s3.NewFromConfig(cfg, clientOpts...)
+	for name, b := range s.buckets {
+		b.client = s3.NewFromConfig(cfg, clientOpts...)
+		s.buckets[name] = b
+	}
 	return s, nil
 }
 
@@ -297,9 +302,10 @@ func tunedHTTPClient(base aws.HTTPClient, concurrency, buckets int, timeout time
 	}, tr
 }
 
-// Client returns the S3 client the store uses, for operations outside the
-// ObjectStore contract (creating buckets, lifecycle rules).
-func (s *Store) Client() *s3.Client { return s.client }
+// Client returns the S3 client of the local AZ's bucket, for operations
+// outside the ObjectStore contract (creating buckets, lifecycle rules). It
+// can address any bucket.
+func (s *Store) Client() *s3.Client { return s.buckets[s.local.Bucket].client }
 
 // CloseIdleConnections closes the idle connections of the store's own HTTP
 // transport. The store stays usable: later requests dial again. Call it
@@ -350,7 +356,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 		}
 	}
 	var attempts int
-	_, err := s.client.PutObject(ctx, in, countAttempts(&attempts))
+	_, err := s.Client().PutObject(ctx, in, countAttempts(&attempts))
 	if err == nil {
 		return ref, nil
 	}
@@ -398,7 +404,7 @@ func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body [
 	if ctx.Err() != nil {
 		return storedUnknown
 	}
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucketName), Key: aws.String(wireKey)},
+	out, err := s.buckets[bucketName].client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucketName), Key: aws.String(wireKey)},
 		func(o *s3.Options) { o.RetryMaxAttempts = 1 })
 	if err != nil {
 		return storedUnknown
@@ -445,7 +451,7 @@ func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, le
 		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Err: err}
 	}
 	last := offset + length - 1
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{
+	out, err := s.buckets[ref.Bucket].client.GetObject(ctx, &s3.GetObjectInput{
 		Bucket: aws.String(ref.Bucket),
 		Key:    aws.String(s.prefix + ref.Key),
 		Range:  aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-" + strconv.FormatInt(last, 10)),
@@ -581,7 +587,7 @@ func (s *Store) deleteBatch(ctx context.Context, bucketName string, keys []strin
 	for i := range keys {
 		ids[i] = types.ObjectIdentifier{Key: &keys[i]}
 	}
-	out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+	out, err := s.buckets[bucketName].client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
 		Bucket:            aws.String(bucketName),
 		Delete:            &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
 		ChecksumAlgorithm: s.checksum,
@@ -638,7 +644,7 @@ func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore
 		in.Prefix = aws.String(listPrefix)
 	}
 	var infos []walstore.ObjectInfo
-	pages := s3.NewListObjectsV2Paginator(s.client, in)
+	pages := s3.NewListObjectsV2Paginator(b.client, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
