@@ -35,6 +35,13 @@ type FollowerConfig struct {
 	Follows func(tp metadata.TopicPartition) bool
 	// FetchConcurrency bounds concurrent GETs. Default 8.
 	FetchConcurrency int
+	// HedgeAfter is how long a fetch may go unanswered before its bucket
+	// is treated as backing off: entries it holds may then be fetched from
+	// copies in other buckets (a republishing leader's), rather than wait
+	// for a request to an unreachable AZ to time out. Default 1s.
+	HedgeAfter time.Duration
+	// FetchTimeout bounds one round of GETs to one bucket. Default 30s.
+	FetchTimeout time.Duration
 	// CoalesceGap: see ManagerConfig.CoalesceGap.
 	CoalesceGap int64
 	// Readahead is how many entries per partition are fetched ahead of the
@@ -83,7 +90,8 @@ func (c *FollowerConfig) validate() error {
 	}{
 		{"FetchConcurrency", int64(c.FetchConcurrency)}, {"Readahead", int64(c.Readahead)},
 		{"ReadBatch", int64(c.ReadBatch)}, {"PollInterval", int64(c.PollInterval)},
-		{"MaxHeld", int64(c.MaxHeld)},
+		{"MaxHeld", int64(c.MaxHeld)}, {"HedgeAfter", int64(c.HedgeAfter)},
+		{"FetchTimeout", int64(c.FetchTimeout)},
 		{"Backoff.Initial", int64(c.Backoff.Initial)}, {"Backoff.Max", int64(c.Backoff.Max)},
 	} {
 		if f.v < 0 {
@@ -94,6 +102,8 @@ func (c *FollowerConfig) validate() error {
 	c.Readahead = orDefault(c.Readahead, 16)
 	c.ReadBatch = orDefault(c.ReadBatch, 256)
 	c.MaxHeld = orDefault(c.MaxHeld, 100_000)
+	c.HedgeAfter = orDefault(c.HedgeAfter, time.Second)
+	c.FetchTimeout = orDefault(c.FetchTimeout, 30*time.Second)
 	c.PollInterval = orDefault(c.PollInterval, 10*time.Millisecond)
 	c.Backoff = c.Backoff.withDefaults()
 	if c.Clock == nil {
@@ -119,10 +129,10 @@ type Follower struct {
 	parts         map[metadata.TopicPartition]*fpart
 	rewind        chan struct{} // asks readMetadata to start again from the low watermark
 	bucketBackoff map[string]time.Time
-	fetches       int       // fetch goroutines running
-	retryAt       time.Time // earliest time an entry passed over for its backoff may be fetched
-	evicted       bool      // held entries were forgotten; re-read metadata when idle
-	lastRewind    time.Time // when evictions last made the follower re-read
+	rounds        map[*fetchRound]bool // fetch rounds in flight
+	retryAt       time.Time            // earliest time an entry passed over for its backoff may be fetched
+	evicted       bool                 // held entries were forgotten; re-read metadata when idle
+	lastRewind    time.Time            // when evictions last made the follower re-read
 
 	mu                 sync.Mutex // guards stats and lag for Stats()
 	stats              followerCounters
@@ -164,7 +174,14 @@ type pendingEntry struct {
 	notBefore time.Time
 }
 
+// fetchRound is one Manager.Fetch of entries in one bucket.
+type fetchRound struct {
+	bucket string
+	start  time.Time
+}
+
 type fetchDone struct {
+	round   *fetchRound
 	results []FetchResult
 	err     error
 }
@@ -187,6 +204,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		jitter:        newJitter(cfg.Seed ^ 0xf0110e),
 		parts:         make(map[metadata.TopicPartition]*fpart),
 		bucketBackoff: make(map[string]time.Time),
+		rounds:        make(map[*fetchRound]bool),
 		rewind:        make(chan struct{}, 1),
 		lag:           make(map[metadata.TopicPartition]int64),
 	}, nil
@@ -227,7 +245,7 @@ func (f *Follower) Run(ctx context.Context) error {
 				}
 			}
 		case done := <-results:
-			f.fetches--
+			delete(f.rounds, done.round)
 			f.handleFetch(done)
 		case <-wake:
 		}
@@ -441,6 +459,14 @@ func (f *Follower) truncate(ctx context.Context, p *fpart, to int64) error {
 func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone) error {
 	now := f.cfg.Clock.Now()
 	f.retryAt = time.Time{}
+	for r := range f.rounds {
+		if hedge := r.start.Add(f.cfg.HedgeAfter); now.Before(hedge) {
+			f.wakeAt(hedge)
+		} else if t := now.Add(f.cfg.Backoff.Max); t.After(f.bucketBackoff[r.bucket]) {
+			// Unanswered for too long: let copies elsewhere be used.
+			f.bucketBackoff[r.bucket] = t
+		}
+	}
 	var want []metadata.Entry
 	var wantKeys []*pendingEntry
 	held := 0
@@ -478,31 +504,62 @@ func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- 
 	f.mu.Lock()
 	f.stats.held = held
 	f.mu.Unlock()
-	if f.evicted && len(want) == 0 && f.fetches == 0 && now.Sub(f.lastRewind) >= f.cfg.Backoff.Max {
+	if f.evicted && len(want) == 0 && len(f.rounds) == 0 && now.Sub(f.lastRewind) >= f.cfg.Backoff.Max {
 		// Nothing left to do with what is held: read the retained metadata
 		// again for what was forgotten.
 		f.evicted, f.lastRewind = false, now
 		notify(f.rewind)
 	}
-	if len(want) == 0 || f.fetches >= f.cfg.FetchConcurrency {
-		return nil
-	}
-	for _, pe := range wantKeys {
-		pe.fetching = true
-	}
-	f.fetches++
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		start := f.cfg.Clock.Now()
-		res, err := f.mgr.Fetch(ctx, want)
-		f.fetchLat.observe(f.cfg.Clock.Now().Sub(start))
-		select {
-		case results <- fetchDone{results: res, err: err}:
-		case <-ctx.Done():
+	// One round per bucket, so that a bucket that does not answer holds up
+	// only its own entries.
+	byBucket := make(map[string][]int)
+	var buckets []string
+	for i, e := range want {
+		if _, ok := byBucket[e.Object.Bucket]; !ok {
+			buckets = append(buckets, e.Object.Bucket)
 		}
-	}()
+		byBucket[e.Object.Bucket] = append(byBucket[e.Object.Bucket], i)
+	}
+	for _, b := range buckets {
+		if len(f.rounds) >= f.cfg.FetchConcurrency {
+			break
+		}
+		entries := make([]metadata.Entry, 0, len(byBucket[b]))
+		for _, i := range byBucket[b] {
+			wantKeys[i].fetching = true
+			entries = append(entries, want[i])
+		}
+		r := &fetchRound{bucket: b, start: now}
+		f.rounds[r] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fctx, cancel := context.WithTimeout(ctx, f.cfg.FetchTimeout)
+			defer cancel()
+			res, err := f.mgr.Fetch(fctx, entries)
+			if err != nil && ctx.Err() == nil {
+				// The round timed out: report every entry as unavailable.
+				res = make([]FetchResult, len(entries))
+				for i, e := range entries {
+					res[i] = FetchResult{Entry: e, Err: &FetchError{Object: e.Object, Partition: e.Partition, Position: e.Position, Length: e.Length, Err: fmt.Errorf("%w: no answer within %v", ErrUnavailable, f.cfg.FetchTimeout)}}
+				}
+				err = nil
+			}
+			f.fetchLat.observe(f.cfg.Clock.Now().Sub(r.start))
+			select {
+			case results <- fetchDone{round: r, results: res, err: err}:
+			case <-ctx.Done():
+			}
+		}()
+	}
 	return nil
+}
+
+// wakeAt makes the loop run again by itself at t, at the latest.
+func (f *Follower) wakeAt(t time.Time) {
+	if f.retryAt.IsZero() || t.Before(f.retryAt) {
+		f.retryAt = t
+	}
 }
 
 // evict forgets n held entries, those furthest ahead of their partition's
@@ -596,8 +653,10 @@ func (f *Follower) candidate(p *fpart, at int64, now time.Time) (*pendingEntry, 
 		switch {
 		case pe.batches != nil:
 			return 3
-		case pe.fetching:
+		case pe.fetching && !now.Before(f.bucketBackoff[pe.e.Object.Bucket]):
 			return 2
+		case pe.fetching:
+			return 0 // its bucket stopped answering: prefer a copy elsewhere
 		case !now.Before(readyAt(pe)):
 			return 1
 		}
@@ -613,9 +672,7 @@ func (f *Follower) candidate(p *fpart, at int64, now time.Time) (*pendingEntry, 
 		}
 		if rank(pe) == 0 {
 			// Passed over for its backoff: the loop must wake when it ends.
-			if t := readyAt(pe); f.retryAt.IsZero() || t.Before(f.retryAt) {
-				f.retryAt = t
-			}
+			f.wakeAt(readyAt(pe))
 		}
 		if best == nil || rank(pe) > rank(best) ||
 			(rank(pe) == rank(best) && pe.e.PublisherEpoch > best.e.PublisherEpoch) {
@@ -765,7 +822,7 @@ func (f *Follower) handleFetch(done fetchDone) {
 // is what keeps a retry that falls due in between from being lost.
 func (f *Follower) nextRetry() (time.Duration, bool) {
 	earliest := f.retryAt
-	if f.evicted && f.fetches == 0 {
+	if f.evicted && len(f.rounds) == 0 {
 		// A re-read of the metadata is due once the rate limit allows (a
 		// fetch in flight wakes the loop by itself).
 		if t := f.lastRewind.Add(f.cfg.Backoff.Max); earliest.IsZero() || t.Before(earliest) {

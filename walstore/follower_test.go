@@ -159,3 +159,37 @@ func TestFollowerStopsAppendingWhenItsBrokerLeads(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // room for a wrongful append to happen
 	assert.Empty(t, r2.Local.EverAppended())
 }
+
+func TestFollowerHedgesAroundABucketThatStopsAnswering(t *testing.T) {
+	ctx := context.Background()
+	c := clustertest.New(t, clustertest.Mem(), 4)
+	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
+	tp := clustertest.TP
+	c.SetReplicas(tp, 1, 2, 3)
+	c.SetLeader(tp, 1, 5)
+	r1.StartLeader(walstore.LeaderConfig{})
+	require.NoError(t, r1.Local.Truncate(ctx, tp, 100))
+	r1.BecomeLeader(ctx, tp, 5, -1)
+	r1.Produce(ctx, tp, 5, 100, 149, 10)
+	require.NoError(t, r1.Leader.WaitDurable(ctx, tp, 149))
+	r2.Preload(tp, 5, 100, 149, 10)
+	r1.Stop()
+
+	// AZ1 silently drops traffic: its GETs never answer.
+	dead := r1.Store.Local().Bucket
+	c.SetFault(func(op clustertest.Op, bucket string) clustertest.Fault {
+		if bucket == dead {
+			return clustertest.Fault{Delay: time.Hour}
+		}
+		return clustertest.Fault{}
+	})
+	f3 := r3.StartFollowerConfig(walstore.FollowerConfig{HedgeAfter: 50 * time.Millisecond, FetchTimeout: time.Hour})
+	require.Eventually(t, func() bool { return c.Gets(dead) > 0 }, 10*time.Second, time.Millisecond)
+
+	// R2 leads and republishes into AZ2: R3 uses that copy without waiting
+	// for the hung request.
+	r2.StartLeader(walstore.LeaderConfig{})
+	r2.BecomeLeader(ctx, tp, 6, 100)
+	clustertest.RequireConverges(t, r3, r2, tp)
+	assert.Zero(t, f3.Stats().FetchErrors, "the hung request is still hanging, not failed")
+}
