@@ -83,10 +83,14 @@ func (b *broker) follows(tp metadata.TopicPartition) bool {
 }
 
 func (b *broker) setView(tp metadata.TopicPartition, v viewEntry) {
+	before := b.follows(tp)
 	b.vmu.Lock()
-	defer b.vmu.Unlock()
 	v.replicas = slices.Clone(v.replicas)
 	b.view[tp] = v
+	b.vmu.Unlock()
+	if !before && b.follows(tp) && b.follower != nil {
+		b.follower.followsAgain(tp)
+	}
 }
 
 // startLeader starts a new incarnation of the leader engine.
@@ -184,6 +188,10 @@ type followerInst struct {
 	markers [][]metadata.EpochStart // per message handed out, in order
 	cursor  int                     // messages folded into fences
 	fences  map[metadata.TopicPartition][]metadata.EpochStart
+	// from is, per partition the broker started following while this
+	// engine ran, the first message that counts for it: the engine
+	// ignored the partition's markers before and starts it afresh.
+	from map[metadata.TopicPartition]int
 }
 
 // startFollower starts a new incarnation of the follower engine. Its local
@@ -191,7 +199,8 @@ type followerInst struct {
 func (b *broker) startFollower() {
 	w := b.w
 	b.followerInc++
-	inst := &followerInst{w: w, b: b, n: b.followerInc, fences: make(map[metadata.TopicPartition][]metadata.EpochStart)}
+	inst := &followerInst{w: w, b: b, n: b.followerInc,
+		fences: make(map[metadata.TopicPartition][]metadata.EpochStart), from: make(map[metadata.TopicPartition]int)}
 	cfg := w.p.follower
 	cfg.BrokerID, cfg.Store, cfg.Local, cfg.Follows = b.id, b.store, followerLog{b.log, inst}, b.follows
 	cfg.Log = newMetaView(w, inst, w.cfg.Seed^uint64(b.id)<<40^uint64(b.followerInc)<<48)
@@ -234,12 +243,11 @@ func (b *broker) stopFollower() {
 	b.follower = nil
 }
 
-// restartFollower gives the broker a new follower engine, as a broker must
-// when its role for some partition changes: a running engine keeps state
-// for the partitions it has seen and does not consult Follows again for
-// them.
-func (b *broker) restartFollower() {
-	if !b.up {
+// roleChanged is what the broker does when its role for a partition
+// changed (its view is already updated): it restarts its follower engine,
+// or, if the seed says so, relies on the engine asking Follows again.
+func (b *broker) roleChanged() {
+	if !b.up || b.w.p.followsOnly {
 		return
 	}
 	b.stopFollower()
@@ -271,6 +279,9 @@ func (inst *followerInst) fencesFor(tp metadata.TopicPartition) []metadata.Epoch
 	defer inst.mu.Unlock()
 	for ; inst.cursor < handled && inst.cursor < len(inst.markers); inst.cursor++ {
 		for _, mk := range inst.markers[inst.cursor] {
+			if inst.cursor < inst.from[mk.Partition] {
+				continue
+			}
 			if inst.w.legitStart(mk.Partition, mk.Epoch, mk.StartOffset) && !slices.Contains(inst.fences[mk.Partition], mk) {
 				inst.fences[mk.Partition] = append(inst.fences[mk.Partition], mk)
 			}
@@ -278,6 +289,16 @@ func (inst *followerInst) fencesFor(tp metadata.TopicPartition) []metadata.Epoch
 		inst.markers[inst.cursor] = nil
 	}
 	return slices.Clone(inst.fences[tp])
+}
+
+// followsAgain notes that the broker follows tp again (Follows turned
+// true while this engine runs): what the engine handled of tp before does
+// not count, and neither, conservatively, do messages already handed out.
+func (inst *followerInst) followsAgain(tp metadata.TopicPartition) {
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	inst.from[tp] = len(inst.markers)
+	delete(inst.fences, tp)
 }
 
 // fenced returns a legitimate epoch start among fences that excludes a

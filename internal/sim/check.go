@@ -55,7 +55,7 @@ func (w *world) checkDurable(claimant int32, tp metadata.TopicPartition, m batch
 }
 
 func (w *world) checkDurableLocked(claimant int32, tp metadata.TopicPartition, m batchMeta, how string) bool {
-	if w.liveCopyLocked(tp, m) {
+	if w.liveCopyLocked(tp, m, nil) {
 		return true
 	}
 	ps := w.parts[tp]

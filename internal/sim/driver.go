@@ -44,7 +44,7 @@ const convergeBound = 60 * time.Second
 func Run(cfg Config) *Result {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x73696d756c617465))
 	w := &world{
-		cfg: cfg, p: drawParams(rng), rng: rng, start: time.Now(),
+		cfg: cfg, p: drawParams(rng, cfg), rng: rng, start: time.Now(),
 		brokers:  make(map[int32]*broker),
 		parts:    make(map[metadata.TopicPartition]*partState),
 		registry: make(map[batchKey]batchMeta),
@@ -74,7 +74,9 @@ func (w *world) setup() error {
 		buckets[az] = "bucket-" + az
 	}
 	var err error
-	w.cluster, err = memstore.NewCluster(memstore.ClusterConfig{Buckets: buckets, Profile: w.p.profile, Seed: w.cfg.Seed})
+	// Latency and faults are chaos's; memstore only stores.
+	w.chaos = newChaos(w.cfg.Seed, w.p.profile)
+	w.cluster, err = memstore.NewCluster(memstore.ClusterConfig{Buckets: buckets, Seed: w.cfg.Seed})
 	if err != nil {
 		return err
 	}
@@ -366,37 +368,29 @@ func sortedKeys[V any](m map[int32]V) []int32 {
 // addFault injects a store fault for a while: failed or slow uploads, GETs
 // or deletes, responses lost after the request took effect, corrupted GETs.
 func (w *world) addFault(sr *rand.Rand) {
-	bucket := ""
+	f := &fault{rate: choose(sr, 0.05, 0.3, 0.8, 1)}
 	if sr.IntN(2) == 0 {
-		bucket = "bucket-" + azs[sr.IntN(len(azs))]
+		f.bucket = "bucket-" + azs[sr.IntN(len(azs))]
 	}
-	rate := choose(sr, 0.05, 0.3, 0.8, 1)
-	var f memstore.Fault
-	var op memstore.Op
 	switch sr.IntN(6) {
 	case 0:
-		op, f = memstore.OpPut, memstore.Fault{Err: walstore.ErrUnavailable, AfterApply: sr.IntN(3) == 0}
+		f.op, f.err, f.afterApply = memstore.OpPut, true, sr.IntN(3) == 0
 	case 1:
-		op, f = memstore.OpGet, memstore.Fault{Err: walstore.ErrUnavailable}
+		f.op, f.err = memstore.OpGet, true
 	case 2:
-		op, f = memstore.OpGet, memstore.Fault{Delay: time.Duration(10+sr.IntN(1000)) * time.Millisecond}
+		f.op, f.delay = memstore.OpGet, time.Duration(10+sr.IntN(1000))*time.Millisecond
 	case 3:
-		op, f = memstore.OpPut, memstore.Fault{Delay: time.Duration(10+sr.IntN(2000)) * time.Millisecond}
+		f.op, f.delay = memstore.OpPut, time.Duration(10+sr.IntN(2000))*time.Millisecond
 	case 4:
-		op, f = memstore.OpGet, memstore.Fault{Corrupt: true}
-		rate = choose(sr, 0.05, 0.3, 1)
+		f.op, f.corrupt = memstore.OpGet, true
+		f.rate = choose(sr, 0.05, 0.3, 1)
 	case 5:
-		op, f = memstore.OpDelete, memstore.Fault{Err: walstore.ErrUnavailable, AfterApply: sr.IntN(2) == 0}
-	}
-	f.Rate = rate
-	f.Match = func(r memstore.Request) bool { return r.Op == op && (bucket == "" || r.Bucket == bucket) }
-	remove, err := w.cluster.AddFault(f)
-	if err != nil {
-		w.violate(KindHarness, "AddFault: %v", err)
-		return
+		f.op, f.err, f.afterApply = memstore.OpDelete, true, sr.IntN(2) == 0
 	}
 	d := time.Duration(100+sr.IntN(4000)) * time.Millisecond
-	desc := fmt.Sprintf("%s fault on %q: rate %.2f, err %v (after apply %v), delay %v, corrupt %v, for %v", op, bucket, f.Rate, f.Err, f.AfterApply, f.Delay, f.Corrupt, d)
+	desc := fmt.Sprintf("%s fault on %q: rate %.2f, error %v (after it took effect %v), delay %v, corrupt %v, for %v",
+		f.op, f.bucket, f.rate, f.err, f.afterApply, f.delay, f.corrupt, d)
+	remove := w.chaos.add(f)
 	w.tracef("fault: %s", desc)
 	w.count(func(s *Stats) { s.Faults++ })
 	w.after(d, "end of "+desc, func() {
@@ -518,7 +512,12 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 			}
 		}
 	}
-	n.stopFollower()
+	if w.p.followsOnly {
+		// Follows must say no before the broker appends as leader.
+		w.updateViews(tp, n.id, epoch)
+	} else {
+		n.stopFollower()
+	}
 	start := n.log.end(tp)
 	if err := n.log.assignEpoch(tp, epoch, start); err != nil {
 		w.violate(KindHarness, "b%d: epoch %d of %s at %d: %v", n.id, epoch, tp, start, err)
@@ -548,24 +547,26 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 	w.stats.Elections++
 	w.mu.Unlock()
 	w.tracef("%s: b%d elected at epoch %d from offset %d (was b%d), republishing from %d", tp, n.id, epoch, start, old.id, from)
-	w.updateViews(tp)
-	n.startFollower()
+	w.updateViews(tp, n.id, epoch)
+	if !w.p.followsOnly {
+		n.startFollower()
+	}
 	if resigned {
-		old.restartFollower()
+		old.roleChanged()
 	}
 	w.becomeLeader(n, tp, epoch, from)
 	return true
 }
 
-// updateViews tells every broker that is up and not a zombie of tp the
-// controller's view of tp.
-func (w *world) updateViews(tp metadata.TopicPartition) {
+// updateViews tells every broker that is up and not a zombie of tp that
+// leader leads tp at epoch.
+func (w *world) updateViews(tp metadata.TopicPartition, leader, epoch int32) {
 	ps := w.parts[tp]
 	for _, id := range w.ids {
 		if _, z := ps.zombies[id]; z || !w.brokers[id].up {
 			continue
 		}
-		w.brokers[id].setView(tp, viewEntry{replicas: ps.replicas, leader: ps.leader, epoch: ps.epoch})
+		w.brokers[id].setView(tp, viewEntry{replicas: ps.replicas, leader: leader, epoch: epoch})
 	}
 }
 
@@ -580,9 +581,9 @@ func (w *world) heal(tp metadata.TopicPartition, b *broker, epoch int32) {
 	w.mu.Lock()
 	delete(ps.zombies, b.id)
 	w.mu.Unlock()
-	w.updateViews(tp)
+	w.updateViews(tp, ps.leader, ps.epoch)
 	w.tracef("%s: zombie b%d learns it was deposed and follows", tp, b.id)
-	b.restartFollower()
+	b.roleChanged()
 }
 
 // crashBroker stops b's engines; its log survives.
@@ -684,20 +685,27 @@ func (w *world) reassign(sr *rand.Rand) {
 		return
 	}
 	out, in := outs[i], ins[j]
+	// The old replica's data is deleted, which its follower engine must
+	// not be appending to: it is stopped whatever the seed. The new one
+	// has no data the engine could be appending to.
 	out.stopFollower()
-	in.stopFollower()
 	out.log.remove(tp)
+	if !w.p.followsOnly {
+		in.stopFollower()
+	}
 	in.log.remove(tp)
 	w.mu.Lock()
 	ps.replicas = slices.Clone(ps.replicas)
 	ps.replicas[slices.Index(ps.replicas, out.id)] = in.id
 	w.stats.Reassignments++
 	w.mu.Unlock()
-	w.updateViews(tp)
+	w.updateViews(tp, ps.leader, ps.epoch)
 	if out.up {
 		out.startFollower()
 	}
-	in.startFollower()
+	if in.follower == nil {
+		in.startFollower()
+	}
 	w.tracef("%s: replica moves from b%d to b%d", tp, out.id, in.id)
 	// As Kafka's controller does when a reassignment changes the replica
 	// set, the leader takes a new epoch; it republishes its whole log for
@@ -731,7 +739,7 @@ func (w *world) quietPhase() {
 	w.tracef("faults stop")
 	w.quiet.Store(true)
 	sr := rand.New(rand.NewPCG(w.rng.Uint64(), 0))
-	w.cluster.ClearFaults()
+	w.chaos.clear()
 	for _, az := range azs {
 		if err := w.cluster.SetOutage(az, false); err != nil {
 			w.violate(KindHarness, "SetOutage: %v", err)

@@ -3,10 +3,11 @@ package sim
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/activetier/activetier/metadata"
 )
@@ -37,7 +38,8 @@ type metaView struct {
 	pollGap time.Duration
 
 	mu    sync.Mutex
-	rng   *rand.Rand
+	seed  uint64
+	seen  map[uint64]uint64 // message identity -> how many pulled
 	parts map[int32]*viewPart
 }
 
@@ -64,7 +66,8 @@ type viewRecord struct {
 func newMetaView(w *world, inst *followerInst, seed uint64) *metaView {
 	return &metaView{
 		under: w.meta, w: w, inst: inst, pollGap: 20 * time.Millisecond,
-		rng:   rand.New(rand.NewPCG(seed, 0x6d65746176696577)),
+		seed:  seed,
+		seen:  make(map[uint64]uint64),
 		parts: make(map[int32]*viewPart),
 	}
 }
@@ -114,9 +117,13 @@ func (v *metaView) pull(ctx context.Context, partition int32, p *viewPart) error
 func (v *metaView) hold(p *viewPart, uoff int64, value []byte) {
 	d := v.w.disorderNow()
 	now := time.Now()
-	// Draw the same numbers whatever the disorder, so that turning it
-	// off in the quiet phase does not shift later draws.
-	r1, r2, r3 := v.rng.Float64(), v.rng.Float64(), v.rng.Float64()
+	// The draws depend on what the record says, not on where it landed in
+	// the log: publishers racing at one instant land in either order.
+	id := messageID(value)
+	n := v.seen[id]
+	v.seen[id] = n + 1
+	dr := draws{state: identity(v.seed, id, n)}
+	r1, r2, r3 := dr.float(), dr.float(), dr.float()
 	at := now
 	if r1 < d.delayP {
 		at = now.Add(time.Duration(r2 * float64(d.maxDelay)))
@@ -127,6 +134,24 @@ func (v *metaView) hold(p *viewPart, uoff int64, value []byte) {
 		p.seq++
 		p.pending = append(p.pending, heldRecord{at: at.Add(time.Duration(r2 * float64(d.maxDelay+time.Second))), seq: p.seq, uoff: uoff, value: value})
 	}
+}
+
+// messageID names a metadata message by what it says, leaving out object
+// keys, which carry a random part the engines draw in racy order.
+func messageID(value []byte) uint64 {
+	m, err := metadata.DecodeMessage(value)
+	if err != nil {
+		return xxhash.Sum64(value)
+	}
+	parts := []uint64{uint64(m.WriterBrokerID), uint64(len(m.Entries)), uint64(len(m.Markers))}
+	for _, e := range m.Entries {
+		parts = append(parts, hashString(e.Partition.String()), uint64(e.RecordEpoch), uint64(e.PublisherEpoch),
+			uint64(e.FirstOffset), uint64(e.LastOffset), e.Checksum)
+	}
+	for _, mk := range m.Markers {
+		parts = append(parts, hashString(mk.Partition.String()), uint64(mk.Epoch), uint64(mk.StartOffset))
+	}
+	return identity(parts...)
 }
 
 // release moves due records to the view in release order, and drops the

@@ -35,6 +35,11 @@ type Config struct {
 	// truncate. The leader's garbage collector then deletes objects
 	// followers still need (see the package documentation).
 	RelayUnchecked bool
+	// FollowsOnly makes a broker whose role for a partition changes only
+	// make Follows say so, as walstore documents, instead of restarting its
+	// follower engine. A follower engine that nothing wakes while the
+	// broker leads keeps stale state (see the package documentation).
+	FollowsOnly bool
 }
 
 // Kind names an invariant.
@@ -124,6 +129,7 @@ type world struct {
 
 	meta    *memstore.Log
 	cluster *memstore.Cluster
+	chaos   *chaos
 	brokers map[int32]*broker
 	ids     []int32
 	tps     []metadata.TopicPartition
@@ -240,7 +246,12 @@ func (p params) String() string {
 		p.leader.Interval, p.leader.ObjectBytes, p.leader.MaxPartitions, p.leader.BufferBytes, p.leader.MaxInflight, p.leader.Codec, p.leader.MarkerRefresh, p.leader.GCInterval)
 	fmt.Fprintf(&b, "follower fetch %d, readahead %d, read batch %d, poll %v, gap %d; ",
 		p.follower.FetchConcurrency, p.follower.Readahead, p.follower.ReadBatch, p.follower.PollInterval, p.follower.CoalesceGap)
-	fmt.Fprintf(&b, "metadata delayed p=%.2f up to %v, duplicated p=%.2f", p.disorder.delayP, p.disorder.maxDelay, p.disorder.dupP)
+	fmt.Fprintf(&b, "metadata delayed p=%.2f up to %v, duplicated p=%.2f; ", p.disorder.delayP, p.disorder.maxDelay, p.disorder.dupP)
+	if p.followsOnly {
+		b.WriteString("role changes flip Follows")
+	} else {
+		b.WriteString("role changes restart the follower engine")
+	}
 	return b.String()
 }
 
@@ -259,14 +270,16 @@ type params struct {
 	leader         walstore.LeaderConfig
 	follower       walstore.FollowerConfig
 	disorder       disorder
+	// followsOnly is Config.FollowsOnly.
+	followsOnly bool
 	// weights of the step kinds
 	weights [numSteps]float64
 }
 
 func choose[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
 
-func drawParams(rng *rand.Rand) params {
-	var p params
+func drawParams(rng *rand.Rand, cfg Config) params {
+	p := params{followsOnly: cfg.FollowsOnly}
 	p.brokers = 4 + rng.IntN(2)
 	p.partitions = 1 + rng.IntN(6)
 	p.rf = 2 + rng.IntN(2)

@@ -72,9 +72,12 @@ func TestSimulation(t *testing.T) {
 	// report, as walstore's OnApplied documentation reads; see
 	// Config.RelayUnchecked.
 	unchecked := os.Getenv("ACTIVETIER_SIM_RELAY_UNCHECKED") == "1"
+	// ACTIVETIER_SIM_FOLLOWS_ONLY=1 makes brokers only flip Follows on a
+	// role change; see Config.FollowsOnly.
+	followsOnly := os.Getenv("ACTIVETIER_SIM_FOLLOWS_ONLY") == "1"
 	var total Stats
 	for seed := first; seed < first+n; seed++ {
-		res := runSeed(t, Config{Seed: seed, Verbose: replay, RelayUnchecked: unchecked})
+		res := runSeed(t, Config{Seed: seed, Verbose: replay, RelayUnchecked: unchecked, FollowsOnly: followsOnly})
 		if t.Failed() {
 			t.Fatalf("seed %d left the bubble deadlocked or leaking; replay with: %s", seed, replayCommand(seed, "TestSimulation"))
 		}
@@ -112,4 +115,47 @@ func (s *Stats) add(o Stats) {
 	s.FencedAppends += o.FencedAppends
 	s.DurableClaims += o.DurableClaims
 	s.Converged = max(s.Converged, o.Converged)
+}
+
+// TestWeakenedFencingIsCaught shows the simulation can fail: with one
+// fencing rule weakened (Config.WeakFencing: a follower applies an entry
+// fencing drops as fenced by a newer epoch), some seed of the CI budget
+// reports a fenced append, and the same seed passes with the rule intact
+// (Config.ReferenceFollower), so the weakening, not the follower that
+// carries it, is what the simulation caught.
+func TestWeakenedFencingIsCaught(t *testing.T) {
+	first, n := seedRange(t, 300)
+	for seed := first; seed < first+n; seed++ {
+		weak := runSeed(t, Config{Seed: seed, WeakFencing: true})
+		var caught *Violation
+		for i, v := range weak.Violations {
+			if v.Kind == KindFencedAppend {
+				caught = &weak.Violations[i]
+				break
+			}
+		}
+		if caught == nil {
+			continue
+		}
+		t.Logf("seed %d, %d seeds in: %s", seed, seed-first+1, caught)
+		control := runSeed(t, Config{Seed: seed, ReferenceFollower: true})
+		if control.Failed() {
+			report(t, control, "TestWeakenedFencingIsCaught", 40)
+		}
+		return
+	}
+	t.Fatalf("no fenced append reported in %d seeds from %d with fencing weakened", n, first)
+}
+
+// TestReferenceFollower runs the simulation with the reference follower
+// and fencing intact for the first seeds: the control for
+// TestWeakenedFencingIsCaught, over more than the one seed it reruns.
+func TestReferenceFollower(t *testing.T) {
+	first, n := seedRange(t, 30)
+	for seed := first; seed < first+n; seed++ {
+		if res := runSeed(t, Config{Seed: seed, ReferenceFollower: true}); res.Failed() {
+			report(t, res, "TestReferenceFollower", 40)
+			return
+		}
+	}
 }
