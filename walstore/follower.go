@@ -437,6 +437,16 @@ func (f *Follower) truncateIfDiverged(ctx context.Context, p *fpart) error {
 }
 
 func (f *Follower) truncate(ctx context.Context, p *fpart, to int64) error {
+	// Epochs start at batch boundaries in every log, but a marker may be
+	// wrong: a batch holding the first divergent offset goes whole, as
+	// Kafka's truncateTo removes it. Removing more is always safe.
+	bs, err := f.cfg.Local.Read(ctx, p.tp, to, 1)
+	if err != nil {
+		return fmt.Errorf("walstore: reading %s at %d to truncate: %w", p.tp, to, err)
+	}
+	if len(bs) > 0 && bs[0].FirstOffset < to && to <= bs[0].LastOffset {
+		to = bs[0].FirstOffset
+	}
 	f.cfg.Logger.Info("activetier: truncating diverged log", "partition", p.tp.String(), "from", p.leo, "to", to)
 	if err := f.cfg.Local.Truncate(ctx, p.tp, to); err != nil {
 		return fmt.Errorf("walstore: truncating %s to %d: %w", p.tp, to, err)

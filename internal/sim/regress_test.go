@@ -261,6 +261,57 @@ func TestSimSeed11FollowerProgressIsForgottenAtANewEpoch(t *testing.T) {
 	})
 }
 
+// TestFuzzFollowerMarkerInsideABatch: a marker that starts an epoch inside
+// a batch of the local log (here epoch 2 at 1, over the batch 0-4 of epoch
+// 1) makes the follower truncate the divergent records; the batch holding
+// the offset must go whole, as Kafka's truncateTo removes it, instead of the
+// engine asking the local log for a truncation inside a batch, which
+// memstore refuses and which stopped the engine's Run. FuzzFollower found
+// it (its input is among the fuzz target's seeds). Epochs start at batch
+// boundaries in every log, so only a wrong marker does this; it may cost
+// the follower a refetch, never the engine.
+func TestFuzzFollowerMarkerInsideABatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
+		require.NoError(t, err)
+		store, err := cluster.Store("az1")
+		require.NoError(t, err)
+		meta, err := memstore.NewLog(1)
+		require.NoError(t, err)
+		defer meta.Close()
+		local := memstore.NewLocalLog()
+		require.NoError(t, local.Append(ctx, tp, []combiner.Batch{regressBatch(tp, 1, 0, 4)}))
+		msg, err := metadata.AppendMessage(nil, &metadata.Message{WriterBrokerID: 1, Markers: []metadata.EpochStart{
+			{Partition: tp, Epoch: 1, StartOffset: 0, LeaderBrokerID: 1}, {Partition: tp, Epoch: 2, StartOffset: 1, LeaderBrokerID: 1},
+		}})
+		require.NoError(t, err)
+		_, err = meta.Append(ctx, 0, msg)
+		require.NoError(t, err)
+		f, err := walstore.NewFollower(walstore.FollowerConfig{
+			BrokerID: 2, Store: store, Log: meta, Local: local, Logger: quiet(),
+			Follows: func(metadata.TopicPartition) bool { return true },
+		})
+		require.NoError(t, err)
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- f.Run(runCtx) }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("the follower stopped on a marker inside a batch: %v", err)
+		default:
+		}
+		end, err := local.EndOffset(tp)
+		require.NoError(t, err)
+		require.Equal(t, int64(0), end, "the batch holding the divergent offset 1 is truncated whole")
+		stop()
+		require.NoError(t, <-done)
+	})
+}
+
 // regressBatch returns a batch of records [first, last] of tp at epoch.
 func regressBatch(tp metadata.TopicPartition, epoch int32, first, last int64) combiner.Batch {
 	data := []byte(fmt.Sprintf("%s e%d [%d,%d]", tp, epoch, first, last))
