@@ -79,18 +79,26 @@ func (b *broker) follows(tp metadata.TopicPartition) bool {
 	b.vmu.Lock()
 	defer b.vmu.Unlock()
 	v, ok := b.view[tp]
-	return ok && v.leader != b.id && slices.Contains(v.replicas, b.id)
+	return ok && followsLocked(b.id, v)
 }
 
+// setView changes what the broker believes about tp. If that makes it
+// follow tp while its follower engine runs (Config.FollowsOnly), the checks
+// learn of it before the engine can: the engine reads Follows under the
+// same lock.
 func (b *broker) setView(tp metadata.TopicPartition, v viewEntry) {
-	before := b.follows(tp)
 	b.vmu.Lock()
+	defer b.vmu.Unlock()
+	before := followsLocked(b.id, b.view[tp])
 	v.replicas = slices.Clone(v.replicas)
 	b.view[tp] = v
-	b.vmu.Unlock()
-	if !before && b.follows(tp) && b.follower != nil {
+	if !before && followsLocked(b.id, v) && b.follower != nil {
 		b.follower.followsAgain(tp)
 	}
+}
+
+func followsLocked(id int32, v viewEntry) bool {
+	return v.leader != id && slices.Contains(v.replicas, id)
 }
 
 // startLeader starts a new incarnation of the leader engine.
@@ -243,15 +251,21 @@ func (b *broker) stopFollower() {
 	b.follower = nil
 }
 
-// roleChanged is what the broker does when its role for a partition
-// changed (its view is already updated): it restarts its follower engine,
-// or, if the seed says so, relies on the engine asking Follows again.
-func (b *broker) roleChanged() {
-	if !b.up || b.w.p.followsOnly {
-		return
+// roleChanging and roleChanged bracket a change of the broker's role for a
+// partition (its view): the broker stops its follower engine before and
+// starts a new one after, so that no engine runs with state from before the
+// change; or, with Config.FollowsOnly, it relies on the engine asking Follows
+// again.
+func (b *broker) roleChanging() {
+	if b.up && !b.w.p.followsOnly {
+		b.stopFollower()
 	}
-	b.stopFollower()
-	b.startFollower()
+}
+
+func (b *broker) roleChanged() {
+	if b.up && !b.w.p.followsOnly && b.follower == nil {
+		b.startFollower()
+	}
 }
 
 // delivered records the messages the view handed to the engine's reader,

@@ -158,6 +158,7 @@
 //	ACTIVETIER_SIM_FIRST_SEED       the first seed (default 1)
 //	ACTIVETIER_SIM_FOLLOWS_ONLY=1   brokers only flip Follows on role changes
 //	ACTIVETIER_SIM_RELAY_UNCHECKED=1  brokers relay every progress report
+//	ACTIVETIER_SIM_TRACE_FILE=path  where a failing seed's whole trace goes
 //
 // A failing seed prints its violations, its shape, the end of its trace and
 // the command that replays it:

@@ -508,6 +508,7 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 				w.after(time.Duration(200+sr.IntN(4000))*time.Millisecond, "heal zombie", func() { w.heal(tp, old, oldEpoch) })
 			} else {
 				old.leader.Resign(tp)
+				old.roleChanging()
 				resigned = true
 			}
 		}
@@ -578,6 +579,7 @@ func (w *world) heal(tp metadata.TopicPartition, b *broker, epoch int32) {
 	}
 	b.stopTasks(tp)
 	b.leader.Resign(tp)
+	b.roleChanging()
 	w.mu.Lock()
 	delete(ps.zombies, b.id)
 	w.mu.Unlock()
