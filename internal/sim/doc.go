@@ -87,10 +87,12 @@
 //
 // Checked when it happens:
 //
-//   - No object deleted while needed (KindGCNeeded): when a leader deletes
-//     an object, no follower it serves lacks (at or above its log start) a
-//     batch of the true log that the object holds and no other live object
-//     does.
+//   - No object deleted while needed (KindGCNeeded): when a partition's
+//     leader deletes an object, no follower it serves lacks (at or above
+//     its log start) a batch of the true log that the object holds and no
+//     other live object does. Former leaders' deletions are not judged:
+//     every leadership republishes what its followers lack, so the end of
+//     the run shows whether they cost anything.
 //   - Engines do not fail (KindEngineError): no engine's Run returns before
 //     it is stopped, no leadership call fails other than by cancellation.
 //

@@ -193,7 +193,12 @@ func (w *world) liveCopyLocked(tp metadata.TopicPartition, m batchMeta, going ma
 // judgeDelete judges a garbage collector's delete. An object may go once
 // no follower needs it: a violation is a section holding records of the
 // true log that a follower the deleting leader serves does not hold (at or
-// above its log start), and that no other object still holds.
+// above its log start), and that no other object still holds. Only the
+// partition's current leader is judged: every leadership republishes from
+// the lowest offset its followers lack (and a reassignment from the log
+// start), so what a former leader deletes, on reports that may be stale
+// by now, current followers get from the current leader; whether they do
+// is the end of the run's business.
 func (w *world) judgeDelete(b *broker, refs []metadata.ObjectRef) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -210,7 +215,7 @@ func (w *world) judgeDelete(b *broker, refs []metadata.ObjectRef) {
 		}
 		for _, s := range o.sections {
 			ps := w.parts[s.Partition]
-			if ps == nil {
+			if _, zombie := ps.zombies[b.id]; ps == nil || ps.leader != b.id || zombie {
 				continue
 			}
 			_, truth := w.brokers[ps.leader].log.snapshot(s.Partition)
