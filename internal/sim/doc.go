@@ -112,13 +112,17 @@
 // engines lose data or stall (reproduced by the tests in knownbugs_test.go,
 // which fail today and run only with -tags activetier_knownbugs):
 //
-//   - A broker restarts its follower engine when its role for a partition
-//     changes. walstore documents that making Follows say so is enough, but
-//     a follower engine notices Follows only when something wakes it: one
-//     left idle while its broker led keeps its old log end and epochs when
-//     Follows turns true again, does not truncate what the broker wrote as
-//     leader, and fails appending (Config.FollowsOnly,
-//     ACTIVETIER_SIM_FOLLOWS_ONLY=1; seed 25).
+//   - A broker stops its follower engine before its role for a partition
+//     changes and starts a new one after. walstore documents that making
+//     Follows say so is enough, but a follower engine notices Follows only
+//     when something wakes it: one left idle while its broker led keeps its
+//     old log end and epochs when Follows turns true again, does not
+//     truncate what the broker wrote as leader, and fails appending
+//     (Config.FollowsOnly, ACTIVETIER_SIM_FOLLOWS_ONLY=1; seed 25). An
+//     engine that starts following a partition also lacks the markers it
+//     skipped while it did not, until the leader refreshes them; and
+//     nothing tells the broker when a step that already passed the Follows
+//     check has finished appending.
 //   - A broker relays a follower's progress (OnApplied) to the leader only
 //     once the follower's last record has the epoch the broker believes
 //     current. A follower may apply records it will truncate (a deposed
@@ -150,9 +154,12 @@
 // the original run after such a race. Measured on the first 30 seeds, about
 // 40% of runs repeat their trace line for line; failing seeds replayed
 // their failure 9 or 10 times out of 10 for all but one of seven seeds
-// tried (that one: once in ten). A replay (ACTIVETIER_SIM_SEEDS=1) logs the
-// whole event trace, with the engines' own logs and every object stored
-// and deleted.
+// tried (that one: once in ten). A failure that needs a rarer interleaving
+// may replay once in tens of runs: ACTIVETIER_SIM_TRACE_FILE keeps the
+// whole trace of the run that failed. A replay (ACTIVETIER_SIM_SEEDS=1)
+// logs the whole event trace, with the engines' own logs and every object
+// stored and deleted; logging changes timing, so a failure found without
+// it may need ACTIVETIER_SIM_SEEDS=2 (two seeds, quiet) to reappear.
 //
 // # Controls
 //
@@ -178,5 +185,6 @@
 // package documents, which applies an entry Decide drops as fenced.
 //
 // The regression tests named TestSimSeedN... reproduce, without the
-// simulation, the engine bugs seed N found.
+// simulation, the engine bugs seed N found, and TestFuzzFollower... the one
+// walstore's FuzzFollower found.
 package sim

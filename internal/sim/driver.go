@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing/synctest"
 	"time"
@@ -15,8 +16,12 @@ import (
 	"github.com/activetier/activetier/walstore"
 )
 
-// AZs are the availability zones of every simulated cluster.
-var azs = [...]string{"az1", "az2", "az3"}
+// numAZs is how many availability zones every simulated cluster has.
+const numAZs = 3
+
+// azName names AZ i (from 0), and bucketName its bucket.
+func azName(i int) string     { return "az" + strconv.Itoa(i+1) }
+func bucketName(i int) string { return "bucket-" + azName(i) }
 
 // The kinds of step the driver takes.
 const (
@@ -69,9 +74,9 @@ func Run(cfg Config) *Result {
 }
 
 func (w *world) setup() error {
-	buckets := make(map[string]string, len(azs))
-	for _, az := range azs {
-		buckets[az] = "bucket-" + az
+	buckets := make(map[string]string, numAZs)
+	for i := range numAZs {
+		buckets[azName(i)] = bucketName(i)
 	}
 	var err error
 	// Latency and faults are chaos's; memstore only stores.
@@ -86,7 +91,7 @@ func (w *world) setup() error {
 	}
 	for i := range w.p.brokers {
 		id := int32(i + 1)
-		b := &broker{w: w, id: id, az: azs[i%len(azs)], log: newBrokerLog(), up: true, view: make(map[metadata.TopicPartition]viewEntry)}
+		b := &broker{w: w, id: id, az: azName(i % numAZs), log: newBrokerLog(), up: true, view: make(map[metadata.TopicPartition]viewEntry)}
 		st, err := w.cluster.Store(b.az)
 		if err != nil {
 			return err
@@ -370,7 +375,7 @@ func sortedKeys[V any](m map[int32]V) []int32 {
 func (w *world) addFault(sr *rand.Rand) {
 	f := &fault{rate: choose(sr, 0.05, 0.3, 0.8, 1)}
 	if sr.IntN(2) == 0 {
-		f.bucket = "bucket-" + azs[sr.IntN(len(azs))]
+		f.bucket = bucketName(sr.IntN(numAZs))
 	}
 	switch sr.IntN(6) {
 	case 0:
@@ -402,7 +407,7 @@ func (w *world) addFault(sr *rand.Rand) {
 // outage takes an AZ's bucket away for a while; sometimes the AZ's brokers
 // go down with it, and leadership moves away from them.
 func (w *world) outage(sr *rand.Rand) {
-	az := azs[sr.IntN(len(azs))]
+	az := azName(sr.IntN(numAZs))
 	crash := sr.IntN(2) == 0
 	elect := sr.Float64() < 0.8
 	d := time.Duration(300+sr.IntN(6000)) * time.Millisecond
@@ -742,8 +747,8 @@ func (w *world) quietPhase() {
 	w.quiet.Store(true)
 	sr := rand.New(rand.NewPCG(w.rng.Uint64(), 0))
 	w.chaos.clear()
-	for _, az := range azs {
-		if err := w.cluster.SetOutage(az, false); err != nil {
+	for i := range numAZs {
+		if err := w.cluster.SetOutage(azName(i), false); err != nil {
 			w.violate(KindHarness, "SetOutage: %v", err)
 		}
 	}

@@ -160,8 +160,8 @@ func (w *world) objectID(ref metadata.ObjectRef) uint64 {
 }
 
 func (w *world) knownBucket(name string) bool {
-	for _, az := range azs {
-		if name == "bucket-"+az {
+	for i := range numAZs {
+		if name == bucketName(i) {
 			return true
 		}
 	}
