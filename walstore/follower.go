@@ -30,8 +30,10 @@ type FollowerConfig struct {
 	// Follows reports whether this broker follows tp; entries and markers
 	// of other partitions sharing the metadata partition are ignored. It is
 	// asked again before every append, so a broker that becomes a
-	// partition's leader only has to make Follows say so: the follower
-	// stops appending to it at once. Required.
+	// partition's leader stops the follower's appends to it by making
+	// Follows say so. To follow a partition again after leading it, start a
+	// new Follower: state kept from before the role change may be stale.
+	// Required.
 	Follows func(tp metadata.TopicPartition) bool
 	// FetchConcurrency bounds concurrent GETs. Default 8.
 	FetchConcurrency int
