@@ -49,9 +49,17 @@
 // up to FetchConcurrency; verifies every section; decides again at append
 // time, since a marker may have arrived meanwhile; and appends in offset
 // order, skipping batches below its log end. An unreachable bucket backs
-// off every entry in it, so the follower uses republished copies elsewhere
-// or waits for them; it never stops. A new replica with an empty log starts
-// where the leader lineage starts.
+// off every entry in it, and so does one that leaves a fetch unanswered for
+// HedgeAfter (an AZ that drops traffic silently), so the follower uses
+// republished copies elsewhere or waits for them; it never stops. Entries
+// held for a gap or a marker are bounded by MaxHeld: past it the follower
+// forgets those furthest ahead and reads the retained metadata again later.
+// A new replica with an empty log starts where the leader lineage starts.
+//
+// Brokers relay each follower's progress (OnApplied) to the partition's
+// leader (ReportApplied) for garbage collection. Reports carry no epoch
+// yet, so relay them only once the follower's last record has the
+// leader's current epoch: before that, the follower may still truncate.
 //
 // # Garbage collection
 //
