@@ -31,23 +31,9 @@ func TestSimSeed1DurableOffsetStartsOverAtANewEpoch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
-		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
-		require.NoError(t, err)
-		store, err := cluster.Store("az1")
-		require.NoError(t, err)
-		meta, err := memstore.NewLog(1)
-		require.NoError(t, err)
-		defer meta.Close()
-		local := memstore.NewLocalLog()
-		l, err := walstore.NewLeader(walstore.LeaderConfig{
-			BrokerID: 1, Store: store, Log: meta, Local: local, Interval: 10 * time.Millisecond, Logger: quiet(),
-			Followers: func(metadata.TopicPartition) []int32 { return []int32{2} },
-		})
-		require.NoError(t, err)
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error)
-		go func() { done <- l.Run(runCtx) }()
-		defer func() { stop(); require.NoError(t, <-done) }()
+		r := startRegressLeader(t, nil)
+		defer r.stop()
+		cluster, local, l := r.cluster, r.local, r.l
 
 		produce := func(epoch int32, first, last int64) {
 			b := regressBatch(tp, epoch, first, last)
@@ -89,23 +75,9 @@ func TestSimSeed2DataOfAnEarlierLeadershipIsNotPublishedUnderANewEpoch(t *testin
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
-		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
-		require.NoError(t, err)
-		store, err := cluster.Store("az1")
-		require.NoError(t, err)
-		meta, err := memstore.NewLog(1)
-		require.NoError(t, err)
-		defer meta.Close()
-		local := memstore.NewLocalLog()
-		l, err := walstore.NewLeader(walstore.LeaderConfig{
-			BrokerID: 1, Store: store, Log: meta, Local: local, Interval: 10 * time.Millisecond, MaxInflight: 1, Logger: quiet(),
-			Followers: func(metadata.TopicPartition) []int32 { return []int32{2} },
-		})
-		require.NoError(t, err)
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error)
-		go func() { done <- l.Run(runCtx) }()
-		defer func() { stop(); require.NoError(t, <-done) }()
+		r := startRegressLeader(t, func(c *walstore.LeaderConfig) { c.MaxInflight = 1 })
+		defer r.stop()
+		cluster, meta, local, l := r.cluster, r.meta, r.local, r.l
 		produce := func(epoch int32, first, last int64) {
 			b := regressBatch(tp, epoch, first, last)
 			require.NoError(t, l.Append(ctx, tp, b))
@@ -158,33 +130,19 @@ func TestSimSeed3DurableOffsetWaitsForTheRepublish(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
-		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
-		require.NoError(t, err)
-		store, err := cluster.Store("az1")
-		require.NoError(t, err)
-		meta, err := memstore.NewLog(1)
-		require.NoError(t, err)
-		defer meta.Close()
-		local := memstore.NewLocalLog()
+		r := startRegressLeader(t, nil)
+		defer r.stop()
+		cluster, local, l := r.cluster, r.local, r.l
 		// The broker's log holds 0-99 of epoch 1, which no engine ever
 		// uploaded (the engine that took them crashed).
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
 		for first := int64(0); first < 100; first += 10 {
 			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{regressBatch(tp, 1, first, first+9)}))
 		}
-		l, err := walstore.NewLeader(walstore.LeaderConfig{
-			BrokerID: 1, Store: store, Log: meta, Local: local, Interval: 10 * time.Millisecond, Logger: quiet(),
-			Followers: func(metadata.TopicPartition) []int32 { return []int32{2} },
-		})
-		require.NoError(t, err)
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error)
-		go func() { done <- l.Run(runCtx) }()
-		defer func() { stop(); require.NoError(t, <-done) }()
 
 		// The republish's object is large and slow to store; new data's
 		// objects are small and quick.
-		_, err = cluster.AddFault(memstore.Fault{Delay: 10 * time.Second, Match: func(r memstore.Request) bool {
+		_, err := cluster.AddFault(memstore.Fault{Delay: 10 * time.Second, Match: func(r memstore.Request) bool {
 			return r.Op == memstore.OpPut && r.Length > 200
 		}})
 		require.NoError(t, err)
@@ -215,23 +173,9 @@ func TestSimSeed11FollowerProgressIsForgottenAtANewEpoch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
-		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
-		require.NoError(t, err)
-		store, err := cluster.Store("az1")
-		require.NoError(t, err)
-		meta, err := memstore.NewLog(1)
-		require.NoError(t, err)
-		defer meta.Close()
-		local := memstore.NewLocalLog()
-		l, err := walstore.NewLeader(walstore.LeaderConfig{
-			BrokerID: 1, Store: store, Log: meta, Local: local, Interval: 10 * time.Millisecond, GCInterval: time.Hour, Logger: quiet(),
-			Followers: func(metadata.TopicPartition) []int32 { return []int32{2} },
-		})
-		require.NoError(t, err)
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error)
-		go func() { done <- l.Run(runCtx) }()
-		defer func() { stop(); require.NoError(t, <-done) }()
+		r := startRegressLeader(t, func(c *walstore.LeaderConfig) { c.GCInterval = time.Hour })
+		defer r.stop()
+		local, l := r.local, r.l
 		produce := func(epoch int32, first, last int64) {
 			b := regressBatch(tp, epoch, first, last)
 			require.NoError(t, l.Append(ctx, tp, b))
@@ -313,6 +257,47 @@ func TestFuzzFollowerMarkerInsideABatch(t *testing.T) {
 }
 
 // regressBatch returns a batch of records [first, last] of tp at epoch.
+// regressLeader is the setup the leader regressions share: broker 1 in az1
+// with a memstore bucket, a one-partition metadata log and a local log,
+// leading for follower 2, its engine running until stop.
+type regressLeader struct {
+	cluster *memstore.Cluster
+	meta    *memstore.Log
+	local   *memstore.LocalLog
+	l       *walstore.Leader
+	stop    func()
+}
+
+// startRegressLeader starts it; tune, if not nil, adjusts the engine's
+// configuration first.
+func startRegressLeader(t *testing.T, tune func(*walstore.LeaderConfig)) *regressLeader {
+	t.Helper()
+	cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
+	require.NoError(t, err)
+	store, err := cluster.Store("az1")
+	require.NoError(t, err)
+	meta, err := memstore.NewLog(1)
+	require.NoError(t, err)
+	local := memstore.NewLocalLog()
+	cfg := walstore.LeaderConfig{
+		BrokerID: 1, Store: store, Log: meta, Local: local, Interval: 10 * time.Millisecond, Logger: quiet(),
+		Followers: func(metadata.TopicPartition) []int32 { return []int32{2} },
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	l, err := walstore.NewLeader(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- l.Run(ctx) }()
+	return &regressLeader{cluster: cluster, meta: meta, local: local, l: l, stop: func() {
+		cancel()
+		require.NoError(t, <-done)
+		meta.Close()
+	}}
+}
+
 func regressBatch(tp metadata.TopicPartition, epoch int32, first, last int64) combiner.Batch {
 	data := []byte(fmt.Sprintf("%s e%d [%d,%d]", tp, epoch, first, last))
 	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1_000_000 + last, Data: data}
