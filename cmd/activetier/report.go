@@ -81,7 +81,6 @@ type demoReport struct {
 	Failover               *failover        `json:"failover,omitempty"`
 	usage                  costmodel.Usage  // what price charges for
 	prices                 costmodel.Prices // the list it uses
-	comparison             costmodel.Comparison
 
 	// S3 says where the objects were, for a run against an S3 endpoint.
 	S3 *s3Report `json:"s3,omitempty"`

@@ -117,7 +117,7 @@ func parseFlags(fs *flag.FlagSet, args []string, envBuckets string) (options, er
 // parseBuckets reads "az=bucket,az=bucket,az=bucket".
 func parseBuckets(s string) ([]string, map[string]string, error) {
 	if s == "" {
-		return nil, nil, errors.New("missing; name three AZ ids and their buckets, the leader's first: use1-az4=wal--use1-az4--x-s3,...")
+		return nil, nil, errors.New("missing; name three AZ ids and their buckets, the leader's first, as in use1-az4=wal--use1-az4--x-s3")
 	}
 	var azs []string
 	buckets := make(map[string]string)

@@ -149,8 +149,7 @@ type world struct {
 	trace   []string
 
 	// Driver-only state.
-	events      []event
-	faultRemove []func()
+	events []event
 }
 
 // partState is the controller's record of one partition: its replicas, its

@@ -16,12 +16,11 @@ import (
 	"github.com/activetier/activetier/metadata"
 )
 
-// The benchmarks publish and read encoded metadata messages of benchEntries
+// The benchmarks publish and read encoded metadata messages of 100
 // entries, one flush's entries for one metadata partition, and report
 // entries per second and bytes per entry. Each has a baseline moving the
 // same bytes with franz-go directly, so the log's overhead reads as a ratio.
 const (
-	benchEntries = 100
 	// benchSeed makes the benchmark message the same on every run.
 	benchSeed = 1176
 	// benchPartitions is how many metadata partitions the concurrent
@@ -32,7 +31,7 @@ const (
 	benchReadMessages = 1000
 )
 
-// benchMessage returns an encoded message of benchEntries entries over
+// benchMessage returns an encoded message of 100 entries over
 // three topics, and the number of entries it holds.
 func benchMessage(b *testing.B) ([]byte, int) {
 	r := rand.New(rand.NewPCG(benchSeed, benchSeed))
