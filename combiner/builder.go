@@ -190,6 +190,29 @@ func (b *Builder) Add(tp metadata.TopicPartition, batch Batch, now time.Time) er
 	return nil
 }
 
+// Remove drops tp's pending batches and returns how many bytes of batch
+// data they held. A leader calls it when its leadership of tp ends: data
+// accepted under a leadership that is over must not be published, so there
+// is no point uploading it. The oldest pending time is kept (it can only
+// make the next cut come sooner).
+func (b *Builder) Remove(tp metadata.TopicPartition) int {
+	p := b.parts[tp]
+	if p == nil {
+		return 0
+	}
+	delete(b.parts, tp)
+	for _, s := range p.sections {
+		b.stats.Batches -= len(s.Batches)
+	}
+	b.stats.Sections -= len(p.sections)
+	b.stats.Partitions--
+	b.stats.Bytes -= p.bytes
+	if b.stats.Batches == 0 {
+		b.stats = PendingStats{}
+	}
+	return p.bytes
+}
+
 // Pending returns the pending batch bytes and the number of pending
 // partitions.
 func (b *Builder) Pending() (bytes, partitions int) {

@@ -81,6 +81,15 @@ func (s *EpochStart) check() error {
 	return nil
 }
 
+// Validate reports whether tp names a partition: a topic name or ID, and a
+// partition number that is not negative. Errors match ErrInvalid.
+func (tp TopicPartition) Validate() error {
+	if err := tp.check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
 func (tp TopicPartition) check() error {
 	if tp.Topic == "" && tp.TopicID == ([16]byte{}) {
 		return errors.New("Partition has neither a topic name nor a topic id")

@@ -20,8 +20,8 @@ type benchCluster struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 	objects   *memstore.Cluster
-	leader    *walstore.Leader
-	followers []*walstore.Follower
+	leader    *walstore.Node
+	followers []*walstore.Node
 	logs      []*memstore.LocalLog
 }
 
@@ -43,10 +43,7 @@ func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.
 	ctx, cancel := context.WithCancel(context.Background())
 	bc := &benchCluster{cancel: cancel, done: make(chan struct{}), objects: objects}
 	store, _ := objects.Store("az1")
-	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local = 1, store, meta, memstore.NewLocalLog()
-	cfg.Followers = func(metadata.TopicPartition) []int32 { return []int32{2, 3} }
-	cfg.Logger = discard()
-	if bc.leader, err = walstore.NewLeader(cfg); err != nil {
+	if bc.leader, err = walstore.NewNode(walstore.NodeConfig{BrokerID: 1, Store: store, Log: meta, Local: memstore.NewLocalLog(), Leader: cfg, Logger: discard()}); err != nil {
 		b.Fatal(err)
 	}
 	running := 1
@@ -54,12 +51,14 @@ func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.
 	for id, az := range map[int32]string{2: "az2", 3: "az3"} {
 		store, _ := objects.Store(az)
 		log := memstore.NewLocalLog()
-		f, err := walstore.NewFollower(walstore.FollowerConfig{
-			BrokerID: id, Store: store, Log: meta, Local: log, Logger: discard(),
-			Follows: func(metadata.TopicPartition) bool { return true },
-		})
+		f, err := walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: store, Log: meta, Local: log, Logger: discard()})
 		if err != nil {
 			b.Fatal(err)
+		}
+		for i := range partitions {
+			if err := f.BecomeFollower(ctx, benchTP(i), 1, 1); err != nil {
+				b.Fatal(err)
+			}
 		}
 		bc.followers = append(bc.followers, f)
 		bc.logs = append(bc.logs, log)
@@ -67,7 +66,7 @@ func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.
 		go func() { f.Run(ctx); bc.done <- struct{}{} }()
 	}
 	for i := range partitions {
-		if err := bc.leader.BecomeLeader(ctx, benchTP(i), 1, -1); err != nil {
+		if err := bc.leader.BecomeLeader(ctx, benchTP(i), 1, []int32{2, 3}, -1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -218,10 +217,10 @@ func BenchmarkReplicationLag(b *testing.B) {
 			b.StopTimer()
 			var lag walstore.Histogram
 			for _, f := range bc.followers {
-				h := f.Stats().ApplyLag
+				h := f.Stats().Follower.ApplyLag
 				lag.Merge(&h)
 			}
-			ls := bc.leader.Stats()
+			ls := bc.leader.Stats().Leader
 			objBytes := float64(ls.ObjectBytes) / float64(max(ls.Objects, 1))
 			put := 6.5 + 10*objBytes/(1<<20)
 			get := 2.5 + 10*objBytes/(1<<20) // each follower reads every section here: one GET of the object

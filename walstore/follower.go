@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -27,14 +28,6 @@ type FollowerConfig struct {
 	Log metadata.Log
 	// Local is the broker's log, appended to and truncated. Required.
 	Local LocalLog
-	// Follows reports whether this broker follows tp; entries and markers
-	// of other partitions sharing the metadata partition are ignored. It is
-	// asked again before every append, so a broker that becomes a
-	// partition's leader stops the follower's appends to it by making
-	// Follows say so. To follow a partition again after leading it, start a
-	// new Follower: state kept from before the role change may be stale.
-	// Required.
-	Follows func(tp metadata.TopicPartition) bool
 	// FetchConcurrency bounds concurrent GETs. Default 8.
 	FetchConcurrency int
 	// HedgeAfter is how long a fetch may go unanswered before its bucket
@@ -63,9 +56,10 @@ type FollowerConfig struct {
 	// Backoff paces retries of failed fetches and metadata reads.
 	Backoff Backoff
 	// OnApplied, if set, is called after each append with the partition's
-	// new log end offset, so the broker can tell the leader (whose garbage
-	// collector waits for it). It must not block.
-	OnApplied func(tp metadata.TopicPartition, endOffset int64)
+	// progress, for the broker to deliver to the leader's RecordProgress,
+	// whose garbage collector waits for it. It is called on the engine's
+	// goroutine and must not block.
+	OnApplied func(Progress)
 	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
 	Clock Clock
 	Seed  uint64
@@ -83,8 +77,6 @@ func (c *FollowerConfig) validate() error {
 		return errors.New("walstore: FollowerConfig.Log is required")
 	case c.Local == nil:
 		return errors.New("walstore: FollowerConfig.Local is required")
-	case c.Follows == nil:
-		return errors.New("walstore: FollowerConfig.Follows is required")
 	}
 	for _, f := range []struct {
 		name string
@@ -127,8 +119,17 @@ type Follower struct {
 	mgr    *Manager
 	jitter *jitter
 
-	// Owned by the Run goroutine.
+	// roleMu guards roles, and is held by the Run goroutine while it
+	// handles anything, so that once Follow or Unfollow returns, the engine
+	// acts on the new role and no append made under the old one is in
+	// flight.
+	roleMu sync.Mutex
+	roles  map[metadata.TopicPartition]role
+	wake   chan struct{}
+
+	// Owned by the Run goroutine, under roleMu.
 	parts         map[metadata.TopicPartition]*fpart
+	broken        map[metadata.TopicPartition]time.Time // partitions whose local log failed, until when they rest
 	rewind        chan struct{} // asks readMetadata to start again from the low watermark
 	bucketBackoff map[string]time.Time
 	rounds        map[*fetchRound]bool // fetch rounds in flight
@@ -142,8 +143,16 @@ type Follower struct {
 	fetchLat, applyLat histogram
 }
 
+// role is what the broker told the engine of a partition it follows: the
+// leader epoch it knows and the leader at that epoch.
+type role struct {
+	epoch  int32
+	leader int32
+}
+
 type followerCounters struct {
 	messages, poisoned             uint64
+	forged, localErrors            uint64
 	entries, applied, appliedBytes uint64
 	skipped, dropped, truncations  uint64
 	evicted                        uint64
@@ -159,7 +168,17 @@ type fpart struct {
 	leader  fencing.LeaderLineage // epochs learned from markers
 	pending map[pendingKey]*pendingEntry
 	maxSeen int64 // highest offset any entry announced
+	// known is the leader epoch the broker knows; waiting holds marker
+	// publications of later epochs until it does, newest last.
+	known   int32
+	waiting [][]metadata.EpochStart
+	gapLog  time.Time // when a gap at the log end was last reported
 }
+
+// maxWaiting bounds the marker publications a partition keeps while its
+// broker has not learned their epoch; the leader republishes its markers
+// periodically, so dropping the oldest loses nothing for good.
+const maxWaiting = 8
 
 // pendingKey identifies an entry by where its bytes are, so the same
 // section announced twice is held once.
@@ -205,6 +224,9 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		mgr:           mgr,
 		jitter:        newJitter(cfg.Seed ^ 0xf0110e),
 		parts:         make(map[metadata.TopicPartition]*fpart),
+		roles:         make(map[metadata.TopicPartition]role),
+		broken:        make(map[metadata.TopicPartition]time.Time),
+		wake:          make(chan struct{}, 1),
 		bucketBackoff: make(map[string]time.Time),
 		rounds:        make(map[*fetchRound]bool),
 		rewind:        make(chan struct{}, 1),
@@ -212,11 +234,80 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 	}, nil
 }
 
+// Follow makes the engine follow tp, whose leader at epoch is broker
+// leader, as the broker learned from its controller, and returns once the
+// engine acts on it. A partition not followed before starts afresh from
+// the local log (and the retained metadata is read again for it); a later
+// epoch of a followed partition lets the engine act on the epoch-start
+// markers of that epoch, which it holds back until the broker knows of it
+// (a marker of an epoch the broker has not heard of may be forged, and
+// acting on it could truncate the log). An epoch below the one the engine
+// has is an error; the same epoch again changes nothing.
+func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
+	switch err := tp.Validate(); {
+	case err != nil:
+		return fmt.Errorf("walstore: Follow: %w", err)
+	case epoch < 0:
+		return fmt.Errorf("walstore: Follow %s: negative epoch %d", tp, epoch)
+	case leader < 0 || leader == f.cfg.BrokerID:
+		return fmt.Errorf("walstore: Follow %s: leader %d is not another broker", tp, leader)
+	}
+	if err := f.lockRoles(ctx); err != nil {
+		return fmt.Errorf("walstore: Follow %s: %w", tp, err)
+	}
+	defer f.roleMu.Unlock()
+	r, ok := f.roles[tp]
+	if ok && epoch < r.epoch {
+		return fmt.Errorf("walstore: Follow %s: epoch %d is below the epoch %d the engine has", tp, epoch, r.epoch)
+	}
+	f.roles[tp] = role{epoch: epoch, leader: leader}
+	if !ok {
+		f.forgetLocked(tp)
+		notify(f.rewind)
+	}
+	notify(f.wake)
+	return nil
+}
+
+// Unfollow makes the engine stop following tp and returns once no append
+// to tp is in flight and none will be made. Following tp again later
+// starts afresh from the local log.
+func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) error {
+	if err := f.lockRoles(ctx); err != nil {
+		return fmt.Errorf("walstore: Unfollow %s: %w", tp, err)
+	}
+	defer f.roleMu.Unlock()
+	delete(f.roles, tp)
+	f.forgetLocked(tp)
+	return nil
+}
+
+// lockRoles takes roleMu, or gives up when ctx ends: the Run goroutine
+// holds it while it appends, and a local log may be slow.
+func (f *Follower) lockRoles(ctx context.Context) error {
+	for !f.roleMu.TryLock() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// forgetLocked drops the engine's state of tp.
+func (f *Follower) forgetLocked(tp metadata.TopicPartition) {
+	delete(f.parts, tp)
+	delete(f.broken, tp)
+	f.mu.Lock()
+	delete(f.lag, tp)
+	f.mu.Unlock()
+}
+
 // Run replicates until ctx ends, then waits for its goroutines and returns
-// nil. Unreachable buckets, missing or corrupt objects and metadata-log
-// errors are retried or waited out, never fatal; Run returns early only when
-// the local log fails, since appending to it is the one thing it cannot
-// route around.
+// nil. Unreachable buckets, missing or corrupt objects, metadata-log errors
+// and a failing local log are retried or waited out, never fatal: a
+// partition whose local log fails rests for a backoff and starts again
+// from what the log says, without holding up the others.
 func (f *Follower) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -233,30 +324,31 @@ func (f *Follower) Run(ctx context.Context) error {
 		f.readMetadata(ctx, msgs)
 	}()
 	for {
+		f.roleMu.Lock()
 		var wake <-chan time.Time
 		if d, ok := f.nextRetry(); ok {
 			wake = f.cfg.Clock.After(max(d, time.Millisecond))
 		}
+		f.roleMu.Unlock()
 		select {
 		case <-ctx.Done():
 			return nil
 		case batch := <-msgs:
+			f.roleMu.Lock()
 			for i := range batch {
-				if err := f.handleMessage(ctx, &batch[i]); err != nil {
-					return err
-				}
+				f.handleMessage(ctx, &batch[i])
 			}
 		case done := <-results:
+			f.roleMu.Lock()
 			delete(f.rounds, done.round)
 			f.handleFetch(done)
+		case <-f.wake:
+			f.roleMu.Lock()
 		case <-wake:
+			f.roleMu.Lock()
 		}
-		if err := f.step(ctx, &wg, results); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
+		f.step(ctx, &wg, results)
+		f.roleMu.Unlock()
 	}
 }
 
@@ -345,37 +437,85 @@ func (f *Follower) pause(ctx context.Context, attempt *int, what string, err err
 	return sleep(ctx, f.cfg.Clock, d) == nil
 }
 
-// part returns tp's state, loading the local log's end offset and epochs
-// the first time. The leader lineage starts as the local one: epochs the
-// local log holds were validated against a leader lineage when applied.
-func (f *Follower) part(tp metadata.TopicPartition) (*fpart, error) {
+// part returns tp's state if the engine follows tp, loading the local
+// log's end offset and epochs the first time. The leader lineage starts as
+// the local one: epochs the local log holds were validated against a
+// leader lineage when applied. It returns nil for a partition not followed
+// or resting after its local log failed.
+func (f *Follower) part(ctx context.Context, tp metadata.TopicPartition) *fpart {
 	if p, ok := f.parts[tp]; ok {
-		return p, nil
+		return p
 	}
+	r, ok := f.roles[tp]
+	if !ok {
+		return nil
+	}
+	if until, ok := f.broken[tp]; ok {
+		if f.cfg.Clock.Now().Before(until) {
+			return nil
+		}
+		delete(f.broken, tp)
+	}
+	p, err := f.load(tp)
+	if err != nil {
+		f.localFailed(tp, err)
+		return nil
+	}
+	p.known = r.epoch
+	f.parts[tp] = p
+	return p
+}
+
+func (f *Follower) load(tp metadata.TopicPartition) (*fpart, error) {
 	leo, err := f.cfg.Local.EndOffset(tp)
 	if err != nil {
-		return nil, fmt.Errorf("walstore: end offset of %s: %w", tp, err)
+		return nil, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err}
+	}
+	if leo < 0 {
+		return nil, &DependencyError{Dependency: "LocalLog.EndOffset", Err: fmt.Errorf("%w: negative end offset %d", ErrContractViolation, leo)}
 	}
 	epochs, err := f.cfg.Local.Epochs(tp)
 	if err != nil {
-		return nil, fmt.Errorf("walstore: epochs of %s: %w", tp, err)
+		return nil, &DependencyError{Dependency: "LocalLog.Epochs", Err: err}
 	}
 	p := &fpart{tp: tp, leo: leo, pending: make(map[pendingKey]*pendingEntry), maxSeen: leo - 1}
 	markers := make([]metadata.EpochStart, 0, len(epochs))
-	for _, e := range epochs {
+	for i, e := range epochs {
+		if e.StartOffset > leo || i > 0 && (e.Epoch <= epochs[i-1].Epoch || e.StartOffset < epochs[i-1].StartOffset) {
+			return nil, &DependencyError{Dependency: "LocalLog.Epochs", Err: fmt.Errorf("%w: %v is not an ascending lineage within the log end %d", ErrContractViolation, epochs, leo)}
+		}
 		if err := p.local.Assign(e.Epoch, e.StartOffset); err != nil {
-			return nil, fmt.Errorf("walstore: local epochs of %s: %w", tp, err)
+			return nil, &DependencyError{Dependency: "LocalLog.Epochs", Err: fmt.Errorf("%w: %w", ErrContractViolation, err)}
 		}
 		markers = append(markers, metadata.EpochStart{Partition: tp, Epoch: e.Epoch, StartOffset: e.StartOffset})
 	}
 	if err := p.leader.Merge(markers...); err != nil {
-		return nil, fmt.Errorf("walstore: local epochs of %s: %w", tp, err)
+		return nil, &DependencyError{Dependency: "LocalLog.Epochs", Err: fmt.Errorf("%w: %w", ErrContractViolation, err)}
 	}
-	f.parts[tp] = p
 	return p, nil
 }
 
-func (f *Follower) handleMessage(ctx context.Context, m *metadata.Message) error {
+// localFailed takes tp out of replication for a backoff after its local
+// log failed, logging why; it starts again from what the log then says.
+func (f *Follower) localFailed(tp metadata.TopicPartition, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	n := 0
+	if p := f.parts[tp]; p != nil {
+		n = len(p.pending)
+	}
+	f.cfg.Logger.Error("activetier: the local log failed; the partition rests and starts again", "partition", tp.String(), "err", err)
+	delete(f.parts, tp)
+	f.broken[tp] = f.cfg.Clock.Now().Add(f.cfg.Backoff.Max)
+	f.wakeAt(f.broken[tp])
+	f.count(func(c *followerCounters) { c.localErrors++ })
+	if n > 0 {
+		notify(f.rewind) // what it held is read again
+	}
+}
+
+func (f *Follower) handleMessage(ctx context.Context, m *metadata.Message) {
 	f.mu.Lock()
 	f.stats.messages++
 	f.mu.Unlock()
@@ -384,7 +524,7 @@ func (f *Follower) handleMessage(ctx context.Context, m *metadata.Message) error
 	pubs := make(map[metadata.TopicPartition][]metadata.EpochStart)
 	var order []metadata.TopicPartition
 	for _, mk := range m.Markers {
-		if !f.cfg.Follows(mk.Partition) {
+		if _, ok := f.roles[mk.Partition]; !ok {
 			continue
 		}
 		if _, ok := pubs[mk.Partition]; !ok {
@@ -393,26 +533,24 @@ func (f *Follower) handleMessage(ctx context.Context, m *metadata.Message) error
 		pubs[mk.Partition] = append(pubs[mk.Partition], mk)
 	}
 	for _, tp := range order {
-		p, err := f.part(tp)
-		if err != nil {
-			return err
-		}
-		if err := p.leader.Merge(pubs[tp]...); err != nil {
-			f.cfg.Logger.Error("activetier: ignoring invalid epoch markers", "partition", tp.String(), "err", err)
-			f.count(func(c *followerCounters) { c.poisoned++ })
-			continue
-		}
-		if err := f.truncateIfDiverged(ctx, p); err != nil {
-			return err
+		if p := f.part(ctx, tp); p != nil {
+			f.mergeMarkers(ctx, p, pubs[tp])
 		}
 	}
 	for _, e := range m.Entries {
-		if !f.cfg.Follows(e.Partition) {
+		r, ok := f.roles[e.Partition]
+		if !ok {
 			continue
 		}
-		p, err := f.part(e.Partition)
-		if err != nil {
-			return err
+		if e.PublisherEpoch == r.epoch && e.WriterBrokerID != r.leader {
+			f.cfg.Logger.Warn("activetier: dropping an entry published at the current epoch by a broker that is not its leader",
+				"partition", e.Partition.String(), "epoch", e.PublisherEpoch, "writer", e.WriterBrokerID, "leader", r.leader)
+			f.count(func(c *followerCounters) { c.forged++ })
+			continue
+		}
+		p := f.part(ctx, e.Partition)
+		if p == nil {
+			continue
 		}
 		k := pendingKey{object: e.Object, position: e.Position}
 		if _, dup := p.pending[k]; dup {
@@ -424,7 +562,57 @@ func (f *Follower) handleMessage(ctx context.Context, m *metadata.Message) error
 		f.stats.entries++
 		f.mu.Unlock()
 	}
-	return nil
+}
+
+// mergeMarkers merges one publication of p's markers, or keeps it waiting
+// if its latest epoch is later than the broker knows. A publication whose
+// latest epoch is the known one must come from that epoch's leader.
+func (f *Follower) mergeMarkers(ctx context.Context, p *fpart, pub []metadata.EpochStart) {
+	top, writer := pub[0].Epoch, pub[0].LeaderBrokerID
+	for _, mk := range pub {
+		if mk.Epoch > top {
+			top, writer = mk.Epoch, mk.LeaderBrokerID
+		}
+	}
+	switch r := f.roles[p.tp]; {
+	case top > p.known:
+		if len(p.waiting) == maxWaiting {
+			p.waiting = p.waiting[1:]
+		}
+		p.waiting = append(p.waiting, pub)
+		return
+	case top == r.epoch && writer != r.leader:
+		f.cfg.Logger.Warn("activetier: ignoring epoch markers of the current epoch from a broker that is not its leader",
+			"partition", p.tp.String(), "epoch", top, "writer", writer, "leader", r.leader)
+		f.count(func(c *followerCounters) { c.forged++ })
+		return
+	}
+	if err := p.leader.Merge(pub...); err != nil {
+		f.cfg.Logger.Error("activetier: ignoring invalid epoch markers", "partition", p.tp.String(), "err", err)
+		f.count(func(c *followerCounters) { c.poisoned++ })
+		return
+	}
+	if err := f.truncateIfDiverged(ctx, p); err != nil {
+		f.localFailed(p.tp, err)
+	}
+}
+
+// learnEpoch acts on a later epoch the broker has learned for p: the
+// marker publications waiting for it are merged, in the order they came.
+func (f *Follower) learnEpoch(ctx context.Context, p *fpart) {
+	r := f.roles[p.tp]
+	if r.epoch <= p.known {
+		return
+	}
+	p.known = r.epoch
+	waiting := p.waiting
+	p.waiting = nil
+	for _, pub := range waiting {
+		if f.parts[p.tp] != p {
+			return // the local log failed meanwhile
+		}
+		f.mergeMarkers(ctx, p, pub)
+	}
 }
 
 // truncateIfDiverged truncates the local log where it disagrees with the
@@ -444,14 +632,14 @@ func (f *Follower) truncate(ctx context.Context, p *fpart, to int64) error {
 	// Kafka's truncateTo removes it. Removing more is always safe.
 	bs, err := f.cfg.Local.Read(ctx, p.tp, to, 1)
 	if err != nil {
-		return fmt.Errorf("walstore: reading %s at %d to truncate: %w", p.tp, to, err)
+		return fmt.Errorf("walstore: reading %s at %d to truncate: %w", p.tp, to, &DependencyError{Dependency: "LocalLog.Read", Err: err})
 	}
 	if len(bs) > 0 && bs[0].FirstOffset < to && to <= bs[0].LastOffset {
 		to = bs[0].FirstOffset
 	}
 	f.cfg.Logger.Info("activetier: truncating diverged log", "partition", p.tp.String(), "from", p.leo, "to", to)
-	if err := f.cfg.Local.Truncate(ctx, p.tp, to); err != nil {
-		return fmt.Errorf("walstore: truncating %s to %d: %w", p.tp, to, err)
+	if err := f.truncateLocal(ctx, p.tp, to); err != nil {
+		return err
 	}
 	p.local.TruncateFromEnd(to)
 	p.leo = to
@@ -465,10 +653,51 @@ func (f *Follower) truncate(ctx context.Context, p *fpart, to int64) error {
 	return nil
 }
 
+// truncateLocal truncates tp's local log to end at to, and checks that it
+// does: the engine's state must describe the log as it is.
+func (f *Follower) truncateLocal(ctx context.Context, tp metadata.TopicPartition, to int64) error {
+	if err := f.cfg.Local.Truncate(ctx, tp, to); err != nil {
+		return fmt.Errorf("walstore: truncating %s to %d: %w", tp, to, &DependencyError{Dependency: "LocalLog.Truncate", Err: err})
+	}
+	end, err := f.cfg.Local.EndOffset(tp)
+	if err != nil {
+		return fmt.Errorf("walstore: end offset of %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err})
+	}
+	if end != to {
+		return fmt.Errorf("walstore: truncating %s to %d: %w", tp, to, &DependencyError{Dependency: "LocalLog.Truncate",
+			Err: fmt.Errorf("%w: the log ends at %d afterwards", ErrContractViolation, end)})
+	}
+	return nil
+}
+
+// reportGap says, at most every 30 seconds per partition, that p cannot
+// go on because the entries it holds start past its log end: offsets no
+// entry covers, which only a leader that skipped offsets, or a metadata
+// log that lost messages, would leave.
+func (f *Follower) reportGap(p *fpart, now time.Time) {
+	next := int64(math.MaxInt64)
+	for _, pe := range p.pending {
+		next = min(next, pe.e.FirstOffset)
+	}
+	if next <= p.leo || len(p.pending) == 0 {
+		p.gapLog = time.Time{}
+		return
+	}
+	if p.gapLog.IsZero() {
+		p.gapLog = now // a gap that lasts a moment is reordering, not news
+		return
+	}
+	if now.Sub(p.gapLog) < 30*time.Second {
+		return
+	}
+	p.gapLog = now
+	f.cfg.Logger.Warn("activetier: no entry continues the log; waiting", "partition", p.tp.String(), "end", p.leo, "next", next, "held", len(p.pending))
+}
+
 // step does all the work the current state allows: it drops and skips
 // entries fencing rules out, applies fetched entries in offset order, and
 // starts fetches for the entries that come next.
-func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone) error {
+func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone) {
 	now := f.cfg.Clock.Now()
 	f.retryAt = time.Time{}
 	for r := range f.rounds {
@@ -483,24 +712,23 @@ func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- 
 	var wantKeys []*pendingEntry
 	held := 0
 	for tp, p := range f.parts {
-		if !f.cfg.Follows(tp) {
-			// The broker leads the partition now, or no longer holds it:
-			// forget it, so nothing fetched earlier is appended behind
-			// the broker's back (Kafka removes the fetcher in makeLeader).
-			// Following it again later starts afresh from the local log.
-			delete(f.parts, tp)
-			f.mu.Lock()
-			delete(f.lag, tp)
-			f.mu.Unlock()
+		f.learnEpoch(ctx, p)
+		if f.parts[tp] != p {
 			continue
 		}
-		if err := f.bootstrap(ctx, p); err != nil {
-			return err
+		err := f.bootstrap(ctx, p)
+		if err == nil {
+			err = f.applyReady(ctx, p)
 		}
-		if err := f.applyReady(ctx, p); err != nil {
-			return err
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			f.localFailed(tp, err)
+			continue
 		}
 		f.sweep(p)
+		f.reportGap(p, now)
 		for _, pe := range f.chain(p, now) {
 			want = append(want, pe.e)
 			wantKeys = append(wantKeys, pe)
@@ -564,8 +792,7 @@ func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- 
 			}
 		}()
 	}
-	return nil
-}
+	}
 
 // wakeAt makes the loop run again by itself at t, at the latest.
 func (f *Follower) wakeAt(t time.Time) {
@@ -614,8 +841,8 @@ func (f *Follower) bootstrap(ctx context.Context, p *fpart) error {
 		return nil
 	}
 	f.cfg.Logger.Info("activetier: starting empty replica at the leader's earliest epoch", "partition", p.tp.String(), "offset", first.StartOffset)
-	if err := f.cfg.Local.Truncate(ctx, p.tp, first.StartOffset); err != nil {
-		return fmt.Errorf("walstore: starting %s at %d: %w", p.tp, first.StartOffset, err)
+	if err := f.truncateLocal(ctx, p.tp, first.StartOffset); err != nil {
+		return err
 	}
 	p.leo = first.StartOffset
 	return nil
@@ -750,7 +977,7 @@ func (f *Follower) applyReady(ctx context.Context, p *fpart) error {
 			continue
 		}
 		if err := f.cfg.Local.Append(ctx, p.tp, batches); err != nil {
-			return fmt.Errorf("walstore: appending %s at %d: %w", p.tp, p.leo, err)
+			return fmt.Errorf("walstore: appending %s at %d: %w", p.tp, p.leo, &DependencyError{Dependency: "LocalLog.Append", Err: err})
 		}
 		var bytes int
 		for _, b := range batches {
@@ -772,7 +999,8 @@ func (f *Follower) applyReady(ctx context.Context, p *fpart) error {
 			c.appliedBytes += uint64(bytes)
 		})
 		if f.cfg.OnApplied != nil {
-			f.cfg.OnApplied(p.tp, p.leo)
+			latest, _ := p.local.Latest()
+			f.cfg.OnApplied(Progress{Partition: p.tp, Leader: f.roles[p.tp].leader, Follower: f.cfg.BrokerID, EndOffset: p.leo, LastEpoch: latest.Epoch})
 		}
 	}
 }

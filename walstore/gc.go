@@ -3,10 +3,12 @@ package walstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -21,7 +23,7 @@ type collector struct {
 
 	mu      sync.Mutex
 	objects map[metadata.ObjectRef]*tracked
-	applied map[metadata.TopicPartition]map[int32]int64
+	applied map[metadata.TopicPartition]*progress // of the current leadership
 	tiered  map[metadata.TopicPartition]int64
 	markers map[int32]int64 // metadata partition -> offset of the latest marker message there
 	deleted uint64
@@ -33,24 +35,31 @@ type tracked struct {
 }
 
 type sectionEnd struct {
-	tp   metadata.TopicPartition
-	last int64
+	tp        metadata.TopicPartition
+	last      int64
+	followers []int32 // when the object was cut
+}
+
+// progress is what the followers of one leadership reported applied.
+type progress struct {
+	gen     uint64
+	applied map[int32]int64
 }
 
 func newCollector(l *Leader) *collector {
 	return &collector{
 		l:       l,
 		objects: make(map[metadata.ObjectRef]*tracked),
-		applied: make(map[metadata.TopicPartition]map[int32]int64),
+		applied: make(map[metadata.TopicPartition]*progress),
 		tiered:  make(map[metadata.TopicPartition]int64),
 		markers: make(map[int32]int64),
 	}
 }
 
-func (c *collector) track(ref metadata.ObjectRef, sections []combiner.SectionInfo, meta map[int32]int64) {
+func (c *collector) track(ref metadata.ObjectRef, sections []combiner.SectionInfo, followers [][]int32, meta map[int32]int64) {
 	t := &tracked{meta: meta, sections: make([]sectionEnd, len(sections))}
 	for i, s := range sections {
-		t.sections[i] = sectionEnd{tp: s.Partition, last: s.LastOffset}
+		t.sections[i] = sectionEnd{tp: s.Partition, last: s.LastOffset, followers: followers[i]}
 	}
 	c.mu.Lock()
 	c.objects[ref] = t
@@ -65,30 +74,72 @@ func (c *collector) trackMarkers(meta map[int32]int64) {
 	}
 }
 
-// ReportApplied records that follower has applied tp up to, not including,
-// offset (its log end offset). The broker relays this from the follower, as
-// Kafka's leader learns it from fetch requests. Reports are forgotten when
-// the engine leads tp at a new epoch (BecomeLeader).
-func (l *Leader) ReportApplied(tp metadata.TopicPartition, follower int32, offset int64) {
+// RecordProgress records that a follower has applied a partition up to,
+// not including, p.EndOffset (its log end offset), and that the last
+// record it holds has epoch p.LastEpoch: what Kafka's fetch request
+// carries. The broker
+// relays it from the follower; the engine judges it as Kafka's leader
+// does. A follower whose last epoch is not one of this leader's log, or
+// whose log runs past the end of that epoch here, may still truncate: only
+// what it holds of this leader's log counts, and garbage collection never
+// deletes what it may still need. Reports for a partition this engine does
+// not lead, from an earlier leadership, or with negative values are
+// ignored, and reports are forgotten when a new leadership begins.
+func (l *Leader) RecordProgress(p Progress) {
+	tp, follower, endOffset, lastEpoch := p.Partition, p.Follower, p.EndOffset, p.LastEpoch
+	if follower < 0 || follower == l.cfg.BrokerID || endOffset < 0 || lastEpoch < 0 {
+		return
+	}
+	epoch, gen, ok := l.leaderEpoch(tp)
+	if !ok || lastEpoch > epoch {
+		return
+	}
+	credit := endOffset
+	if lastEpoch < epoch {
+		epochs, err := l.cfg.Local.Epochs(tp)
+		if err != nil {
+			l.cfg.Logger.Warn("activetier: cannot judge a follower's progress", "partition", tp.String(), "err", &DependencyError{Dependency: "LocalLog.Epochs", Err: err})
+			return
+		}
+		lin, err := fencing.NewLineage(epochs...)
+		if err != nil {
+			return
+		}
+		e, end := lin.EndOffsetFor(lastEpoch, math.MaxInt64)
+		if e != lastEpoch {
+			return // the follower's last epoch is not in this log
+		}
+		credit = min(credit, end)
+	}
 	c := l.gc
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	m := c.applied[tp]
-	if m == nil {
-		m = make(map[int32]int64)
-		c.applied[tp] = m
+	pr := c.applied[tp]
+	if pr == nil || pr.gen != gen {
+		return
 	}
-	m[follower] = max(m[follower], offset)
+	pr.applied[follower] = max(pr.applied[follower], credit)
 }
 
-// forgetApplied drops what followers reported applied of tp: at a new
-// leadership those reports describe their logs against an earlier leader's
+// newLeadership starts afresh what followers reported applied of tp: at a
+// new leadership those reports describe their logs against an earlier
 // log, which this leadership's may have truncated, and only fresh reports
 // can vouch for this leadership's objects.
-func (c *collector) forgetApplied(tp metadata.TopicPartition) {
+func (c *collector) newLeadership(tp metadata.TopicPartition, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.applied, tp)
+	c.applied[tp] = &progress{gen: gen, applied: make(map[int32]int64)}
+}
+
+// endLeadership freezes what followers reported applied of tp: no new
+// report is taken, sections all followers had applied are still
+// collected, and Sweep removes the rest once they are old enough.
+func (c *collector) endLeadership(tp metadata.TopicPartition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.applied[tp]; p != nil {
+		p.gen = 0
+	}
 }
 
 // ReportTiered records that tp's records below offset are in long-term
@@ -102,14 +153,34 @@ func (l *Leader) ReportTiered(tp metadata.TopicPartition, offset int64) {
 	c.tiered[tp] = max(c.tiered[tp], offset)
 }
 
-// safeLocked reports whether a section ending at last is no longer needed.
+// safeLocked reports whether a section ending at last is no longer needed:
+// below the tiered mark, and applied by every follower the partition had
+// when the object was cut and has now (a placement that changes, or
+// briefly names nobody, must not make a section look applied by all).
 func (c *collector) safeLocked(s sectionEnd) bool {
 	if t, ok := c.tiered[s.tp]; ok && s.last >= t {
 		return false
 	}
-	applied := c.applied[s.tp]
-	for _, f := range c.l.cfg.Followers(s.tp) {
-		if off, ok := applied[f]; !ok || s.last >= off {
+	var applied map[int32]int64
+	if p := c.applied[s.tp]; p != nil {
+		applied = p.applied
+	}
+	for _, set := range [][]int32{s.followers, c.l.followersOf(s.tp)} {
+		for _, f := range set {
+			if off, ok := applied[f]; !ok || s.last >= off {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// abandonedLocked reports whether every section of t still needed belongs
+// to a partition this engine no longer leads: its followers are now served
+// by the partition's new leader, which republishes what they lack.
+func (c *collector) abandonedLocked(t *tracked) bool {
+	for _, s := range t.sections {
+		if p := c.applied[s.tp]; !c.safeLocked(s) && p != nil && p.gen != 0 {
 			return false
 		}
 	}
@@ -211,7 +282,10 @@ func (l *Leader) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	var refs []metadata.ObjectRef
 	c.mu.Lock()
 	for _, info := range infos {
-		if _, ok := c.objects[info.Ref]; !ok && info.LastModified.Before(cutoff) {
+		if info.Ref.Bucket != local.Bucket || !info.LastModified.Before(cutoff) {
+			continue
+		}
+		if t, ok := c.objects[info.Ref]; !ok || c.abandonedLocked(t) {
 			refs = append(refs, info.Ref)
 		}
 	}
@@ -219,5 +293,10 @@ func (l *Leader) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	if err := l.mgr.Delete(ctx, refs); err != nil {
 		return 0, err
 	}
+	c.mu.Lock()
+	for _, ref := range refs {
+		delete(c.objects, ref)
+	}
+	c.mu.Unlock()
 	return len(refs), nil
 }

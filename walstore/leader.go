@@ -1,14 +1,19 @@
 package walstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -22,6 +27,11 @@ var (
 	ErrNotLeader = errors.New("walstore: not the leader of the partition")
 	// ErrStopped: the engine's Run has returned.
 	ErrStopped = errors.New("walstore: engine stopped")
+	// ErrInvalidBatch: Append was given a batch that cannot be part of the
+	// partition's log at this leadership: a negative or inverted offset
+	// range, no data, an epoch other than the leadership's, or a first
+	// offset that does not continue the batches appended before it.
+	ErrInvalidBatch = errors.New("walstore: invalid batch")
 )
 
 // Overflow says what Append does when the buffer is full.
@@ -36,18 +46,6 @@ const (
 	Reject
 )
 
-// EpochView is the broker's current view of partition leadership. The
-// leader engine asks it before publishing, so that a broker that has lost
-// leadership stops publishing as soon as it knows.
-type EpochView interface {
-	// LeaderEpoch returns the epoch at which this broker leads tp, and
-	// false if it does not lead tp.
-	LeaderEpoch(tp metadata.TopicPartition) (epoch int32, leader bool)
-}
-
-// Placement names each partition's follower brokers (not the leader).
-type Placement func(tp metadata.TopicPartition) []int32
-
 // LeaderConfig configures a Leader. Zero durations and sizes mean the
 // documented default; negative ones are rejected.
 type LeaderConfig struct {
@@ -57,13 +55,8 @@ type LeaderConfig struct {
 	Store ObjectStore
 	// Log carries the metadata. Required.
 	Log metadata.Log
-	// Followers is the placement. Required.
-	Followers Placement
 	// Local is read when republishing after a failover. Required.
 	Local LocalLog
-	// View is consulted before each publish; nil means the engine's own
-	// record of BecomeLeader and Resign calls is the view.
-	View EpochView
 	// KeyPrefix is prepended to object keys.
 	KeyPrefix string
 	// Codec for sections. Default none.
@@ -84,13 +77,17 @@ type LeaderConfig struct {
 	MaxInflight int
 	// Backoff paces retries of uploads and publishes.
 	Backoff Backoff
-	// DegradedAfter is how long uploads or publishes may keep failing
-	// before the engine reports itself degraded (the broker's cue to fall back to ordinary
-	// replication). Default 5s.
+	// DegradedAfter is how long an upload or a metadata publish may go
+	// without succeeding, whether its attempts fail or never return, before
+	// the engine reports itself degraded (the broker's cue to fall back to
+	// ordinary replication). Default 5s.
 	DegradedAfter time.Duration
+	// RequestTimeout bounds one attempt of a PUT or of a metadata append;
+	// an attempt that runs out counts as a transient failure and is
+	// retried. Default 10s.
+	RequestTimeout time.Duration
 	// OnHealth, if set, is called when the engine becomes degraded or
-	// recovers: when uploads, or metadata publishes, have kept failing for
-	// DegradedAfter, and when they succeed again. It must not block.
+	// recovers. It must not block.
 	OnHealth func(Health)
 	// MarkerRefresh is how often the epoch markers of every led partition
 	// are published again, so that trimming the metadata log never leaves a
@@ -113,8 +110,6 @@ func (c *LeaderConfig) validate() error {
 		return errors.New("walstore: LeaderConfig.Store is required")
 	case c.Log == nil:
 		return errors.New("walstore: LeaderConfig.Log is required")
-	case c.Followers == nil:
-		return errors.New("walstore: LeaderConfig.Followers is required")
 	case c.Local == nil:
 		return errors.New("walstore: LeaderConfig.Local is required")
 	case !c.Codec.Valid():
@@ -130,7 +125,7 @@ func (c *LeaderConfig) validate() error {
 		{"MaxPartitions", int64(c.MaxPartitions)}, {"BufferBytes", int64(c.BufferBytes)},
 		{"MaxInflight", int64(c.MaxInflight)}, {"DegradedAfter", int64(c.DegradedAfter)},
 		{"MarkerRefresh", int64(c.MarkerRefresh)}, {"GCInterval", int64(c.GCInterval)},
-		{"Backoff.Initial", int64(c.Backoff.Initial)}, {"Backoff.Max", int64(c.Backoff.Max)},
+		{"RequestTimeout", int64(c.RequestTimeout)}, {"Backoff.Initial", int64(c.Backoff.Initial)}, {"Backoff.Max", int64(c.Backoff.Max)},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("walstore: LeaderConfig.%s %d is negative", f.name, f.v)
@@ -144,6 +139,7 @@ func (c *LeaderConfig) validate() error {
 	c.DegradedAfter = orDefault(c.DegradedAfter, 5*time.Second)
 	c.MarkerRefresh = orDefault(c.MarkerRefresh, 30*time.Second)
 	c.GCInterval = orDefault(c.GCInterval, time.Second)
+	c.RequestTimeout = orDefault(c.RequestTimeout, 10*time.Second)
 	c.Backoff = c.Backoff.withDefaults()
 	if c.ObjectBytes > c.BufferBytes {
 		return fmt.Errorf("walstore: LeaderConfig.ObjectBytes %d exceeds BufferBytes %d", c.ObjectBytes, c.BufferBytes)
@@ -164,44 +160,47 @@ func orDefault[T int | time.Duration](v, def T) T {
 	return v
 }
 
-// Health is the leader engine's upload health.
+// Health is the leader engine's upload and publish health.
 type Health struct {
-	// Degraded is true while uploads have kept failing for at least
-	// DegradedAfter: the broker should replicate this data the ordinary
-	// way until it clears.
+	// Degraded is true while some upload or metadata publish has gone
+	// DegradedAfter without succeeding: the broker should replicate this
+	// data the ordinary way until it clears.
 	Degraded bool
-	// Since is when the current run of failures began (zero if healthy).
+	// Since is when the oldest such operation began (zero if healthy).
 	Since time.Time
-	// Err is the latest upload error.
+	// Err is that operation's latest error, or an error saying it has not
+	// returned.
 	Err error
 }
 
 // Leader is the leader-side engine: it buffers the batches the broker
 // appends, cuts them into combined objects, uploads several at a time,
 // and publishes each partition's entries in offset order once their object
-// is stored. Create it with NewLeader and drive it with Run.
+// is stored. Most brokers use it through a Node; create it with NewLeader
+// and drive it with Run.
 type Leader struct {
 	cfg    LeaderConfig
 	mgr    *Manager
 	jitter *jitter
 	gc     *collector
 
-	mu          sync.Mutex
-	builder     *combiner.Builder // where Append adds; guarded by mu
-	spare       *combiner.Builder // empty, or being cut by Run outside mu
-	leading     map[metadata.TopicPartition]int32
-	accepted    map[*combiner.Builder]map[metadata.TopicPartition][]acceptMark // leaderships pending data was appended under
-	buffered    int
-	space       chan struct{} // closed when buffered bytes drop; then replaced
-	queue       []*upload     // cut, not yet published, in cut order
-	durable     map[metadata.TopicPartition]int64
-	catchUp     map[metadata.TopicPartition]republishMark // BecomeLeader republishes not yet stored
-	durableCh   chan struct{}                             // closed when any durable offset advances; then replaced
-	health      Health
-	uploadFail  failure
-	publishFail failure
-	stopped     bool
-	stats       leaderCounters
+	mu        sync.Mutex
+	builder   *combiner.Builder // where Append adds; guarded by mu
+	spare     *combiner.Builder // empty, or being cut by Run outside mu
+	leading   map[metadata.TopicPartition]*leadership
+	gens      uint64                                                    // leaderships begun
+	accepted  map[*combiner.Builder]map[metadata.TopicPartition]uint64 // leadership each partition's pending data was appended under
+	buffered  int
+	space     chan struct{} // closed when buffered bytes drop; then replaced
+	queue     []*upload     // cut, not yet published, in cut order
+	durableCh chan struct{} // closed when a durable offset advances or a leadership ends; then replaced
+	ops       map[*operation]struct{}
+	health    Health
+	stopped   bool
+	stats     leaderCounters
+
+	fmu       sync.RWMutex // guards followers, read by the builder and the collector
+	followers map[metadata.TopicPartition][]int32
 
 	flushCh    chan struct{}
 	publishCh  chan struct{}
@@ -218,43 +217,85 @@ type leaderCounters struct {
 	inflight                      int
 }
 
-// acceptMark says that a partition's pending data from offset from on was
-// appended while the engine led the partition at epoch.
-type acceptMark struct {
-	from  int64
+// leadership is the engine's state for one partition it leads. A
+// leadership spans re-elections of this broker at higher epochs as long as
+// the broker never stopped leading in between: the log is the same, so
+// data accepted at the earlier epoch is published at the later one.
+type leadership struct {
 	epoch int32
+	gen   uint64
+	// next is the offset the next Append must start at.
+	next int64
+	// durable: every offset below it is stored and published by this
+	// leadership, or was on every follower when it began. above holds the
+	// ranges published beyond a hole (a republish still under way),
+	// merged and ascending.
+	durable int64
+	above   []offsetRange
+	// failed is set when data of this leadership can never be published;
+	// WaitDurable beyond durable then returns it.
+	failed error
+	chore  *chore
 }
 
-// acceptedEpoch returns the epoch of the leadership under which the pending
-// data in [first, last] was appended, or -1 if marks do not cover it; the
-// oldest, should the range hold data of two (a section has one record
-// epoch, so only batches of an old record epoch appended after a new
-// BecomeLeader could make that).
-func acceptedEpoch(marks []acceptMark, first, last int64) int32 {
-	epoch := int32(-1)
-	for i, m := range marks {
-		if m.from > last || i+1 < len(marks) && marks[i+1].from <= first {
+type offsetRange struct{ from, to int64 } // [from, to)
+
+// published records that [from, to) is stored and published and reports
+// whether the durable offset advanced.
+func (ld *leadership) published(from, to int64) bool {
+	if to <= ld.durable {
+		return false
+	}
+	if from > ld.durable {
+		ld.above = mergeRange(ld.above, offsetRange{from, to})
+		return false
+	}
+	ld.durable = to
+	for len(ld.above) > 0 && ld.above[0].from <= ld.durable {
+		ld.durable = max(ld.durable, ld.above[0].to)
+		ld.above = ld.above[1:]
+	}
+	return true
+}
+
+func mergeRange(rs []offsetRange, r offsetRange) []offsetRange {
+	i, _ := slices.BinarySearchFunc(rs, r, func(a, b offsetRange) int { return cmp.Compare(a.from, b.from) })
+	rs = slices.Insert(rs, i, r)
+	out := rs[:1]
+	for _, r := range rs[1:] {
+		if last := &out[len(out)-1]; r.from <= last.to {
+			last.to = max(last.to, r.to)
 			continue
 		}
-		if epoch < 0 || m.epoch < epoch {
-			epoch = m.epoch
-		}
+		out = append(out, r)
 	}
-	return epoch
+	return out
 }
 
-// republishMark is how far the republish a BecomeLeader at epoch started
-// has got: the log below upTo is stored (or on every follower).
-type republishMark struct {
-	epoch int32
-	upTo  int64
+// chore is the background work a new leadership starts: publishing the
+// epoch markers, then republishing the log from an offset.
+type chore struct {
+	gen     uint64
+	epoch   int32
+	from    int64 // republish from here; -1 for none
+	started bool
+	cancel  context.CancelFunc
+}
+
+// operation is one upload or metadata publish, from its first attempt to
+// its success, for health: one that takes DegradedAfter degrades the engine
+// whether its attempts fail or never return.
+type operation struct {
+	what  string
+	start time.Time
+	err   error
 }
 
 // upload is one cut object on its way to being stored and published.
 type upload struct {
 	obj        combiner.Object
-	pubEpochs  []int32 // per section: the epoch of the leadership that accepted its data
-	bytes      int     // buffer bytes this object accounts for
+	gens       []uint64 // per section: the leadership that accepted its data
+	bytes      int      // buffer bytes this object accounts for
 	appendedAt time.Time
 	ref        metadata.ObjectRef
 	uploaded   bool
@@ -273,6 +314,20 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	if err != nil {
 		return nil, err
 	}
+	l := &Leader{
+		cfg:       cfg,
+		mgr:       mgr,
+		jitter:    newJitter(cfg.Seed ^ 0x1eade7),
+		leading:   make(map[metadata.TopicPartition]*leadership),
+		accepted:  make(map[*combiner.Builder]map[metadata.TopicPartition]uint64),
+		space:     make(chan struct{}),
+		durableCh: make(chan struct{}),
+		ops:       make(map[*operation]struct{}),
+		followers: make(map[metadata.TopicPartition][]int32),
+		flushCh:   make(chan struct{}, 1),
+		publishCh: make(chan struct{}, 1),
+		slots:     make(chan struct{}, cfg.MaxInflight),
+	}
 	var builders [2]*combiner.Builder
 	for i := range builders {
 		builders[i], err = combiner.NewBuilder(combiner.BuilderConfig{
@@ -280,7 +335,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 			TargetBytes:   cfg.ObjectBytes,
 			MaxPartitions: cfg.MaxPartitions,
 			Encoder:       combiner.EncoderOptions{Codec: cfg.Codec},
-			Followers:     cfg.Followers,
+			Followers:     l.followersOf,
 		})
 		if err != nil {
 			mgr.Close()
@@ -290,22 +345,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 			return nil, fmt.Errorf("walstore: leader: %w", err)
 		}
 	}
-	l := &Leader{
-		cfg:       cfg,
-		mgr:       mgr,
-		jitter:    newJitter(cfg.Seed ^ 0x1eade7),
-		builder:   builders[0],
-		spare:     builders[1],
-		leading:   make(map[metadata.TopicPartition]int32),
-		accepted:  make(map[*combiner.Builder]map[metadata.TopicPartition][]acceptMark),
-		space:     make(chan struct{}),
-		durable:   make(map[metadata.TopicPartition]int64),
-		catchUp:   make(map[metadata.TopicPartition]republishMark),
-		durableCh: make(chan struct{}),
-		flushCh:   make(chan struct{}, 1),
-		publishCh: make(chan struct{}, 1),
-		slots:     make(chan struct{}, cfg.MaxInflight),
-	}
+	l.builder, l.spare = builders[0], builders[1]
 	l.gc = newCollector(l)
 	return l, nil
 }
@@ -317,76 +357,139 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// BecomeLeader tells the engine this broker now leads tp at epoch, with the
-// local log's leader-epoch cache already holding that epoch (as Kafka's
-// makeLeader does). It publishes the epoch-start markers of tp's lineage to
-// every follower, and then, if republishFrom >= 0, republishes the local log
-// from that offset (see Republish). It returns when the markers are
-// published and the log republished, or ctx ends. At a new epoch the durable offset
-// starts over (DurableOffset is -1 until this leadership publishes), whatever
-// an earlier leadership of tp by this engine made durable; while the
-// republish is under way it does not pass how far the republish has got,
-// since the log above that is on this broker only.
-func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, republishFrom int64) error {
+// followersOf is the placement the broker gave with BecomeLeader.
+func (l *Leader) followersOf(tp metadata.TopicPartition) []int32 {
+	l.fmu.RLock()
+	defer l.fmu.RUnlock()
+	return l.followers[tp]
+}
+
+// BecomeLeader makes this engine tp's leader at epoch, with followers as
+// its follower brokers, and returns once Append accepts tp's batches. The
+// broker's local log must already hold epoch in its epoch cache, starting
+// at its end offset, as Kafka's makeLeader leaves it. In the background
+// the engine then publishes tp's epoch lineage as markers and, if
+// republishFrom >= 0, republishes the local log from that offset (see
+// Republish), retrying until done or the leadership ends.
+//
+// If the engine already leads tp (it never resigned since), the
+// leadership continues at the new epoch: data appended at the old epoch and
+// not yet published is published at the new one, since it is the same log.
+// Calling it again at the same epoch only updates the followers.
+// Otherwise a new leadership begins: its durable offset starts at
+// republishFrom, or at the log end if republishFrom is negative (the
+// broker says every follower holds the log up to there).
+func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
+	if err := tp.Validate(); err != nil {
+		return fmt.Errorf("walstore: BecomeLeader: %w", err)
+	}
 	if epoch < 0 {
 		return fmt.Errorf("walstore: BecomeLeader %s: negative epoch %d", tp, epoch)
 	}
-	l.mu.Lock()
-	if l.stopped {
-		l.mu.Unlock()
-		return ErrStopped
+	followers = slices.Compact(slices.Sorted(slices.Values(followers)))
+	if slices.Contains(followers, l.cfg.BrokerID) {
+		return fmt.Errorf("walstore: BecomeLeader %s: the leader, broker %d, is among its followers %v", tp, l.cfg.BrokerID, followers)
 	}
-	if prev, ok := l.leading[tp]; !ok || prev != epoch {
-		// A new leadership has published nothing yet. A durable offset
-		// left from an earlier one describes a log that has since been
-		// a follower's, possibly truncated and rewritten: keeping it
-		// would acknowledge records of this epoch never uploaded.
-		l.durable[tp] = -1
-		l.gc.forgetApplied(tp)
+	if len(followers) > 0 && followers[0] < 0 {
+		return fmt.Errorf("walstore: BecomeLeader %s: negative follower id in %v", tp, followers)
 	}
-	l.leading[tp] = epoch
-	delete(l.catchUp, tp)
-	if republishFrom >= 0 {
-		// Until the log from republishFrom is stored again, this broker
-		// alone holds it: nothing above it is durable yet.
-		l.catchUp[tp] = republishMark{epoch: epoch, upTo: republishFrom}
+	leo, err := l.cfg.Local.EndOffset(tp)
+	if err != nil {
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err})
 	}
-	l.mu.Unlock()
-	if err := l.publishMarkers(ctx, tp, epoch); err != nil {
-		return err
-	}
-	if republishFrom < 0 {
-		return nil
-	}
-	if err := l.Republish(ctx, tp, republishFrom); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	if m, ok := l.catchUp[tp]; ok && m.epoch == epoch {
-		delete(l.catchUp, tp)
-		l.durableAdvancedLocked()
-	}
-	l.mu.Unlock()
-	return nil
-}
-
-// Resign tells the engine this broker no longer leads tp. Data of tp not
-// yet published is withheld from publication.
-func (l *Leader) Resign(tp metadata.TopicPartition) {
-	l.mu.Lock()
-	delete(l.leading, tp)
-	l.mu.Unlock()
-}
-
-// currentEpoch is the epoch at which this broker leads tp right now.
-func (l *Leader) currentEpoch(tp metadata.TopicPartition) (int32, bool) {
-	if l.cfg.View != nil {
-		return l.cfg.View.LeaderEpoch(tp)
+	if leo < 0 {
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: fmt.Errorf("%w: negative end offset %d", ErrContractViolation, leo)})
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, ok := l.leading[tp]
-	return e, ok
+	if l.stopped {
+		return ErrStopped
+	}
+	l.fmu.Lock()
+	l.followers[tp] = followers
+	l.fmu.Unlock()
+	ld := l.leading[tp]
+	switch {
+	case ld != nil && epoch == ld.epoch:
+		return nil
+	case ld != nil && epoch < ld.epoch:
+		return fmt.Errorf("walstore: BecomeLeader %s: epoch %d is below the current epoch %d", tp, epoch, ld.epoch)
+	case ld != nil && ld.next <= leo && republishFrom < 0:
+		// Re-elected without a break: the same log goes on.
+		ld.epoch = epoch
+	default:
+		if ld != nil {
+			// The local log is behind what was appended here, or the
+			// broker asks for a republish: start afresh.
+			l.endLocked(tp)
+		}
+		l.gens++
+		start := leo
+		if republishFrom >= 0 {
+			start = min(republishFrom, leo)
+		}
+		ld = &leadership{epoch: epoch, gen: l.gens, next: leo, durable: start}
+		l.leading[tp] = ld
+		l.gc.newLeadership(tp, ld.gen)
+	}
+	if ld.chore != nil && ld.chore.cancel != nil {
+		ld.chore.cancel()
+	}
+	from := int64(-1)
+	if republishFrom >= 0 {
+		from = min(republishFrom, leo)
+	}
+	ld.chore = &chore{gen: ld.gen, epoch: epoch, from: from}
+	l.durableAdvancedLocked()
+	notify(l.flushCh)
+	return nil
+}
+
+// Resign ends this engine's leadership of tp. Data of tp not yet published
+// is withheld from publication, and WaitDurable calls waiting for it
+// return an error matching ErrNotLeader. Resigning a partition the engine
+// does not lead does nothing.
+func (l *Leader) Resign(tp metadata.TopicPartition) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leading[tp] != nil {
+		l.endLocked(tp)
+	}
+}
+
+// endLocked ends tp's leadership: its pending data is dropped and its
+// chores stopped; waiters learn of it.
+func (l *Leader) endLocked(tp metadata.TopicPartition) {
+	ld := l.leading[tp]
+	if ld.chore != nil && ld.chore.cancel != nil {
+		ld.chore.cancel()
+	}
+	delete(l.leading, tp)
+	if n := l.builder.Remove(tp); n > 0 {
+		delete(l.accepted[l.builder], tp)
+		l.stats.fenced++
+		l.releaseLocked(n)
+	}
+	l.gc.endLeadership(tp)
+	l.durableAdvancedLocked()
+}
+
+// releaseLocked frees n bytes of buffer space.
+func (l *Leader) releaseLocked(n int) {
+	l.buffered -= n
+	close(l.space)
+	l.space = make(chan struct{})
+}
+
+// leaderEpoch is the epoch at which this engine leads tp right now.
+func (l *Leader) leaderEpoch(tp metadata.TopicPartition) (int32, uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ld := l.leading[tp]
+	if ld == nil {
+		return 0, 0, false
+	}
+	return ld.epoch, ld.gen, true
 }
 
 // markersFor returns tp's lineage as markers, from the local log's epoch
@@ -394,16 +497,31 @@ func (l *Leader) currentEpoch(tp metadata.TopicPartition) (int32, bool) {
 func (l *Leader) markersFor(tp metadata.TopicPartition, epoch int32) ([]metadata.EpochStart, error) {
 	epochs, err := l.cfg.Local.Epochs(tp)
 	if err != nil {
-		return nil, fmt.Errorf("walstore: epochs of %s: %w", tp, err)
+		return nil, fmt.Errorf("walstore: epochs of %s: %w", tp, &DependencyError{Dependency: "LocalLog.Epochs", Err: err})
+	}
+	lin, err := fencing.NewLineage(epochs...)
+	if err != nil || len(lin.Entries()) != len(epochs) {
+		return nil, fmt.Errorf("walstore: epochs of %s: %w", tp, &DependencyError{Dependency: "LocalLog.Epochs",
+			Err: fmt.Errorf("%w: %v is not an ascending epoch lineage (%v)", ErrContractViolation, epochs, err)})
 	}
 	markers := make([]metadata.EpochStart, 0, len(epochs)+1)
 	for _, e := range epochs {
+		if e.Epoch > epoch {
+			break // a later epoch is not this leadership's to announce
+		}
 		markers = append(markers, metadata.EpochStart{Partition: tp, Epoch: e.Epoch, StartOffset: e.StartOffset, LeaderBrokerID: l.cfg.BrokerID})
 	}
-	if len(epochs) == 0 || epochs[len(epochs)-1].Epoch < epoch {
+	if len(markers) == 0 || markers[len(markers)-1].Epoch < epoch {
 		leo, err := l.cfg.Local.EndOffset(tp)
 		if err != nil {
-			return nil, fmt.Errorf("walstore: end offset of %s: %w", tp, err)
+			return nil, fmt.Errorf("walstore: end offset of %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err})
+		}
+		if n := len(markers); n > 0 && markers[n-1].StartOffset > leo {
+			return nil, fmt.Errorf("walstore: epochs of %s: %w", tp, &DependencyError{Dependency: "LocalLog",
+				Err: fmt.Errorf("%w: epoch %d starts at %d, past the end offset %d", ErrContractViolation, markers[n-1].Epoch, markers[n-1].StartOffset, leo)})
+		}
+		if n := len(markers); n > 0 && markers[n-1].StartOffset == leo {
+			markers = markers[:n-1] // an epoch with no records is superseded at once
 		}
 		markers = append(markers, metadata.EpochStart{Partition: tp, Epoch: epoch, StartOffset: leo, LeaderBrokerID: l.cfg.BrokerID})
 	}
@@ -423,14 +541,25 @@ func (l *Leader) publishMarkers(ctx context.Context, tp metadata.TopicPartition,
 	return nil
 }
 
-// Append queues one batch of tp for upload. The batch's Data must not be
-// modified until the engine has uploaded it (WaitDurable tells when).
-// Batches of a partition must be appended in offset order. When the buffer
-// is full, Append blocks (Overflow Block) until space frees or ctx ends, or
-// returns ErrBufferFull (Overflow Reject).
+// Append queues one batch of tp for upload. The broker appends the batch
+// to its local log first; the batch's Data must not be modified until the
+// engine has uploaded it (WaitDurable tells when). Batches must continue
+// one another: the first one of a leadership starts at the local log's end
+// offset when BecomeLeader was called, each next one right after the last,
+// all with the leadership's epoch; anything else is ErrInvalidBatch, and
+// the batch is not queued. When the buffer is full, Append blocks
+// (Overflow Block) until space frees or ctx ends, or returns
+// ErrBufferFull (Overflow Reject).
 func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combiner.Batch) error {
 	n := len(b.Data)
-	if n > l.cfg.BufferBytes {
+	switch {
+	case n == 0:
+		return fmt.Errorf("walstore: append to %s: %w: no data", tp, ErrInvalidBatch)
+	case b.FirstOffset < 0 || b.LastOffset < b.FirstOffset || b.LastOffset == math.MaxInt64:
+		return fmt.Errorf("walstore: append to %s: %w: offsets %d-%d", tp, ErrInvalidBatch, b.FirstOffset, b.LastOffset)
+	case b.Epoch < 0:
+		return fmt.Errorf("walstore: append to %s: %w: negative epoch %d", tp, ErrInvalidBatch, b.Epoch)
+	case n > l.cfg.BufferBytes:
 		return fmt.Errorf("walstore: append to %s: batch of %d bytes exceeds BufferBytes %d: %w", tp, n, l.cfg.BufferBytes, ErrBufferFull)
 	}
 	for {
@@ -439,17 +568,20 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 			l.mu.Unlock()
 			return ErrStopped
 		}
-		epoch, ok := l.leading[tp]
-		if !ok {
+		ld := l.leading[tp]
+		switch {
+		case ld == nil:
 			l.mu.Unlock()
 			return fmt.Errorf("walstore: append to %s: %w", tp, ErrNotLeader)
-		}
-		if b.Epoch > epoch {
+		case b.Epoch != ld.epoch:
 			l.mu.Unlock()
-			return fmt.Errorf("walstore: append to %s: batch epoch %d is newer than leader epoch %d", tp, b.Epoch, epoch)
+			return fmt.Errorf("walstore: append to %s: %w: batch epoch %d is not the leader epoch %d", tp, ErrInvalidBatch, b.Epoch, ld.epoch)
+		case b.FirstOffset != ld.next:
+			l.mu.Unlock()
+			return fmt.Errorf("walstore: append to %s: %w: batch starts at %d, the log continues at %d", tp, ErrInvalidBatch, b.FirstOffset, ld.next)
 		}
 		if l.buffered+n <= l.cfg.BufferBytes {
-			err := l.addLocked(tp, b, epoch)
+			err := l.addLocked(tp, b, ld)
 			l.mu.Unlock()
 			return err
 		}
@@ -467,20 +599,19 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 	}
 }
 
-func (l *Leader) addLocked(tp metadata.TopicPartition, b combiner.Batch, epoch int32) error {
+func (l *Leader) addLocked(tp metadata.TopicPartition, b combiner.Batch, ld *leadership) error {
 	now := l.cfg.Clock.Now()
 	first := l.builder.Stats().Batches == 0
 	if err := l.builder.Add(tp, b, now); err != nil {
-		return fmt.Errorf("walstore: append to %s: %w", tp, err)
+		return fmt.Errorf("walstore: append to %s: %w: %w", tp, ErrInvalidBatch, err)
 	}
 	acc := l.accepted[l.builder]
 	if acc == nil {
-		acc = make(map[metadata.TopicPartition][]acceptMark)
+		acc = make(map[metadata.TopicPartition]uint64)
 		l.accepted[l.builder] = acc
 	}
-	if m := acc[tp]; len(m) == 0 || m[len(m)-1].epoch != epoch {
-		acc[tp] = append(m, acceptMark{from: b.FirstOffset, epoch: epoch})
-	}
+	acc[tp] = ld.gen
+	ld.next = b.LastOffset + 1
 	l.buffered += len(b.Data)
 	l.stats.appends++
 	l.stats.appendedBytes += uint64(len(b.Data))
@@ -491,25 +622,17 @@ func (l *Leader) addLocked(tp metadata.TopicPartition, b combiner.Batch, epoch i
 	return nil
 }
 
-// DurableOffset returns the offset below which tp's appended data is stored
-// in object storage and its metadata published, or -1 if none is.
+// DurableOffset returns the offset below which tp's log is stored in
+// object storage and its metadata published by this engine's current
+// leadership (or was on every follower when it began), or -1 if the engine
+// does not lead tp.
 func (l *Leader) DurableOffset(tp metadata.TopicPartition) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.durableLocked(tp)
-}
-
-// durableLocked is tp's durable offset: what this leadership published,
-// but not past a republish still under way.
-func (l *Leader) durableLocked(tp metadata.TopicPartition) int64 {
-	d, ok := l.durable[tp]
-	if !ok {
-		return -1
+	if ld := l.leading[tp]; ld != nil {
+		return ld.durable
 	}
-	if m, ok := l.catchUp[tp]; ok && d > m.upTo {
-		return m.upTo
-	}
-	return d
+	return -1
 }
 
 // durableAdvancedLocked wakes WaitDurable callers.
@@ -519,18 +642,31 @@ func (l *Leader) durableAdvancedLocked() {
 }
 
 // WaitDurable blocks until tp's data up to and including offset is stored
-// and published (the acks-on-upload mode), or ctx ends.
+// and published (the acks-on-upload mode), or ctx ends. It fails with an
+// error matching ErrNotLeader if the engine does not lead tp, or if the
+// leadership it found ends before the offset is durable: data accepted
+// under a leadership that ended is never published, and must not be
+// acknowledged.
 func (l *Leader) WaitDurable(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
+	var gen uint64
 	for {
 		l.mu.Lock()
-		if l.durableLocked(tp) > offset {
-			l.mu.Unlock()
-			return nil
-		}
-		if l.stopped {
+		ld := l.leading[tp]
+		switch {
+		case l.stopped:
 			l.mu.Unlock()
 			return ErrStopped
+		case ld == nil || gen != 0 && ld.gen != gen:
+			l.mu.Unlock()
+			return fmt.Errorf("walstore: waiting for %s offset %d to be durable: %w", tp, offset, ErrNotLeader)
+		case ld.durable > offset:
+			l.mu.Unlock()
+			return nil
+		case ld.failed != nil:
+			l.mu.Unlock()
+			return fmt.Errorf("walstore: waiting for %s offset %d to be durable: %w", tp, offset, ld.failed)
 		}
+		gen = ld.gen
 		ch := l.durableCh
 		l.mu.Unlock()
 		select {
@@ -541,7 +677,7 @@ func (l *Leader) WaitDurable(ctx context.Context, tp metadata.TopicPartition, of
 	}
 }
 
-// Health returns the engine's upload health.
+// Health returns the engine's health.
 func (l *Leader) Health() Health {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -549,10 +685,11 @@ func (l *Leader) Health() Health {
 }
 
 // Run drives the engine: it cuts objects when they are due, uploads them,
-// publishes their entries, refreshes epoch markers and collects garbage. It
-// returns when ctx ends, after its goroutines have stopped, and releases
-// the engine's resources: call it once. Data not yet uploaded is dropped
-// from the engine but remains in the broker's log.
+// publishes their entries, publishes new leaderships' markers and
+// republishes, refreshes epoch markers and collects garbage. It returns
+// when ctx ends, after its goroutines have stopped, and releases the
+// engine's resources: call it once. Data not yet uploaded is dropped from
+// the engine but remains in the broker's log.
 func (l *Leader) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() {
@@ -562,9 +699,7 @@ func (l *Leader) Run(ctx context.Context) error {
 		close(l.space)
 		close(l.durableCh)
 		l.mu.Unlock()
-		l.mgr.Close()
-		l.builder.Close()
-		l.spare.Close()
+		l.release()
 	}()
 	wg.Add(1)
 	go func() {
@@ -575,6 +710,7 @@ func (l *Leader) Run(ctx context.Context) error {
 	gcDue := l.cfg.Clock.Now().Add(l.cfg.GCInterval)
 	for {
 		now := l.cfg.Clock.Now()
+		l.startChores(ctx, &wg)
 		if !now.Before(markersDue) {
 			l.refreshMarkers(ctx)
 			markersDue = now.Add(l.cfg.MarkerRefresh)
@@ -587,6 +723,15 @@ func (l *Leader) Run(ctx context.Context) error {
 		}
 		wait := min(markersDue.Sub(now), gcDue.Sub(now))
 		l.mu.Lock()
+		if h, changed := l.healthLocked(now); changed {
+			l.mu.Unlock()
+			l.report(h)
+			l.mu.Lock()
+		}
+		if len(l.ops) > 0 {
+			// Look again when the oldest operation may cross DegradedAfter.
+			wait = min(wait, l.cfg.DegradedAfter/4)
+		}
 		due := l.builder.Due(now)
 		if p := l.builder.Stats(); p.Batches > 0 {
 			wait = min(wait, p.Oldest.Add(l.cfg.Interval).Sub(now))
@@ -601,6 +746,10 @@ func (l *Leader) Run(ctx context.Context) error {
 				continue
 			case <-ctx.Done():
 				return nil
+			case <-l.cfg.Clock.After(max(wait, time.Millisecond)):
+				continue // uploads hang: keep judging health and running chores
+			case <-l.flushCh:
+				continue
 			}
 		}
 		select {
@@ -608,6 +757,66 @@ func (l *Leader) Run(ctx context.Context) error {
 			return nil
 		case <-l.flushCh:
 		case <-l.cfg.Clock.After(max(wait, time.Millisecond)):
+		}
+	}
+}
+
+// release frees the encoder and builders.
+func (l *Leader) release() {
+	l.mgr.Close()
+	l.builder.Close()
+	l.spare.Close()
+}
+
+// startChores starts the markers-and-republish work of new leaderships.
+func (l *Leader) startChores(ctx context.Context, wg *sync.WaitGroup) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for tp, ld := range l.leading {
+		c := ld.chore
+		if c == nil || c.started {
+			continue
+		}
+		c.started = true
+		cctx, cancel := context.WithCancel(ctx)
+		c.cancel = cancel
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cancel()
+			l.runChore(cctx, tp, c)
+		}()
+	}
+}
+
+// runChore publishes the markers of c's leadership and republishes from
+// c.from, retrying until done or the leadership ends.
+func (l *Leader) runChore(ctx context.Context, tp metadata.TopicPartition, c *chore) {
+	markers := false
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		err := error(nil)
+		if !markers {
+			if err = l.publishMarkers(ctx, tp, c.epoch); err == nil {
+				markers = true
+			}
+		}
+		if err == nil && c.from >= 0 {
+			err = l.republish(ctx, tp, c.gen, c.epoch, &c.from)
+		}
+		if err == nil {
+			l.mu.Lock()
+			if ld := l.leading[tp]; ld != nil && ld.chore == c {
+				ld.chore = nil
+			}
+			l.mu.Unlock()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		l.cfg.Logger.Warn("activetier: taking up leadership failed; retrying", "partition", tp.String(), "epoch", c.epoch, "err", err)
+		if sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, attempt)) != nil {
+			return
 		}
 	}
 }
@@ -636,13 +845,9 @@ func (l *Leader) cut(ctx context.Context, wg *sync.WaitGroup) {
 	delete(l.accepted, full) // Cut took all of full's pending data
 	ups := make([]*upload, 0, len(objs))
 	for _, o := range objs {
-		u := &upload{obj: o, appendedAt: appendedAt, pubEpochs: make([]int32, len(o.Sections))}
+		u := &upload{obj: o, appendedAt: appendedAt, gens: make([]uint64, len(o.Sections))}
 		for i, s := range o.Sections {
-			// The leadership that accepted the data publishes it, or
-			// nobody does: data left from an earlier leadership stays
-			// withheld even if the engine leads tp again by now, since
-			// the log may have been truncated below it meanwhile.
-			u.pubEpochs[i] = acceptedEpoch(acc[s.Partition], s.FirstOffset, s.LastOffset)
+			u.gens[i] = acc[s.Partition]
 			u.bytes += int(s.UncompressedSize)
 		}
 		l.queue = append(l.queue, u)
@@ -650,6 +855,10 @@ func (l *Leader) cut(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	l.stats.inflight += len(ups)
 	l.mu.Unlock()
+	if len(ups) == 0 {
+		<-l.slots
+		return
+	}
 	for i, u := range ups {
 		wg.Add(1)
 		go func(haveSlot bool) {
@@ -667,27 +876,69 @@ func (l *Leader) cut(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
+// begin registers an operation for health; end removes it.
+func (l *Leader) begin(what string) *operation {
+	op := &operation{what: what, start: l.cfg.Clock.Now()}
+	l.mu.Lock()
+	l.ops[op] = struct{}{}
+	l.mu.Unlock()
+	return op
+}
+
+func (l *Leader) end(op *operation) {
+	l.mu.Lock()
+	delete(l.ops, op)
+	h, changed := l.healthLocked(l.cfg.Clock.Now())
+	l.mu.Unlock()
+	if changed {
+		l.report(h)
+	}
+}
+
+// failed records a failed attempt of op.
+func (l *Leader) failed(op *operation, err error) {
+	l.mu.Lock()
+	op.err = err
+	h, changed := l.healthLocked(l.cfg.Clock.Now())
+	l.mu.Unlock()
+	if changed {
+		l.report(h)
+	}
+}
+
+// attempt runs one attempt of a store or log call with RequestTimeout. An
+// attempt that runs out while ctx is live fails with ErrUnavailable.
+func attempt[T any](ctx context.Context, timeout time.Duration, what string, fn func(context.Context) (T, error)) (T, error) {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := fn(actx)
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		err = fmt.Errorf("%s: %w: no answer within %v (%w)", what, ErrUnavailable, timeout, err)
+	}
+	return v, err
+}
+
 // upload stores u's object, retrying with backoff until it succeeds or ctx
 // ends. Failures are never dropped: they keep the data queued, count against
-// the buffer, and mark the engine degraded after DegradedAfter.
+// the buffer, and degrade the engine after DegradedAfter.
 func (l *Leader) upload(ctx context.Context, u *upload) {
+	op := l.begin("upload")
+	defer l.end(op)
 	start := l.cfg.Clock.Now()
-	for attempt := 0; ; attempt++ {
-		ref, err := l.mgr.put(ctx, u.obj.Data)
+	for n := 0; ; n++ {
+		ref, err := attempt(ctx, l.cfg.RequestTimeout, "walstore: upload", func(ctx context.Context) (metadata.ObjectRef, error) {
+			return l.mgr.put(ctx, u.obj.Data)
+		})
 		if err == nil {
 			l.uploadLat.observe(l.cfg.Clock.Now().Sub(start))
 			l.mu.Lock()
 			u.ref, u.uploaded = ref, true
 			l.stats.objectBytes += uint64(len(u.obj.Data))
 			u.obj.Data = nil
-			l.buffered -= u.bytes
-			close(l.space)
-			l.space = make(chan struct{})
+			l.releaseLocked(u.bytes)
 			l.stats.inflight--
 			l.stats.objects++
-			h, changed := l.recordLocked(false, nil)
 			l.mu.Unlock()
-			l.report(h, changed)
 			notify(l.publishCh)
 			return
 		}
@@ -696,60 +947,41 @@ func (l *Leader) upload(ctx context.Context, u *upload) {
 		}
 		l.mu.Lock()
 		l.stats.uploadRetries++
-		h, changed := l.recordLocked(false, err)
 		l.mu.Unlock()
-		l.report(h, changed)
-		l.cfg.Logger.Warn("activetier: upload failed; retrying", "attempt", attempt+1, "err", err)
-		if sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, attempt)) != nil {
+		l.failed(op, err)
+		l.cfg.Logger.Warn("activetier: upload failed; retrying", "attempt", n+1, "err", err)
+		if sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, n)) != nil {
 			return
 		}
 	}
 }
 
-// failure is a run of failures of one kind of request.
-type failure struct {
-	since time.Time // zero while the requests succeed
-	err   error
-}
-
-// recordLocked records the outcome of an upload (publish false) or a
-// metadata publish (publish true), err nil for success, and returns the
-// health to report through OnHealth if it changed. The engine is degraded
-// while either kind has kept failing for DegradedAfter: data that cannot
-// be uploaded, or uploaded data followers cannot learn of, both mean the
-// broker should replicate the ordinary way.
-func (l *Leader) recordLocked(publish bool, err error) (Health, bool) {
-	f := &l.uploadFail
-	if publish {
-		f = &l.publishFail
-	}
-	now := l.cfg.Clock.Now()
-	if err == nil {
-		*f = failure{}
-	} else {
-		if f.since.IsZero() {
-			f.since = now
+// healthLocked recomputes the health at now and reports whether Degraded
+// changed. The engine is degraded while some upload or publish has gone
+// DegradedAfter without succeeding: data that cannot be uploaded, or
+// uploaded data followers cannot learn of, both mean the broker should
+// replicate the ordinary way.
+func (l *Leader) healthLocked(now time.Time) (Health, bool) {
+	var oldest *operation
+	for op := range l.ops {
+		if oldest == nil || op.start.Before(oldest.start) {
+			oldest = op
 		}
-		f.err = err
 	}
 	before := l.health.Degraded
 	l.health = Health{}
-	for _, f := range []failure{l.uploadFail, l.publishFail} {
-		if f.since.IsZero() {
-			continue
+	if oldest != nil && now.Sub(oldest.start) >= l.cfg.DegradedAfter {
+		l.health = Health{Degraded: true, Since: oldest.start, Err: oldest.err}
+		if oldest.err == nil {
+			l.health.Err = fmt.Errorf("walstore: %s: %w: no answer for %v", oldest.what, ErrUnavailable, now.Sub(oldest.start))
 		}
-		if l.health.Since.IsZero() || f.since.Before(l.health.Since) {
-			l.health.Since = f.since
-		}
-		l.health.Err = f.err
-		l.health.Degraded = l.health.Degraded || now.Sub(f.since) >= l.cfg.DegradedAfter
 	}
 	return l.health, l.health.Degraded != before
 }
 
-// report calls OnHealth, outside the engine's lock, if health changed.
-func (l *Leader) report(h Health, changed bool) {
-	if changed && l.cfg.OnHealth != nil {
+// report calls OnHealth, outside the engine's lock.
+func (l *Leader) report(h Health) {
+	if l.cfg.OnHealth != nil {
 		l.cfg.OnHealth(h)
 	}
 }
@@ -764,17 +996,8 @@ func (l *Leader) publishLoop(ctx context.Context) {
 		case <-l.publishCh:
 		}
 		for _, u := range l.publishable() {
-			if err := l.publishUpload(ctx, u); err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				// Only an entry the codec rejects gets here: a bug, not
-				// a transient failure. Say so; the data stays in the
-				// broker's log and the object is left for Sweep.
-				l.cfg.Logger.Error("activetier: publishing an object's entries failed", "object", u.ref.String(), "err", err)
-				l.mu.Lock()
-				l.removeLocked(u)
-				l.mu.Unlock()
+			if err := l.publishUpload(ctx, u); err != nil && ctx.Err() != nil {
+				return
 			}
 		}
 	}
@@ -808,19 +1031,36 @@ func (l *Leader) publishable() []*upload {
 	return ready
 }
 
+// publishUpload publishes the entries of u's sections whose leadership is
+// still on, at its current epoch. An entry the metadata codec rejects (an
+// engine bug) fails its own partition's leadership, not the others'.
 func (l *Leader) publishUpload(ctx context.Context, u *upload) error {
 	entries := make([]metadata.Entry, 0, len(u.obj.Sections))
+	sections := make([]combiner.SectionInfo, 0, len(u.obj.Sections))
+	followers := make([][]int32, 0, len(u.obj.Sections))
+	gens := make([]uint64, 0, len(u.obj.Sections))
+	l.mu.Lock()
 	for i, s := range u.obj.Sections {
-		if epoch, ok := l.currentEpoch(s.Partition); !ok || epoch != u.pubEpochs[i] {
-			// Leadership moved on: this broker's data is no longer the
-			// partition's to publish. Followers would fence it anyway.
-			l.mu.Lock()
+		ld := l.leading[s.Partition]
+		if ld == nil || ld.gen != u.gens[i] {
+			// The leadership that accepted the data is over: it is no
+			// longer this broker's to publish. Followers would fence it.
 			l.stats.fenced++
-			l.mu.Unlock()
 			continue
 		}
-		entries = append(entries, s.Entry(u.ref, u.pubEpochs[i], l.cfg.BrokerID))
+		e := s.Entry(u.ref, ld.epoch, l.cfg.BrokerID)
+		if err := e.Validate(); err != nil {
+			ld.failed = fmt.Errorf("walstore: %s: entry for offsets %d-%d cannot be published: %w", s.Partition, s.FirstOffset, s.LastOffset, err)
+			l.cfg.Logger.Error("activetier: withholding an entry the metadata codec rejects", "partition", s.Partition.String(), "err", err)
+			l.durableAdvancedLocked()
+			continue
+		}
+		entries = append(entries, e)
+		sections = append(sections, s)
+		followers = append(followers, u.obj.Followers[i])
+		gens = append(gens, ld.gen)
 	}
+	l.mu.Unlock()
 	if len(entries) == 0 {
 		// Every section was withheld: no entry names the object, which
 		// is left for Sweep. Publishing nothing is not an error.
@@ -831,19 +1071,30 @@ func (l *Leader) publishUpload(ctx context.Context, u *upload) error {
 	}
 	offsets, err := l.publish(ctx, metadata.Message{Object: u.ref, WriterBrokerID: l.cfg.BrokerID, Entries: entries})
 	if err != nil {
+		if ctx.Err() == nil {
+			l.cfg.Logger.Error("activetier: publishing an object's entries failed", "object", u.ref.String(), "err", err)
+		}
+		l.mu.Lock()
+		l.removeLocked(u)
+		for _, e := range entries {
+			if ld := l.leading[e.Partition]; ld != nil && ld.failed == nil {
+				ld.failed = err
+			}
+		}
+		l.durableAdvancedLocked()
+		l.mu.Unlock()
 		return err
 	}
 	l.publishLat.observe(l.cfg.Clock.Now().Sub(u.appendedAt))
-	l.gc.track(u.ref, u.obj.Sections, offsets)
+	l.gc.track(u.ref, sections, followers, offsets)
 	l.mu.Lock()
 	l.removeLocked(u)
-	for _, e := range entries {
-		if e.LastOffset+1 > l.durable[e.Partition] {
-			l.durable[e.Partition] = e.LastOffset + 1
+	for i, e := range entries {
+		if ld := l.leading[e.Partition]; ld != nil && ld.gen == gens[i] {
+			ld.published(e.FirstOffset, e.LastOffset+1)
 		}
 	}
-	close(l.durableCh)
-	l.durableCh = make(chan struct{})
+	l.durableAdvancedLocked()
 	l.mu.Unlock()
 	return nil
 }
@@ -862,11 +1113,12 @@ func (l *Leader) removeLocked(u *upload) {
 // retrying until it succeeds or ctx ends. It returns the metadata offset of
 // each message by metadata partition.
 func (l *Leader) publish(ctx context.Context, msg metadata.Message) (map[int32]int64, error) {
-	part, err := metadata.NewPartitioner(l.cfg.Log.Partitions())
+	n := l.cfg.Log.Partitions()
+	part, err := metadata.NewPartitioner(n)
 	if err != nil {
-		return nil, fmt.Errorf("walstore: metadata log: %w", err)
+		return nil, fmt.Errorf("walstore: %w", &DependencyError{Dependency: "metadata.Log.Partitions", Err: fmt.Errorf("%w: %w", ErrContractViolation, err)})
 	}
-	routed, err := part.Split(&msg, l.cfg.Followers)
+	routed, err := part.Split(&msg, l.followersOf)
 	if err != nil {
 		return nil, fmt.Errorf("walstore: routing metadata: %w", err)
 	}
@@ -877,29 +1129,33 @@ func (l *Leader) publish(ctx context.Context, msg metadata.Message) (map[int32]i
 		if err != nil {
 			return nil, fmt.Errorf("walstore: encoding metadata: %w", err)
 		}
-		for attempt := 0; ; attempt++ {
-			off, err := l.cfg.Log.Append(ctx, r.Partition, buf)
+		op := l.begin("metadata publish")
+		for n := 0; ; n++ {
+			off, err := attempt(ctx, l.cfg.RequestTimeout, "walstore: metadata publish", func(ctx context.Context) (int64, error) {
+				return l.cfg.Log.Append(ctx, r.Partition, buf)
+			})
+			if err == nil && off < 0 {
+				err = &DependencyError{Dependency: "metadata.Log.Append", Err: fmt.Errorf("%w: negative offset %d", ErrContractViolation, off)}
+			}
 			if err == nil {
 				offsets[r.Partition] = off
-				l.mu.Lock()
-				h, changed := l.recordLocked(true, nil)
-				l.mu.Unlock()
-				l.report(h, changed)
 				break
 			}
 			if ctx.Err() != nil || errors.Is(err, metadata.ErrClosed) {
+				l.end(op)
 				return nil, fmt.Errorf("walstore: publishing to metadata partition %d: %w", r.Partition, err)
 			}
 			l.mu.Lock()
 			l.stats.publishRetries++
-			h, changed := l.recordLocked(true, err)
 			l.mu.Unlock()
-			l.report(h, changed)
+			l.failed(op, err)
 			l.cfg.Logger.Warn("activetier: publishing metadata failed; retrying", "partition", r.Partition, "err", err)
-			if err := sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, attempt)); err != nil {
+			if err := sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, n)); err != nil {
+				l.end(op)
 				return nil, err
 			}
 		}
+		l.end(op)
 	}
 	return offsets, nil
 }
@@ -907,12 +1163,14 @@ func (l *Leader) publish(ctx context.Context, msg metadata.Message) (map[int32]i
 func (l *Leader) refreshMarkers(ctx context.Context) {
 	l.mu.Lock()
 	led := make(map[metadata.TopicPartition]int32, len(l.leading))
-	for tp, e := range l.leading {
-		led[tp] = e
+	for tp, ld := range l.leading {
+		if ld.chore == nil { // a chore publishes them itself
+			led[tp] = ld.epoch
+		}
 	}
 	l.mu.Unlock()
-	for tp, epoch := range led {
-		if err := l.publishMarkers(ctx, tp, epoch); err != nil && ctx.Err() == nil {
+	for _, tp := range slices.SortedFunc(maps.Keys(led), compareTP) {
+		if err := l.publishMarkers(ctx, tp, led[tp]); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.Warn("activetier: refreshing epoch markers failed", "partition", tp.String(), "err", err)
 		}
 	}
@@ -923,23 +1181,32 @@ func (l *Leader) refreshMarkers(ctx context.Context) {
 // that could not read the previous leader's objects (an AZ outage) or that
 // start empty (a reassignment). Records keep their original epochs; the
 // entries name this leader's epoch as publisher. It returns when all of it
-// is published, or ctx ends.
+// is published, or ctx ends, or the leadership does.
 func (l *Leader) Republish(ctx context.Context, tp metadata.TopicPartition, from int64) error {
-	epoch, ok := l.currentEpoch(tp)
+	epoch, gen, ok := l.leaderEpoch(tp)
 	if !ok {
 		return fmt.Errorf("walstore: republish %s: %w", tp, ErrNotLeader)
 	}
+	if from < 0 {
+		return fmt.Errorf("walstore: republish %s: negative offset %d", tp, from)
+	}
+	return l.republish(ctx, tp, gen, epoch, &from)
+}
+
+// republish copies tp's log from *from to its end, advancing *from as it
+// goes, for leadership gen at epoch.
+func (l *Leader) republish(ctx context.Context, tp metadata.TopicPartition, gen uint64, epoch int32, from *int64) error {
 	end, err := l.cfg.Local.EndOffset(tp)
 	if err != nil {
-		return fmt.Errorf("walstore: republish %s: %w", tp, err)
+		return fmt.Errorf("walstore: republish %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err})
 	}
-	for from < end {
-		batches, err := l.cfg.Local.Read(ctx, tp, from, l.cfg.ObjectBytes)
+	for *from < end {
+		batches, err := l.cfg.Local.Read(ctx, tp, *from, l.cfg.ObjectBytes)
 		if err != nil {
-			return fmt.Errorf("walstore: republish %s from %d: %w", tp, from, err)
+			return fmt.Errorf("walstore: republish %s from %d: %w", tp, *from, &DependencyError{Dependency: "LocalLog.Read", Err: err})
 		}
-		if len(batches) == 0 {
-			return fmt.Errorf("walstore: republish %s: local log returned nothing at %d below its end %d", tp, from, end)
+		if err := checkRead(batches, *from, end); err != nil {
+			return fmt.Errorf("walstore: republish %s from %d: %w", tp, *from, err)
 		}
 		var inputs []CopyInput
 		for _, b := range batches {
@@ -951,41 +1218,89 @@ func (l *Leader) Republish(ctx context.Context, tp metadata.TopicPartition, from
 		}
 		entries, err := l.copyWithRetry(ctx, inputs)
 		if err != nil {
-			return fmt.Errorf("walstore: republish %s from %d: %w", tp, from, err)
+			return fmt.Errorf("walstore: republish %s from %d: %w", tp, *from, err)
+		}
+		if _, g, ok := l.leaderEpoch(tp); !ok || g != gen {
+			return fmt.Errorf("walstore: republish %s: %w", tp, ErrNotLeader)
 		}
 		offsets, err := l.publish(ctx, metadata.Message{Object: entries[0].Object, WriterBrokerID: l.cfg.BrokerID, Entries: entries})
 		if err != nil {
 			return err
 		}
 		sections := make([]combiner.SectionInfo, len(entries))
+		followers := make([][]int32, len(entries))
 		for i, e := range entries {
 			sections[i] = combiner.SectionOf(e)
+			followers[i] = l.followersOf(tp)
 		}
-		l.gc.track(entries[0].Object, sections, offsets)
+		l.gc.track(entries[0].Object, sections, followers, offsets)
 		next := batches[len(batches)-1].LastOffset + 1
 		l.mu.Lock()
 		l.stats.republished += uint64(len(entries))
-		if m, ok := l.catchUp[tp]; ok && m.epoch == epoch && m.upTo == from {
-			l.catchUp[tp] = republishMark{epoch: epoch, upTo: next}
+		if ld := l.leading[tp]; ld != nil && ld.gen == gen && ld.published(*from, next) {
 			l.durableAdvancedLocked()
 		}
 		l.mu.Unlock()
-		from = next
+		*from = next
+	}
+	return nil
+}
+
+// checkRead checks what LocalLog.Read returned for offset from of a log
+// ending at end: whole batches in offset order, the first holding from or
+// starting above it (records below the log start are gone), none past end.
+func checkRead(batches []combiner.Batch, from, end int64) error {
+	bad := func(format string, args ...any) error {
+		return &DependencyError{Dependency: "LocalLog.Read", Err: fmt.Errorf("%w: "+format, append([]any{ErrContractViolation}, args...)...)}
+	}
+	if len(batches) == 0 {
+		return bad("nothing at %d below the end offset %d", from, end)
+	}
+	if batches[0].LastOffset < from {
+		return bad("first batch %d-%d ends below %d", batches[0].FirstOffset, batches[0].LastOffset, from)
+	}
+	for i, b := range batches {
+		switch {
+		case b.FirstOffset < 0 || b.LastOffset < b.FirstOffset || b.Epoch < 0 || len(b.Data) == 0:
+			return bad("invalid batch (epoch %d, offsets %d-%d, %d bytes)", b.Epoch, b.FirstOffset, b.LastOffset, len(b.Data))
+		case b.LastOffset >= end:
+			return bad("batch %d-%d past the end offset %d", b.FirstOffset, b.LastOffset, end)
+		case i > 0 && (b.FirstOffset != batches[i-1].LastOffset+1 || b.Epoch < batches[i-1].Epoch):
+			return bad("batch %d-%d (epoch %d) does not continue %d-%d (epoch %d)", b.FirstOffset, b.LastOffset, b.Epoch,
+				batches[i-1].FirstOffset, batches[i-1].LastOffset, batches[i-1].Epoch)
+		}
 	}
 	return nil
 }
 
 func (l *Leader) copyWithRetry(ctx context.Context, inputs []CopyInput) ([]metadata.Entry, error) {
-	for attempt := 0; ; attempt++ {
-		entries, err := l.mgr.Copy(ctx, inputs)
+	op := l.begin("republish upload")
+	defer l.end(op)
+	for n := 0; ; n++ {
+		entries, err := attempt(ctx, l.cfg.RequestTimeout, "walstore: republish upload", func(ctx context.Context) ([]metadata.Entry, error) {
+			return l.mgr.Copy(ctx, inputs)
+		})
 		if err == nil || !errors.Is(err, ErrUnavailable) {
 			return entries, err
 		}
 		l.mu.Lock()
 		l.stats.uploadRetries++
 		l.mu.Unlock()
-		if err := sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, attempt)); err != nil {
+		l.failed(op, err)
+		if err := sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, n)); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// compareTP orders partitions by topic name, topic ID and number, so that
+// work over many partitions happens in the same order on every run.
+func compareTP(a, b metadata.TopicPartition) int {
+	if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	if c := slices.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
 }

@@ -80,7 +80,7 @@ func (c *Cluster) Gets(bucket string) int64 {
 func (c *Cluster) AddBroker(id int32, az string) *Broker {
 	store, err := c.Objects.Store(az)
 	require.NoError(c.T, err)
-	b := &Broker{C: c, ID: id, AZ: az, Store: faultyStore{store, c}, Local: NewRecordingLog(), view: make(map[metadata.TopicPartition]int32)}
+	b := &Broker{C: c, ID: id, AZ: az, Store: faultyStore{store, c}, Local: NewRecordingLog(), following: make(map[metadata.TopicPartition]leadership)}
 	c.mu.Lock()
 	c.brokers[id] = b
 	c.mu.Unlock()
@@ -114,111 +114,117 @@ func (c *Cluster) Followers(tp metadata.TopicPartition) []int32 {
 	return out
 }
 
-// leaderEngine returns the leader engine of tp's current leader, if running.
-func (c *Cluster) leaderEngine(tp metadata.TopicPartition) *walstore.Leader {
+// node returns the Node of broker id, if it runs.
+func (c *Cluster) node(id int32) *walstore.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l, ok := c.leaders[tp]
-	if !ok || c.brokers[l.broker] == nil {
-		return nil
+	if b := c.brokers[id]; b != nil {
+		return b.Node
 	}
-	return c.brokers[l.broker].Leader
+	return nil
 }
 
 // Broker is one broker of a Cluster.
 type Broker struct {
-	C        *Cluster
-	ID       int32
-	AZ       string
-	Store    walstore.ObjectStore
-	Local    *RecordingLog
-	Leader   *walstore.Leader
-	Follower *walstore.Follower
-	// view is the broker's own belief of what it leads; a zombie keeps an
-	// old one.
-	view  map[metadata.TopicPartition]int32
-	stops []func()
+	C     *Cluster
+	ID    int32
+	AZ    string
+	Store walstore.ObjectStore
+	Local *RecordingLog
+	Node  *walstore.Node
+	// following is what the broker follows, at which epoch and leader; a
+	// zombie leader is simply a broker nobody told.
+	following map[metadata.TopicPartition]leadership
+	stop      func()
 }
 
-// LeaderEpoch implements walstore.EpochView from the broker's own belief.
-func (b *Broker) LeaderEpoch(tp metadata.TopicPartition) (int32, bool) {
-	b.C.mu.Lock()
-	defer b.C.mu.Unlock()
-	e, ok := b.view[tp]
-	return e, ok
-}
-
-// Follows reports whether b follows tp under the current placement.
-func (b *Broker) Follows(tp metadata.TopicPartition) bool {
-	return slices.Contains(b.C.Followers(tp), b.ID)
-}
-
-// StartLeader starts b's leader engine; cfg's wiring fields are filled in,
-// and a 5ms interval and fast retries are the defaults.
-func (b *Broker) StartLeader(cfg walstore.LeaderConfig) *walstore.Leader {
-	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local, cfg.View = b.ID, b.Store, b.C.Meta, b.Local, b
-	cfg.Followers = b.C.Followers
-	if cfg.Interval == 0 {
-		cfg.Interval = 5 * time.Millisecond
+// Start starts b's Node with cfg's tuning (its wiring is filled in; a 5ms
+// interval and fast retries are the defaults), relaying its followers'
+// progress to the leaders' Nodes as a broker's fetch path would.
+func (b *Broker) Start(cfg walstore.NodeConfig) *walstore.Node {
+	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local = b.ID, b.Store, b.C.Meta, b.Local
+	if cfg.Leader.Interval == 0 {
+		cfg.Leader.Interval = 5 * time.Millisecond
 	}
-	if cfg.Backoff == (walstore.Backoff{}) {
-		cfg.Backoff = walstore.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}
+	fast := walstore.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}
+	if cfg.Leader.Backoff == (walstore.Backoff{}) {
+		cfg.Leader.Backoff = fast
+	}
+	if cfg.Follower.Backoff == (walstore.Backoff{}) {
+		cfg.Follower.Backoff = fast
 	}
 	cfg.Seed = uint64(b.ID)
-	l, err := walstore.NewLeader(cfg)
-	require.NoError(b.C.T, err)
-	b.Leader = l
-	b.run(l.Run)
-	return l
-}
-
-// StartFollower starts b's follower engine, relaying its progress to the
-// current leader's garbage collector as a broker would.
-func (b *Broker) StartFollower() *walstore.Follower {
-	return b.StartFollowerConfig(walstore.FollowerConfig{})
-}
-
-// StartFollowerConfig is StartFollower with cfg's tuning fields; its wiring
-// fields are filled in.
-func (b *Broker) StartFollowerConfig(cfg walstore.FollowerConfig) *walstore.Follower {
-	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local, cfg.Follows = b.ID, b.Store, b.C.Meta, b.Local, b.Follows
-	if cfg.Backoff == (walstore.Backoff{}) {
-		cfg.Backoff = walstore.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}
-	}
-	cfg.Seed = uint64(b.ID)
-	cfg.OnApplied = func(tp metadata.TopicPartition, end int64) {
-		if l := b.C.leaderEngine(tp); l != nil {
-			l.ReportApplied(tp, b.ID, end)
+	cfg.OnProgress = func(p walstore.Progress) {
+		if n := b.C.node(p.Leader); n != nil {
+			n.RecordProgress(p)
 		}
 	}
-	f, err := walstore.NewFollower(cfg)
+	n, err := walstore.NewNode(cfg)
 	require.NoError(b.C.T, err)
-	b.Follower = f
-	b.run(f.Run)
-	return f
-}
-
-func (b *Broker) run(fn func(context.Context) error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	b.stops = append(b.stops, func() {
+	go func() { done <- n.Run(ctx) }()
+	b.C.mu.Lock()
+	b.Node = n
+	b.C.mu.Unlock()
+	b.stop = func() {
 		cancel()
 		require.NoError(b.C.T, <-done)
-	})
+	}
+	return n
 }
 
-// Stop stops b's engines, as a crash would; its local log survives.
-func (b *Broker) Stop() {
-	for _, s := range b.stops {
-		s()
+// StartLeader starts b's Node with default tuning, if it is not running.
+func (b *Broker) StartLeader() *walstore.Node {
+	if b.Node == nil {
+		b.Start(walstore.NodeConfig{})
 	}
-	b.stops = nil
+	return b.Node
+}
+
+// StartFollower starts b's Node, if it is not running, and makes it follow
+// tp's current leader.
+func (b *Broker) StartFollower(tp metadata.TopicPartition) *walstore.Node {
+	return b.StartFollowerConfig(tp, walstore.NodeConfig{})
+}
+
+// StartFollowerConfig is StartFollower with cfg's tuning.
+func (b *Broker) StartFollowerConfig(tp metadata.TopicPartition, cfg walstore.NodeConfig) *walstore.Node {
+	if b.Node == nil {
+		b.Start(cfg)
+	}
+	b.C.mu.Lock()
+	l := b.C.leaders[tp]
+	b.C.mu.Unlock()
+	b.Follow(tp, l.epoch, l.broker)
+	return b.Node
+}
+
+// Follow makes b's Node follow tp, led by leader at epoch.
+func (b *Broker) Follow(tp metadata.TopicPartition, epoch, leader int32) {
+	require.NoError(b.C.T, b.Node.BecomeFollower(context.Background(), tp, epoch, leader))
+	b.C.mu.Lock()
+	b.following[tp] = leadership{leader, epoch}
+	b.C.mu.Unlock()
+}
+
+// Stop stops b's Node, as a crash would; its local log survives.
+func (b *Broker) Stop() {
+	if b.stop == nil {
+		return
+	}
+	b.stop()
+	b.stop = nil
+	b.C.mu.Lock()
+	b.Node = nil
+	clear(b.following)
+	b.C.mu.Unlock()
 }
 
 // BecomeLeader makes b the leader of tp at epoch, starting at its log end,
-// as the controller and the broker's makeLeader would, and tells its leader
-// engine (which must be running).
+// as the controller and the broker's makeLeader would, and tells b's Node
+// (which must be running) and every running broker that follows tp. A
+// former leader is not told: it goes on as a zombie until it is.
 func (b *Broker) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, republishFrom int64) {
 	t := b.C.T
 	end, err := b.Local.EndOffset(tp)
@@ -226,9 +232,18 @@ func (b *Broker) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 	require.NoError(t, b.Local.AssignEpoch(tp, epoch, end))
 	b.C.SetLeader(tp, b.ID, epoch)
 	b.C.mu.Lock()
-	b.view[tp] = epoch
+	delete(b.following, tp)
+	var told []*Broker
+	for _, o := range b.C.brokers {
+		if _, ok := o.following[tp]; ok && o != b && o.Node != nil {
+			told = append(told, o)
+		}
+	}
 	b.C.mu.Unlock()
-	require.NoError(t, b.Leader.BecomeLeader(ctx, tp, epoch, republishFrom))
+	require.NoError(t, b.Node.BecomeLeader(ctx, tp, epoch, b.C.Followers(tp), republishFrom))
+	for _, o := range told {
+		o.Follow(tp, epoch, b.ID)
+	}
 }
 
 // Produce appends records [first, last] in batches of size to b's local log
@@ -238,8 +253,8 @@ func (b *Broker) Produce(ctx context.Context, tp metadata.TopicPartition, epoch 
 	for off := first; off <= last; off += size {
 		batch := MakeBatch(tp, epoch, off, min(off+size-1, last))
 		require.NoError(t, b.Local.Append(ctx, tp, []combiner.Batch{batch}))
-		if b.Leader != nil {
-			require.NoError(t, b.Leader.Append(ctx, tp, batch))
+		if b.Node != nil {
+			require.NoError(t, b.Node.Append(ctx, tp, batch))
 		}
 	}
 }
@@ -277,8 +292,8 @@ func RequireConverges(t *testing.T, follower, leader *Broker, tp metadata.TopicP
 	converged := func() bool { return SameBatches(follower.Local.Batches(tp), leader.Local.Batches(tp)) }
 	if !assert.Eventually(t, converged, 20*time.Second, 5*time.Millisecond) {
 		var stats any
-		if follower.Follower != nil {
-			stats = follower.Follower.Stats()
+		if follower.Node != nil {
+			stats = follower.Node.Stats().Follower
 		}
 		require.FailNow(t, "no convergence", "broker %d never converged on broker %d's log of %s:\nfollower %v\nleader   %v\nfollower stats %+v",
 			follower.ID, leader.ID, tp, Describe(follower.Local.Batches(tp)), Describe(leader.Local.Batches(tp)), stats)
@@ -355,10 +370,3 @@ func (r *RecordingLog) EverAppended() []combiner.Batch {
 	return slices.Clone(r.appended)
 }
 
-// LoseLeadership makes b's own view forget that it leads tp, as a broker
-// does when the controller's LeaderAndIsr reaches it.
-func (b *Broker) LoseLeadership(tp metadata.TopicPartition) {
-	b.C.mu.Lock()
-	defer b.C.mu.Unlock()
-	delete(b.view, tp)
-}

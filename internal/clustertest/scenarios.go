@@ -38,11 +38,11 @@ func RunScenarios(t *testing.T, b Backend) {
 // uploadOldEpoch has r1 lead TP at epoch 5 from offset 100 and upload
 // [100, last] in batches of 10, waiting until all is published.
 func uploadOldEpoch(t *testing.T, ctx context.Context, r1 *Broker, last int64) {
-	r1.StartLeader(walstore.LeaderConfig{})
+	r1.StartLeader()
 	require.NoError(t, r1.Local.Truncate(ctx, TP, 100)) // the log starts at 100
 	r1.BecomeLeader(ctx, TP, 5, -1)
 	r1.Produce(ctx, TP, 5, 100, last, 10)
-	require.NoError(t, r1.Leader.WaitDurable(ctx, TP, last))
+	require.NoError(t, r1.Node.WaitDurable(ctx, TP, last))
 }
 
 // threeAZs returns a cluster with brokers 1, 2 and 3 in az1, az2 and az3,
@@ -77,14 +77,14 @@ func Scenario1AZLoss(t *testing.T, b Backend) {
 	r1.Stop()
 	require.NoError(t, c.Objects.SetOutage("az1", true))
 
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader()
 	r2.BecomeLeader(ctx, TP, 6, 120)
 	r2.Produce(ctx, TP, 6, 150, 189, 10)
-	f3 := r3.StartFollower()
+	f3 := r3.StartFollower(TP)
 
 	RequireConverges(t, r3, r2, TP)
 	requireNoFencedAppends(t, r3, 150)
-	assert.Positive(t, f3.Stats().Applied)
+	assert.Positive(t, f3.Stats().Follower.Applied)
 }
 
 // Scenario2NewReplicaAfterAZLoss: RF=2; AZ1 goes down; a new replica R3
@@ -104,10 +104,10 @@ func Scenario2NewReplicaAfterAZLoss(t *testing.T, b Backend) {
 
 	r3 := c.AddBroker(3, "az3")
 	c.SetReplicas(TP, 2, 3)
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader()
 	r2.BecomeLeader(ctx, TP, 6, 100)
 	r2.Produce(ctx, TP, 6, 150, 179, 10)
-	r3.StartFollower()
+	r3.StartFollower(TP)
 
 	RequireConverges(t, r3, r2, TP)
 	epochs, err := r3.Local.Epochs(TP)
@@ -127,19 +127,19 @@ func Scenario3ZombieLeader(t *testing.T, b Backend) {
 	_, r1, r2, r3 := threeAZs(t, b)
 	uploadOldEpoch(t, ctx, r1, 149)
 	r2.Preload(TP, 5, 100, 149, 10)
-	f3 := r3.StartFollower()
+	f3 := r3.StartFollower(TP)
 	RequireConverges(t, r3, r1, TP)
 
 	// R2 becomes leader at epoch 6; R1 is never told and keeps going.
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader()
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r1.Produce(ctx, TP, 5, 150, 199, 10)
-	require.NoError(t, r1.Leader.WaitDurable(ctx, TP, 199), "the zombie's uploads succeed")
+	require.NoError(t, r1.Node.WaitDurable(ctx, TP, 199), "the zombie's uploads succeed")
 	r2.Produce(ctx, TP, 6, 150, 179, 10)
 
 	RequireConverges(t, r3, r2, TP)
 	requireNoFencedAppends(t, r3, 150)
-	require.Eventually(t, func() bool { return f3.Stats().Dropped > 0 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return f3.Stats().Follower.Dropped > 0 }, 10*time.Second, time.Millisecond,
 		"the zombie's entries are dropped as stale")
 }
 
@@ -154,14 +154,14 @@ func Scenario4RepublishAfterNewerEpoch(t *testing.T, b Backend) {
 	r1.Stop()
 	require.NoError(t, c.Objects.SetOutage("az1", true))
 
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader()
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r2.Produce(ctx, TP, 6, 150, 189, 10)
-	require.NoError(t, r2.Leader.WaitDurable(ctx, TP, 189))
-	f3 := r3.StartFollower()
-	require.Eventually(t, func() bool { return f3.Stats().Held > 0 }, 10*time.Second, time.Millisecond,
+	require.NoError(t, r2.Node.WaitDurable(ctx, TP, 189))
+	f3 := r3.StartFollower(TP)
+	require.Eventually(t, func() bool { return f3.Stats().Follower.Held > 0 }, 10*time.Second, time.Millisecond,
 		"R3 holds epoch-6 entries it cannot apply yet")
-	require.NoError(t, r2.Leader.Republish(ctx, TP, 120))
+	require.NoError(t, r2.Node.Republish(ctx, TP, 120))
 
 	RequireConverges(t, r3, r2, TP)
 }
@@ -176,9 +176,9 @@ func Scenario5AnnouncedTwice(t *testing.T, b Backend) {
 
 	// A clean leader change: AZ1 stays up, yet R2 republishes everything.
 	r1.Stop()
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader()
 	r2.BecomeLeader(ctx, TP, 6, 100)
-	f3 := r3.StartFollower()
+	f3 := r3.StartFollower(TP)
 
 	RequireConverges(t, r3, r2, TP)
 	seen := make(map[int64]bool)
@@ -186,7 +186,7 @@ func Scenario5AnnouncedTwice(t *testing.T, b Backend) {
 		require.False(t, seen[batch.FirstOffset], "offset %d appended twice", batch.FirstOffset)
 		seen[batch.FirstOffset] = true
 	}
-	require.Eventually(t, func() bool { return f3.Stats().Skipped > 0 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return f3.Stats().Follower.Skipped > 0 }, 10*time.Second, time.Millisecond,
 		"the second announcement is skipped as a duplicate")
 }
 
@@ -200,13 +200,13 @@ func Scenario6DivergentTail(t *testing.T, b Backend) {
 	r2.Preload(TP, 5, 100, 149, 10)
 	r1.Stop()
 
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader()
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r2.Produce(ctx, TP, 6, 150, 179, 10)
-	f3 := r3.StartFollower()
+	f3 := r3.StartFollower(TP)
 
 	RequireConverges(t, r3, r2, TP)
-	assert.Equal(t, uint64(1), f3.Stats().Truncations)
+	assert.Equal(t, uint64(1), f3.Stats().Follower.Truncations)
 }
 
 // Scenario7CorruptRange: every GET returns a flipped byte: nothing is
@@ -220,8 +220,8 @@ func Scenario7CorruptRange(t *testing.T, b Backend) {
 	c.SetLeader(TP, 1, 5)
 	c.SetFault(func(op Op, _ string) Fault { return Fault{Corrupt: op == OpGet} })
 	uploadOldEpoch(t, ctx, r1, 149)
-	f3 := r3.StartFollower()
-	require.Eventually(t, func() bool { return f3.Stats().Corrupt >= 3 }, 10*time.Second, time.Millisecond)
+	f3 := r3.StartFollower(TP)
+	require.Eventually(t, func() bool { return f3.Stats().Follower.Corrupt >= 3 }, 10*time.Second, time.Millisecond)
 	assert.Empty(t, r3.Local.EverAppended(), "nothing corrupt is appended")
 
 	mgr, err := walstore.NewManager(walstore.ManagerConfig{Store: r3.Store})
