@@ -174,10 +174,11 @@ func (b *Broker) Start(cfg walstore.NodeConfig) *walstore.Node {
 	return n
 }
 
-// StartLeader starts b's Node with default tuning, if it is not running.
-func (b *Broker) StartLeader() *walstore.Node {
+// StartLeader starts b's Node with cfg as its leader's tuning, if it is
+// not running.
+func (b *Broker) StartLeader(cfg walstore.LeaderConfig) *walstore.Node {
 	if b.Node == nil {
-		b.Start(walstore.NodeConfig{})
+		b.Start(walstore.NodeConfig{Leader: cfg})
 	}
 	return b.Node
 }

@@ -38,7 +38,7 @@ func RunScenarios(t *testing.T, b Backend) {
 // uploadOldEpoch has r1 lead TP at epoch 5 from offset 100 and upload
 // [100, last] in batches of 10, waiting until all is published.
 func uploadOldEpoch(t *testing.T, ctx context.Context, r1 *Broker, last int64) {
-	r1.StartLeader()
+	r1.StartLeader(walstore.LeaderConfig{})
 	require.NoError(t, r1.Local.Truncate(ctx, TP, 100)) // the log starts at 100
 	r1.BecomeLeader(ctx, TP, 5, -1)
 	r1.Produce(ctx, TP, 5, 100, last, 10)
@@ -77,7 +77,7 @@ func Scenario1AZLoss(t *testing.T, b Backend) {
 	r1.Stop()
 	require.NoError(t, c.Objects.SetOutage("az1", true))
 
-	r2.StartLeader()
+	r2.StartLeader(walstore.LeaderConfig{})
 	r2.BecomeLeader(ctx, TP, 6, 120)
 	r2.Produce(ctx, TP, 6, 150, 189, 10)
 	f3 := r3.StartFollower(TP)
@@ -104,7 +104,7 @@ func Scenario2NewReplicaAfterAZLoss(t *testing.T, b Backend) {
 
 	r3 := c.AddBroker(3, "az3")
 	c.SetReplicas(TP, 2, 3)
-	r2.StartLeader()
+	r2.StartLeader(walstore.LeaderConfig{})
 	r2.BecomeLeader(ctx, TP, 6, 100)
 	r2.Produce(ctx, TP, 6, 150, 179, 10)
 	r3.StartFollower(TP)
@@ -131,7 +131,7 @@ func Scenario3ZombieLeader(t *testing.T, b Backend) {
 	RequireConverges(t, r3, r1, TP)
 
 	// R2 becomes leader at epoch 6; R1 is never told and keeps going.
-	r2.StartLeader()
+	r2.StartLeader(walstore.LeaderConfig{})
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r1.Produce(ctx, TP, 5, 150, 199, 10)
 	require.NoError(t, r1.Node.WaitDurable(ctx, TP, 199), "the zombie's uploads succeed")
@@ -154,7 +154,7 @@ func Scenario4RepublishAfterNewerEpoch(t *testing.T, b Backend) {
 	r1.Stop()
 	require.NoError(t, c.Objects.SetOutage("az1", true))
 
-	r2.StartLeader()
+	r2.StartLeader(walstore.LeaderConfig{})
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r2.Produce(ctx, TP, 6, 150, 189, 10)
 	require.NoError(t, r2.Node.WaitDurable(ctx, TP, 189))
@@ -176,7 +176,7 @@ func Scenario5AnnouncedTwice(t *testing.T, b Backend) {
 
 	// A clean leader change: AZ1 stays up, yet R2 republishes everything.
 	r1.Stop()
-	r2.StartLeader()
+	r2.StartLeader(walstore.LeaderConfig{})
 	r2.BecomeLeader(ctx, TP, 6, 100)
 	f3 := r3.StartFollower(TP)
 
@@ -200,7 +200,7 @@ func Scenario6DivergentTail(t *testing.T, b Backend) {
 	r2.Preload(TP, 5, 100, 149, 10)
 	r1.Stop()
 
-	r2.StartLeader()
+	r2.StartLeader(walstore.LeaderConfig{})
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r2.Produce(ctx, TP, 6, 150, 179, 10)
 	f3 := r3.StartFollower(TP)
