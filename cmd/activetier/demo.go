@@ -401,7 +401,7 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 	if err := b.local.Append(ctx, tp, []combiner.Batch{batch}); err != nil {
 		return 0, fmt.Errorf("broker %d appending to %s: %w", b.id, tp, err)
 	}
-	if err := b.leader.Append(ctx, tp, batch); err != nil {
+	if err := b.node.Append(ctx, tp, batch); err != nil {
 		if errors.Is(err, walstore.ErrStopped) || errors.Is(err, walstore.ErrNotLeader) {
 			// The leader crashed between leaderFor and here: the batch
 			// is in its log only, acks=1 data that dies with it.

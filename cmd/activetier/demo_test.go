@@ -52,7 +52,6 @@ func TestDemoJSON(t *testing.T) {
 	assert.Equal(t, rep.Cost.ActiveTier.TotalUSD, rep.CostUSD)
 	assert.Equal(t, "zstd", rep.Codec)
 	assert.Nil(t, rep.Failover)
-	assert.Zero(t, rep.LateFollowerWrites)
 }
 
 // Taking an AZ down halfway: its broker crashes, the partitions it led move

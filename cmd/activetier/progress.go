@@ -149,10 +149,10 @@ func diffHistogram(cur, prev walstore.Histogram) walstore.Histogram {
 func sampleSim(s *sim, pr *producer) progressSample {
 	ps := progressSample{at: time.Now(), produced: pr.bytes.Load()}
 	for _, b := range s.brokers {
-		ls := b.leader.Stats()
+		ls := b.node.Stats().Leader
 		ps.inflight += ls.UploadsInFlight
 		ps.objects += ls.Objects
-		fs := b.follower.Stats()
+		fs := b.node.Stats().Follower
 		ps.replicated += fs.AppliedBytes
 		ps.lag.Merge(&fs.ApplyLag)
 	}

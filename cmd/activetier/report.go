@@ -95,10 +95,6 @@ type demoReport struct {
 	ReplicasDiverged    int     `json:"replicas_diverged"`
 	// Diverged describes the first maxDiverged differences.
 	Diverged []string `json:"diverged,omitempty"`
-	// LateFollowerWrites counts writes a follower engine made to a
-	// partition after its broker had become the partition's leader, which
-	// the broker's log refused (see followerLog).
-	LateFollowerWrites int64 `json:"late_follower_writes"`
 }
 
 func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Duration, fo *failover) *demoReport {
@@ -107,12 +103,12 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Dur
 		DurationS: o.duration.Seconds(), RateMBPerSec: o.rate, IntervalMS: ms(o.interval),
 		ObjectBytesLimit: int64(o.objectBytes), Codec: s.cfg.codec.String(), Profile: o.profile, Seed: o.seed,
 		BytesProduced: p.bytes.Load(), BatchesProduced: p.batches.Load(), RecordsProduced: p.records.Load(),
-		DrainMS: ms(drain), Failover: fo, LateFollowerWrites: s.lateAppends.Load(),
+		DrainMS: ms(drain), Failover: fo,
 	}
 	r.ProducedMBPerSec = float64(r.BytesProduced) / 1e6 / produced.Seconds()
 	var lag, upload walstore.Histogram
 	for _, b := range s.brokers {
-		ls := b.leader.Stats()
+		ls := b.node.Stats().Leader
 		r.Objects += ls.Objects
 		r.ObjectsDeleted += ls.ObjectsDeleted
 		r.UploadRetries += ls.UploadRetries
@@ -120,7 +116,7 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Dur
 		if fo != nil {
 			fo.RepublishedEntries += ls.Republished
 		}
-		fs := b.follower.Stats()
+		fs := b.node.Stats().Follower
 		r.BytesReplicated += fs.AppliedBytes
 		r.EntriesApplied += fs.Applied
 		r.Truncations += fs.Truncations

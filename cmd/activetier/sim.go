@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
@@ -52,9 +50,6 @@ type sim struct {
 	leaders  map[metadata.TopicPartition]leadership
 	offline  map[metadata.TopicPartition]bool
 
-	// lateAppends counts follower-engine writes to a partition its broker
-	// had meanwhile become leader of, which the broker's log refused.
-	lateAppends atomic.Int64
 	// applied counts entries followers applied: each is one fetch's worth
 	// of offset/high-watermark traffic from a follower to a leader.
 	applied atomic.Int64
@@ -69,13 +64,12 @@ type leadership struct {
 
 // simBroker is one broker of the sim.
 type simBroker struct {
-	s        *sim
-	id       int32
-	az       string
-	store    walstore.ObjectStore
-	local    *memstore.LocalLog
-	leader   *walstore.Leader
-	follower *walstore.Follower
+	s     *sim
+	id    int32
+	az    string
+	store walstore.ObjectStore
+	local *memstore.LocalLog
+	node  *walstore.Node
 
 	stop     context.CancelFunc
 	done     chan struct{}
@@ -152,8 +146,15 @@ func (s *sim) start(ctx context.Context) error {
 		if err := l.broker.local.AssignEpoch(tp, l.epoch, 0); err != nil {
 			return err
 		}
-		if err := l.broker.leader.BecomeLeader(ctx, tp, l.epoch, -1); err != nil {
+		if err := l.broker.node.BecomeLeader(ctx, tp, l.epoch, s.followerIDs(tp), -1); err != nil {
 			return fmt.Errorf("broker %d leading %s: %w", l.broker.id, tp, err)
+		}
+		for _, r := range s.replicas[tp] {
+			if r != l.broker {
+				if err := r.node.BecomeFollower(ctx, tp, l.epoch, l.broker.id); err != nil {
+					return fmt.Errorf("broker %d following %s: %w", r.id, tp, err)
+				}
+			}
 		}
 	}
 	return nil
@@ -180,37 +181,23 @@ func (b *simBroker) start() error {
 	s := b.s
 	backoff := walstore.Backoff{Initial: 5 * time.Millisecond, Max: 500 * time.Millisecond}
 	var err error
-	b.leader, err = walstore.NewLeader(walstore.LeaderConfig{
-		BrokerID: b.id, Store: b.store, Log: s.meta, Followers: s.followerIDs, Local: b.local, View: b,
-		Codec: s.cfg.codec, Interval: s.cfg.interval, ObjectBytes: s.cfg.objectBytes,
-		Backoff: backoff, Seed: s.cfg.seed + uint64(b.id), Logger: s.cfg.logger.With("broker", b.id, "engine", "leader"),
-	})
-	if err != nil {
-		return err
-	}
-	b.follower, err = walstore.NewFollower(walstore.FollowerConfig{
-		BrokerID: b.id, Store: b.store, Log: s.meta, Local: followerLog{b}, Follows: b.follows,
-		Backoff: backoff, OnApplied: b.onApplied,
-		Seed: s.cfg.seed + 1000 + uint64(b.id), Logger: s.cfg.logger.With("broker", b.id, "engine", "follower"),
+	b.node, err = walstore.NewNode(walstore.NodeConfig{
+		BrokerID: b.id, Store: b.store, Log: s.meta, Local: b.local,
+		Leader:     walstore.LeaderConfig{Codec: s.cfg.codec, Interval: s.cfg.interval, ObjectBytes: s.cfg.objectBytes, Backoff: backoff},
+		Follower:   walstore.FollowerConfig{Backoff: backoff},
+		OnProgress: b.onProgress,
+		Seed:       s.cfg.seed + uint64(b.id), Logger: s.cfg.logger.With("broker", b.id),
 	})
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop, b.done = cancel, make(chan struct{})
-	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{b.leader.Run, b.follower.Run} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := run(ctx); err != nil {
-				s.errs <- fmt.Errorf("broker %d: %w", b.id, err)
-			}
-		}()
-	}
 	go func() {
-		wg.Wait()
-		close(b.done)
+		defer close(b.done)
+		if err := b.node.Run(ctx); err != nil {
+			s.errs <- fmt.Errorf("broker %d: %w", b.id, err)
+		}
 	}()
 	return nil
 }
@@ -252,74 +239,16 @@ func (s *sim) followerIDs(tp metadata.TopicPartition) []int32 {
 	return ids
 }
 
-// LeaderEpoch is the broker's view of its leadership (walstore.EpochView).
-func (b *simBroker) LeaderEpoch(tp metadata.TopicPartition) (int32, bool) {
-	b.s.mu.Lock()
-	defer b.s.mu.Unlock()
-	l, ok := b.s.leaders[tp]
-	if !ok || l.broker != b || b.crashed {
-		return 0, false
-	}
-	return l.epoch, true
-}
-
-func (b *simBroker) leads(tp metadata.TopicPartition) bool {
-	_, ok := b.LeaderEpoch(tp)
-	return ok
-}
-
-func (b *simBroker) follows(tp metadata.TopicPartition) bool {
-	b.s.mu.Lock()
-	defer b.s.mu.Unlock()
-	return b.s.leaders[tp].broker != b && slices.Contains(b.s.replicas[tp], b)
-}
-
-// onApplied relays a follower's progress to the partition's leader, as
+// onProgress relays a follower's progress to the partition's leader, as
 // Kafka's fetch requests carry it, so the leader's collector can delete
 // objects every follower has applied.
-func (b *simBroker) onApplied(tp metadata.TopicPartition, end int64) {
+func (b *simBroker) onProgress(p walstore.Progress) {
 	b.s.applied.Add(1)
-	b.s.mu.Lock()
-	l := b.s.leaders[tp]
-	b.s.mu.Unlock()
-	if l.broker != b && l.broker.leader != nil {
-		l.broker.leader.ReportApplied(tp, b.id, end)
+	for _, o := range b.s.brokers {
+		if o.id == p.Leader && o.node != nil {
+			o.node.RecordProgress(p)
+		}
 	}
-}
-
-// followerLog is the local log as the follower engine sees it. Kafka's
-// makeLeader removes a partition from the replica fetcher before the broker
-// starts taking produce requests for it; the Follower engine has no such
-// call, so the broker's log refuses follower writes to partitions it now
-// leads (they would interleave with produced batches) and counts them.
-type followerLog struct{ b *simBroker }
-
-func (f followerLog) EndOffset(tp metadata.TopicPartition) (int64, error) {
-	return f.b.local.EndOffset(tp)
-}
-
-func (f followerLog) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
-	return f.b.local.Epochs(tp)
-}
-
-func (f followerLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
-	if f.b.leads(tp) {
-		f.b.s.lateAppends.Add(1)
-		return nil
-	}
-	return f.b.local.Append(ctx, tp, batches)
-}
-
-func (f followerLog) Truncate(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
-	if f.b.leads(tp) {
-		f.b.s.lateAppends.Add(1)
-		return nil
-	}
-	return f.b.local.Truncate(ctx, tp, offset)
-}
-
-func (f followerLog) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
-	return f.b.local.Read(ctx, tp, from, maxBytes)
 }
 
 // leaderFor returns tp's leader for producing, or nil while tp is offline.
@@ -360,9 +289,18 @@ type failover struct {
 // republishJob is one new leader's duty after a failover: copy its log of
 // tp from offset from into its own AZ's bucket.
 type republishJob struct {
-	leader *simBroker
-	tp     metadata.TopicPartition
-	from   int64
+	leader    *simBroker
+	tp        metadata.TopicPartition
+	from, end int64
+}
+
+// waitDurable waits until b's leadership of tp is durable up to end: its
+// republish, which BecomeLeader started, is done.
+func (b *simBroker) waitDurable(ctx context.Context, tp metadata.TopicPartition, end int64) error {
+	if end <= 0 {
+		return nil
+	}
+	return b.node.WaitDurable(ctx, tp, end-1)
 }
 
 // failAZ takes az's bucket down and crashes its brokers, waits detect (the
@@ -433,7 +371,7 @@ func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, start
 			go func() {
 				defer wg.Done()
 				for _, j := range js {
-					if err := j.leader.leader.Republish(ctx, j.tp, j.from); err != nil {
+					if err := j.leader.waitDurable(ctx, j.tp, j.end); err != nil {
 						errs <- fmt.Errorf("broker %d republishing %s from %d: %w", j.leader.id, j.tp, j.from, err)
 						return
 					}
@@ -479,30 +417,25 @@ func (s *sim) elect(ctx context.Context, tp metadata.TopicPartition) (job republ
 	}
 	epoch = old.epoch + 1
 
-	// From here the broker's log refuses its follower engine's writes to
-	// tp, so the end offset read next is where the new epoch starts.
-	s.mu.Lock()
-	s.leaders[tp] = leadership{broker: best, epoch: epoch}
-	s.mu.Unlock()
+	// The new leader's follower side stops before its log is read: the end
+	// offset read next is where the new epoch starts.
+	if err := best.node.StopReplica(ctx, tp); err != nil {
+		return republishJob{}, 0, 0, err
+	}
 	end, err := best.local.EndOffset(tp)
 	if err != nil {
 		return republishJob{}, 0, 0, err
 	}
-	if err := best.local.AssignEpoch(tp, epoch, end); err != nil {
-		return republishJob{}, 0, 0, err
-	}
-	if err := best.leader.BecomeLeader(ctx, tp, epoch, -1); err != nil {
-		return republishJob{}, 0, 0, fmt.Errorf("broker %d leading %s at epoch %d: %w", best.id, tp, epoch, err)
-	}
-	s.mu.Lock()
-	delete(s.offline, tp)
-	s.mu.Unlock()
-
 	// Followers may lack anything from their own log end: the objects
 	// that held it are in the bucket that went down.
-	job = republishJob{leader: best, tp: tp, from: -1}
-	for _, r := range survivors {
+	job = republishJob{leader: best, tp: tp, from: -1, end: end}
+	var followers []int32
+	for _, r := range s.replicas[tp] {
 		if r == best {
+			continue
+		}
+		followers = append(followers, r.id)
+		if r.crashed {
 			continue
 		}
 		fend, err := r.local.EndOffset(tp)
@@ -513,6 +446,26 @@ func (s *sim) elect(ctx context.Context, tp metadata.TopicPartition) (job republ
 			job.from = fend
 		}
 	}
+	if err := best.local.AssignEpoch(tp, epoch, end); err != nil {
+		return republishJob{}, 0, 0, err
+	}
+	s.mu.Lock()
+	s.leaders[tp] = leadership{broker: best, epoch: epoch}
+	s.mu.Unlock()
+	if err := best.node.BecomeLeader(ctx, tp, epoch, followers, job.from); err != nil {
+		return republishJob{}, 0, 0, fmt.Errorf("broker %d leading %s at epoch %d: %w", best.id, tp, epoch, err)
+	}
+	for _, r := range survivors {
+		if r != best {
+			if err := r.node.BecomeFollower(ctx, tp, epoch, best.id); err != nil {
+				return republishJob{}, 0, 0, err
+			}
+		}
+	}
+	s.mu.Lock()
+	delete(s.offline, tp)
+	s.mu.Unlock()
+
 	oldEnd, err := old.broker.local.EndOffset(tp)
 	if err != nil {
 		return republishJob{}, 0, 0, err
