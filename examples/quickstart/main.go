@@ -1,6 +1,6 @@
-// Command quickstart runs a leader and two followers replicating one
-// partition through in-memory object storage, the shape of an activetier
-// deployment in under 100 lines. Run it with
+// Command quickstart runs three brokers, one walstore.Node each,
+// replicating one partition through in-memory object storage: the shape of
+// an activetier deployment in about 100 lines. Run it with
 //
 //	go run ./examples/quickstart
 package main
@@ -33,43 +33,42 @@ func main() {
 	check(err)
 	defer meta.Close()
 
-	// Broker 1 in az1 leads; brokers 2 and 3 follow.
+	// One Node per broker: broker 1 in az1 leads; brokers 2 and 3 follow.
 	tp := metadata.TopicPartition{Topic: "orders", Partition: 0}
-	followers := func(metadata.TopicPartition) []int32 { return []int32{2, 3} }
-	leaderLog := memstore.NewLocalLog()
-	store1, err := objects.Store("az1")
-	check(err)
-	leader, err := walstore.NewLeader(walstore.LeaderConfig{
-		BrokerID: 1, Store: store1, Log: meta, Local: leaderLog, Followers: followers,
-		Interval: 20 * time.Millisecond,
-	})
-	check(err)
-	go leader.Run(ctx)
-
 	logs := map[int32]*memstore.LocalLog{}
-	for id, az := range map[int32]string{2: "az2", 3: "az3"} {
+	nodes := map[int32]*walstore.Node{}
+	for id, az := range map[int32]string{1: "az1", 2: "az2", 3: "az3"} {
 		store, err := objects.Store(az)
 		check(err)
 		logs[id] = memstore.NewLocalLog()
-		f, err := walstore.NewFollower(walstore.FollowerConfig{
+		nodes[id], err = walstore.NewNode(walstore.NodeConfig{
 			BrokerID: id, Store: store, Log: meta, Local: logs[id],
-			Follows: func(metadata.TopicPartition) bool { return true },
+			Leader: walstore.LeaderConfig{Interval: 20 * time.Millisecond},
+			// A broker delivers a follower's progress to the leader, as
+			// Kafka's fetch request carries it; here, in process.
+			OnProgress: func(p walstore.Progress) { nodes[p.Leader].RecordProgress(p) },
 		})
 		check(err)
-		go f.Run(ctx)
+	}
+	for _, n := range nodes {
+		go n.Run(ctx)
 	}
 
-	// The broker makes itself leader at epoch 1, then produces 100 batches.
-	check(leaderLog.AssignEpoch(tp, 1, 0))
-	check(leader.BecomeLeader(ctx, tp, 1, -1))
+	// The controller makes broker 1 leader at epoch 1 and tells the others.
+	check(logs[1].AssignEpoch(tp, 1, 0))
+	check(nodes[1].BecomeLeader(ctx, tp, 1, []int32{2, 3}, -1))
+	check(nodes[2].BecomeFollower(ctx, tp, 1, 1))
+	check(nodes[3].BecomeFollower(ctx, tp, 1, 1))
+
+	// Broker 1 produces 100 batches: to its own log, then to activetier.
 	start := time.Now()
 	for i := int64(0); i < 100; i++ {
 		b := combiner.Batch{Epoch: 1, FirstOffset: i * 10, LastOffset: i*10 + 9,
 			MaxTimestamp: time.Now().UnixMilli(), Data: fmt.Appendf(nil, "batch %d", i)}
-		check(leaderLog.Append(ctx, tp, []combiner.Batch{b}))
-		check(leader.Append(ctx, tp, b))
+		check(logs[1].Append(ctx, tp, []combiner.Batch{b}))
+		check(nodes[1].Append(ctx, tp, b))
 	}
-	check(leader.WaitDurable(ctx, tp, 999))
+	check(nodes[1].WaitDurable(ctx, tp, 999))
 	fmt.Printf("leader: 1000 records durable in object storage after %v\n", time.Since(start).Round(time.Millisecond))
 
 	for _, id := range []int32{2, 3} {
