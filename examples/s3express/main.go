@@ -210,23 +210,23 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 	for i, b := range followerBrokers {
 		followerIDs[i] = b.id
 	}
-	leader, err := walstore.NewLeader(walstore.LeaderConfig{
+	// One Node per broker. A broker delivers its followers' progress to
+	// the leader's Node (Kafka's fetch requests carry it); garbage
+	// collection waits for it.
+	var leader *walstore.Node
+	onProgress := func(p walstore.Progress) { leader.RecordProgress(p) }
+	leader, err = walstore.NewNode(walstore.NodeConfig{
 		BrokerID: leaderBroker.id, Store: leaderBroker.store, Log: meta, Local: leaderBroker.log,
-		Followers: func(metadata.TopicPartition) []int32 { return followerIDs },
-		Interval:  o.interval,
+		Leader: walstore.LeaderConfig{Interval: o.interval},
 	})
 	if err != nil {
 		return nil, err
 	}
 	engines.start("leader", leader.Run)
-	followers := make([]*walstore.Follower, len(followerBrokers))
+	followers := make([]*walstore.Node, len(followerBrokers))
 	for i, b := range followerBrokers {
-		followers[i], err = walstore.NewFollower(walstore.FollowerConfig{
-			BrokerID: b.id, Store: b.store, Log: meta, Local: b.log,
-			Follows: func(metadata.TopicPartition) bool { return true },
-			// A broker relays its followers' progress to the leader (Kafka's
-			// fetch requests carry it); garbage collection waits for it.
-			OnApplied: func(tp metadata.TopicPartition, end int64) { leader.ReportApplied(tp, b.id, end) },
+		followers[i], err = walstore.NewNode(walstore.NodeConfig{
+			BrokerID: b.id, Store: b.store, Log: meta, Local: b.log, OnProgress: onProgress,
 		})
 		if err != nil {
 			return nil, err
@@ -239,16 +239,21 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 		fmt.Fprintf(w, "follower  broker %d in %s reads its partitions' byte ranges from the leader's bucket\n", b.id, b.az)
 	}
 
-	// The broker makes itself leader of every partition at epoch 1 and
-	// produces rounds of batches.
+	// The controller makes broker 1 leader of every partition at epoch 1
+	// and the others its followers; broker 1 produces rounds of batches.
 	tps := make([]metadata.TopicPartition, o.partitions)
 	for i := range tps {
 		tps[i] = metadata.TopicPartition{Topic: "orders", Partition: int32(i)}
 		if err := leaderBroker.log.AssignEpoch(tps[i], 1, 0); err != nil {
 			return nil, err
 		}
-		if err := leader.BecomeLeader(ctx, tps[i], 1, -1); err != nil {
+		if err := leader.BecomeLeader(ctx, tps[i], 1, followerIDs, -1); err != nil {
 			return nil, err
+		}
+		for j := range followerBrokers {
+			if err := followers[j].BecomeFollower(ctx, tps[i], 1, leaderBroker.id); err != nil {
+				return nil, err
+			}
 		}
 	}
 	const recordsPerBatch = 10
@@ -281,7 +286,7 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 			return nil, fmt.Errorf("waiting for %s to be durable: %w", tp, err)
 		}
 	}
-	ls := leader.Stats()
+	ls := leader.Stats().Leader
 	fmt.Fprintf(w, "durable   after %v: %d objects (%s) uploaded, upload p50 %v, p99 %v\n",
 		time.Since(start).Round(time.Millisecond), ls.Objects, mb(int64(ls.ObjectBytes)),
 		ms(ls.UploadLatency.Quantile(0.5)), ms(ls.UploadLatency.Quantile(0.99)))
@@ -305,7 +310,7 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 			}
 			res.followerBatches[b.id] += len(b.log.Batches(tp))
 		}
-		fs := followers[i].Stats()
+		fs := followers[i].Stats().Follower
 		fmt.Fprintf(w, "replicated to broker %d after %v: identical logs; lag p50 %v, p99 %v; %d entries applied\n",
 			b.id, time.Since(start).Round(time.Millisecond), ms(fs.ApplyLag.Quantile(0.5)), ms(fs.ApplyLag.Quantile(0.99)), fs.Applied)
 	}
@@ -318,25 +323,25 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 		}
 		err := engines.waitFor(ctx, func() bool {
 			_, _ = leader.CollectGarbage(ctx)
-			s := leader.Stats()
+			s := leader.Stats().Leader
 			return s.ObjectsDeleted >= s.Objects
 		})
 		if err != nil {
 			return nil, fmt.Errorf("waiting for garbage collection: %w", err)
 		}
-		fmt.Fprintf(w, "deleted   %d objects once both followers had applied them\n", leader.Stats().ObjectsDeleted)
+		fmt.Fprintf(w, "deleted   %d objects once both followers had applied them\n", leader.Stats().Leader.ObjectsDeleted)
 	}
 	if err := engines.stop(); err != nil {
 		return nil, err
 	}
-	ls = leader.Stats()
+	ls = leader.Stats().Leader
 	res.objects, res.objectsDeleted = ls.Objects, ls.ObjectsDeleted
 
 	// What the requests cost, next to broker-to-broker replication.
 	res.requests = m.snapshot()
 	var applied uint64
 	for _, f := range followers {
-		applied += f.Stats().Applied
+		applied += f.Stats().Follower.Applied
 	}
 	ml := meta.Stats().Total
 	usage := costmodel.Usage{
