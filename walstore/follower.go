@@ -130,7 +130,7 @@ type Follower struct {
 	// Owned by the Run goroutine, under roleMu.
 	parts         map[metadata.TopicPartition]*fpart
 	broken        map[metadata.TopicPartition]time.Time // partitions whose local log failed, until when they rest
-	rewind        chan struct{} // asks readMetadata to start again from the low watermark
+	rewind        chan struct{}                         // asks readMetadata to start again from the low watermark
 	bucketBackoff map[string]time.Time
 	rounds        map[*fetchRound]bool // fetch rounds in flight
 	retryAt       time.Time            // earliest time an entry passed over for its backoff may be fetched
@@ -792,7 +792,7 @@ func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- 
 			}
 		}()
 	}
-	}
+}
 
 // wakeAt makes the loop run again by itself at t, at the latest.
 func (f *Follower) wakeAt(t time.Time) {
