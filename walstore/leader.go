@@ -188,14 +188,17 @@ type Leader struct {
 	builder   *combiner.Builder // where Append adds; guarded by mu
 	spare     *combiner.Builder // empty, or being cut by Run outside mu
 	leading   map[metadata.TopicPartition]*leadership
-	gens      uint64                                                    // leaderships begun
+	gens      uint64                                                   // leaderships begun
 	accepted  map[*combiner.Builder]map[metadata.TopicPartition]uint64 // leadership each partition's pending data was appended under
 	buffered  int
 	space     chan struct{} // closed when buffered bytes drop; then replaced
 	queue     []*upload     // cut, not yet published, in cut order
 	durableCh chan struct{} // closed when a durable offset advances or a leadership ends; then replaced
 	ops       map[*operation]struct{}
+	okCh      map[string]chan struct{} // per kind, closed when one succeeds; then replaced
 	health    Health
+	reported  bool       // the Degraded last given to OnHealth
+	reportMu  sync.Mutex // serializes OnHealth calls; taken before mu
 	stopped   bool
 	stats     leaderCounters
 
@@ -323,6 +326,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		space:     make(chan struct{}),
 		durableCh: make(chan struct{}),
 		ops:       make(map[*operation]struct{}),
+		okCh:      make(map[string]chan struct{}),
 		followers: make(map[metadata.TopicPartition][]int32),
 		flushCh:   make(chan struct{}, 1),
 		publishCh: make(chan struct{}, 1),
@@ -414,13 +418,16 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 		return nil
 	case ld != nil && epoch < ld.epoch:
 		return fmt.Errorf("walstore: BecomeLeader %s: epoch %d is below the current epoch %d", tp, epoch, ld.epoch)
-	case ld != nil && ld.next <= leo && republishFrom < 0:
-		// Re-elected without a break: the same log goes on.
+	case ld != nil && ld.next <= leo:
+		// Re-elected without a break: the same log goes on. A republish
+		// asked for now is for followers that joined (a reassignment);
+		// what was durable stays durable.
 		ld.epoch = epoch
 	default:
 		if ld != nil {
-			// The local log is behind what was appended here, or the
-			// broker asks for a republish: start afresh.
+			// The local log is behind what was appended here: the
+			// broker broke the contract, and nothing pending can be
+			// trusted to be in its log. Start afresh.
 			l.endLocked(tp)
 		}
 		l.gens++
@@ -723,9 +730,9 @@ func (l *Leader) Run(ctx context.Context) error {
 		}
 		wait := min(markersDue.Sub(now), gcDue.Sub(now))
 		l.mu.Lock()
-		if h, changed := l.healthLocked(now); changed {
+		if l.healthLocked(now) {
 			l.mu.Unlock()
-			l.report(h)
+			l.report()
 			l.mu.Lock()
 		}
 		if len(l.ops) > 0 {
@@ -876,7 +883,8 @@ func (l *Leader) cut(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// begin registers an operation for health; end removes it.
+// begin registers an operation for health; end removes it, saying
+// whether it succeeded.
 func (l *Leader) begin(what string) *operation {
 	op := &operation{what: what, start: l.cfg.Clock.Now()}
 	l.mu.Lock()
@@ -885,13 +893,19 @@ func (l *Leader) begin(what string) *operation {
 	return op
 }
 
-func (l *Leader) end(op *operation) {
+func (l *Leader) end(op *operation, ok bool) {
 	l.mu.Lock()
 	delete(l.ops, op)
-	h, changed := l.healthLocked(l.cfg.Clock.Now())
+	if ok {
+		if ch := l.okCh[op.what]; ch != nil {
+			close(ch)
+			delete(l.okCh, op.what)
+		}
+	}
+	changed := l.healthLocked(l.cfg.Clock.Now())
 	l.mu.Unlock()
 	if changed {
-		l.report(h)
+		l.report()
 	}
 }
 
@@ -899,10 +913,34 @@ func (l *Leader) end(op *operation) {
 func (l *Leader) failed(op *operation, err error) {
 	l.mu.Lock()
 	op.err = err
-	h, changed := l.healthLocked(l.cfg.Clock.Now())
+	changed := l.healthLocked(l.cfg.Clock.Now())
 	l.mu.Unlock()
 	if changed {
-		l.report(h)
+		l.report()
+	}
+}
+
+// retryAfter waits out the backoff before attempt n+1 of an operation of
+// kind what, or less: a success of another operation of its kind means the
+// dependency answers again, and the retry goes at once. Without that, an
+// operation asleep in its backoff when the dependency recovers would keep
+// the engine degraded, or degrade it anew, after every other succeeded.
+func (l *Leader) retryAfter(ctx context.Context, what string, n int) error {
+	l.mu.Lock()
+	ch := l.okCh[what]
+	if ch == nil {
+		ch = make(chan struct{})
+		l.okCh[what] = ch
+	}
+	l.mu.Unlock()
+	d := l.jitter.delay(l.cfg.Backoff, n)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-ch:
+		return nil
+	case <-l.cfg.Clock.After(d):
+		return nil
 	}
 }
 
@@ -923,7 +961,8 @@ func attempt[T any](ctx context.Context, timeout time.Duration, what string, fn 
 // the buffer, and degrade the engine after DegradedAfter.
 func (l *Leader) upload(ctx context.Context, u *upload) {
 	op := l.begin("upload")
-	defer l.end(op)
+	ok := false
+	defer func() { l.end(op, ok) }()
 	start := l.cfg.Clock.Now()
 	for n := 0; ; n++ {
 		ref, err := attempt(ctx, l.cfg.RequestTimeout, "walstore: upload", func(ctx context.Context) (metadata.ObjectRef, error) {
@@ -940,6 +979,7 @@ func (l *Leader) upload(ctx context.Context, u *upload) {
 			l.stats.objects++
 			l.mu.Unlock()
 			notify(l.publishCh)
+			ok = true
 			return
 		}
 		if ctx.Err() != nil {
@@ -950,18 +990,18 @@ func (l *Leader) upload(ctx context.Context, u *upload) {
 		l.mu.Unlock()
 		l.failed(op, err)
 		l.cfg.Logger.Warn("activetier: upload failed; retrying", "attempt", n+1, "err", err)
-		if sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, n)) != nil {
+		if l.retryAfter(ctx, op.what, n) != nil {
 			return
 		}
 	}
 }
 
-// healthLocked recomputes the health at now and reports whether Degraded
+// healthLocked recomputes the health at now and says whether Degraded
 // changed. The engine is degraded while some upload or publish has gone
 // DegradedAfter without succeeding: data that cannot be uploaded, or
 // uploaded data followers cannot learn of, both mean the broker should
 // replicate the ordinary way.
-func (l *Leader) healthLocked(now time.Time) (Health, bool) {
+func (l *Leader) healthLocked(now time.Time) bool {
 	var oldest *operation
 	for op := range l.ops {
 		if oldest == nil || op.start.Before(oldest.start) {
@@ -976,12 +1016,23 @@ func (l *Leader) healthLocked(now time.Time) (Health, bool) {
 			l.health.Err = fmt.Errorf("walstore: %s: %w: no answer for %v", oldest.what, ErrUnavailable, now.Sub(oldest.start))
 		}
 	}
-	return l.health, l.health.Degraded != before
+	return l.health.Degraded != before
 }
 
-// report calls OnHealth, outside the engine's lock.
-func (l *Leader) report(h Health) {
-	if l.cfg.OnHealth != nil {
+// report calls OnHealth, outside the engine's lock, if the health it last
+// reported is no longer the current one. Reports are made one at a time
+// and always of the current health, so that two goroutines that saw the
+// health change never deliver their news out of order: the last report
+// is always the engine's health.
+func (l *Leader) report() {
+	l.reportMu.Lock()
+	defer l.reportMu.Unlock()
+	l.mu.Lock()
+	h := l.health
+	changed := h.Degraded != l.reported
+	l.reported = h.Degraded
+	l.mu.Unlock()
+	if changed && l.cfg.OnHealth != nil {
 		l.cfg.OnHealth(h)
 	}
 }
@@ -1142,7 +1193,7 @@ func (l *Leader) publish(ctx context.Context, msg metadata.Message) (map[int32]i
 				break
 			}
 			if ctx.Err() != nil || errors.Is(err, metadata.ErrClosed) {
-				l.end(op)
+				l.end(op, false)
 				return nil, fmt.Errorf("walstore: publishing to metadata partition %d: %w", r.Partition, err)
 			}
 			l.mu.Lock()
@@ -1150,12 +1201,12 @@ func (l *Leader) publish(ctx context.Context, msg metadata.Message) (map[int32]i
 			l.mu.Unlock()
 			l.failed(op, err)
 			l.cfg.Logger.Warn("activetier: publishing metadata failed; retrying", "partition", r.Partition, "err", err)
-			if err := sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, n)); err != nil {
-				l.end(op)
+			if err := l.retryAfter(ctx, op.what, n); err != nil {
+				l.end(op, false)
 				return nil, err
 			}
 		}
-		l.end(op)
+		l.end(op, true)
 	}
 	return offsets, nil
 }
@@ -1275,19 +1326,21 @@ func checkRead(batches []combiner.Batch, from, end int64) error {
 
 func (l *Leader) copyWithRetry(ctx context.Context, inputs []CopyInput) ([]metadata.Entry, error) {
 	op := l.begin("republish upload")
-	defer l.end(op)
+	ok := false
+	defer func() { l.end(op, ok) }()
 	for n := 0; ; n++ {
 		entries, err := attempt(ctx, l.cfg.RequestTimeout, "walstore: republish upload", func(ctx context.Context) ([]metadata.Entry, error) {
 			return l.mgr.Copy(ctx, inputs)
 		})
 		if err == nil || !errors.Is(err, ErrUnavailable) {
+			ok = err == nil
 			return entries, err
 		}
 		l.mu.Lock()
 		l.stats.uploadRetries++
 		l.mu.Unlock()
 		l.failed(op, err)
-		if err := sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, n)); err != nil {
+		if err := l.retryAfter(ctx, op.what, n); err != nil {
 			return nil, err
 		}
 	}
