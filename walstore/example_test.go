@@ -11,8 +11,9 @@ import (
 	"github.com/activetier/activetier/walstore"
 )
 
-// A leader in az1 replicates one partition to followers in az2 and az3
-// through object storage, all in memory.
+// Broker 1 in az1 leads one partition and replicates it to brokers 2 and
+// 3 in az2 and az3 through object storage, all in memory. Each broker runs
+// one Node and tells it of its role changes.
 func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -22,37 +23,47 @@ func Example() {
 	meta, _ := memstore.NewLog(4, memstore.WithMaxPollWait(10*time.Millisecond))
 	defer meta.Close()
 	tp := metadata.TopicPartition{Topic: "orders", Partition: 0}
-	followers := func(metadata.TopicPartition) []int32 { return []int32{2, 3} }
 
-	store1, _ := objects.Store("az1")
-	leader, _ := walstore.NewLeader(walstore.LeaderConfig{
-		BrokerID: 1, Store: store1, Log: meta, Local: memstore.NewLocalLog(),
-		Followers: followers, Interval: 10 * time.Millisecond,
-	})
-	go leader.Run(ctx)
-
+	nodes := map[int32]*walstore.Node{}
 	logs := map[int32]*memstore.LocalLog{}
-	for id, az := range map[int32]string{2: "az2", 3: "az3"} {
+	for id, az := range map[int32]string{1: "az1", 2: "az2", 3: "az3"} {
 		store, _ := objects.Store(az)
 		logs[id] = memstore.NewLocalLog()
-		f, _ := walstore.NewFollower(walstore.FollowerConfig{
+		nodes[id], _ = walstore.NewNode(walstore.NodeConfig{
 			BrokerID: id, Store: store, Log: meta, Local: logs[id],
-			Follows: func(metadata.TopicPartition) bool { return true },
+			Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond},
+			// A broker relays its followers' progress to the leader's
+			// Node (Kafka's fetch path); here they share a process.
+			OnProgress: func(p walstore.Progress) { nodes[p.Leader].RecordProgress(p) },
 		})
-		go f.Run(ctx)
+	}
+	for _, n := range nodes {
+		go n.Run(ctx)
 	}
 
-	// The broker became leader at epoch 1 and appends three batches.
-	if err := leader.BecomeLeader(ctx, tp, 1, -1); err != nil {
+	// The controller makes broker 1 the leader at epoch 1 (its local log
+	// records epoch 1 from offset 0, as makeLeader leaves it) and brokers
+	// 2 and 3 its followers.
+	_ = logs[1].AssignEpoch(tp, 1, 0)
+	if err := nodes[1].BecomeLeader(ctx, tp, 1, []int32{2, 3}, -1); err != nil {
 		panic(err)
 	}
-	for off := int64(0); off < 30; off += 10 {
-		b := combiner.Batch{Epoch: 1, FirstOffset: off, LastOffset: off + 9, Data: []byte(fmt.Sprintf("records %d-%d", off, off+9))}
-		if err := leader.Append(ctx, tp, b); err != nil {
+	for _, id := range []int32{2, 3} {
+		if err := nodes[id].BecomeFollower(ctx, tp, 1, 1); err != nil {
 			panic(err)
 		}
 	}
-	if err := leader.WaitDurable(ctx, tp, 29); err != nil { // acks-on-upload
+
+	// Producers write three batches: the broker appends each to its log,
+	// then to the Node, and acknowledges once it is durable.
+	for off := int64(0); off < 30; off += 10 {
+		b := combiner.Batch{Epoch: 1, FirstOffset: off, LastOffset: off + 9, Data: []byte(fmt.Sprintf("records %d-%d", off, off+9))}
+		_ = logs[1].Append(ctx, tp, []combiner.Batch{b})
+		if err := nodes[1].Append(ctx, tp, b); err != nil {
+			panic(err)
+		}
+	}
+	if err := nodes[1].WaitDurable(ctx, tp, 29); err != nil { // acks-on-upload
 		panic(err)
 	}
 	for _, id := range []int32{2, 3} {

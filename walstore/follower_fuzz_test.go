@@ -49,6 +49,9 @@ func FuzzFollower(f *testing.F) {
 // The partitions of the fuzzed world: the follower follows the first two.
 var fuzzTPs = []metadata.TopicPartition{{Topic: "a", Partition: 0}, {Topic: "a", Partition: 1}, {Topic: "b", Partition: 0}}
 
+// fuzzMaxEpoch is the highest epoch an input gives a marker or an entry.
+const fuzzMaxEpoch = 6
+
 // fuzzBase is each partition's first offset, so markers and offsets drawn
 // from small numbers land near the data.
 var fuzzBase = []int64{0, 100, 0}
@@ -140,10 +143,11 @@ func fuzzFollower(t *testing.T, input []byte) {
 	}
 	w := &fuzzWatch{t: t, truth: truth, leader: make(map[metadata.TopicPartition]*fencing.LeaderLineage)}
 	follows := func(tp metadata.TopicPartition) bool { return tp == fuzzTPs[0] || tp == fuzzTPs[1] }
-	f, err := walstore.NewFollower(walstore.FollowerConfig{
+	f, err := walstore.NewNode(walstore.NodeConfig{
 		BrokerID: 2, Store: &fuzzStore{ObjectStore: store, w: w}, Log: &fuzzLog{Log: meta, w: w},
-		Local: &fuzzLocal{LocalLog: memstore.NewLocalLog(), w: w, follows: follows}, Follows: follows,
-		Backoff: walstore.Backoff{Initial: time.Millisecond, Max: 50 * time.Millisecond}, Logger: quiet,
+		Local:    &fuzzLocal{LocalLog: memstore.NewLocalLog(), w: w, follows: follows},
+		Follower: walstore.FollowerConfig{Backoff: walstore.Backoff{Initial: time.Millisecond, Max: 50 * time.Millisecond}},
+		Logger:   quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -152,6 +156,13 @@ func fuzzFollower(t *testing.T, input []byte) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- f.Run(runCtx) }()
+	// The broker knows the highest epoch any input can name, so that the
+	// follower acts on every marker it reads.
+	for _, tp := range fuzzTPs[:2] {
+		if err := f.BecomeFollower(ctx, tp, fuzzMaxEpoch, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	publish(ctx, t, meta, entries, input)
 	time.Sleep(time.Minute)
@@ -220,7 +231,7 @@ func publish(ctx context.Context, t *testing.T, meta metadata.Log, entries []met
 			tp := int(r.next()) % len(fuzzTPs)
 			for range 1 + r.next()%3 {
 				m.Markers = append(m.Markers, metadata.EpochStart{
-					Partition: fuzzTPs[tp], Epoch: int32(r.next() % 7), StartOffset: fuzzBase[tp] + int64(r.next()%64), LeaderBrokerID: 1,
+					Partition: fuzzTPs[tp], Epoch: int32(r.next() % (fuzzMaxEpoch + 1)), StartOffset: fuzzBase[tp] + int64(r.next()%64), LeaderBrokerID: 1,
 				})
 			}
 		case 1:
@@ -233,10 +244,10 @@ func publish(ctx context.Context, t *testing.T, meta metadata.Log, entries []met
 			mask := r.next()
 			base := fuzzBase[tpIndex(e.Partition)]
 			if mask&1 != 0 {
-				e.RecordEpoch = int32(r.next() % 7)
+				e.RecordEpoch = int32(r.next() % (fuzzMaxEpoch + 1))
 			}
 			if mask&2 != 0 {
-				e.PublisherEpoch = int32(r.next() % 7)
+				e.PublisherEpoch = int32(r.next() % (fuzzMaxEpoch + 1))
 			}
 			if mask&4 != 0 {
 				e.FirstOffset = base + int64(r.next()%64)
@@ -308,7 +319,7 @@ func (r *fuzzReader) next() byte {
 // to the follower in order, and the leader lineages they teach.
 type fuzzWatch struct {
 	t     *testing.T
-	f     *walstore.Follower
+	f     *walstore.Node
 	truth map[string][]byte
 
 	mu        sync.Mutex
@@ -324,7 +335,7 @@ type fuzzWatch struct {
 // goroutine when it appends, when handling has finished for every message
 // counted.
 func (w *fuzzWatch) lineage(tp metadata.TopicPartition) *fencing.LeaderLineage {
-	handled := int(w.f.Stats().Messages)
+	handled := int(w.f.Stats().Follower.Messages)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for ; w.folded < handled && w.folded < len(w.delivered); w.folded++ {

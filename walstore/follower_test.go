@@ -21,23 +21,30 @@ func TestFollowerReadsTenPartitionsOfOneObjectWithOneGet(t *testing.T) {
 		c.SetReplicas(tpN(i), 1, 2)
 		c.SetLeader(tpN(i), 1, 1)
 	}
+	// R2 follows all ten before anything is published, so that it learns
+	// of the ten sections in one message.
+	var f *walstore.Node
+	for i := range 10 {
+		f = r2.StartFollower(tpN(i))
+	}
+	before := c.Gets(r1.Store.Local().Bucket)
 	l := r1.StartLeader(walstore.LeaderConfig{Interval: 50 * time.Millisecond})
 	for i := range 10 {
 		r1.BecomeLeader(ctx, tpN(i), 1, -1)
+	}
+	for i := range 10 {
 		r1.Produce(ctx, tpN(i), 1, 0, 9, 10)
 	}
 	for i := range 10 {
 		require.NoError(t, l.WaitDurable(ctx, tpN(i), 9))
 	}
-	require.Equal(t, uint64(1), l.Stats().Objects, "one object holds all ten partitions")
+	require.Equal(t, uint64(1), l.Stats().Leader.Objects, "one object holds all ten partitions")
 
-	before := c.Gets(r1.Store.Local().Bucket)
-	f := r2.StartFollower()
 	for i := range 10 {
 		clustertest.RequireConverges(t, r2, r1, tpN(i))
 	}
 	assert.Equal(t, int64(1), c.Gets(r1.Store.Local().Bucket)-before)
-	assert.Equal(t, uint64(10), f.Stats().Applied)
+	assert.Equal(t, uint64(10), f.Stats().Follower.Applied)
 }
 
 func TestFollowerBootstrapsEmptyReplicaFromMetadata(t *testing.T) {
@@ -55,14 +62,14 @@ func TestFollowerBootstrapsEmptyReplicaFromMetadata(t *testing.T) {
 			require.NoError(t, l.WaitDurable(ctx, clustertest.TP, start+49))
 
 			// R2 has an empty log and an empty epoch cache.
-			f := r2.StartFollower()
+			f := r2.StartFollower(clustertest.TP)
 			clustertest.RequireConverges(t, r2, r1, clustertest.TP)
 			epochs, err := r2.Local.Epochs(clustertest.TP)
 			require.NoError(t, err)
 			require.Len(t, epochs, 1)
 			assert.Equal(t, int32(3), epochs[0].Epoch)
 			assert.Equal(t, start, epochs[0].StartOffset)
-			assert.Zero(t, f.Stats().Held)
+			assert.Zero(t, f.Stats().Follower.Held)
 		})
 	}
 }
@@ -71,7 +78,7 @@ func TestFollowerRejectsInvalidConfig(t *testing.T) {
 	c := clustertest.New(t, clustertest.Mem(), 1)
 	b := c.AddBroker(1, "az1")
 	base := func() walstore.FollowerConfig {
-		return walstore.FollowerConfig{Store: b.Store, Log: c.Meta, Local: b.Local, Follows: b.Follows}
+		return walstore.FollowerConfig{Store: b.Store, Log: c.Meta, Local: b.Local}
 	}
 	tests := []struct {
 		field string
@@ -80,7 +87,6 @@ func TestFollowerRejectsInvalidConfig(t *testing.T) {
 		{"Store", func(c *walstore.FollowerConfig) { c.Store = nil }},
 		{"Log", func(c *walstore.FollowerConfig) { c.Log = nil }},
 		{"Local", func(c *walstore.FollowerConfig) { c.Local = nil }},
-		{"Follows", func(c *walstore.FollowerConfig) { c.Follows = nil }},
 		{"BrokerID", func(c *walstore.FollowerConfig) { c.BrokerID = -1 }},
 		{"FetchConcurrency", func(c *walstore.FollowerConfig) { c.FetchConcurrency = -1 }},
 		{"Readahead", func(c *walstore.FollowerConfig) { c.Readahead = -1 }},
@@ -108,7 +114,7 @@ func TestFollowerBoundsHeldEntriesAndStillConverges(t *testing.T) {
 	require.NoError(t, r1.Local.Truncate(ctx, tp, 100))
 	r1.BecomeLeader(ctx, tp, 5, -1)
 	r1.Produce(ctx, tp, 5, 100, 149, 10)
-	require.NoError(t, r1.Leader.WaitDurable(ctx, tp, 149))
+	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 149))
 	r2.Preload(tp, 5, 100, 149, 10)
 	r3.Preload(tp, 5, 100, 109, 10)
 	r1.Stop()
@@ -120,12 +126,12 @@ func TestFollowerBoundsHeldEntriesAndStillConverges(t *testing.T) {
 	r2.BecomeLeader(ctx, tp, 6, -1)
 	for off := int64(150); off < 250; off += 10 {
 		r2.Produce(ctx, tp, 6, off, off+9, 10)
-		require.NoError(t, r2.Leader.WaitDurable(ctx, tp, off+9))
+		require.NoError(t, r2.Node.WaitDurable(ctx, tp, off+9))
 	}
-	f3 := r3.StartFollowerConfig(walstore.FollowerConfig{MaxHeld: 3})
-	require.Eventually(t, func() bool { return f3.Stats().Evicted > 0 }, 10*time.Second, time.Millisecond)
-	assert.LessOrEqual(t, f3.Stats().Held, 3)
-	require.NoError(t, r2.Leader.Republish(ctx, tp, 110))
+	f3 := r3.StartFollowerConfig(tp, walstore.NodeConfig{Follower: walstore.FollowerConfig{MaxHeld: 3}})
+	require.Eventually(t, func() bool { return f3.Stats().Follower.Evicted > 0 }, 10*time.Second, time.Millisecond)
+	assert.LessOrEqual(t, f3.Stats().Follower.Held, 3)
+	require.NoError(t, r2.Node.Republish(ctx, tp, 110))
 	clustertest.RequireConverges(t, r3, r2, tp)
 }
 
@@ -147,15 +153,17 @@ func TestFollowerStopsAppendingWhenItsBrokerLeads(t *testing.T) {
 		}
 		return clustertest.Fault{}
 	})
-	f := r2.StartFollower()
+	f := r2.StartFollower(tp)
 	r1.Produce(ctx, tp, 1, 0, 49, 10)
-	require.NoError(t, r1.Leader.WaitDurable(ctx, tp, 49))
-	require.Eventually(t, func() bool { return f.Stats().FetchErrors > 0 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 49))
+	require.Eventually(t, func() bool { return f.Stats().Follower.FetchErrors > 0 }, 10*time.Second, time.Millisecond)
 
-	// R2 becomes the leader: its follower must drop the partition.
-	c.SetLeader(tp, 2, 2)
+	// R2 becomes the leader: once BecomeLeader returns, its follower side
+	// has dropped the partition and never appends to it again.
+	r2.BecomeLeader(ctx, tp, 2, -1)
+	_, following := f.Stats().Follower.Lag[tp]
+	assert.False(t, following)
 	c.SetFault(nil)
-	require.Eventually(t, func() bool { _, ok := f.Stats().Lag[tp]; return !ok }, 10*time.Second, time.Millisecond)
 	time.Sleep(50 * time.Millisecond) // room for a wrongful append to happen
 	assert.Empty(t, r2.Local.EverAppended())
 }
@@ -171,7 +179,7 @@ func TestFollowerHedgesAroundABucketThatStopsAnswering(t *testing.T) {
 	require.NoError(t, r1.Local.Truncate(ctx, tp, 100))
 	r1.BecomeLeader(ctx, tp, 5, -1)
 	r1.Produce(ctx, tp, 5, 100, 149, 10)
-	require.NoError(t, r1.Leader.WaitDurable(ctx, tp, 149))
+	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 149))
 	r2.Preload(tp, 5, 100, 149, 10)
 	r1.Stop()
 
@@ -183,7 +191,7 @@ func TestFollowerHedgesAroundABucketThatStopsAnswering(t *testing.T) {
 		}
 		return clustertest.Fault{}
 	})
-	f3 := r3.StartFollowerConfig(walstore.FollowerConfig{HedgeAfter: 50 * time.Millisecond, FetchTimeout: time.Hour})
+	f3 := r3.StartFollowerConfig(tp, walstore.NodeConfig{Follower: walstore.FollowerConfig{HedgeAfter: 50 * time.Millisecond, FetchTimeout: time.Hour}})
 	require.Eventually(t, func() bool { return c.Gets(dead) > 0 }, 10*time.Second, time.Millisecond)
 
 	// R2 leads and republishes into AZ2: R3 uses that copy without waiting
@@ -191,5 +199,5 @@ func TestFollowerHedgesAroundABucketThatStopsAnswering(t *testing.T) {
 	r2.StartLeader(walstore.LeaderConfig{})
 	r2.BecomeLeader(ctx, tp, 6, 100)
 	clustertest.RequireConverges(t, r3, r2, tp)
-	assert.Zero(t, f3.Stats().FetchErrors, "the hung request is still hanging, not failed")
+	assert.Zero(t, f3.Stats().Follower.FetchErrors, "the hung request is still hanging, not failed")
 }

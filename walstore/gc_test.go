@@ -41,13 +41,13 @@ func TestGCDeletesOnlyWhenEveryFollowerAppliedAndTiered(t *testing.T) {
 	}
 	assert.Zero(t, collect(), "no follower has applied anything")
 
-	r2.StartFollower()
+	r2.StartFollower(clustertest.TP)
 	clustertest.RequireConverges(t, r2, r1, clustertest.TP)
 	assert.Zero(t, collect(), "R3 has applied nothing yet")
 	assert.Equal(t, objects, listLocal(t, r1))
 
 	l.ReportTiered(clustertest.TP, 30)
-	r3.StartFollower()
+	r3.StartFollower(clustertest.TP)
 	clustertest.RequireConverges(t, r3, r1, clustertest.TP)
 	require.Eventually(t, func() bool { return collect() > 0 }, 10*time.Second, time.Millisecond,
 		"objects below the tiered mark go once both followers applied them")
@@ -58,7 +58,7 @@ func TestGCDeletesOnlyWhenEveryFollowerAppliedAndTiered(t *testing.T) {
 	assert.Equal(t, remaining, collect())
 	assert.Zero(t, listLocal(t, r1))
 	assert.Zero(t, collect(), "collecting again is a no-op")
-	assert.Equal(t, uint64(objects), l.Stats().ObjectsDeleted)
+	assert.Equal(t, uint64(objects), l.Stats().Leader.ObjectsDeleted)
 
 	// With every object gone, the metadata can be trimmed down to the
 	// latest markers, and a restarted follower still finds its lineage.
@@ -71,7 +71,7 @@ func TestGCDeletesOnlyWhenEveryFollowerAppliedAndTiered(t *testing.T) {
 	}
 	r3.Stop()
 	r1.Produce(ctx, clustertest.TP, 1, 60, 69, 10)
-	r3.StartFollower()
+	r3.StartFollower(clustertest.TP)
 	clustertest.RequireConverges(t, r3, r1, clustertest.TP)
 }
 
@@ -79,7 +79,8 @@ func TestSweepDeletesUntrackedObjectsOlderThanAge(t *testing.T) {
 	ctx := context.Background()
 	c := clustertest.New(t, clustertest.Mem(), 1)
 	r1 := c.AddBroker(1, "az1")
-	c.SetReplicas(clustertest.TP, 1)
+	c.SetReplicas(clustertest.TP, 1, 2)
+	c.SetLeader(clustertest.TP, 1, 1)
 	l := r1.StartLeader(walstore.LeaderConfig{GCInterval: time.Hour})
 	r1.BecomeLeader(ctx, clustertest.TP, 1, -1)
 	r1.Produce(ctx, clustertest.TP, 1, 0, 9, 10)
@@ -93,6 +94,14 @@ func TestSweepDeletesUntrackedObjectsOlderThanAge(t *testing.T) {
 	assert.Zero(t, n, "young orphans are left alone")
 	n, err = l.Sweep(ctx, -time.Hour)
 	require.NoError(t, err)
-	assert.Equal(t, 1, n, "only the orphan goes; the tracked object stays")
+	assert.Equal(t, 1, n, "only the orphan goes; the tracked object stays, follower 2 has not applied it")
 	assert.Equal(t, 1, listLocal(t, r1))
+
+	// Once the broker no longer leads, the new leader serves follower 2:
+	// the object is abandoned, and Sweep takes it.
+	require.NoError(t, l.BecomeFollower(ctx, clustertest.TP, 2, 2))
+	n, err = l.Sweep(ctx, -time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	assert.Zero(t, listLocal(t, r1))
 }

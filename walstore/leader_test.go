@@ -42,9 +42,11 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 			var mu sync.Mutex
 			var healths []walstore.Health
 			const bound = 10_000
-			r1.StartLeader(walstore.LeaderConfig{
-				BufferBytes: bound, ObjectBytes: 4_000, Overflow: overflow,
-				DegradedAfter: 20 * time.Millisecond,
+			r1.Start(walstore.NodeConfig{
+				Leader: walstore.LeaderConfig{
+					BufferBytes: bound, ObjectBytes: 4_000, Overflow: overflow,
+					DegradedAfter: 20 * time.Millisecond,
+				},
 				OnHealth: func(h walstore.Health) {
 					mu.Lock()
 					healths = append(healths, h)
@@ -60,7 +62,7 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 				b := clustertest.MakeBatch(clustertest.TP, 1, off, off)
 				b.Data = make([]byte, 1000)
 				actx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-				err := r1.Leader.Append(actx, clustertest.TP, b)
+				err := r1.Node.Append(actx, clustertest.TP, b)
 				cancel()
 				if err != nil {
 					pushback = err
@@ -68,7 +70,7 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 				}
 				require.NoError(t, r1.Local.Append(ctx, clustertest.TP, []combiner.Batch{b}))
 				accepted++
-				require.LessOrEqual(t, r1.Leader.Stats().BufferedBytes, bound)
+				require.LessOrEqual(t, r1.Node.Stats().Leader.BufferedBytes, bound)
 			}
 			require.Error(t, pushback, "Append never pushed back")
 			if overflow == walstore.Reject {
@@ -77,15 +79,20 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 				assert.ErrorIs(t, pushback, context.DeadlineExceeded)
 			}
 			assert.Equal(t, int64(bound/1000), accepted)
-			assert.LessOrEqual(t, r1.Leader.Stats().BufferedBytes, bound)
-			require.Eventually(t, func() bool { return r1.Leader.Health().Degraded }, 10*time.Second, time.Millisecond)
-			assert.Positive(t, r1.Leader.Stats().UploadRetries)
+			assert.LessOrEqual(t, r1.Node.Stats().Leader.BufferedBytes, bound)
+			require.Eventually(t, func() bool { return r1.Node.Health().Degraded }, 10*time.Second, time.Millisecond)
+			assert.Positive(t, r1.Node.Stats().Leader.UploadRetries)
 
 			// The store recovers: everything accepted becomes durable.
 			c.SetFault(nil)
-			require.NoError(t, r1.Leader.WaitDurable(ctx, clustertest.TP, accepted-1))
-			assert.Zero(t, r1.Leader.Stats().BufferedBytes)
-			require.Eventually(t, func() bool { return !r1.Leader.Health().Degraded }, 10*time.Second, time.Millisecond)
+			require.NoError(t, r1.Node.WaitDurable(ctx, clustertest.TP, accepted-1))
+			assert.Zero(t, r1.Node.Stats().Leader.BufferedBytes)
+			require.Eventually(t, func() bool { return !r1.Node.Health().Degraded }, 10*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(healths) >= 2
+			}, 10*time.Second, time.Millisecond)
 			mu.Lock()
 			defer mu.Unlock()
 			require.Len(t, healths, 2, "OnHealth reports degrading and recovering once each")
@@ -120,14 +127,14 @@ func TestLeaderPublishesInOffsetOrderWhenUploadsFinishOutOfOrder(t *testing.T) {
 	r1.BecomeLeader(ctx, b, 1, -1)
 
 	r1.Produce(ctx, a, 1, 0, 9, 10)
-	require.Eventually(t, func() bool { return r1.Leader.Stats().UploadsInFlight == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return r1.Node.Stats().Leader.UploadsInFlight == 1 }, 10*time.Second, time.Millisecond)
 	r1.Produce(ctx, a, 1, 10, 19, 10)
-	require.Eventually(t, func() bool { return r1.Leader.Stats().Objects == 1 }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return r1.Node.Stats().Leader.Objects == 1 }, 10*time.Second, time.Millisecond,
 		"the second object of a is stored while the first is still uploading")
 	r1.Produce(ctx, b, 1, 0, 9, 10)
-	require.NoError(t, r1.Leader.WaitDurable(ctx, b, 9), "b's object does not wait for a's slow one")
-	assert.Equal(t, int64(-1), r1.Leader.DurableOffset(a), "a's second object waits for its first")
-	require.NoError(t, r1.Leader.WaitDurable(ctx, a, 19))
+	require.NoError(t, r1.Node.WaitDurable(ctx, b, 9), "b's object does not wait for a's slow one")
+	assert.Equal(t, int64(0), r1.Node.DurableOffset(a), "a's second object waits for its first")
+	require.NoError(t, r1.Node.WaitDurable(ctx, a, 19))
 
 	// In the metadata log: b first, then a's entries in offset order.
 	var order []string
@@ -147,7 +154,7 @@ func TestLeaderRejectsInvalidConfig(t *testing.T) {
 	c := clustertest.New(t, clustertest.Mem(), 1)
 	b := c.AddBroker(1, "az1")
 	base := func() walstore.LeaderConfig {
-		return walstore.LeaderConfig{Store: b.Store, Log: c.Meta, Local: b.Local, Followers: c.Followers}
+		return walstore.LeaderConfig{Store: b.Store, Log: c.Meta, Local: b.Local}
 	}
 	tests := []struct {
 		field string
@@ -155,7 +162,6 @@ func TestLeaderRejectsInvalidConfig(t *testing.T) {
 	}{
 		{"Store", func(c *walstore.LeaderConfig) { c.Store = nil }},
 		{"Log", func(c *walstore.LeaderConfig) { c.Log = nil }},
-		{"Followers", func(c *walstore.LeaderConfig) { c.Followers = nil }},
 		{"Local", func(c *walstore.LeaderConfig) { c.Local = nil }},
 		{"BrokerID", func(c *walstore.LeaderConfig) { c.BrokerID = -1 }},
 		{"Codec", func(c *walstore.LeaderConfig) { c.Codec = 7 }},
@@ -188,7 +194,7 @@ func TestLeaderAppendErrors(t *testing.T) {
 	assert.ErrorIs(t, err, walstore.ErrNotLeader)
 	r1.BecomeLeader(ctx, clustertest.TP, 1, -1)
 	err = l.Append(ctx, clustertest.TP, clustertest.MakeBatch(clustertest.TP, 2, 0, 0))
-	assert.ErrorContains(t, err, "newer than leader epoch")
+	assert.ErrorIs(t, err, walstore.ErrInvalidBatch, "an epoch other than the leadership's")
 	big := clustertest.MakeBatch(clustertest.TP, 1, 0, 0)
 	big.Data = make([]byte, 1001)
 	assert.ErrorIs(t, l.Append(ctx, clustertest.TP, big), walstore.ErrBufferFull)
@@ -219,23 +225,25 @@ func TestLeaderDegradesWhilePublishingFails(t *testing.T) {
 	c.SetReplicas(clustertest.TP, 1, 2)
 	c.SetLeader(clustertest.TP, 1, 1)
 	log := &flakyLog{Log: c.Meta}
-	l, err := walstore.NewLeader(walstore.LeaderConfig{
-		BrokerID: 1, Store: r1.Store, Log: log, Local: r1.Local, Followers: c.Followers,
-		Interval: time.Millisecond, DegradedAfter: 10 * time.Millisecond,
-		Backoff: walstore.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+	l, err := walstore.NewNode(walstore.NodeConfig{
+		BrokerID: 1, Store: r1.Store, Log: log, Local: r1.Local, Logger: discard(),
+		Leader: walstore.LeaderConfig{
+			Interval: time.Millisecond, DegradedAfter: 10 * time.Millisecond,
+			Backoff: walstore.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+		},
 	})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- l.Run(runCtx) }()
 	defer func() { cancel(); require.NoError(t, <-done) }()
-	require.NoError(t, l.BecomeLeader(ctx, clustertest.TP, 1, -1))
+	require.NoError(t, l.BecomeLeader(ctx, clustertest.TP, 1, []int32{2}, -1))
 
 	log.down.Store(true)
 	require.NoError(t, l.Append(ctx, clustertest.TP, clustertest.MakeBatch(clustertest.TP, 1, 0, 9)))
 	require.Eventually(t, func() bool { return l.Health().Degraded }, 10*time.Second, time.Millisecond)
 	assert.ErrorIs(t, l.Health().Err, errMetadataDown)
-	assert.Equal(t, int64(-1), l.DurableOffset(clustertest.TP), "stored but unpublished data is not durable")
+	assert.Equal(t, int64(0), l.DurableOffset(clustertest.TP), "stored but unpublished data is not durable")
 
 	log.down.Store(false)
 	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 9))
@@ -259,11 +267,12 @@ func TestLeaderWithholdsEntriesOnceItsBrokerNoLongerLeads(t *testing.T) {
 	l := r1.StartLeader(walstore.LeaderConfig{})
 	r1.BecomeLeader(ctx, tp, 1, -1)
 	r1.Produce(ctx, tp, 1, 0, 9, 10)
-	require.Eventually(t, func() bool { return l.Stats().UploadsInFlight == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return l.Stats().Leader.UploadsInFlight == 1 }, 10*time.Second, time.Millisecond)
 
-	r1.LoseLeadership(tp)
+	// The controller makes R2 the leader at epoch 2; R1 becomes its follower.
+	require.NoError(t, l.BecomeFollower(ctx, tp, 2, r2.ID))
 	close(release)
-	require.Eventually(t, func() bool { return l.Stats().Fenced == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return l.Stats().Leader.Fenced == 1 }, 10*time.Second, time.Millisecond)
 	assert.Empty(t, clustertest.ReadEntries(t, c, r2.ID, tp), "nothing published after the broker lost leadership")
 	assert.Equal(t, int64(-1), l.DurableOffset(tp))
 }
