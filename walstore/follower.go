@@ -77,6 +77,9 @@ func (c *FollowerConfig) validate() error {
 		return errors.New("walstore: FollowerConfig.Log is required")
 	case c.Local == nil:
 		return errors.New("walstore: FollowerConfig.Local is required")
+	case c.Log.Partitions() <= 0:
+		return fmt.Errorf("walstore: FollowerConfig.Log: %w", &DependencyError{Dependency: "metadata.Log.Partitions",
+			Err: fmt.Errorf("%w: %d partitions", ErrContractViolation, c.Log.Partitions())})
 	}
 	for _, f := range []struct {
 		name string
@@ -356,12 +359,8 @@ func (f *Follower) Run(ctx context.Context) error {
 // watermark and hands decoded messages to Run. A follower that restarts
 // reads the retained metadata again; what it already applied is skipped.
 func (f *Follower) readMetadata(ctx context.Context, out chan<- []metadata.Message) {
-	n := f.cfg.Log.Partitions()
-	if n <= 0 {
-		f.cfg.Logger.Error("activetier: metadata log has no partitions")
-		return
-	}
-	p := f.cfg.BrokerID % n
+	// Partitions is fixed for the log's life and checked at construction.
+	p := f.cfg.BrokerID % f.cfg.Log.Partitions()
 	cursor := int64(-1)
 	for attempt := 0; ctx.Err() == nil; {
 		select {
@@ -389,6 +388,12 @@ func (f *Follower) readMetadata(ctx context.Context, out chan<- []metadata.Messa
 			cursor = -1
 			continue
 		case err != nil:
+			if !f.pause(ctx, &attempt, "reading metadata", err) {
+				return
+			}
+			continue
+		}
+		if err := checkRecords(recs, cursor); err != nil {
 			if !f.pause(ctx, &attempt, "reading metadata", err) {
 				return
 			}
@@ -424,6 +429,20 @@ func (f *Follower) readMetadata(ctx context.Context, out chan<- []metadata.Messa
 			return
 		}
 	}
+}
+
+// checkRecords checks what metadata.Log.Read returned from offset from:
+// records at or after it, in ascending offset order. Anything else would
+// move the cursor backwards, into a loop, or past records never read.
+func checkRecords(recs []metadata.Record, from int64) error {
+	next := from
+	for _, r := range recs {
+		if r.Offset < next {
+			return &DependencyError{Dependency: "metadata.Log.Read", Err: fmt.Errorf("%w: record at offset %d where %d or later was due (read from %d)", ErrContractViolation, r.Offset, next, from)}
+		}
+		next = r.Offset + 1
+	}
+	return nil
 }
 
 // pause logs err and waits out the next backoff delay; false if ctx ended.

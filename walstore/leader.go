@@ -112,6 +112,9 @@ func (c *LeaderConfig) validate() error {
 		return errors.New("walstore: LeaderConfig.Log is required")
 	case c.Local == nil:
 		return errors.New("walstore: LeaderConfig.Local is required")
+	case c.Log.Partitions() <= 0:
+		return fmt.Errorf("walstore: LeaderConfig.Log: %w", &DependencyError{Dependency: "metadata.Log.Partitions",
+			Err: fmt.Errorf("%w: %d partitions", ErrContractViolation, c.Log.Partitions())})
 	case !c.Codec.Valid():
 		return fmt.Errorf("walstore: LeaderConfig.Codec %v is not a known codec", c.Codec)
 	case c.Overflow != Block && c.Overflow != Reject:
@@ -410,9 +413,17 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 		return ErrStopped
 	}
 	l.fmu.Lock()
+	before := l.followers[tp]
 	l.followers[tp] = followers
 	l.fmu.Unlock()
 	ld := l.leading[tp]
+	if ld != nil {
+		// A follower that joins may have held the partition before and
+		// deleted it since (a reassignment): what it reported then is
+		// not what it holds now. One that lacks the log from
+		// republishFrom holds nothing above it.
+		l.gc.followersChanged(tp, before, followers, republishFrom)
+	}
 	switch {
 	case ld != nil && epoch == ld.epoch:
 		return nil
@@ -420,9 +431,13 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 		return fmt.Errorf("walstore: BecomeLeader %s: epoch %d is below the current epoch %d", tp, epoch, ld.epoch)
 	case ld != nil && ld.next <= leo:
 		// Re-elected without a break: the same log goes on. A republish
-		// asked for now is for followers that joined (a reassignment);
-		// what was durable stays durable.
+		// asked for now is for followers that lack the log from there (a
+		// reassignment): until it is done, only this broker is sure to
+		// hold it, so the durable offset goes back to where it starts.
 		ld.epoch = epoch
+		if republishFrom >= 0 && republishFrom < ld.durable {
+			ld.durable, ld.above = max(republishFrom, 0), nil
+		}
 	default:
 		if ld != nil {
 			// The local log is behind what was appended here: the
@@ -1259,6 +1274,12 @@ func (l *Leader) republish(ctx context.Context, tp metadata.TopicPartition, gen 
 		if err := checkRead(batches, *from, end); err != nil {
 			return fmt.Errorf("walstore: republish %s from %d: %w", tp, *from, err)
 		}
+		// What was appended after the republish began is published the
+		// ordinary way.
+		batches = slices.DeleteFunc(batches, func(b combiner.Batch) bool { return b.FirstOffset >= end })
+		if len(batches) == 0 {
+			return nil
+		}
 		var inputs []CopyInput
 		for _, b := range batches {
 			if n := len(inputs); n > 0 && inputs[n-1].Batches[0].Epoch == b.Epoch {
@@ -1299,7 +1320,8 @@ func (l *Leader) republish(ctx context.Context, tp metadata.TopicPartition, gen 
 
 // checkRead checks what LocalLog.Read returned for offset from of a log
 // ending at end: whole batches in offset order, the first holding from or
-// starting above it (records below the log start are gone), none past end.
+// starting above it (records below the log start are gone). Batches past
+// end are records appended since; the caller leaves them out.
 func checkRead(batches []combiner.Batch, from, end int64) error {
 	bad := func(format string, args ...any) error {
 		return &DependencyError{Dependency: "LocalLog.Read", Err: fmt.Errorf("%w: "+format, append([]any{ErrContractViolation}, args...)...)}
@@ -1314,8 +1336,6 @@ func checkRead(batches []combiner.Batch, from, end int64) error {
 		switch {
 		case b.FirstOffset < 0 || b.LastOffset < b.FirstOffset || b.Epoch < 0 || len(b.Data) == 0:
 			return bad("invalid batch (epoch %d, offsets %d-%d, %d bytes)", b.Epoch, b.FirstOffset, b.LastOffset, len(b.Data))
-		case b.LastOffset >= end:
-			return bad("batch %d-%d past the end offset %d", b.FirstOffset, b.LastOffset, end)
 		case i > 0 && (b.FirstOffset != batches[i-1].LastOffset+1 || b.Epoch < batches[i-1].Epoch):
 			return bad("batch %d-%d (epoch %d) does not continue %d-%d (epoch %d)", b.FirstOffset, b.LastOffset, b.Epoch,
 				batches[i-1].FirstOffset, batches[i-1].LastOffset, batches[i-1].Epoch)
