@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,6 +132,28 @@ func (c *collector) newLeadership(tp metadata.TopicPartition, gen uint64) {
 	c.applied[tp] = &progress{gen: gen, applied: make(map[int32]int64)}
 }
 
+// followersChanged forgets the progress of followers that join tp's
+// follower set, and caps every follower's at republishFrom if it is not
+// negative: what the broker says some follower lacks.
+func (c *collector) followersChanged(tp metadata.TopicPartition, before, after []int32, republishFrom int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.applied[tp]
+	if p == nil {
+		return
+	}
+	for _, f := range after {
+		if !slices.Contains(before, f) {
+			delete(p.applied, f)
+		}
+	}
+	if republishFrom >= 0 {
+		for f, off := range p.applied {
+			p.applied[f] = min(off, republishFrom)
+		}
+	}
+}
+
 // endLeadership freezes what followers reported applied of tp: no new
 // report is taken, sections all followers had applied are still
 // collected, and Sweep removes the rest once they are old enough.
@@ -211,7 +234,7 @@ func (l *Leader) CollectGarbage(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	if err := l.mgr.Delete(ctx, refs); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("walstore: collecting garbage: %w", &DependencyError{Dependency: "ObjectStore.Delete", Err: err})
 	}
 	c.mu.Lock()
 	for _, ref := range refs {
@@ -275,7 +298,7 @@ func (l *Leader) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	local := l.cfg.Store.Local()
 	infos, err := l.cfg.Store.List(ctx, local.Bucket, l.mgr.keyPrefix())
 	if err != nil {
-		return 0, fmt.Errorf("walstore: sweep: %w", err)
+		return 0, fmt.Errorf("walstore: sweep: %w", &DependencyError{Dependency: "ObjectStore.List", Err: err})
 	}
 	cutoff := l.cfg.Clock.Now().Add(-age)
 	c := l.gc
@@ -291,7 +314,7 @@ func (l *Leader) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	}
 	c.mu.Unlock()
 	if err := l.mgr.Delete(ctx, refs); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("walstore: sweep: %w", &DependencyError{Dependency: "ObjectStore.Delete", Err: err})
 	}
 	c.mu.Lock()
 	for _, ref := range refs {
