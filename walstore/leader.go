@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
@@ -186,6 +187,8 @@ type Leader struct {
 	mgr    *Manager
 	jitter *jitter
 	gc     *collector
+
+	ran atomic.Bool // Run was called
 
 	mu        sync.Mutex
 	builder   *combiner.Builder // where Append adds; guarded by mu
@@ -713,6 +716,9 @@ func (l *Leader) Health() Health {
 // engine's resources: call it once. Data not yet uploaded is dropped from
 // the engine but remains in the broker's log.
 func (l *Leader) Run(ctx context.Context) error {
+	if !l.ran.CompareAndSwap(false, true) {
+		return fmt.Errorf("walstore: leader: Run called twice: %w", ErrStopped)
+	}
 	var wg sync.WaitGroup
 	defer func() {
 		wg.Wait()

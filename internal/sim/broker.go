@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -14,7 +13,8 @@ import (
 
 // broker is one simulated broker: its store, its local log, its own view of
 // leadership (which a zombie keeps after the controller moved on), and its
-// leader and follower engines.
+// Node. The driver tells the Node of every role change the broker's view
+// goes through, as a broker's controller handling would.
 type broker struct {
 	w     *world
 	id    int32
@@ -25,16 +25,22 @@ type broker struct {
 
 	vmu  sync.Mutex
 	view map[metadata.TopicPartition]viewEntry
+	// since counts, per partition, the times the broker began to follow
+	// it; paused partitions it follows but has stopped replicating for a
+	// while (world.followerCrash).
+	since  map[metadata.TopicPartition]uint64
+	paused map[metadata.TopicPartition]bool
 
 	// Driver-only engine state.
-	leader      *walstore.Leader
-	leaderInc   int
-	leaderCtx   context.Context
-	leaderStop  func()
-	tasks       map[metadata.TopicPartition][]*task
-	waiters     sync.WaitGroup // acks-on-upload producers waiting on WaitDurable
-	follower    *followerInst
-	followerInc int
+	node    *walstore.Node
+	nodeInc int
+	nodeCtx context.Context
+	stop    func()
+	waiters sync.WaitGroup // acks-on-upload producers waiting on WaitDurable
+	// follower judges the appends of this incarnation's follower side;
+	// with a reference follower it is that engine, which follows the view
+	// by itself.
+	follower *followerInst
 }
 
 // viewEntry is what a broker believes about one partition.
@@ -44,23 +50,16 @@ type viewEntry struct {
 	epoch    int32
 }
 
-// task is a leadership chore running on its own goroutine: BecomeLeader or
-// Republish. The driver cancels and waits for it when leadership moves.
-type task struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+// role is what a broker's view makes it for tp: leader, follower or nothing.
+type role int
 
-// LeaderEpoch implements walstore.EpochView from the broker's own belief.
-func (b *broker) LeaderEpoch(tp metadata.TopicPartition) (int32, bool) {
-	b.vmu.Lock()
-	defer b.vmu.Unlock()
-	v, ok := b.view[tp]
-	return v.epoch, ok && v.leader == b.id
-}
+const (
+	roleNone role = iota
+	roleLeader
+	roleFollower
+)
 
-// followersOf is the broker's placement: the replicas it believes follow
-// tp's leader.
+// followersOf returns the replicas the broker believes follow tp's leader.
 func (b *broker) followersOf(tp metadata.TopicPartition) []int32 {
 	b.vmu.Lock()
 	defer b.vmu.Unlock()
@@ -74,123 +73,181 @@ func (b *broker) followersOf(tp metadata.TopicPartition) []int32 {
 	return out
 }
 
-// follows reports whether the broker believes it follows tp.
+// follows reports whether the broker believes it follows tp and has not
+// paused replicating it.
 func (b *broker) follows(tp metadata.TopicPartition) bool {
 	b.vmu.Lock()
 	defer b.vmu.Unlock()
-	v, ok := b.view[tp]
-	return ok && followsLocked(b.id, v)
+	return roleIn(b.id, b.view[tp]) == roleFollower && !b.paused[tp]
 }
 
-// setView changes what the broker believes about tp. If that makes it
-// follow tp while its follower engine runs (Config.FollowsOnly), the checks
-// learn of it before the engine can: the engine reads Follows under the
-// same lock.
+func roleIn(id int32, v viewEntry) role {
+	switch {
+	case v.leader == id:
+		return roleLeader
+	case slices.Contains(v.replicas, id):
+		return roleFollower
+	}
+	return roleNone
+}
+
+// setView changes what the broker believes about tp and, if its Node runs,
+// tells the Node as a broker does: a follower follows the new leader at
+// the new epoch; a broker that is no longer a replica stops replicating.
+// Becoming leader is the driver's own step (see world.elect). If the
+// broker newly follows tp, the checks learn of it before the Node can act.
 func (b *broker) setView(tp metadata.TopicPartition, v viewEntry) {
 	b.vmu.Lock()
-	defer b.vmu.Unlock()
-	before := followsLocked(b.id, b.view[tp])
+	before := roleIn(b.id, b.view[tp])
 	v.replicas = slices.Clone(v.replicas)
 	b.view[tp] = v
-	if !before && followsLocked(b.id, v) && b.follower != nil {
-		b.follower.followsAgain(tp)
+	after := roleIn(b.id, v)
+	if after == roleFollower && before != roleFollower {
+		b.since[tp]++
+	}
+	paused := b.paused[tp]
+	if after != roleFollower {
+		delete(b.paused, tp)
+	}
+	b.vmu.Unlock()
+	if b.node == nil || paused && after == roleFollower {
+		return
+	}
+	ctx := context.Background()
+	switch {
+	case after == roleFollower:
+		if before != roleFollower && b.follower != nil {
+			b.follower.followsAgain(tp)
+		}
+		if err := b.node.BecomeFollower(ctx, tp, v.epoch, v.leader); err != nil {
+			b.w.violate(KindEngineError, "b%d BecomeFollower(%s, e%d, b%d): %v", b.id, tp, v.epoch, v.leader, err)
+		}
+	case after == roleNone && before != roleNone:
+		if err := b.node.StopReplica(ctx, tp); err != nil {
+			b.w.violate(KindEngineError, "b%d StopReplica(%s): %v", b.id, tp, err)
+		}
 	}
 }
 
-func followsLocked(id int32, v viewEntry) bool {
-	return v.leader != id && slices.Contains(v.replicas, id)
+// becomeLeader makes the broker's Node lead tp at epoch, with the followers
+// its view names.
+func (b *broker) becomeLeader(tp metadata.TopicPartition, epoch int32, from int64) {
+	if err := b.node.BecomeLeader(context.Background(), tp, epoch, b.followersOf(tp), from); err != nil {
+		b.w.violate(KindEngineError, "b%d BecomeLeader(%s, e%d, republish from %d): %v", b.id, tp, epoch, from, err)
+	}
 }
 
-// startLeader starts a new incarnation of the leader engine.
-func (b *broker) startLeader() {
+// start starts a new incarnation of the broker's Node, and tells it what
+// the broker's view makes it follow. Its local log is the broker's, kept
+// across incarnations; everything else is new. Partitions the view says it
+// leads are the driver's to elect again.
+func (b *broker) start() {
 	w := b.w
-	b.leaderInc++
-	cfg := w.p.leader
-	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local, cfg.View = b.id, b.store, w.meta, b.log, b
-	cfg.Followers = b.followersOf
-	cfg.Seed = w.cfg.Seed ^ uint64(b.id)<<40 ^ uint64(b.leaderInc)<<48
-	cfg.Logger = w.logger(b.name("leader"))
-	l, err := walstore.NewLeader(cfg)
+	b.nodeInc++
+	b.vmu.Lock()
+	clear(b.paused) // a restart ends every pause
+	b.vmu.Unlock()
+	inst := &followerInst{w: w, b: b, n: b.nodeInc,
+		fences: make(map[metadata.TopicPartition][]metadata.EpochStart), from: make(map[metadata.TopicPartition]int)}
+	view := newMetaView(w, inst, w.cfg.Seed^uint64(b.id)<<40^uint64(b.nodeInc)<<48)
+	ref := w.cfg.WeakFencing || w.cfg.ReferenceFollower
+	cfg := walstore.NodeConfig{
+		BrokerID: b.id, Store: b.store, Log: view, Local: followerLog{b.log, inst},
+		Leader: w.p.leader, Follower: w.p.follower,
+		OnProgress: func(p walstore.Progress) { w.relay(p) },
+		Seed:       w.cfg.Seed ^ uint64(b.id)<<40 ^ uint64(b.nodeInc)<<48,
+		Logger:     w.logger(b.name("node#" + strconv.Itoa(b.nodeInc))),
+	}
+	if ref {
+		cfg.Local = b.log // the Node only leads; the reference follower appends
+	}
+	n, err := walstore.NewNode(cfg)
 	if err != nil {
-		w.violate(KindHarness, "b%d: NewLeader: %v", b.id, err)
+		w.violate(KindHarness, "b%d: NewNode: %v", b.id, err)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		if err := l.Run(ctx); err != nil || ctx.Err() == nil {
-			w.violate(KindEngineError, "b%d leader engine: Run returned %v before it was stopped", b.id, err)
-		}
-		close(done)
-	}()
-	b.leader, b.leaderCtx = l, ctx
-	b.tasks = make(map[metadata.TopicPartition][]*task)
-	b.leaderStop = func() {
+	var wg sync.WaitGroup
+	run := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil || ctx.Err() == nil {
+				w.violate(KindEngineError, "b%d %s#%d: Run returned %v before it was stopped", b.id, name, inst.n, err)
+			}
+		}()
+	}
+	run("node", n.Run)
+	inst.eng = nodeFollower{n}
+	if ref {
+		fcfg := w.p.follower
+		fcfg.BrokerID, fcfg.Store, fcfg.Log, fcfg.Local = b.id, b.store, view, followerLog{b.log, inst}
+		fcfg.Seed = cfg.Seed ^ 0xf0110e
+		fcfg.Logger = w.logger(b.name("reference follower#" + strconv.Itoa(b.nodeInc)))
+		fcfg.OnApplied = func(p walstore.Progress) { w.relay(p) }
+		rf := newRefFollower(fcfg, b.role, w.cfg.WeakFencing)
+		inst.eng = rf
+		run("reference follower", rf.Run)
+	}
+	b.node, b.nodeCtx, b.follower = n, ctx, inst
+	b.stop = func() {
 		cancel()
-		<-done
+		wg.Wait()
+	}
+	if !ref {
+		for _, tp := range w.tps {
+			b.vmu.Lock()
+			v := b.view[tp]
+			b.vmu.Unlock()
+			if roleIn(b.id, v) == roleFollower {
+				if err := n.BecomeFollower(context.Background(), tp, v.epoch, v.leader); err != nil {
+					w.violate(KindEngineError, "b%d BecomeFollower(%s): %v", b.id, tp, err)
+				}
+			}
+		}
 	}
 }
 
-// stopLeader stops the leader engine and its chores, as a crash would.
-func (b *broker) stopLeader() {
-	if b.leader == nil {
+// role is the reference follower's view of the broker's role for tp.
+func (b *broker) role(tp metadata.TopicPartition) (since uint64, leader int32, ok bool) {
+	b.vmu.Lock()
+	defer b.vmu.Unlock()
+	v := b.view[tp]
+	return b.since[tp], v.leader, roleIn(b.id, v) == roleFollower && !b.paused[tp]
+}
+
+// halt stops the broker's Node, as a crash would.
+func (b *broker) halt() {
+	if b.node == nil {
 		return
 	}
-	for tp := range b.tasks {
-		b.stopTasks(tp)
-	}
-	b.leaderStop()
-	b.leader, b.leaderStop = nil, nil
-}
-
-// startTask runs a leadership chore for tp on its own goroutine.
-func (b *broker) startTask(tp metadata.TopicPartition, what string, fn func(ctx context.Context) error) {
-	w := b.w
-	ctx, cancel := context.WithCancel(b.leaderCtx)
-	t := &task{cancel: cancel, done: make(chan struct{})}
-	b.tasks[tp] = append(b.tasks[tp], t)
-	go func() {
-		defer close(t.done)
-		err := fn(ctx)
-		switch {
-		case err == nil:
-			w.tracef("b%d %s %s: done", b.id, what, tp)
-		case ctx.Err() != nil, errors.Is(err, walstore.ErrStopped):
-		default:
-			w.violate(KindEngineError, "b%d %s %s: %v", b.id, what, tp, err)
-		}
-	}()
-}
-
-// stopTasks cancels tp's leadership chores and waits for them.
-func (b *broker) stopTasks(tp metadata.TopicPartition) {
-	for _, t := range b.tasks[tp] {
-		t.cancel()
-		<-t.done
-	}
-	delete(b.tasks, tp)
+	b.stop()
+	b.waiters.Wait()
+	b.node, b.stop, b.follower = nil, nil, nil
 }
 
 func (b *broker) name(engine string) string {
 	return "b" + strconv.Itoa(int(b.id)) + " " + engine
 }
 
-// followerEngine is what the world needs of a follower engine: the real
-// walstore.Follower, or the reference follower.
+// followerEngine is what the checks need of a follower engine: the Node's
+// follower side, or the reference follower.
 type followerEngine interface {
-	Run(ctx context.Context) error
 	Stats() walstore.FollowerStats
 }
 
-// followerInst is one incarnation of a broker's follower engine, with what
+type nodeFollower struct{ n *walstore.Node }
+
+func (f nodeFollower) Stats() walstore.FollowerStats { return f.n.Stats().Follower }
+
+// followerInst is one incarnation of a broker's follower side, with what
 // the checks need to judge its appends: the messages it has been handed and
 // the legitimate epoch starts among them.
 type followerInst struct {
-	w    *world
-	b    *broker
-	n    int
-	eng  followerEngine
-	stop func()
+	w   *world
+	b   *broker
+	n   int
+	eng followerEngine
 
 	mu      sync.Mutex
 	markers [][]metadata.EpochStart // per message handed out, in order
@@ -198,74 +255,8 @@ type followerInst struct {
 	fences  map[metadata.TopicPartition][]metadata.EpochStart
 	// from is, per partition the broker started following while this
 	// engine ran, the first message that counts for it: the engine
-	// ignored the partition's markers before and starts it afresh.
+	// forgot the partition's markers and starts it afresh.
 	from map[metadata.TopicPartition]int
-}
-
-// startFollower starts a new incarnation of the follower engine. Its local
-// log is the broker's, kept across incarnations; everything else is new.
-func (b *broker) startFollower() {
-	w := b.w
-	b.followerInc++
-	inst := &followerInst{w: w, b: b, n: b.followerInc,
-		fences: make(map[metadata.TopicPartition][]metadata.EpochStart), from: make(map[metadata.TopicPartition]int)}
-	cfg := w.p.follower
-	cfg.BrokerID, cfg.Store, cfg.Local, cfg.Follows = b.id, b.store, followerLog{b.log, inst}, b.follows
-	cfg.Log = newMetaView(w, inst, w.cfg.Seed^uint64(b.id)<<40^uint64(b.followerInc)<<48)
-	cfg.Seed = w.cfg.Seed ^ uint64(b.id)<<32 ^ uint64(b.followerInc)<<52
-	cfg.Logger = w.logger(b.name("follower#" + strconv.Itoa(b.followerInc)))
-	cfg.OnApplied = func(tp metadata.TopicPartition, end int64) { w.relay(b, tp, end) }
-	var eng followerEngine
-	switch {
-	case w.cfg.WeakFencing || w.cfg.ReferenceFollower:
-		eng = newRefFollower(cfg, w.cfg.WeakFencing)
-	default:
-		f, err := walstore.NewFollower(cfg)
-		if err != nil {
-			w.violate(KindHarness, "b%d: NewFollower: %v", b.id, err)
-			return
-		}
-		eng = f
-	}
-	inst.eng = eng
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		if err := eng.Run(ctx); err != nil || ctx.Err() == nil {
-			w.violate(KindEngineError, "b%d follower#%d: Run returned %v before it was stopped", b.id, inst.n, err)
-		}
-		close(done)
-	}()
-	inst.stop = func() {
-		cancel()
-		<-done
-	}
-	b.follower = inst
-}
-
-func (b *broker) stopFollower() {
-	if b.follower == nil {
-		return
-	}
-	b.follower.stop()
-	b.follower = nil
-}
-
-// roleChanging and roleChanged bracket a change of the broker's role for a
-// partition (its view): the broker stops its follower engine before and
-// starts a new one after, so that no engine runs with state from before the
-// change; or, with Config.FollowsOnly, it relies on the engine asking Follows
-// again.
-func (b *broker) roleChanging() {
-	if b.up && !b.w.p.followsOnly {
-		b.stopFollower()
-	}
-}
-
-func (b *broker) roleChanged() {
-	if b.up && !b.w.p.followsOnly && b.follower == nil {
-		b.startFollower()
-	}
 }
 
 // delivered records the messages the view handed to the engine's reader,
@@ -305,9 +296,9 @@ func (inst *followerInst) fencesFor(tp metadata.TopicPartition) []metadata.Epoch
 	return slices.Clone(inst.fences[tp])
 }
 
-// followsAgain notes that the broker follows tp again (Follows turned
-// true while this engine runs): what the engine handled of tp before does
-// not count, and neither, conservatively, do messages already handed out.
+// followsAgain notes that the broker follows tp again: what the engine
+// handled of tp before does not count, and neither, conservatively, do
+// messages already handed out.
 func (inst *followerInst) followsAgain(tp metadata.TopicPartition) {
 	inst.mu.Lock()
 	defer inst.mu.Unlock()
@@ -361,30 +352,15 @@ func (w *world) legitStart(tp metadata.TopicPartition, epoch int32, start int64)
 	return ok && s == start
 }
 
-// relay passes a follower's progress to tp's current leader engine, as the
-// broker's fetch path would, once the follower's log ends with a record of
-// the epoch its broker believes current. A follower may apply entries of a
-// deposed leader before it learns of the fence, and its end offset then
-// counts records it will truncate; the leader's garbage collector cannot
-// tell (ReportApplied carries no epoch), so the broker must not report them.
-// A follower whose last record has the current epoch has merged the current
-// leader's publication, its whole lineage, and truncated any divergence.
-// Config.RelayUnchecked relays everything, as walstore's documentation of
-// OnApplied reads today.
-func (w *world) relay(b *broker, tp metadata.TopicPartition, end int64) {
-	if !w.cfg.RelayUnchecked {
-		epochs, err := b.log.Epochs(tp)
-		b.vmu.Lock()
-		current := b.view[tp].epoch
-		b.vmu.Unlock()
-		if err != nil || len(epochs) == 0 || epochs[len(epochs)-1].Epoch != current {
-			return
+// relay passes a follower's progress to the Node of the leader it names,
+// as the broker's fetch path would; that Node judges it.
+func (w *world) relay(p walstore.Progress) {
+	if b := w.brokers[p.Leader]; b != nil {
+		w.mu.Lock()
+		n := w.nodes[p.Leader]
+		w.mu.Unlock()
+		if n != nil {
+			n.RecordProgress(p)
 		}
-	}
-	w.mu.Lock()
-	l := w.relayTo[tp]
-	w.mu.Unlock()
-	if l != nil {
-		l.ReportApplied(tp, b.id, end)
 	}
 }

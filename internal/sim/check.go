@@ -20,10 +20,10 @@ func (w *world) checkDurableOffsets() {
 	for _, tp := range w.tps {
 		ps := w.parts[tp]
 		l := w.brokers[ps.leader]
-		if !l.up || l.leader == nil {
+		if !l.up || l.node == nil {
 			continue
 		}
-		d := l.leader.DurableOffset(tp)
+		d := l.node.DurableOffset(tp)
 		start, truth := l.log.snapshot(tp)
 		if e := end(start, truth); d > e {
 			w.violate(KindDurableLost, "b%d, leader of %s at epoch %d, reports offsets below %d durable, but its log ends at %d", l.id, tp, ps.epoch, d, e)

@@ -55,7 +55,7 @@ func Run(cfg Config) *Result {
 		registry: make(map[batchKey]batchMeta),
 		objects:  make(map[metadata.ObjectRef]*object),
 		sections: make(map[metadata.TopicPartition][]storedSection),
-		relayTo:  make(map[metadata.TopicPartition]*walstore.Leader),
+		nodes:    make(map[int32]*walstore.Node),
 	}
 	w.tracef("seed %d: %s", cfg.Seed, w.p)
 	if err := w.setup(); err != nil {
@@ -91,7 +91,8 @@ func (w *world) setup() error {
 	}
 	for i := range w.p.brokers {
 		id := int32(i + 1)
-		b := &broker{w: w, id: id, az: azName(i % numAZs), log: newBrokerLog(), up: true, view: make(map[metadata.TopicPartition]viewEntry)}
+		b := &broker{w: w, id: id, az: azName(i % numAZs), log: newBrokerLog(), up: true,
+			view: make(map[metadata.TopicPartition]viewEntry), since: make(map[metadata.TopicPartition]uint64), paused: make(map[metadata.TopicPartition]bool)}
 		st, err := w.cluster.Store(b.az)
 		if err != nil {
 			return err
@@ -126,29 +127,30 @@ func (w *world) setup() error {
 		w.tracef("%s: replicas %v, leader b%d at epoch %d from offset %d", tp, ps.replicas, ps.leader, ps.epoch, base)
 	}
 	for _, id := range w.ids {
-		w.brokers[id].startLeader()
-		w.brokers[id].startFollower()
+		w.startBroker(w.brokers[id])
 	}
 	for _, tp := range w.tps {
 		ps := w.parts[tp]
-		b := w.brokers[ps.leader]
-		w.mu.Lock()
-		w.relayTo[tp] = b.leader
-		w.mu.Unlock()
-		w.becomeLeader(b, tp, ps.epoch, -1)
+		w.brokers[ps.leader].becomeLeader(tp, ps.epoch, -1)
 	}
 	w.every(time.Duration(300+w.rng.IntN(1700))*time.Millisecond, "trim metadata", w.trimMetadata)
 	return nil
 }
 
-// becomeLeader tells b's leader engine it leads tp, on a chore goroutine:
-// BecomeLeader publishes markers and republishes, retrying while buckets
-// are down, and the schedule must go on meanwhile.
-func (w *world) becomeLeader(b *broker, tp metadata.TopicPartition, epoch int32, from int64) {
-	l := b.leader
-	b.startTask(tp, fmt.Sprintf("BecomeLeader(e%d, republish from %d)", epoch, from), func(ctx context.Context) error {
-		return l.BecomeLeader(ctx, tp, epoch, from)
-	})
+// startBroker starts a new incarnation of b's Node.
+func (w *world) startBroker(b *broker) {
+	b.start()
+	w.mu.Lock()
+	w.nodes[b.id] = b.node
+	w.mu.Unlock()
+}
+
+// haltBroker stops b's Node, as a crash does.
+func (w *world) haltBroker(b *broker) {
+	w.mu.Lock()
+	delete(w.nodes, b.id)
+	w.mu.Unlock()
+	b.halt()
 }
 
 // event is a scheduled step: a fault ending, a broker restarting.
@@ -214,7 +216,7 @@ func (w *world) faulty() {
 		case stepProduce:
 			tp := w.tps[sr.IntN(len(w.tps))]
 			ps := w.parts[tp]
-			if b := w.brokers[ps.leader]; b.up && b.leader != nil {
+			if b := w.brokers[ps.leader]; b.up && b.node != nil {
 				w.produce(b, tp, ps.epoch, sr)
 			}
 		case stepZombieProduce:
@@ -226,7 +228,7 @@ func (w *world) faulty() {
 		case stepElection:
 			tp := w.tps[sr.IntN(len(w.tps))]
 			old := w.brokers[w.parts[tp].leader]
-			w.elect(tp, sr, old.up && old.leader != nil && sr.Float64() < 0.4, false, false)
+			w.elect(tp, sr, old.up && old.node != nil && sr.Float64() < 0.4, false, false)
 		case stepFollowerCrash:
 			w.followerCrash(sr)
 		case stepBrokerCrash:
@@ -265,7 +267,7 @@ func (w *world) zombieCount() int {
 }
 
 // produce appends one batch of tp at epoch to b, a leader or a zombie:
-// first to its leader engine, then, if the engine took it, to its log. A
+// first to its Node, then, if the Node took it, to its log. A
 // batch the engine refuses (full buffer, not leading yet) is a failed
 // produce request: it is in no log.
 func (w *world) produce(b *broker, tp metadata.TopicPartition, epoch int32, sr *rand.Rand) bool {
@@ -284,7 +286,7 @@ func (w *world) produce(b *broker, tp metadata.TopicPartition, epoch int32, sr *
 	}
 	w.registry[key] = m
 	w.mu.Unlock()
-	if err := b.leader.Append(context.Background(), tp, batch); err != nil {
+	if err := b.node.Append(context.Background(), tp, batch); err != nil {
 		w.mu.Lock()
 		delete(w.registry, key)
 		w.stats.Rejected++
@@ -325,12 +327,12 @@ func makeBatch(tp metadata.TopicPartition, epoch int32, first, last int64, size 
 // awaitDurable waits, as an acks-on-upload producer does, for the batch to
 // be durable, and then checks that it is.
 func (w *world) awaitDurable(b *broker, tp metadata.TopicPartition, m batchMeta) {
-	l, ctx := b.leader, b.leaderCtx
+	n, ctx := b.node, b.nodeCtx
 	b.waiters.Add(1)
 	go func() {
 		defer b.waiters.Done()
-		if err := l.WaitDurable(ctx, tp, m.last); err != nil {
-			return // the engine stopped first
+		if err := n.WaitDurable(ctx, tp, m.last); err != nil {
+			return // the Node stopped, or the leadership ended, first
 		}
 		w.count(func(s *Stats) { s.DurableClaims++ })
 		w.checkDurable(b.id, tp, m, "WaitDurable")
@@ -347,7 +349,7 @@ func (w *world) zombieProduce(sr *rand.Rand) {
 	for _, tp := range w.tps {
 		ps := w.parts[tp]
 		for _, id := range sortedKeys(ps.zombies) {
-			if b := w.brokers[id]; b.up && b.leader != nil {
+			if b := w.brokers[id]; b.up && b.node != nil {
 				zs = append(zs, z{tp, b, ps.zombies[id]})
 			}
 		}
@@ -466,7 +468,7 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 	var cands []*broker
 	for _, id := range ps.replicas {
 		b := w.brokers[id]
-		if _, z := ps.zombies[id]; !b.up || b.leader == nil || z || (id == ps.leader && !allowSame) {
+		if _, z := ps.zombies[id]; !b.up || b.node == nil || z || (id == ps.leader && !allowSame) {
 			continue
 		}
 		// In sync, as far as a prefix can be: its log reaches the true
@@ -499,30 +501,22 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 		}
 	}
 	epoch := ps.epoch + bump
-	resigned := false
-	if old.up && old.leader != nil {
-		old.stopTasks(tp)
-		if old != n {
-			if zombie {
-				w.mu.Lock()
-				ps.zombies[old.id] = ps.epoch
-				w.stats.Zombies++
-				w.mu.Unlock()
-				w.tracef("%s: b%d becomes a zombie, still leading epoch %d in its own view", tp, old.id, ps.epoch)
-				oldEpoch := ps.epoch
-				w.after(time.Duration(200+sr.IntN(4000))*time.Millisecond, "heal zombie", func() { w.heal(tp, old, oldEpoch) })
-			} else {
-				old.leader.Resign(tp)
-				old.roleChanging()
-				resigned = true
-			}
-		}
+	if old.up && old.node != nil && old != n && zombie {
+		w.mu.Lock()
+		ps.zombies[old.id] = ps.epoch
+		w.stats.Zombies++
+		w.mu.Unlock()
+		w.tracef("%s: b%d becomes a zombie, still leading epoch %d in its own view", tp, old.id, ps.epoch)
+		oldEpoch := ps.epoch
+		w.after(time.Duration(200+sr.IntN(4000))*time.Millisecond, "heal zombie", func() { w.heal(tp, old, oldEpoch) })
 	}
-	if w.p.followsOnly {
-		// Follows must say no before the broker appends as leader.
-		w.updateViews(tp, n.id, epoch)
-	} else {
-		n.stopFollower()
+	if n != old {
+		// The new leader's follower side stops before its log end is read:
+		// that is where the new epoch starts.
+		if err := n.node.StopReplica(context.Background(), tp); err != nil {
+			w.violate(KindEngineError, "b%d StopReplica(%s): %v", n.id, tp, err)
+			return false
+		}
 	}
 	start := n.log.end(tp)
 	if err := n.log.assignEpoch(tp, epoch, start); err != nil {
@@ -549,18 +543,12 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 	w.mu.Lock()
 	ps.leader, ps.epoch, ps.durChecked = n.id, epoch, -1
 	ps.starts[epoch] = start
-	w.relayTo[tp] = n.leader
 	w.stats.Elections++
 	w.mu.Unlock()
 	w.tracef("%s: b%d elected at epoch %d from offset %d (was b%d), republishing from %d", tp, n.id, epoch, start, old.id, from)
+	n.setView(tp, viewEntry{replicas: ps.replicas, leader: n.id, epoch: epoch})
+	n.becomeLeader(tp, epoch, from)
 	w.updateViews(tp, n.id, epoch)
-	if !w.p.followsOnly {
-		n.startFollower()
-	}
-	if resigned {
-		old.roleChanged()
-	}
-	w.becomeLeader(n, tp, epoch, from)
 	return true
 }
 
@@ -582,30 +570,20 @@ func (w *world) heal(tp metadata.TopicPartition, b *broker, epoch int32) {
 	if e, ok := ps.zombies[b.id]; !ok || e != epoch || !b.up {
 		return
 	}
-	b.stopTasks(tp)
-	b.leader.Resign(tp)
-	b.roleChanging()
 	w.mu.Lock()
 	delete(ps.zombies, b.id)
 	w.mu.Unlock()
-	w.updateViews(tp, ps.leader, ps.epoch)
 	w.tracef("%s: zombie b%d learns it was deposed and follows", tp, b.id)
-	b.roleChanged()
+	w.updateViews(tp, ps.leader, ps.epoch)
 }
 
 // crashBroker stops b's engines; its log survives.
 func (w *world) crashBroker(b *broker) {
-	b.stopFollower()
-	b.stopLeader()
-	b.waiters.Wait()
+	w.haltBroker(b)
 	b.up = false
 	w.mu.Lock()
 	for _, tp := range w.tps {
-		ps := w.parts[tp]
-		delete(ps.zombies, b.id)
-		if ps.leader == b.id {
-			w.relayTo[tp] = nil
-		}
+		delete(w.parts[tp].zombies, b.id)
 	}
 	w.stats.Crashes++
 	w.mu.Unlock()
@@ -620,8 +598,7 @@ func (w *world) restartBroker(b *broker, sr *rand.Rand) {
 		ps := w.parts[tp]
 		b.setView(tp, viewEntry{replicas: ps.replicas, leader: ps.leader, epoch: ps.epoch})
 	}
-	b.startLeader()
-	b.startFollower()
+	w.startBroker(b)
 	w.tracef("b%d restarts", b.id)
 	for _, tp := range w.tps {
 		if w.parts[tp].leader == b.id {
@@ -630,22 +607,44 @@ func (w *world) restartBroker(b *broker, sr *rand.Rand) {
 	}
 }
 
+// followerCrash makes a broker stop replicating a partition it follows
+// for a while, and follow it again: a replica taken offline and back, the
+// role flap a Node must survive without stale state.
 func (w *world) followerCrash(sr *rand.Rand) {
 	id := w.ids[sr.IntN(len(w.ids))]
+	tp := w.tps[sr.IntN(len(w.tps))]
 	b := w.brokers[id]
 	d := time.Duration(50+sr.IntN(3000)) * time.Millisecond
-	if !b.up || b.follower == nil {
+	if !b.up || b.node == nil || !b.follows(tp) {
 		return
 	}
-	b.stopFollower()
+	b.vmu.Lock()
+	b.paused[tp] = true
+	b.vmu.Unlock()
+	if err := b.node.StopReplica(context.Background(), tp); err != nil {
+		w.violate(KindEngineError, "b%d StopReplica(%s): %v", b.id, tp, err)
+		return
+	}
 	w.count(func(s *Stats) { s.FollowerRestarts++ })
-	w.tracef("b%d's follower engine crashes for %v", b.id, d)
-	w.after(d, "follower restart", func() {
-		if b.up && b.follower == nil {
-			w.tracef("b%d's follower engine restarts", b.id)
-			b.startFollower()
+	w.tracef("b%d stops following %s for %v", b.id, tp, d)
+	w.after(d, "follow again", func() { w.resume(b, tp) })
+}
+
+// resume ends b's pause of tp, if any: b follows tp again.
+func (w *world) resume(b *broker, tp metadata.TopicPartition) {
+	b.vmu.Lock()
+	paused := b.paused[tp]
+	delete(b.paused, tp)
+	b.since[tp]++
+	v := b.view[tp]
+	b.vmu.Unlock()
+	if paused && b.up && b.node != nil && b.follows(tp) {
+		w.tracef("b%d follows %s again", b.id, tp)
+		b.follower.followsAgain(tp)
+		if err := b.node.BecomeFollower(context.Background(), tp, v.epoch, v.leader); err != nil {
+			w.violate(KindEngineError, "b%d BecomeFollower(%s): %v", b.id, tp, err)
 		}
-	})
+	}
 }
 
 func (w *world) brokerCrash(sr *rand.Rand) {
@@ -688,31 +687,28 @@ func (w *world) reassign(sr *rand.Rand) {
 		}
 	}
 	i, j := sr.IntN(max(len(outs), 1)), sr.IntN(max(len(ins), 1))
-	if !l.up || l.leader == nil || len(outs) == 0 || len(ins) == 0 {
+	if !l.up || l.node == nil || len(outs) == 0 || len(ins) == 0 {
 		return
 	}
 	out, in := outs[i], ins[j]
-	// The old replica's data is deleted, which its follower engine must
-	// not be appending to: it is stopped whatever the seed. The new one
-	// has no data the engine could be appending to.
-	out.stopFollower()
-	out.log.remove(tp)
-	if !w.p.followsOnly {
-		in.stopFollower()
+	// Both logs of tp are deleted: the old replica's, and whatever the
+	// new one held from an earlier assignment. Their Nodes stop
+	// replicating tp first (StopReplica returns once no append is in
+	// flight); the new replica then follows with an empty log.
+	for _, b := range []*broker{out, in} {
+		if b.node != nil {
+			if err := b.node.StopReplica(context.Background(), tp); err != nil {
+				w.violate(KindEngineError, "b%d StopReplica(%s): %v", b.id, tp, err)
+			}
+		}
+		b.log.remove(tp)
 	}
-	in.log.remove(tp)
 	w.mu.Lock()
 	ps.replicas = slices.Clone(ps.replicas)
 	ps.replicas[slices.Index(ps.replicas, out.id)] = in.id
 	w.stats.Reassignments++
 	w.mu.Unlock()
 	w.updateViews(tp, ps.leader, ps.epoch)
-	if out.up {
-		out.startFollower()
-	}
-	if in.follower == nil {
-		in.startFollower()
-	}
 	w.tracef("%s: replica moves from b%d to b%d", tp, out.id, in.id)
 	// As Kafka's controller does when a reassignment changes the replica
 	// set, the leader takes a new epoch; it republishes its whole log for
@@ -725,8 +721,8 @@ func (w *world) reassign(sr *rand.Rand) {
 func (w *world) trimMetadata() {
 	var marks []map[int32]int64
 	for _, id := range w.ids {
-		if b := w.brokers[id]; b.up && b.leader != nil {
-			marks = append(marks, b.leader.MetadataLowMarks())
+		if b := w.brokers[id]; b.up && b.node != nil {
+			marks = append(marks, b.node.MetadataLowMarks())
 		}
 	}
 	if len(marks) == 0 {
@@ -764,10 +760,8 @@ func (w *world) quietPhase() {
 		for _, id := range sortedKeys(ps.zombies) {
 			w.heal(tp, w.brokers[id], ps.zombies[id])
 		}
-	}
-	for _, id := range w.ids {
-		if b := w.brokers[id]; b.follower == nil {
-			b.startFollower()
+		for _, id := range w.ids {
+			w.resume(w.brokers[id], tp)
 		}
 	}
 	for _, tp := range w.tps {
@@ -817,7 +811,7 @@ func (w *world) unconverged() []string {
 		ps := w.parts[tp]
 		l := w.brokers[ps.leader]
 		start, truth := l.log.snapshot(tp)
-		if d := l.leader.DurableOffset(tp); d != end(start, truth) {
+		if d := l.node.DurableOffset(tp); d != end(start, truth) {
 			out = append(out, fmt.Sprintf("  %s: leader b%d (epoch %d) has durable offset %d, log end %d", tp, l.id, ps.epoch, d, end(start, truth)))
 		}
 		for _, id := range ps.replicas {
@@ -877,10 +871,7 @@ func (w *world) compareBytes() {
 
 func (w *world) shutdown() {
 	for _, id := range w.ids {
-		b := w.brokers[id]
-		b.stopFollower()
-		b.stopLeader()
-		b.waiters.Wait()
+		w.haltBroker(w.brokers[id])
 	}
 	if w.meta != nil {
 		w.meta.Close()

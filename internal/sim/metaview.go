@@ -74,12 +74,14 @@ func newMetaView(w *world, inst *followerInst, seed uint64) *metaView {
 
 func (v *metaView) Partitions() int32 { return v.under.Partitions() }
 
+// Append and Trim go to the real log: a Node publishes through the same
+// Log it reads, and only its reads are disordered.
 func (v *metaView) Append(ctx context.Context, partition int32, value []byte) (int64, error) {
-	return 0, fmt.Errorf("sim: a follower's metadata view is read-only (append to partition %d)", partition)
+	return v.under.Append(ctx, partition, value)
 }
 
 func (v *metaView) Trim(ctx context.Context, partition int32, before int64) error {
-	return fmt.Errorf("sim: a follower's metadata view is read-only (trim partition %d)", partition)
+	return v.under.Trim(ctx, partition, before)
 }
 
 // Close does nothing: the real log belongs to the world.

@@ -28,12 +28,17 @@ import (
 type refFollower struct {
 	cfg  walstore.FollowerConfig
 	weak bool
+	// role says whether the broker follows a partition, since when (a
+	// count that grows with every new following, so that state from before
+	// a role change is never used), and its leader.
+	role func(tp metadata.TopicPartition) (since uint64, leader int32, ok bool)
 
 	mu    sync.Mutex
 	stats walstore.FollowerStats
 }
 
 type refPart struct {
+	since   uint64
 	tp      metadata.TopicPartition
 	leo     int64
 	local   fencing.Lineage
@@ -47,8 +52,13 @@ type pendingKey struct {
 	position int64
 }
 
-func newRefFollower(cfg walstore.FollowerConfig, weak bool) *refFollower {
-	return &refFollower{cfg: cfg, weak: weak}
+func newRefFollower(cfg walstore.FollowerConfig, role func(metadata.TopicPartition) (uint64, int32, bool), weak bool) *refFollower {
+	return &refFollower{cfg: cfg, role: role, weak: weak}
+}
+
+func (f *refFollower) follows(tp metadata.TopicPartition) bool {
+	_, _, ok := f.role(tp)
+	return ok
 }
 
 // Stats returns the counters the world reads: Messages (which the fence
@@ -142,7 +152,8 @@ func (f *refFollower) pause(ctx context.Context) {
 }
 
 func (f *refFollower) part(parts map[metadata.TopicPartition]*refPart, tp metadata.TopicPartition) (*refPart, error) {
-	if p := parts[tp]; p != nil {
+	since, _, _ := f.role(tp)
+	if p := parts[tp]; p != nil && p.since == since {
 		return p, nil
 	}
 	leo, err := f.cfg.Local.EndOffset(tp)
@@ -153,7 +164,7 @@ func (f *refFollower) part(parts map[metadata.TopicPartition]*refPart, tp metada
 	if err != nil {
 		return nil, err
 	}
-	p := &refPart{tp: tp, leo: leo, pending: make(map[pendingKey]metadata.Entry), retry: make(map[pendingKey]time.Time)}
+	p := &refPart{since: since, tp: tp, leo: leo, pending: make(map[pendingKey]metadata.Entry), retry: make(map[pendingKey]time.Time)}
 	var markers []metadata.EpochStart
 	for _, e := range epochs {
 		if err := p.local.Assign(e.Epoch, e.StartOffset); err != nil {
@@ -174,7 +185,7 @@ func (f *refFollower) part(parts map[metadata.TopicPartition]*refPart, tp metada
 func (f *refFollower) handle(ctx context.Context, parts map[metadata.TopicPartition]*refPart, m *metadata.Message) (bool, error) {
 	pubs := make(map[metadata.TopicPartition][]metadata.EpochStart)
 	for _, mk := range m.Markers {
-		if f.cfg.Follows(mk.Partition) {
+		if f.follows(mk.Partition) {
 			pubs[mk.Partition] = append(pubs[mk.Partition], mk)
 		}
 	}
@@ -195,7 +206,7 @@ func (f *refFollower) handle(ctx context.Context, parts map[metadata.TopicPartit
 		}
 	}
 	for _, e := range m.Entries {
-		if !f.cfg.Follows(e.Partition) {
+		if !f.follows(e.Partition) {
 			continue
 		}
 		p, err := f.part(parts, e.Partition)
@@ -232,6 +243,10 @@ func cmpTP(a, b metadata.TopicPartition) int {
 func (f *refFollower) apply(ctx context.Context, mgr *walstore.Manager, parts map[metadata.TopicPartition]*refPart) (progressed, rewind bool, err error) {
 	for _, tp := range slices.SortedFunc(maps.Keys(parts), cmpTP) {
 		p := parts[tp]
+		if since, _, ok := f.role(tp); !ok || since != p.since {
+			delete(parts, tp) // the role changed: start afresh if followed again
+			continue
+		}
 		if err := f.bootstrap(ctx, p); err != nil {
 			return progressed, rewind, err
 		}
@@ -291,7 +306,9 @@ func (f *refFollower) apply(ctx context.Context, mgr *walstore.Manager, parts ma
 			progressed = true
 			f.count(func(s *walstore.FollowerStats) { s.Applied++ })
 			if f.cfg.OnApplied != nil {
-				f.cfg.OnApplied(tp, p.leo)
+				latest, _ := p.local.Latest()
+				_, leader, _ := f.role(tp)
+				f.cfg.OnApplied(walstore.Progress{Partition: tp, Leader: leader, Follower: f.cfg.BrokerID, EndOffset: p.leo, LastEpoch: latest.Epoch})
 			}
 		}
 	}

@@ -33,7 +33,7 @@ func TestSimSeed1DurableOffsetStartsOverAtANewEpoch(t *testing.T) {
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
 		r := startRegressLeader(t, nil)
 		defer r.stop()
-		cluster, local, l := r.cluster, r.local, r.l
+		cluster, local, l := r.cluster, r.local, r.n
 
 		produce := func(epoch int32, first, last int64) {
 			b := regressBatch(tp, epoch, first, last)
@@ -41,17 +41,17 @@ func TestSimSeed1DurableOffsetStartsOverAtANewEpoch(t *testing.T) {
 			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
 		}
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
-		require.NoError(t, l.BecomeLeader(ctx, tp, 1, -1))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 		produce(1, 0, 49)
 		produce(1, 50, 99)
 		require.NoError(t, l.WaitDurable(ctx, tp, 99))
 
 		// Deposed; as a follower the broker truncates the records from 50
 		// on, which the next leader did not have.
-		l.Resign(tp)
+		require.NoError(t, l.StopReplica(ctx, tp))
 		require.NoError(t, local.Truncate(ctx, tp, 50))
 		require.NoError(t, local.AssignEpoch(tp, 3, 50))
-		require.NoError(t, l.BecomeLeader(ctx, tp, 3, -1))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 3, []int32{2}, -1))
 		require.LessOrEqual(t, l.DurableOffset(tp), int64(50), "durable offset after leading again at epoch 3 from 50")
 
 		// Nothing can be uploaded now, so nothing new may be acknowledged.
@@ -77,7 +77,7 @@ func TestSimSeed2DataOfAnEarlierLeadershipIsNotPublishedUnderANewEpoch(t *testin
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
 		r := startRegressLeader(t, func(c *walstore.LeaderConfig) { c.MaxInflight = 1 })
 		defer r.stop()
-		cluster, meta, local, l := r.cluster, r.meta, r.local, r.l
+		cluster, meta, local, l := r.cluster, r.meta, r.local, r.n
 		produce := func(epoch int32, first, last int64) {
 			b := regressBatch(tp, epoch, first, last)
 			require.NoError(t, l.Append(ctx, tp, b))
@@ -85,7 +85,7 @@ func TestSimSeed2DataOfAnEarlierLeadershipIsNotPublishedUnderANewEpoch(t *testin
 		}
 
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
-		require.NoError(t, l.BecomeLeader(ctx, tp, 1, -1))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 		// The bucket is down: the first object's upload holds the only
 		// slot, so the second batch stays in the builder, uncut.
 		require.NoError(t, cluster.SetOutage("az1", true))
@@ -95,10 +95,10 @@ func TestSimSeed2DataOfAnEarlierLeadershipIsNotPublishedUnderANewEpoch(t *testin
 		time.Sleep(50 * time.Millisecond)
 
 		// Deposed at 10; leads again at epoch 3 from 10.
-		l.Resign(tp)
+		require.NoError(t, l.StopReplica(ctx, tp))
 		require.NoError(t, local.Truncate(ctx, tp, 10))
 		require.NoError(t, local.AssignEpoch(tp, 3, 10))
-		require.NoError(t, l.BecomeLeader(ctx, tp, 3, -1))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 3, []int32{2}, -1))
 		require.NoError(t, cluster.SetOutage("az1", false))
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
@@ -132,7 +132,7 @@ func TestSimSeed3DurableOffsetWaitsForTheRepublish(t *testing.T) {
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
 		r := startRegressLeader(t, nil)
 		defer r.stop()
-		cluster, local, l := r.cluster, r.local, r.l
+		cluster, local, l := r.cluster, r.local, r.n
 		// The broker's log holds 0-99 of epoch 1, which no engine ever
 		// uploaded (the engine that took them crashed).
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
@@ -147,8 +147,7 @@ func TestSimSeed3DurableOffsetWaitsForTheRepublish(t *testing.T) {
 		}})
 		require.NoError(t, err)
 		require.NoError(t, local.AssignEpoch(tp, 2, 100))
-		became := make(chan error)
-		go func() { became <- l.BecomeLeader(ctx, tp, 2, 0) }()
+		require.NoError(t, l.BecomeLeader(ctx, tp, 2, []int32{2}, 0))
 		time.Sleep(time.Second) // the markers are out, the republish is stuck
 		b := regressBatch(tp, 2, 100, 100)
 		require.NoError(t, l.Append(ctx, tp, b))
@@ -156,7 +155,7 @@ func TestSimSeed3DurableOffsetWaitsForTheRepublish(t *testing.T) {
 		time.Sleep(time.Second)
 		require.LessOrEqual(t, l.DurableOffset(tp), int64(0), "durable offset while 0-99 are only being republished")
 
-		require.NoError(t, <-became)
+		require.NoError(t, l.WaitDurable(ctx, tp, 100))
 		require.Equal(t, int64(101), l.DurableOffset(tp), "durable offset once the republish is stored")
 	})
 }
@@ -175,7 +174,7 @@ func TestSimSeed11FollowerProgressIsForgottenAtANewEpoch(t *testing.T) {
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
 		r := startRegressLeader(t, func(c *walstore.LeaderConfig) { c.GCInterval = time.Hour })
 		defer r.stop()
-		local, l := r.local, r.l
+		local, l := r.local, r.n
 		produce := func(epoch int32, first, last int64) {
 			b := regressBatch(tp, epoch, first, last)
 			require.NoError(t, l.Append(ctx, tp, b))
@@ -184,20 +183,20 @@ func TestSimSeed11FollowerProgressIsForgottenAtANewEpoch(t *testing.T) {
 		}
 
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
-		require.NoError(t, l.BecomeLeader(ctx, tp, 1, -1))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 		produce(1, 0, 49)
 		produce(1, 50, 99)
-		l.ReportApplied(tp, 2, 100) // follower 2 holds 0-99 of epoch 1
+		l.RecordProgress(walstore.Progress{Partition: tp, Leader: 1, Follower: 2, EndOffset: 100, LastEpoch: 1}) // follower 2 holds 0-99 of epoch 1
 		n, err := l.CollectGarbage(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 2, n, "epoch 1's two objects, which follower 2 holds")
 
 		// Deposed; epoch 2 started at 50 elsewhere; the broker's log is
 		// truncated to 50 and it leads again at epoch 3 from 50.
-		l.Resign(tp)
+		require.NoError(t, l.StopReplica(ctx, tp))
 		require.NoError(t, local.Truncate(ctx, tp, 50))
 		require.NoError(t, local.AssignEpoch(tp, 3, 50))
-		require.NoError(t, l.BecomeLeader(ctx, tp, 3, -1))
+		require.NoError(t, l.BecomeLeader(ctx, tp, 3, []int32{2}, -1))
 		produce(3, 50, 59)
 		n, err = l.CollectGarbage(ctx)
 		require.NoError(t, err)
@@ -233,11 +232,9 @@ func TestFuzzFollowerMarkerInsideABatch(t *testing.T) {
 		require.NoError(t, err)
 		_, err = meta.Append(ctx, 0, msg)
 		require.NoError(t, err)
-		f, err := walstore.NewFollower(walstore.FollowerConfig{
-			BrokerID: 2, Store: store, Log: meta, Local: local, Logger: quiet(),
-			Follows: func(metadata.TopicPartition) bool { return true },
-		})
+		f, err := walstore.NewNode(walstore.NodeConfig{BrokerID: 2, Store: store, Log: meta, Local: local, Logger: quiet()})
 		require.NoError(t, err)
+		require.NoError(t, f.BecomeFollower(ctx, tp, 2, 1))
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- f.Run(runCtx) }()
@@ -256,15 +253,14 @@ func TestFuzzFollowerMarkerInsideABatch(t *testing.T) {
 	})
 }
 
-// regressBatch returns a batch of records [first, last] of tp at epoch.
 // regressLeader is the setup the leader regressions share: broker 1 in az1
 // with a memstore bucket, a one-partition metadata log and a local log,
-// leading for follower 2, its engine running until stop.
+// leading for follower 2, its Node running until stop.
 type regressLeader struct {
 	cluster *memstore.Cluster
 	meta    *memstore.Log
 	local   *memstore.LocalLog
-	l       *walstore.Leader
+	n       *walstore.Node
 	stop    func()
 }
 
@@ -279,25 +275,24 @@ func startRegressLeader(t *testing.T, tune func(*walstore.LeaderConfig)) *regres
 	meta, err := memstore.NewLog(1)
 	require.NoError(t, err)
 	local := memstore.NewLocalLog()
-	cfg := walstore.LeaderConfig{
-		BrokerID: 1, Store: store, Log: meta, Local: local, Interval: 10 * time.Millisecond, Logger: quiet(),
-		Followers: func(metadata.TopicPartition) []int32 { return []int32{2} },
-	}
+	cfg := walstore.NodeConfig{BrokerID: 1, Store: store, Log: meta, Local: local, Logger: quiet(),
+		Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond}}
 	if tune != nil {
-		tune(&cfg)
+		tune(&cfg.Leader)
 	}
-	l, err := walstore.NewLeader(cfg)
+	n, err := walstore.NewNode(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
-	go func() { done <- l.Run(ctx) }()
-	return &regressLeader{cluster: cluster, meta: meta, local: local, l: l, stop: func() {
+	go func() { done <- n.Run(ctx) }()
+	return &regressLeader{cluster: cluster, meta: meta, local: local, n: n, stop: func() {
 		cancel()
 		require.NoError(t, <-done)
 		meta.Close()
 	}}
 }
 
+// regressBatch returns a batch of records [first, last] of tp at epoch.
 func regressBatch(tp metadata.TopicPartition, epoch int32, first, last int64) combiner.Batch {
 	data := []byte(fmt.Sprintf("%s e%d [%d,%d]", tp, epoch, first, last))
 	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1_000_000 + last, Data: data}

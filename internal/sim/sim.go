@@ -21,25 +21,15 @@ type Config struct {
 	Seed uint64
 	// Verbose adds the engines' own logs (Info and above) to the trace.
 	Verbose bool
-	// WeakFencing replaces the follower engine with the reference follower
-	// of this package with one fencing rule disabled: an entry that
-	// fencing drops as fenced by a newer epoch is applied anyway. It
+	// WeakFencing replaces each Node's follower side with the reference
+	// follower of this package with one fencing rule disabled: an entry
+	// that fencing drops as fenced by a newer epoch is applied anyway. It
 	// exists to show that the invariants catch a follower that breaks
-	// fencing; see TestWeakenedFencingIsCaught.
+	// fencing; see TestWeakenedFencingIsCaught. The Nodes then only lead.
 	WeakFencing bool
-	// ReferenceFollower replaces the follower engine with the reference
-	// follower with fencing intact: the control for WeakFencing.
+	// ReferenceFollower replaces each Node's follower side with the
+	// reference follower with fencing intact: the control for WeakFencing.
 	ReferenceFollower bool
-	// RelayUnchecked makes brokers relay every follower progress report to
-	// the leader, including end offsets of records the follower has yet to
-	// truncate. The leader's garbage collector then deletes objects
-	// followers still need (see the package documentation).
-	RelayUnchecked bool
-	// FollowsOnly makes a broker whose role for a partition changes only
-	// make Follows say so, as walstore documents, instead of restarting its
-	// follower engine. A follower engine that nothing wakes while the
-	// broker leads keeps stale state (see the package documentation).
-	FollowsOnly bool
 }
 
 // Kind names an invariant.
@@ -141,7 +131,7 @@ type world struct {
 	registry   map[batchKey]batchMeta
 	objects    map[metadata.ObjectRef]*object
 	sections   map[metadata.TopicPartition][]storedSection
-	relayTo    map[metadata.TopicPartition]*walstore.Leader // the current leader's engine, for ReportApplied
+	nodes      map[int32]*walstore.Node // running Nodes by broker, for relaying progress
 	violations []Violation
 	stats      Stats
 
@@ -246,12 +236,7 @@ func (p params) String() string {
 	fmt.Fprintf(&b, "follower fetch %d, readahead %d, read batch %d, poll %v, gap %d; ",
 		p.follower.FetchConcurrency, p.follower.Readahead, p.follower.ReadBatch, p.follower.PollInterval, p.follower.CoalesceGap)
 	fmt.Fprintf(&b, "metadata delayed p=%.2f up to %v, duplicated p=%.2f; ", p.disorder.delayP, p.disorder.maxDelay, p.disorder.dupP)
-	if p.followsOnly {
-		b.WriteString("role changes flip Follows")
-	} else {
-		b.WriteString("role changes restart the follower engine")
-	}
-	return b.String()
+	return strings.TrimSuffix(b.String(), "; ")
 }
 
 // params are the seed's choices of shape and settings.
@@ -269,8 +254,6 @@ type params struct {
 	leader         walstore.LeaderConfig
 	follower       walstore.FollowerConfig
 	disorder       disorder
-	// followsOnly is Config.FollowsOnly.
-	followsOnly bool
 	// weights of the step kinds
 	weights [numSteps]float64
 }
@@ -278,7 +261,7 @@ type params struct {
 func choose[T any](rng *rand.Rand, xs ...T) T { return xs[rng.IntN(len(xs))] }
 
 func drawParams(rng *rand.Rand, cfg Config) params {
-	p := params{followsOnly: cfg.FollowsOnly}
+	p := params{}
 	p.brokers = 4 + rng.IntN(2)
 	p.partitions = 1 + rng.IntN(6)
 	p.rf = 2 + rng.IntN(2)

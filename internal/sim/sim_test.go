@@ -85,16 +85,9 @@ func report(t *testing.T, res *Result, test string, traceLines int) {
 func TestSimulation(t *testing.T) {
 	first, n := seedRange(t, 300)
 	replay := n == 1
-	// ACTIVETIER_SIM_RELAY_UNCHECKED=1 relays every follower progress
-	// report, as walstore's OnApplied documentation reads; see
-	// Config.RelayUnchecked.
-	unchecked := os.Getenv("ACTIVETIER_SIM_RELAY_UNCHECKED") == "1"
-	// ACTIVETIER_SIM_FOLLOWS_ONLY=1 makes brokers only flip Follows on a
-	// role change; see Config.FollowsOnly.
-	followsOnly := os.Getenv("ACTIVETIER_SIM_FOLLOWS_ONLY") == "1"
 	var total Stats
 	for seed := first; seed < first+n; seed++ {
-		res := runSeed(t, Config{Seed: seed, Verbose: replay, RelayUnchecked: unchecked, FollowsOnly: followsOnly})
+		res := runSeed(t, Config{Seed: seed, Verbose: replay})
 		if replay {
 			t.Logf("seed %d: %s\ntrace:\n%s", seed, res.Shape, strings.Join(res.Trace, "\n"))
 			t.Logf("stats: %+v; simulated %v", res.Stats, res.SimTime)
