@@ -4,7 +4,10 @@
 // zone, instead of copying them broker to broker across zones. It implements
 // the RemoteWalStorageManager contract of Kafka's KIP-1176.
 //
-// This package holds no code; it is the map. Read it first.
+// This package holds no code; it is the map. Read it first. The design
+// behind it, the seven failure scenarios it is tested against, and the
+// reference prices and latencies with their sources are in docs/design.md
+// in the repository.
 //
 // # Why
 //
@@ -20,8 +23,9 @@
 // cross-AZ fee, billed per request and per GB), combining many partitions
 // into one object to keep PUTs cheap. It publishes small metadata entries
 // (which object, which byte range, which offsets, which leader epoch), and
-// each follower reads only its partitions' byte ranges. The seed thread's
-// worked example: 0.3 MB over 100 partitions in one object, read 100 times,
+// each follower reads only its partitions' byte ranges. A worked example
+// from the public KIP-1176 discussion: 0.3 MB over 100 partitions in one
+// object, read 100 times,
 // costs $2.09e-6 to write and $3.18e-6 to read, against $6e-6 for
 // broker-to-broker replication at RF=2 (package costmodel reproduces it).
 // Producers are untouched; stale leaders are fenced by leader epoch, so a
@@ -52,8 +56,8 @@
 //     which partitions go into which object and when to cut. No I/O.
 //   - walstore: the ObjectStore contract with typed errors, the Manager
 //     (copy, fetch, delete combined objects), the Leader and Follower
-//     engines and garbage collection. walstore/walstoretest is the
-//     conformance suite for ObjectStore implementations.
+//     engines and garbage collection. walstore/walstoretest holds the
+//     conformance suites for ObjectStore and LocalLog implementations.
 //   - memstore: in-memory ObjectStore, metadata.Log and LocalLog, with
 //     latency profiles, fault injection and request accounting: the default
 //     for tests, examples and the demo.

@@ -167,8 +167,9 @@ func TestBuilderSplitsAtTargetBytes(t *testing.T) {
 	assert.Equal(t, []int{200, 200, 100, 400}, sizes)
 }
 
-// TestBuilderFollowerGrouping is the seed thread's example: RF=2 on four
-// brokers, topic A on brokers 1 and 2, topic B on 3 and 4.
+// TestBuilderFollowerGrouping is the four-broker grouping example of
+// docs/design.md, "Worked cost examples from the KIP-1176 discussion": RF=2
+// on four brokers, topic A on brokers 1 and 2, topic B on 3 and 4.
 func TestBuilderFollowerGrouping(t *testing.T) {
 	placement := func(p metadata.TopicPartition) []int32 {
 		if p.Topic == "A" {

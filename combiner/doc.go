@@ -153,9 +153,10 @@
 // BuilderConfig.Followers) and groups are sorted by follower set, so
 // partitions with the same followers are adjacent and a follower that
 // follows several of them reads them with one range GET. DefaultPolicy then
-// follows the seed thread's trade-off: a flush smaller than SmallFlushBytes
-// (by default where S3 Express's PUT price equals its upload price, about
-// 353 KB) is split into one object per follower set, at most
+// follows the trade-off of small and large flushes (docs/design.md, "Worked
+// cost examples from the KIP-1176 discussion"): a flush smaller than
+// SmallFlushBytes (by default where S3 Express's PUT price equals its upload
+// price, about 353 KB) is split into one object per follower set, at most
 // MaxSmallFlushObjects of them, so each object has as few readers as
 // possible; a larger flush, where transfer dominates the cost, goes into
 // as few objects as the limits allow. DefaultPolicy's documentation gives

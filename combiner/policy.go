@@ -60,16 +60,18 @@ const (
 	// PUT ($0.00113 per 1000) equals its upload price for the bytes
 	// ($0.0032 per GB): about 353 KB. Below it a flush's cost is mostly
 	// requests, above it mostly transfer, which is the boundary between
-	// the seed thread's "small batches" and "large batches".
+	// the small and large flushes of docs/design.md, "Worked cost examples
+	// from the KIP-1176 discussion".
 	DefaultSmallFlushBytes = 353_125
 	// DefaultMaxSmallFlushObjects caps how many objects a small flush is
 	// split into, and so how many PUTs beyond one it may cost.
 	DefaultMaxSmallFlushObjects = 4
 )
 
-// DefaultPolicy is the layout the seed thread proposes ("Small Batches"
-// versus "Large Batches", and "intelligent batching based on follower
-// distribution"), with the request cost of splitting bounded.
+// DefaultPolicy is the layout proposed in the KIP-1176 discussion (small
+// flushes split by follower set, large flushes in one object; see
+// docs/design.md, "Worked cost examples from the KIP-1176 discussion"), with
+// the request cost of splitting bounded.
 //
 // A flush of at least SmallFlushBytes goes into one object (the Builder
 // splits it at TargetBytes and MaxPartitions), sections ordered by
@@ -86,7 +88,7 @@ const (
 // MaxSmallFlushObjects of them: with more follower sets than that,
 // neighbouring sets (in Group order, so sharing their lowest followers)
 // are merged, balancing bytes. Note that with follower-affinity metadata
-// routing, splitting no longer reduces the metadata fan-out the thread
+// routing, splitting no longer reduces the metadata fan-out the discussion
 // wanted to reduce; MaxSmallFlushObjects = 1 turns splitting off.
 //
 // DefaultPolicy adds no early cuts: Due is always false, so cuts happen at

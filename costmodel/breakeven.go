@@ -83,10 +83,10 @@ func BreakEvenThroughput(p Prices, w Workload) (float64, error) {
 // costs more than broker-to-broker replication, all else in w fixed: more
 // brokers mean more leaders cutting smaller objects and more distinct
 // followers reading each one, so requests and metadata grow while the
-// cross-AZ bytes saved do not. This is the thread's JR2.1 worry ("as a
-// cluster scales in brokers and partitions, the cost saving ... could be
-// turned into the negative"). w's Brokers is the variable searched; its
-// placement must be derived (Leaders and FollowersPerObject zero) and objects
+// cross-AZ bytes saved do not: the saving shrinks and can turn negative as
+// a cluster grows (docs/design.md, "Worked cost examples from the KIP-1176
+// discussion", scaling in brokers and partitions). w's Brokers is the
+// variable searched; its placement must be derived (Leaders and FollowersPerObject zero) and objects
 // cut by time only (MaxObjectBytes zero): while a size cap binds, objects/s is
 // fixed at BytesPerSecond/cap, and more leaders make each object hold fewer
 // partitions read by fewer followers, so cost falls with broker count before

@@ -3,8 +3,8 @@
 // (S3 Express One Zone or S3), what the same bytes cost replicated broker to
 // broker across AZs, and which flush interval and object size keep the
 // replication lag within a budget at the lowest cost. It answers the question
-// the KIP-1176 thread kept returning to: when does this pay, and when does it
-// not?
+// the public KIP-1176 discussion kept returning to: when does this pay, and
+// when does it not?
 //
 // The package does no I/O and imports nothing from the module. Every input is
 // validated, errors name the field (errors.Is ErrInvalid, errors.As
@@ -14,10 +14,12 @@
 // # Units
 //
 // Money is US dollars, as float64. Prices are data (Prices): start from
-// S3Express2025 or S3Standard2025 (DESIGN.md §5, us-east-1, 2025) and
-// override fields. "Per GB" means per Prices.BytesPerGB bytes: the presets use
-// DecimalGB = 10^9 because the thread's figures are decimal — JR2's $0.96e-6
-// upload for 0.3 MB is exactly 3e5/1e9 × $0.0032 and nothing else gives it.
+// S3Express2025 or S3Standard2025 (us-east-1, 2025; docs/design.md,
+// "Reference prices and latencies", with sources) and override fields. "Per
+// GB" means per Prices.BytesPerGB bytes: the presets use DecimalGB = 10^9
+// because the worked examples of the KIP-1176 discussion are decimal — the
+// $0.96e-6 upload of the 0.3 MB / 100-partition example is exactly
+// 3e5/1e9 × $0.0032 and nothing else gives it.
 // AWS's own S3 pricing examples divide by 2^30 (BinaryGB); to match a bill,
 // set BytesPerGB = BinaryGB: every per-byte charge on both paths drops by
 // 6.9% and request charges do not change. A month is SecondsPerMonth = 730
@@ -80,13 +82,14 @@
 //
 //	D = (Brokers-1)·(1 - (1 - (RF-1)/(Brokers-1))^s)
 //
-// (Workload.FollowersPerObject overrides it, e.g. JR2's "every partition has
-// a different follower": D = s·(RF-1)). Each follower issues R range GETs per
-// object (Workload.RangesPerFollower, default 1): S3 accepts one byte range
-// per GET, so R = 1 needs the sections a follower reads to be adjacent, which
-// the combiner's follower grouping achieves exactly for RF=2 and when every
-// broker follows every partition, and approximately otherwise; R is capped at
-// the follower's s·(RF-1)/D sections, the no-coalescing case. Reading a gap
+// (Workload.FollowersPerObject overrides it, e.g. the 0.3 MB / 100-partition
+// example, where every partition has a different follower: D = s·(RF-1)).
+// Each follower issues R range GETs per object (Workload.RangesPerFollower,
+// default 1): S3 accepts one byte range per GET, so R = 1 needs the
+// sections a follower reads to be adjacent, which the combiner's follower
+// grouping achieves exactly for RF=2 and when every broker follows every
+// partition, and approximately otherwise; R is capped at the follower's
+// s·(RF-1)/D sections, the no-coalescing case. Reading a gap
 // of unwanted bytes between two sections is cheaper than a second GET while
 // the gap is below Prices.CoalesceGapBytes (50 KB at 2025 Express prices).
 // Then, cluster-wide with O objects/s:
@@ -94,18 +97,18 @@
 //	PUTs/s = O        GETs/s = O·D·R
 //	upload bytes/s = BytesPerSecond      retrieval bytes/s = BytesPerSecond·(RF-1)
 //
-// Metadata routing is DESIGN.md's follower affinity: an entry goes to each of
-// its RF-1 followers' metadata partitions, batched into one message per
-// follower per object, so leaders publish
+// Metadata routing is follower affinity (docs/design.md, "Data flow"): an
+// entry goes to each of its RF-1 followers' metadata partitions, batched
+// into one message per follower per object, so leaders publish
 //
 //	m = O·(s·(RF-1)·MetadataEntryBytes + D·MetadataMessageOverheadBytes)
 //
 // bytes/s, and the AZ crossings are m·MetadataRF (publish, then MetadataRF-1
 // replicas) plus m·readers (each follower's read), readers being
-// Brokers/MetadataPartitions when followers share a metadata partition (JR8's
-// fan-out; the thread's 50 partitions for 100 brokers is 2) and 1 otherwise.
-// DefaultMetadataEntryBytes (16) is a placeholder for the codec's measured
-// size; the thread assumed 30.
+// Brokers/MetadataPartitions when followers share a metadata partition (the
+// metadata fan-out; the KIP-1176 discussion's 50 partitions for 100 brokers
+// is 2) and 1 otherwise. DefaultMetadataEntryBytes (16) is a placeholder for
+// the codec's measured size; the discussion assumed 30.
 //
 // # What is not counted
 //
@@ -135,7 +138,8 @@
 //	lag = U(0, T) + PUT(object bytes) + MetadataDelay + GET(range bytes)
 //
 // PUT and GET are lognormal with medians growing linearly in the bytes moved
-// (Latency; S3ExpressLatency and S3StandardLatency are DESIGN.md §5's fits).
+// (Latency; S3ExpressLatency and S3StandardLatency are the fits of
+// docs/design.md, "Reference prices and latencies").
 // WorkloadLag returns the p50 and p99 of the sum itself, not the sum of the
 // parts' quantiles: the wait and the GET are integrated in closed form, the
 // PUT by the trapezoidal rule, and the result agrees with a Monte Carlo
@@ -153,22 +157,25 @@
 // Per produced byte, activetier saves (RF-1)·crossAZ and pays upload +
 // (RF-1)·retrieval: $0.0044 against $0.04 per GB at RF=3 on S3 Express, so
 // per-byte fees alone never sink it at list prices, but a cross-AZ price
-// below $0.0011/GB each way would. What sinks it is requests and metadata per byte, which grow as
-// objects shrink: low throughput, short intervals, and — the thread's JR2.1
-// worry — many brokers, because the same bytes are split over more leaders
-// into more, smaller objects, each read by more followers.
+// below $0.0011/GB each way would. What sinks it is requests and metadata
+// per byte, which grow as objects shrink: low throughput, short intervals,
+// and — the worry of the KIP-1176 discussion — many brokers, because the
+// same bytes are split over more leaders into more, smaller objects, each
+// read by more followers.
 // BreakEvenThroughput and BreakEvenBrokers find where the savings cross zero.
 // At RF=3, 1000 partitions, 6 brokers and a 100 ms flush, activetier pays
 // above ~2.9 MB/s; at 100 MB/s it stops paying at 251 brokers.
 //
-// # The thread's numbers
+// # The KIP-1176 discussion's numbers
 //
-// JR2 (0.3 MB of 100 partitions, one PUT, 100 GETs, RF=2) reproduces exactly:
-// write $2.09e-6, read $3.18e-6, broker to broker $6e-6, savings 12.2%, and the
-// break-even "1 PUT per 125 GETs" holds for 0.3 MB objects (124.3). The
-// thread's RF=3 figure (56%) kept the read cost of RF=2; with two followers
-// per partition the object is read twice as often and the savings are 29.6%.
-// JR8's broadcast (every one of 100 brokers reading a 3 KB metadata message)
+// The worked examples of docs/design.md, "Worked cost examples from the
+// KIP-1176 discussion", come out exactly. The 0.3 MB / 100-partition example
+// (one PUT, 100 GETs, RF=2): write $2.09e-6, read $3.18e-6, broker to broker
+// $6e-6, savings 12.2%, and the break-even of one PUT per 125 GETs holds for
+// 0.3 MB objects (124.3). The discussion's RF=3 figure (56%) kept the read
+// cost of RF=2; with two followers per partition the object is read twice
+// as often and the savings are 29.6%. The 3 KB metadata broadcast (every one
+// of 100 brokers reading a 3 KB metadata message)
 // costs $6e-6 per object at cross-AZ prices, as much as the replication of a
 // 0.3 MB object it replaces; follower-affinity routing is what removes it.
 package costmodel

@@ -8,8 +8,9 @@ import (
 	"github.com/activetier/activetier/costmodel"
 )
 
-// The thread's JR2 example: 0.3 MB of 100 partitions in one object, one PUT,
-// read 100 times (one follower per partition, RF=2).
+// The 0.3 MB / 100-partition example of docs/design.md, "Worked cost
+// examples from the KIP-1176 discussion": 0.3 MB of 100 partitions in one
+// object, one PUT, read 100 times (one follower per partition, RF=2).
 func ExampleRunCost() {
 	c, err := costmodel.RunCost(costmodel.S3Express2025(), costmodel.Usage{
 		Puts: 1, Gets: 100, BytesUp: 300_000, BytesDown: 300_000,

@@ -28,9 +28,10 @@ type Latency struct {
 	MetadataDelay time.Duration
 }
 
-// S3ExpressLatency returns DESIGN.md §5's S3 Express One Zone fit: PUT
-// 6.5 ms + 10 ms/MiB, σ 0.24; GET 2.5 ms, σ 0.57 (p99 ≈ 9.3 ms for 4 KiB).
-// §5 gives no size slope for Express GETs; this uses the PUT's 10 ms/MiB
+// S3ExpressLatency returns the S3 Express One Zone fit of docs/design.md,
+// "Reference prices and latencies": PUT 6.5 ms + 10 ms/MiB, σ 0.24; GET
+// 2.5 ms, σ 0.57 (p99 ≈ 9.3 ms for 4 KiB). The measurements give no size
+// slope for Express GETs; this uses the PUT's 10 ms/MiB
 // (~100 MiB/s per stream, close to S3 Standard's ~90 MB/s), which is
 // conservative. MetadataDelay is 5 ms, Kafka's acks=all p99 at 200 MB/s.
 func S3ExpressLatency() Latency {
@@ -45,7 +46,8 @@ func S3ExpressLatency() Latency {
 	}
 }
 
-// S3StandardLatency returns DESIGN.md §5's S3 Standard fit: PUT 60 ms +
+// S3StandardLatency returns the S3 Standard fit of docs/design.md,
+// "Reference prices and latencies": PUT 60 ms +
 // 20 ms/MiB, σ 0.29; GET 27 ms + size at ~90 MB/s per stream, σ 0.62.
 func S3StandardLatency() Latency {
 	return Latency{

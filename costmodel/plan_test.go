@@ -52,8 +52,9 @@ func TestPlanHundredMBps(t *testing.T) {
 }
 
 func TestPlanDoesNotPayForManyBrokersAndSmallObjects(t *testing.T) {
-	// JR2.1: "As a cluster scales in brokers and partitions, the cost saving
-	// ... could be reduced or even turned into the negative." 1 MB/s over
+	// The saving shrinks and turns negative as a cluster grows in brokers
+	// and partitions (docs/design.md, "Worked cost examples from the
+	// KIP-1176 discussion"). 1 MB/s over
 	// 1000 partitions led by 100 brokers: each object is ~1 KB, read by ~18
 	// followers, and PUTs cost far more than the cross-AZ bytes they save.
 	w := Workload{BytesPerSecond: 1e6, Partitions: 1000, Brokers: 100, RF: 3}

@@ -7,9 +7,10 @@ import (
 )
 
 // DecimalGB is 10^9 bytes, the gigabyte the presets are quoted in. The
-// thread's JR2 figures only come out exactly with it: 0.3 MB at $0.0032/GB is
-// 3e5/1e9 × 0.0032 = $0.96e-6. AWS's own S3 pricing examples divide by 2^30
-// (BinaryGB) instead; see Prices.BytesPerGB.
+// figures of the 0.3 MB / 100-partition example (docs/design.md, "Worked
+// cost examples from the KIP-1176 discussion") only come out exactly with
+// it: 0.3 MB at $0.0032/GB is 3e5/1e9 × 0.0032 = $0.96e-6. AWS's own S3
+// pricing examples divide by 2^30 (BinaryGB) instead; see Prices.BytesPerGB.
 const DecimalGB = 1e9
 
 // BinaryGB is 2^30 bytes (a GiB). Set Prices.BytesPerGB to it to match an AWS
@@ -56,13 +57,14 @@ type Prices struct {
 	CrossAZInPerGB  float64
 
 	// BytesPerGB is how many bytes the per-GB prices are quoted for:
-	// DecimalGB (the presets, and the thread's arithmetic) or BinaryGB (what
+	// DecimalGB (the presets, and the worked examples) or BinaryGB (what
 	// AWS's S3 pricing examples use). It must be positive.
 	BytesPerGB float64
 }
 
 // S3Express2025 returns S3 Express One Zone prices in us-east-1 as of 2025
-// (DESIGN.md §5), with AWS's $0.01/GB each way for cross-AZ transfer.
+// (the Amazon S3 pricing page; docs/design.md, "Reference prices and
+// latencies"), with AWS's $0.01/GB each way for cross-AZ transfer.
 func S3Express2025() Prices {
 	return Prices{
 		Name:              "s3express-2025",
@@ -78,10 +80,11 @@ func S3Express2025() Prices {
 }
 
 // S3Standard2025 returns S3 Standard prices in us-east-1 as of 2025: PUT
-// $0.005 and GET $0.0004 per 1000 (DESIGN.md §5), storage $0.023/GB-month
-// (first 50 TB), no per-byte fee for transfer with EC2 in the same region.
-// Its latency is an order of magnitude above S3 Express (S3StandardLatency),
-// the trade the thread's JR9 accepts where Express is not offered.
+// $0.005 and GET $0.0004 per 1000, storage $0.023/GB-month (first 50 TB),
+// no per-byte fee for transfer with EC2 in the same region (docs/design.md,
+// "Reference prices and latencies"). Its latency is an order of magnitude
+// above S3 Express (S3StandardLatency), the trade to make where Express is
+// not offered.
 func S3Standard2025() Prices {
 	return Prices{
 		Name:              "s3standard-2025",

@@ -13,8 +13,8 @@ import (
 // rounding.
 const exact = 1e-9
 
-func TestPresetsAreDesignPrices(t *testing.T) {
-	// DESIGN.md §5, us-east-1, 2025.
+func TestPresetsAreReferencePrices(t *testing.T) {
+	// docs/design.md, "Reference prices and latencies": us-east-1, 2025.
 	x := S3Express2025()
 	require.NoError(t, x.Validate())
 	assert.Equal(t, []float64{0.00113, 0.00003, 0.0032, 0.0006, 0.11, 0.01, 0.01, 1e9},

@@ -7,54 +7,58 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// jr2 is the thread's JR2 example: 0.3 MB of 100 partitions in one object,
-// one PUT, read 100 times (one follower per partition, all distinct).
-func jr2(rf int) Usage {
+// objectOf100Partitions is the 0.3 MB / 100-partition example of
+// docs/design.md, "Worked cost examples from the KIP-1176 discussion": 0.3 MB
+// of 100 partitions in one object, one PUT, read 100 times (one follower per
+// partition, all distinct).
+func objectOf100Partitions(rf int) Usage {
 	copies := int64(rf - 1)
 	return Usage{Puts: 1, Gets: 100 * copies, BytesUp: 300_000, BytesDown: 300_000 * copies, ProducedBytes: 300_000, RF: rf}
 }
 
-func TestRunCostReproducesJR2(t *testing.T) {
-	c, err := RunCost(S3Express2025(), jr2(2))
+func TestRunCostReproduces300KBObjectOf100Partitions(t *testing.T) {
+	c, err := RunCost(S3Express2025(), objectOf100Partitions(2))
 	require.NoError(t, err)
 	at, b2b := c.ActiveTier, c.BrokerToBroker
 
-	// "write cost = 1.13e-6 + 0.96e-6 = $2.09e-6"
+	// Write: one PUT, $1.13e-6, plus the upload, $0.96e-6.
 	assert.InEpsilon(t, 1.13e-6, at.PutUSD, exact)
 	assert.InEpsilon(t, 0.96e-6, at.UploadUSD, exact)
 	assert.InEpsilon(t, 2.09e-6, at.WriteUSD(), exact)
-	// "read cost = 3e-6 + 0.18e-6 = $3.18e-6"
+	// Read: 100 GETs, $3e-6, plus the retrieval, $0.18e-6.
 	assert.InEpsilon(t, 3e-6, at.GetUSD, exact)
 	assert.InEpsilon(t, 0.18e-6, at.RetrievalUSD, exact)
 	assert.InEpsilon(t, 3.18e-6, at.ReadUSD(), exact)
-	// "Total S3E1Z cost = $5.27e-6"
+	// Together $5.27e-6.
 	assert.InEpsilon(t, 5.27e-6, at.TotalUSD, exact)
-	// "Cross AZ Transfer Cost = $0.01/GB·0.3 MB + $0.01/GB·0.3 MB = $6e-6"
+	// Broker to broker: 0.3 MB at $0.01/GB out and $0.01/GB in, $6e-6.
 	assert.InEpsilon(t, 6e-6, b2b.ReplicationUSD, exact)
 	assert.InEpsilon(t, 6e-6, b2b.TotalUSD, exact)
-	// "Savings are ~12%"
+	// About 12% saved.
 	assert.InEpsilon(t, 0.73e-6, c.SavingsUSD, 1e-8)
 	assert.InEpsilon(t, 0.73/6, c.SavingsRatio, 1e-8)
 	assert.Zero(t, at.ReplicationUSD+at.MetadataUSD+at.ControlUSD+at.StorageUSD)
 }
 
-func TestJR2NeedsDecimalGigabytes(t *testing.T) {
-	// The thread's $0.96e-6 upload is 3e5/1e9·$0.0032. With AWS's binary
-	// GB the same bytes cost 6.9% less, and JR2 no longer reproduces.
+func TestRunCost300KBExampleNeedsDecimalGigabytes(t *testing.T) {
+	// The example's $0.96e-6 upload is 3e5/1e9·$0.0032. With AWS's binary
+	// GB the same bytes cost 6.9% less, and the example no longer
+	// reproduces.
 	p := S3Express2025()
 	p.BytesPerGB = BinaryGB
-	c, err := RunCost(p, jr2(2))
+	c, err := RunCost(p, objectOf100Partitions(2))
 	require.NoError(t, err)
 	assert.InEpsilon(t, 0.96e-6*1e9/(1<<30), c.ActiveTier.UploadUSD, exact)
 	assert.NotEqual(t, 2.09e-6, c.ActiveTier.WriteUSD())
 	assert.InEpsilon(t, 1.13e-6, c.ActiveTier.PutUSD, exact, "request prices do not depend on the byte unit")
 }
 
-func TestJR2AtRF3ReadsTwice(t *testing.T) {
-	// The thread: at RF=3 broker-to-broker doubles to $1.2e-5, "Savings of
-	// ~56%" (1 - 5.27/12). But at RF=3 each partition has two followers, so
-	// the object is read twice as often: 200 GETs and 0.6 MB retrieved.
-	c, err := RunCost(S3Express2025(), jr2(3))
+func TestRunCost300KBExampleAtRF3ReadsTwice(t *testing.T) {
+	// The KIP-1176 discussion put RF=3 at $1.2e-5 broker to broker and
+	// about 56% saved (1 - 5.27/12). But at RF=3 each partition has two
+	// followers, so the object is read twice as often: 200 GETs and 0.6 MB
+	// retrieved.
+	c, err := RunCost(S3Express2025(), objectOf100Partitions(3))
 	require.NoError(t, err)
 	assert.InEpsilon(t, 1.2e-5, c.BrokerToBroker.TotalUSD, exact)
 	assert.InEpsilon(t, 2.09e-6, c.ActiveTier.WriteUSD(), exact)
@@ -63,15 +67,14 @@ func TestJR2AtRF3ReadsTwice(t *testing.T) {
 	assert.InEpsilon(t, 1-8.45/12, c.SavingsRatio, 1e-8) // 29.6%, not 56%
 }
 
-func TestJR2BreakEvenIsOnePutPer125Gets(t *testing.T) {
-	// "For RF=2, the break-even point ... is when for every 1 PUT request
-	// there are 125 GET requests": true of a 0.3 MB object, where the
-	// crossing is at 124.33 GETs.
+func TestRunCost300KBExampleBreaksEvenAtOnePutPer125Gets(t *testing.T) {
+	// At RF=2 activetier breaks even at one PUT per 125 GETs: true of a
+	// 0.3 MB object, where the crossing is at 124.33 GETs.
 	for _, tc := range []struct {
 		gets int64
 		pays bool
 	}{{100, true}, {124, true}, {125, false}, {200, false}} {
-		u := jr2(2)
+		u := objectOf100Partitions(2)
 		u.Gets = tc.gets
 		c, err := RunCost(S3Express2025(), u)
 		require.NoError(t, err)
@@ -79,10 +82,11 @@ func TestJR2BreakEvenIsOnePutPer125Gets(t *testing.T) {
 	}
 }
 
-func TestRunCostJR8Metadata(t *testing.T) {
-	// JR8: 3 MB over 100 partitions; a 3 KB metadata message (30 bytes per
-	// partition) read by every one of 100 brokers is 300 KB of metadata:
-	// "a roughly 20:1 ratio of data transfer to metadata transfer".
+func TestRunCostMetadataBroadcast(t *testing.T) {
+	// The 3 KB metadata broadcast (docs/design.md, "Worked cost examples
+	// from the KIP-1176 discussion"): 3 MB over 100 partitions; a 3 KB
+	// metadata message (30 bytes per partition) read by every one of 100
+	// brokers is 300 KB of metadata, a 20:1 ratio of data to metadata.
 	u := Usage{Puts: 1, Gets: 100, BytesUp: 3_000_000, BytesDown: 3_000_000,
 		MetadataBytes: 100 * 100 * 30, ProducedBytes: 3_000_000, RF: 2}
 	assert.Equal(t, int64(20), (u.BytesUp+u.BytesDown)/u.MetadataBytes)
@@ -98,10 +102,10 @@ func TestRunCostJR8Metadata(t *testing.T) {
 	assert.InEpsilon(t, 6e-5, c.BrokerToBroker.TotalUSD, exact)
 	assert.InEpsilon(t, 1-2.153/6, c.SavingsRatio, 1e-8)
 
-	// Jun's version of JR8: the same 300 KB of metadata for a 300 KB
-	// object. Broadcast metadata alone costs as much as the replication it
-	// replaces, and the savings turn negative.
-	u = jr2(2)
+	// The same 300 KB of metadata for a 0.3 MB object. Broadcast metadata
+	// alone costs as much as the replication it replaces, and the savings
+	// turn negative.
+	u = objectOf100Partitions(2)
 	u.MetadataBytes = 300_000
 	c, err = RunCost(S3Express2025(), u)
 	require.NoError(t, err)
@@ -161,7 +165,7 @@ func TestRunCostRejectsBadInput(t *testing.T) {
 	}
 	p := S3Express2025()
 	p.GetPer1000 = -1
-	_, err := RunCost(p, jr2(2))
+	_, err := RunCost(p, objectOf100Partitions(2))
 	assert.ErrorContains(t, err, "Prices.GetPer1000")
 }
 
@@ -211,7 +215,7 @@ func TestRunCostMonotone(t *testing.T) {
 }
 
 func TestComparisonScale(t *testing.T) {
-	c, err := RunCost(S3Express2025(), jr2(2))
+	c, err := RunCost(S3Express2025(), objectOf100Partitions(2))
 	require.NoError(t, err)
 	s := c.Scale(1e6)
 	assert.InEpsilon(t, 5.27, s.ActiveTier.TotalUSD, exact)

@@ -9,8 +9,9 @@ import (
 // Defaults for the Workload fields whose zero value means "use the default".
 const (
 	// DefaultMetadataEntryBytes is the encoded size of one partition entry.
-	// The thread assumed 30 bytes; DESIGN.md asks for better. 16 is a
-	// placeholder until the metadata codec's measured figure replaces it.
+	// The KIP-1176 discussion assumed 30 bytes; the codec does better (see
+	// package metadata). 16 is a placeholder until the metadata codec's
+	// measured figure replaces it.
 	DefaultMetadataEntryBytes = 16
 	// DefaultMetadataMessageOverheadBytes is the framing of one metadata
 	// message: a Kafka v2 record batch header (61 bytes) and one record's
@@ -96,7 +97,7 @@ type Workload struct {
 	// MetadataPartitions is the metadata log's partition count (optional;
 	// zero means at least one per broker). With fewer partitions than
 	// brokers, Brokers/MetadataPartitions followers share a partition and
-	// each reads all of its entries: the JR8 fan-out.
+	// each reads all of its entries: the metadata fan-out.
 	MetadataPartitions int
 	// ControlBytesPerPartition is one partition's share of a follower's
 	// offset/high-watermark fetch to the leader, sent once per object the

@@ -10,10 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestWorkloadCostOfJR2(t *testing.T) {
-	// JR2 as a steady state: one leader cuts a 0.3 MB object of 100
-	// partitions every 100 ms; each partition's one follower is a different
-	// broker. Per second that is ten JR2 objects.
+func TestWorkloadCostOf300KBObjectsOf100Partitions(t *testing.T) {
+	// The 0.3 MB / 100-partition example (docs/design.md, "Worked cost
+	// examples from the KIP-1176 discussion") as a steady state: one leader
+	// cuts a 0.3 MB object of 100 partitions every 100 ms; each partition's
+	// one follower is a different broker. Per second that is ten such
+	// objects.
 	w := Workload{BytesPerSecond: 3e6, Partitions: 100, Leaders: 1, Brokers: 101, RF: 2,
 		FollowersPerObject: 100, FlushInterval: 100 * time.Millisecond}
 	e, err := WorkloadCost(S3Express2025(), w)
@@ -132,8 +134,8 @@ func TestWorkloadSparsePartitions(t *testing.T) {
 }
 
 func TestWorkloadMetadataFanOut(t *testing.T) {
-	// JR8's worry: with one metadata partition (or a hash partitioner),
-	// every broker reads every entry.
+	// The 3 KB metadata broadcast: with one metadata partition (or a hash
+	// partitioner), every broker reads every entry.
 	w := Workload{BytesPerSecond: 10e6, Partitions: 100, Brokers: 100, RF: 2, FlushInterval: 100 * time.Millisecond}
 	routed, err := WorkloadCost(S3Express2025(), w)
 	require.NoError(t, err)
@@ -144,7 +146,7 @@ func TestWorkloadMetadataFanOut(t *testing.T) {
 	require.NoError(t, err)
 	assert.InEpsilon(t, (3+100)*broadcast.MetadataBytesPerSecond, broadcast.MetadataCrossAZBytesPerSecond, exact)
 
-	w.MetadataPartitions = 50 // the thread's default: two brokers per partition
+	w.MetadataPartitions = 50 // the KIP-1176 discussion's default: two brokers per partition
 	shared, err := WorkloadCost(S3Express2025(), w)
 	require.NoError(t, err)
 	assert.InEpsilon(t, (3+2)*shared.MetadataBytesPerSecond, shared.MetadataCrossAZBytesPerSecond, exact)

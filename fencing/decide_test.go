@@ -11,7 +11,8 @@ import (
 )
 
 // TestDecide covers every action and every reason. Offsets follow the
-// thread's example: epoch 5 started at 100, epoch 6 at 151.
+// failure scenarios of docs/design.md: epoch 5 started at 100, epoch 6 at
+// 151.
 func TestDecide(t *testing.T) {
 	var (
 		only5     = [][]metadata.EpochStart{pub(mk(5, 100))}
@@ -153,9 +154,10 @@ func TestDecisionString(t *testing.T) {
 	assert.Equal(t, "hold", Decision{}.Action.String(), "the zero decision is a hold")
 }
 
-// decideScenarios runs, as TestDecide/scenarioN_..., the failure scenarios of DESIGN.md §3, from the
-// KIP-1176 thread, at the decision level. R1 led epoch 5 from offset 100 in
-// AZ1 and uploaded 100–200; R2 applied up to 150 and leads epoch 6 from 151.
+// decideScenarios runs, as TestDecide/scenarioN_..., the seven scenarios
+// of docs/design.md, "Failure scenarios", at the decision level. R1 led
+// epoch 5 from offset 100 in AZ1 and uploaded 100–200; R2 applied up to 150
+// and leads epoch 6 from 151.
 func decideScenarios(t *testing.T) {
 	// What R1 (epoch 5, AZ1) published before AZ1 went away.
 	var (

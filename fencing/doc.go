@@ -10,7 +10,7 @@
 // functions. As in etcd's raft, the core is driven by its caller: the
 // follower engine (walstore) reads the metadata log, merges markers, calls
 // Decide, fetches and verifies, appends, and tells the local lineage what it
-// appended. That is what makes every failure scenario of the design a
+// appended. That is what makes every failure scenario of docs/design.md a
 // deterministic test here.
 //
 // # Guarantees
@@ -215,8 +215,8 @@
 //     request carrying a stale leader epoch gets FENCED_LEADER_EPOCH)
 //     becomes [Decide]'s fenced and not-in-lineage drops: here the stale
 //     party is a deposed leader whose entries are still arriving.
-//   - The empty epoch cache of a reassigned replica (the thread's question
-//     JR1) is the empty local lineage: such a follower starts at the
-//     republished range with the new leader's publication, and Decide needs
-//     nothing else.
+//   - The empty epoch cache of a reassigned replica (docs/design.md,
+//     "Failure scenarios", scenario 2) is the empty local lineage: such a
+//     follower starts at the republished range with the new leader's
+//     publication, and Decide needs nothing else.
 package fencing

@@ -8,7 +8,8 @@ import (
 )
 
 // A follower applied offsets 100–160 from the epoch-5 leader before it
-// learned that epoch 6 took over at 151 (scenario 6 of the design). It then
+// learned that epoch 6 took over at 151 (docs/design.md, "Failure
+// scenarios", scenario 6). It then
 // sees the old leader's last upload and the new leader's first two, out of
 // order, and decides until nothing changes.
 func ExampleDecide() {

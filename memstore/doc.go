@@ -25,8 +25,9 @@
 //
 //   - Latency: per-request lognormal distributions with a size-dependent
 //     median, plus a cross-AZ round trip when a store reads another AZ's
-//     bucket. Profiles "s3express" and "s3standard" carry the fitted
-//     measurements of DESIGN.md §5; the zero Profile, "none", waits for
+//     bucket. Profiles "s3express" and "s3standard" carry the latency fits
+//     of docs/design.md, "Reference prices and latencies"; the zero
+//     Profile, "none", waits for
 //     nothing.
 //   - S3's request shapes: a Delete is one request per bucket and per 1000
 //     keys, a List one per 1000 objects listed. List order is a seeded

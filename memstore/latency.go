@@ -98,9 +98,10 @@ func (p Profile) zero() bool {
 		p.List == (Latency{}) && p.CrossAZMax == 0
 }
 
-// profiles returns the named profiles. Their numbers are the fitted
-// measurements of DESIGN.md §5. §5 gives no figures for DELETE and LIST, nor
-// a transfer rate for S3 Express GETs; the profiles assume a DELETE costs a
+// profiles returns the named profiles. Their numbers are the latency fits
+// of docs/design.md, "Reference prices and latencies". The measurements give
+// no figures for DELETE and LIST, nor a transfer rate for S3 Express GETs;
+// the profiles assume a DELETE costs a
 // PUT's base, a LIST page a GET's, and an S3 Express GET streams at the rate
 // of its PUT (10 ms per MiB, about 100 MB/s).
 func profiles() []Profile {

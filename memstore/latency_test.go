@@ -14,7 +14,8 @@ import (
 
 // TestLatencyDistribution checks the sampled latencies against the model's
 // median and 99th percentile, e^(2.326σ) times the median. The comments
-// give the published figures of DESIGN.md §5 the model was fitted to. The
+// give the published figures the model was fitted to (docs/design.md,
+// "Reference prices and latencies"). The
 // whole request path's waits are checked exactly in TestLatencyWaits; this
 // test samples the distribution directly, so that it can draw many large
 // requests cheaply.

@@ -9,6 +9,7 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
 )
 
 // LocalLog is an in-memory broker log: the batches and leader-epoch cache
@@ -69,17 +70,27 @@ func (l *LocalLog) AssignEpoch(tp metadata.TopicPartition, epoch int32, offset i
 	return l.part(tp).epochs.Assign(epoch, offset)
 }
 
-// Append adds batches that continue tp's log exactly at its end.
+// Append adds batches that continue tp's log exactly at its end, all or
+// none, as walstore.LocalLog says.
 func (l *LocalLog) Append(_ context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.part(tp)
 	next := p.end()
+	epoch := int32(-1)
+	if latest, ok := p.epochs.Latest(); ok {
+		epoch = latest.Epoch
+	}
 	for i, b := range batches {
-		if b.FirstOffset != next || b.LastOffset < b.FirstOffset {
-			return fmt.Errorf("memstore: append to %s: batch %d spans [%d, %d], want it to start at %d", tp, i, b.FirstOffset, b.LastOffset, next)
+		switch {
+		case b.LastOffset < b.FirstOffset || b.Epoch < 0:
+			return fmt.Errorf("memstore: append to %s: batch %d (epoch %d, offsets %d-%d): %w", tp, i, b.Epoch, b.FirstOffset, b.LastOffset, walstore.ErrInvalidBatch)
+		case b.FirstOffset != next:
+			return fmt.Errorf("memstore: append to %s: batch %d starts at %d, want %d: %w", tp, i, b.FirstOffset, next, walstore.ErrNotContiguous)
+		case b.Epoch < epoch:
+			return fmt.Errorf("memstore: append to %s: batch %d at %d has epoch %d, below epoch %d before it: %w", tp, i, b.FirstOffset, b.Epoch, epoch, walstore.ErrNotContiguous)
 		}
-		next = b.LastOffset + 1
+		next, epoch = b.LastOffset+1, b.Epoch
 	}
 	for _, b := range batches {
 		if latest, ok := p.epochs.Latest(); !ok || b.Epoch > latest.Epoch {
@@ -93,23 +104,22 @@ func (l *LocalLog) Append(_ context.Context, tp metadata.TopicPartition, batches
 	return nil
 }
 
-// Truncate removes tp's records at and after offset. On an empty log an
-// offset past its end instead moves where it starts (Kafka's
+// Truncate removes tp's records at and after offset and the epochs that
+// start there, as walstore.LocalLog says: on a log holding no records, or
+// at or below its first record, the log starts over at offset (Kafka's
 // truncateFullyAndStartAt), which is how a new replica begins at the
 // leader's earliest retained offset.
 func (l *LocalLog) Truncate(_ context.Context, tp metadata.TopicPartition, offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if offset < 0 {
+		return fmt.Errorf("memstore: truncate %s to %d: %w", tp, offset, walstore.ErrInvalidOffset)
+	}
 	p := l.part(tp)
-	if len(p.batches) == 0 {
-		if offset > p.start {
-			p.start = offset
-		}
+	if len(p.batches) == 0 || offset <= p.batches[0].FirstOffset {
+		p.batches, p.start = nil, offset
 		p.epochs.TruncateFromEnd(offset)
 		return nil
-	}
-	if offset < p.start {
-		return fmt.Errorf("memstore: truncate %s to %d: below the log start %d", tp, offset, p.start)
 	}
 	i, _ := slices.BinarySearchFunc(p.batches, offset, func(b combiner.Batch, off int64) int {
 		switch {
@@ -121,15 +131,15 @@ func (l *LocalLog) Truncate(_ context.Context, tp metadata.TopicPartition, offse
 		return 0
 	})
 	if i < len(p.batches) && p.batches[i].FirstOffset != offset {
-		return fmt.Errorf("memstore: truncate %s to %d: not a batch boundary (batch [%d, %d])", tp, offset, p.batches[i].FirstOffset, p.batches[i].LastOffset)
+		return fmt.Errorf("memstore: truncate %s to %d: batch %d-%d: %w", tp, offset, p.batches[i].FirstOffset, p.batches[i].LastOffset, walstore.ErrNotBatchBoundary)
 	}
 	p.batches = p.batches[:i]
 	p.epochs.TruncateFromEnd(offset)
 	return nil
 }
 
-// Read returns whole batches of tp from the one holding offset from, up to
-// about maxBytes (at least one).
+// Read returns whole batches of tp from the one holding offset from, as
+// walstore.LocalLog says: as many as fit in maxBytes, and at least one.
 func (l *LocalLog) Read(_ context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

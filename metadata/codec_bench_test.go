@@ -10,8 +10,9 @@ import (
 // appendNaive is the baseline the codec's size is measured against: the
 // encoding one writes first, with every field of every entry as a varint
 // (the checksum as 8 bytes) and the topic name per entry, the object once
-// per message. It is what the seed thread's "30 bytes per partition" has in
-// mind, give or take the topic name.
+// per message. It is what the 30-byte-per-partition estimate of the
+// KIP-1176 discussion has in mind, give or take the topic name
+// (docs/design.md, "Worked cost examples from the KIP-1176 discussion").
 func appendNaive(dst []byte, m *Message) []byte {
 	dst = appendString(dst, m.Object.AZ)
 	dst = appendString(dst, m.Object.Bucket)

@@ -15,8 +15,8 @@
 // An [Entry] is KIP-1176's RemoteWalLogSegmentMetadata, the active-segment
 // counterpart of KIP-405's RemoteLogSegmentMetadata: one partition's section
 // of a combined object. Where KIP-405 names a remote segment by a segment id
-// and keeps its location in plugin-specific CustomMetadata (the seed thread's
-// answer to JQ5 puts the bucket name there), an Entry names its location
+// and keeps its location in plugin-specific CustomMetadata (KIP-1176
+// proposes putting the bucket name there), an Entry names its location
 // directly (AZ, bucket, key, byte range), because followers in every AZ must
 // reach the leader's bucket without a plugin; CustomMetadata is still carried
 // for whatever else a deployment needs. KIP-405's start and end offset, max
@@ -32,8 +32,8 @@
 // PublisherEpoch is new in KIP-1176 terms: the epoch of the leader that
 // published the entry. It equals RecordEpoch except when a new leader
 // republishes records written under an earlier epoch into its own AZ, which
-// is how followers recover when the old leader's AZ is gone (the thread's
-// JR1 scenarios).
+// is how followers recover when the old leader's AZ is gone (docs/design.md,
+// "Failure scenarios", scenarios 1 and 2).
 //
 // An [EpochStart] is what Kafka's leader-epoch checkpoint file records (epoch,
 // start offset), published by a leader when it takes over a partition.
@@ -47,9 +47,10 @@
 // # Routing
 //
 // The [Partitioner] sends an entry to log partition follower_broker_id % N
-// for each follower of its partition, as the seed thread proposes in its
-// answer to JR8: a broker reads exactly one partition of the log. [Partitioner.Split]
-// turns one object's message into one message per log partition.
+// for each follower of its partition, as proposed in the KIP-1176
+// discussion: a broker reads exactly one partition of the log.
+// [Partitioner.Split] turns one object's message into one message per log
+// partition.
 //
 // # Ordering
 //

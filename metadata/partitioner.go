@@ -9,9 +9,9 @@ import (
 
 // Partitioner routes metadata to the partitions of a Log by follower, so
 // that a broker reads one metadata partition, the one its id maps to,
-// instead of all of them (the seed thread's JR8: with a hash of the data
-// partition, a broker's followed partitions land on every metadata
-// partition and it must poll them all). A follower with broker id b reads
+// instead of all of them (with a hash of the data partition, a broker's
+// followed partitions land on every metadata partition and it must poll
+// them all; docs/design.md, "Data flow", routing by follower affinity). A follower with broker id b reads
 // partition b % N; an entry is written to the partition of each of its
 // partition's followers, once per distinct metadata partition.
 //

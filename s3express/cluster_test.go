@@ -29,7 +29,7 @@ import (
 
 // TestScenariosOverS3 runs walstore's leader and follower engines over
 // s3express stores against the test server, through all seven failure
-// scenarios of the design, with a memstore metadata log. Each test of the
+// scenarios of docs/design.md, with a memstore metadata log. Each test of the
 // cluster gets three fresh directory-style buckets standing for three AZs
 // (so New parses and checks their AZ ids), each reached through its own
 // zonal endpoint (see zonalEndpoint). The AZ-outage scenarios take that

@@ -422,7 +422,7 @@ func (l *fuzzLocal) Append(ctx context.Context, tp metadata.TopicPartition, batc
 	return l.LocalLog.Append(ctx, tp, batches)
 }
 
-// followerSeeds are hand-built inputs: the scenarios of the design (a
+// followerSeeds are hand-built inputs: the scenarios of docs/design.md (a
 // clean history, a fence arriving before and after the fenced entries, a
 // republish, an unknown bucket, a corrupted checksum) as starting points.
 func followerSeeds() [][]byte {

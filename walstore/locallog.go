@@ -2,6 +2,7 @@ package walstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
@@ -12,21 +13,73 @@ import (
 // touch. The follower appends fetched batches to it and truncates it on
 // divergence; the leader reads it to republish after a failover. A Kafka
 // broker implements it over its partitions' UnifiedLog and leader-epoch
-// cache.
+// cache. Package walstoretest's RunLocalLog checks an implementation
+// against the contract below.
+//
+// Each partition's log is a run of whole batches covering offsets
+// [start, end) without gaps, plus the leader-epoch entries of those
+// records. A partition the log has not seen yet is empty at offset 0. The
+// epoch entries are ascending in both epoch and start offset; an entry
+// (epoch, start) says that the records from start up to the next entry's
+// start carry that epoch. Partitions are independent of each other.
+//
+// Implementations are safe for concurrent use, on one partition and
+// across partitions; each call is atomic: a call that returns an error
+// changes nothing. Everything a call returned or accepted must survive a
+// restart of the broker (a clean shutdown and reopen): the follower
+// rebuilds its fencing state from EndOffset and Epochs. The context of
+// Append, Truncate and Read bounds calls that may block; an implementation
+// that observes its cancellation returns an error matching ctx.Err() and
+// changes nothing, one that does not block may ignore it.
 type LocalLog interface {
 	// EndOffset returns the offset the next record of tp will get.
 	EndOffset(tp metadata.TopicPartition) (int64, error)
-	// Epochs returns the leader epochs of tp's local records, ascending, as
-	// Kafka's leader-epoch checkpoint stores them. It must survive
-	// restarts: a follower rebuilds its fencing state from it.
+	// Epochs returns the leader-epoch entries of tp, ascending, as Kafka's
+	// leader-epoch checkpoint stores them. The caller may modify the slice.
 	Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error)
-	// Append adds batches that continue tp's log exactly at EndOffset and
-	// records any new epoch they start.
+	// Append adds batches to the end of tp's log, all or none. The first
+	// batch must start exactly at EndOffset and each next one right after
+	// the one before (FirstOffset = previous LastOffset + 1); no batch's
+	// epoch may be below the epoch of the batch before it or the log's
+	// latest epoch entry. Otherwise Append returns an error wrapping
+	// ErrNotContiguous. A batch whose LastOffset is below its FirstOffset
+	// or whose epoch is negative is ErrInvalidBatch. A batch whose epoch
+	// is above the latest entry's starts a new entry at its FirstOffset.
+	// Appending no batches does nothing. The log does not retain the
+	// batches' Data after Append returns.
 	Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error
-	// Truncate removes tp's records at and after offset, and the epochs
-	// that start there.
+	// Truncate removes tp's records at and after offset, and the epoch
+	// entries that start there or later. Afterwards EndOffset is offset,
+	// except on a log whose records all lie below offset, which is left as
+	// it was. So truncating a log that holds no records starts it over at
+	// offset (Kafka's truncateFullyAndStartAt: how a new replica begins at
+	// the leader's earliest offset), and truncating at or below the first
+	// record it holds empties it. An offset inside a batch (above its
+	// FirstOffset, at or below its LastOffset) is ErrNotBatchBoundary, a
+	// negative one ErrInvalidOffset.
 	Truncate(ctx context.Context, tp metadata.TopicPartition, offset int64) error
-	// Read returns whole batches of tp starting with the one that holds
-	// offset from, up to about maxBytes (at least one batch if any exists).
+	// Read returns consecutive whole batches of tp, exactly as appended,
+	// starting with the one that holds offset from, or with the first
+	// batch the log holds if from is below it. It returns at least one
+	// batch if from is below EndOffset, and more only while their Data
+	// add up to at most maxBytes; it may return fewer than fit. At or
+	// after EndOffset it returns no batches and no error. The caller may
+	// modify what Read returns.
 	Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error)
 }
+
+// Errors of the LocalLog contract, to be tested with errors.Is.
+var (
+	// ErrNotContiguous: batches given to LocalLog.Append do not continue
+	// the log: the first does not start at its end offset, one does not
+	// start right after the one before, or an epoch goes backwards.
+	ErrNotContiguous = errors.New("walstore: batches do not continue the local log")
+	// ErrInvalidBatch: a batch given to LocalLog.Append ends before it
+	// starts or has a negative epoch.
+	ErrInvalidBatch = errors.New("walstore: invalid batch")
+	// ErrNotBatchBoundary: LocalLog.Truncate at an offset inside a batch.
+	// Batches are the unit of replication; a log never splits one.
+	ErrNotBatchBoundary = errors.New("walstore: offset inside a batch")
+	// ErrInvalidOffset: LocalLog.Truncate at a negative offset.
+	ErrInvalidOffset = errors.New("walstore: invalid offset")
+)

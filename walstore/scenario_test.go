@@ -6,8 +6,9 @@ import (
 	"github.com/activetier/activetier/internal/clustertest"
 )
 
-// The seven scenarios of DESIGN.md §3 over memstore; package clustertest
-// holds them so that the s3express and kafkalog tests run them too.
+// The seven scenarios of docs/design.md, "Failure scenarios", over
+// memstore; package clustertest holds them so that the s3express and
+// kafkalog tests run them too.
 
 func TestScenario1AZLossFollowerCatchesUpFromRepublish(t *testing.T) {
 	clustertest.Scenario1AZLoss(t, clustertest.Mem())

@@ -118,7 +118,8 @@ func TestCostPlan(t *testing.T) {
 	assert.Equal(t, 20.0, capped.Plan.FlushIntervalMS)
 }
 
-// The thread's worry: with many brokers and little traffic, requests and
+// The scaling worry of docs/design.md, "Worked cost examples from the
+// KIP-1176 discussion": with many brokers and little traffic, requests and
 // metadata cost more than the cross-AZ bytes saved. The plan says so, and
 // where it would break even.
 func TestCostPlanDoesNotPay(t *testing.T) {

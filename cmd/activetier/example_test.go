@@ -6,7 +6,9 @@ import (
 	"strings"
 )
 
-// The cost model for the seed thread's kind of cluster: 30 MB/s over 300
+// The cost model for the kind of cluster the KIP-1176 discussion had in
+// mind (docs/design.md, "Worked cost examples from the KIP-1176
+// discussion"): 30 MB/s over 300
 // partitions on 3 brokers in 3 AZs at RF 3, objects cut every 250 ms.
 func Example_cost() {
 	run(context.Background(), []string{"cost", "--mb-per-sec", "30", "--partitions", "300", "--brokers", "3", "--rf", "3", "--interval", "250ms"},

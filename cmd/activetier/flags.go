@@ -156,7 +156,8 @@ func sigFigs(x float64) string {
 
 // usd formats a dollar amount with three significant digits: cents from a
 // dollar, plain decimals down to a tenth of a cent, and below that the
-// exponent notation the seed thread writes its small figures in ($2.09e-6).
+// exponent notation the KIP-1176 discussion writes its small figures in
+// ($2.09e-6).
 func usd(x float64) string {
 	sign := ""
 	if x < 0 {

@@ -71,8 +71,9 @@
 // Two details keep it efficient. Each partition read gets a franz-go client
 // of its own, because Kafka answers one connection's requests in order: a
 // long poll on an idle partition would otherwise delay every other
-// partition's fetch. In the design each broker reads one metadata partition,
-// so that is one extra client per broker. And a fetch returns whatever fits
+// partition's fetch. With follower-affinity routing (docs/design.md, "Data
+// flow") each broker reads one metadata partition, so that is one extra
+// client per broker. And a fetch returns whatever fits
 // in Config.ReadMaxBytes; records beyond the Read's limit are kept, and the
 // next Read from the offset that follows is answered without a round trip.
 // The read-ahead is one fetch response at most, dropped when a Read asks for
@@ -86,7 +87,7 @@
 // (DefaultRetention) and segment.ms of ten minutes (DefaultSegmentRoll),
 // unless Config.TopicConfigs says otherwise.
 //
-// The KIP-1176 thread's worry is size: KIP-405 writes one entry per closed
+// The worry of the public KIP-1176 discussion is size: KIP-405 writes one entry per closed
 // segment, so its metadata topic keeps everything (retention.ms=-1), while
 // WAL metadata gets an entry per partition per flush — with 1 GB segments
 // and 10 KB uploads, 100,000 times as many. A broker leading 1,000
@@ -115,8 +116,9 @@
 // share one). With N at least the number of brokers, and broker ids that do
 // not collide modulo N, every broker reads only entries for partitions it
 // follows: the least metadata traffic, which matters because a metadata read
-// crosses AZs whenever the metadata partition's leader is elsewhere (the
-// thread's JR8 concern). With fewer partitions, about B/N brokers share each
+// crosses AZs whenever the metadata partition's leader is elsewhere (see
+// docs/design.md, "Worked cost examples from the KIP-1176 discussion": the
+// 3 KB metadata broadcast). With fewer partitions, about B/N brokers share each
 // one and each broker reads, then discards, the entries of the others, so
 // read traffic grows by that factor while writes shrink a little (followers
 // that share a partition share a copy). TestFollowerAffinity shows it with 12

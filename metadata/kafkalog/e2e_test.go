@@ -12,7 +12,7 @@ import (
 
 // TestScenariosOverKafka runs walstore's leader and follower engines with
 // this package's log as the metadata transport, through all seven failure
-// scenarios of the design (memstore buckets, an in-process Kafka cluster):
+// scenarios of docs/design.md (memstore buckets, an in-process Kafka cluster):
 // in particular the zombie leader and the out-of-order republish, where the
 // transport's ordering matters most.
 func TestScenariosOverKafka(t *testing.T) {

@@ -1,4 +1,7 @@
-// Package walstoretest is the conformance suite for walstore.ObjectStore.
+// Package walstoretest holds the conformance suites for walstore.ObjectStore
+// (Run) and walstore.LocalLog (RunLocalLog).
+//
+// # ObjectStore
 //
 // Every ObjectStore implementation proves it keeps the contract the engines
 // rely on by calling Run from one of its tests, with a Harness that builds
@@ -38,4 +41,38 @@
 //     matching context.Canceled and changes nothing: a Put so refused stores
 //     nothing, a Delete deletes nothing.
 //   - ErrNotFound and ErrAlreadyExists errors name the key involved.
+//
+// # LocalLog
+//
+// A broker proves its own log keeps the walstore.LocalLog contract by
+// calling RunLocalLog with a LocalLogHarness that makes a fresh log per
+// subtest and reopens it as a restarted broker would:
+//
+//	func TestLocalLogConformance(t *testing.T) {
+//		walstoretest.RunLocalLog(t, walstoretest.LocalLogHarness{
+//			New: func(ctx context.Context, t *testing.T) walstore.LocalLog {
+//				return openLog(t, t.TempDir())
+//			},
+//			Reopen: func(ctx context.Context, t *testing.T, l walstore.LocalLog) walstore.LocalLog {
+//				dir := l.(*brokerLog).Dir()
+//				require.NoError(t, l.(*brokerLog).Close())
+//				return openLog(t, dir)
+//			},
+//		})
+//	}
+//
+// The subtests cover appends (only at the end offset, all or nothing,
+// ErrNotContiguous and ErrInvalidBatch for what does not continue the log),
+// reads (whole batches byte for byte, from inside a batch, maxBytes, at
+// and past the end, below the first record), epochs (recorded on append,
+// cut by truncation), truncation (at batch boundaries, ErrNotBatchBoundary
+// inside one, past the end, to and below the first record, starting an
+// empty log over at an offset), independent partitions, concurrent use
+// (run it with -race), cancelled contexts, and what survives a reopen.
+// Logs that keep nothing across a restart, like memstore's, set
+// InMemoryOnly instead of Reopen; the suite then leaves the reopen cases
+// out. The suite writes to partitions of the topics "walstoretest-a",
+// "walstoretest-b" and "walstoretest-concurrent", which the log must treat
+// as partitions it hosts, empty until written. A log that parses the
+// batches it stores sets MakeBatch to produce batches in its format.
 package walstoretest
