@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
@@ -126,9 +127,11 @@ type Follower struct {
 	// handles anything, so that once Follow or Unfollow returns, the engine
 	// acts on the new role and no append made under the old one is in
 	// flight.
-	roleMu sync.Mutex
-	roles  map[metadata.TopicPartition]role
-	wake   chan struct{}
+	roleMu  sync.Mutex
+	roles   map[metadata.TopicPartition]role
+	wake    chan struct{}
+	stopped bool        // Run has returned
+	ran     atomic.Bool // Run was called
 
 	// Owned by the Run goroutine, under roleMu.
 	parts         map[metadata.TopicPartition]*fpart
@@ -259,6 +262,9 @@ func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch
 		return fmt.Errorf("walstore: Follow %s: %w", tp, err)
 	}
 	defer f.roleMu.Unlock()
+	if f.stopped {
+		return fmt.Errorf("walstore: Follow %s: %w", tp, ErrStopped)
+	}
 	r, ok := f.roles[tp]
 	if ok && epoch < r.epoch {
 		return fmt.Errorf("walstore: Follow %s: epoch %d is below the epoch %d the engine has", tp, epoch, r.epoch)
@@ -312,6 +318,9 @@ func (f *Follower) forgetLocked(tp metadata.TopicPartition) {
 // partition whose local log fails rests for a backoff and starts again
 // from what the log says, without holding up the others.
 func (f *Follower) Run(ctx context.Context) error {
+	if !f.ran.CompareAndSwap(false, true) {
+		return fmt.Errorf("walstore: follower: Run called twice: %w", ErrStopped)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	msgs := make(chan []metadata.Message, 4)
@@ -319,6 +328,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	defer func() {
 		cancel()
 		wg.Wait()
+		f.roleMu.Lock()
+		f.stopped = true
+		f.roleMu.Unlock()
 		f.mgr.Close()
 	}()
 	wg.Add(1)
