@@ -28,10 +28,11 @@ var (
 	ErrNotLeader = errors.New("walstore: not the leader of the partition")
 	// ErrStopped: the engine's Run has returned.
 	ErrStopped = errors.New("walstore: engine stopped")
-	// ErrInvalidBatch: Append was given a batch that cannot be part of the
-	// partition's log at this leadership: a negative or inverted offset
-	// range, no data, an epoch other than the leadership's, or a first
-	// offset that does not continue the batches appended before it.
+	// ErrInvalidBatch: a batch that cannot be part of a partition's log:
+	// an inverted or negative offset range or a negative epoch (for
+	// LocalLog.Append too), and, for the leader's Append, no data, an
+	// epoch other than the leadership's, or a first offset that does not
+	// continue the batches appended before it.
 	ErrInvalidBatch = errors.New("walstore: invalid batch")
 )
 

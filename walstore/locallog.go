@@ -74,9 +74,6 @@ var (
 	// the log: the first does not start at its end offset, one does not
 	// start right after the one before, or an epoch goes backwards.
 	ErrNotContiguous = errors.New("walstore: batches do not continue the local log")
-	// ErrInvalidBatch: a batch given to LocalLog.Append ends before it
-	// starts or has a negative epoch.
-	ErrInvalidBatch = errors.New("walstore: invalid batch")
 	// ErrNotBatchBoundary: LocalLog.Truncate at an offset inside a batch.
 	// Batches are the unit of replication; a log never splits one.
 	ErrNotBatchBoundary = errors.New("walstore: offset inside a batch")
