@@ -487,7 +487,7 @@ func (f *Follower) part(ctx context.Context, tp metadata.TopicPartition) *fpart 
 		}
 		delete(f.broken, tp)
 	}
-	p, err := f.load(tp)
+	p, err := f.load(ctx, tp)
 	if err != nil {
 		f.localFailed(tp, err)
 		return nil
@@ -497,7 +497,7 @@ func (f *Follower) part(ctx context.Context, tp metadata.TopicPartition) *fpart 
 	return p
 }
 
-func (f *Follower) load(tp metadata.TopicPartition) (*fpart, error) {
+func (f *Follower) load(ctx context.Context, tp metadata.TopicPartition) (*fpart, error) {
 	leo, err := f.cfg.Local.EndOffset(tp)
 	if err != nil {
 		return nil, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err}
@@ -508,6 +508,19 @@ func (f *Follower) load(tp metadata.TopicPartition) (*fpart, error) {
 	epochs, err := f.cfg.Local.Epochs(tp)
 	if err != nil {
 		return nil, &DependencyError{Dependency: "LocalLog.Epochs", Err: err}
+	}
+	if n := len(epochs); n > 0 && epochs[n-1].StartOffset == leo {
+		// An epoch with no records: the broker led it and wrote nothing
+		// (or its records were truncated). As a follower the broker no
+		// longer writes it, and kept, it would make every entry of an
+		// earlier epoch wait for good (the local log looks ahead of it).
+		// Kafka's follower truncation drops it too.
+		if err := f.truncateLocal(ctx, tp, leo); err != nil {
+			return nil, err
+		}
+		if epochs, err = f.cfg.Local.Epochs(tp); err != nil {
+			return nil, &DependencyError{Dependency: "LocalLog.Epochs", Err: err}
+		}
 	}
 	p := &fpart{tp: tp, leo: leo, pending: make(map[pendingKey]*pendingEntry), maxSeen: leo - 1}
 	markers := make([]metadata.EpochStart, 0, len(epochs))
