@@ -260,3 +260,255 @@ func TestRegressionAppendRejectsInvalidBatches(t *testing.T) {
 		})
 	}
 }
+
+// publishCrafted copies batches into an object of broker 1's bucket with
+// a Manager and appends one message naming them, with markers, to the
+// metadata partition broker reads: metadata no engine would publish.
+func (w *world) publishCrafted(ctx context.Context, broker int32, markers []metadata.EpochStart, inputs ...walstore.CopyInput) {
+	t := w.t
+	t.Helper()
+	mgr, err := walstore.NewManager(walstore.ManagerConfig{Store: w.store(1), BrokerID: 1, Logger: discard()})
+	require.NoError(t, err)
+	defer mgr.Close()
+	msg := metadata.Message{WriterBrokerID: 1, Markers: markers}
+	if len(inputs) > 0 {
+		msg.Entries, err = mgr.Copy(ctx, inputs)
+		require.NoError(t, err)
+		msg.Object = msg.Entries[0].Object
+	}
+	buf, err := metadata.AppendMessage(nil, &msg)
+	require.NoError(t, err)
+	_, err = w.meta.Append(ctx, broker%w.meta.Partitions(), buf)
+	require.NoError(t, err)
+}
+
+func copyOf(tp metadata.TopicPartition, epoch int32, first, last int64) walstore.CopyInput {
+	return walstore.CopyInput{Partition: tp, PublisherEpoch: epoch, Batches: []combiner.Batch{clustertest.MakeBatch(tp, epoch, first, last)}}
+}
+
+// Entries that skip offsets, which no leader publishes, once made the
+// follower's Run fail. A follower now waits at the gap for that partition
+// only, and goes on when the missing entry comes.
+func TestRegressionFollowerWaitsAtAGapForThatPartitionOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log2 := memstore.NewLocalLog()
+		n2 := w.start(2, walstore.NodeConfig{Local: log2})
+		for _, tp := range []metadata.TopicPartition{tpA, tpB} {
+			require.NoError(t, n2.BecomeFollower(ctx, tp, 1, 1))
+		}
+		w.publishCrafted(ctx, 2, []metadata.EpochStart{
+			{Partition: tpA, Epoch: 1, StartOffset: 0, LeaderBrokerID: 1},
+			{Partition: tpB, Epoch: 1, StartOffset: 0, LeaderBrokerID: 1},
+		}, copyOf(tpA, 1, 0, 9), copyOf(tpB, 1, 0, 9))
+		w.publishCrafted(ctx, 2, nil, copyOf(tpA, 1, 20, 29), copyOf(tpB, 1, 10, 19))
+		settle(time.Minute)
+		want := func(tp metadata.TopicPartition, ends ...int64) []combiner.Batch {
+			var bs []combiner.Batch
+			for first, i := int64(0), 0; i < len(ends); first, i = ends[i]+1, i+1 {
+				bs = append(bs, clustertest.MakeBatch(tp, 1, first, ends[i]))
+			}
+			return bs
+		}
+		clustertest.RequireSameLog(t, want(tpA, 9), log2.Batches(tpA))
+		clustertest.RequireSameLog(t, want(tpB, 9, 19), log2.Batches(tpB))
+
+		w.publishCrafted(ctx, 2, nil, copyOf(tpA, 1, 10, 19))
+		settle(time.Minute)
+		clustertest.RequireSameLog(t, want(tpA, 9, 19, 29), log2.Batches(tpA))
+	})
+}
+
+// objectsIn counts the objects in broker id's bucket.
+func (w *world) objectsIn(id int32) int {
+	s := w.store(id)
+	infos, err := s.List(context.Background(), s.Local().Bucket, "")
+	require.NoError(w.t, err)
+	return len(infos)
+}
+
+// The collector judged an object by the followers the placement named at
+// collection time; a placement that briefly named nobody made every
+// object look applied by all, and they were deleted before the follower
+// had them.
+func TestRegressionGCKeepsObjectsThroughAPlacementFlap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1, Leader: walstore.LeaderConfig{GCInterval: time.Hour}})
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+		produce(t, n1, log1, tpA, 1, 0, 9)
+		produce(t, n1, log1, tpA, 1, 10, 19)
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 19))
+		objects := w.objectsIn(1)
+		require.Positive(t, objects)
+
+		// The placement flaps: no followers, then broker 2 again.
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, nil, -1))
+		n, err := n1.CollectGarbage(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, n, "broker 2 has applied nothing")
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+		n, err = n1.CollectGarbage(ctx)
+		require.NoError(t, err)
+		assert.Zero(t, n, "broker 2 has applied nothing")
+		require.Equal(t, objects, w.objectsIn(1))
+
+		// Broker 2 catches up from the objects; then they go.
+		n2 := w.start(2, walstore.NodeConfig{Local: log2})
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		settle(time.Minute)
+		requireSameLog(t, log1, log2, tpA)
+		n, err = n1.CollectGarbage(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, objects, n)
+	})
+}
+
+// A marker of an epoch the broker has not heard of may be forged; acting
+// on {Epoch: 999, StartOffset: 0} once truncated a follower's whole log.
+// The follower holds it until its broker learns a later epoch, ignores
+// markers of the known epoch from a broker that does not lead it, and acts
+// on the genuine markers of a later epoch once told.
+func TestRegressionForgedMarkerDoesNotTruncate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1, log2, log3 := memstore.NewLocalLog(), memstore.NewLocalLog(), memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n2 := w.start(2, walstore.NodeConfig{Local: log2})
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2, 3}, -1))
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		for off := int64(0); off < 30; off += 10 {
+			produce(t, n1, log1, tpA, 1, off, off+9)
+		}
+		settle(time.Minute)
+		requireSameLog(t, log1, log2, tpA)
+
+		w.publishCrafted(ctx, 2, []metadata.EpochStart{{Partition: tpA, Epoch: 999, StartOffset: 0, LeaderBrokerID: 1}})
+		w.publishCrafted(ctx, 2, []metadata.EpochStart{{Partition: tpA, Epoch: 1, StartOffset: 15, LeaderBrokerID: 3}})
+		produce(t, n1, log1, tpA, 1, 30, 39)
+		settle(time.Minute)
+		requireSameLog(t, log1, log2, tpA)
+		require.Zero(t, n2.Stats().Follower.Truncations)
+
+		// Broker 3, which has 0-19, leads epoch 2 from 20: broker 2 must
+		// truncate 20-39 and take epoch 2's records.
+		n3 := w.start(3, walstore.NodeConfig{Local: log3})
+		for off := int64(0); off < 20; off += 10 {
+			require.NoError(t, log3.Append(ctx, tpA, []combiner.Batch{clustertest.MakeBatch(tpA, 1, off, off+9)}))
+		}
+		require.NoError(t, log3.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, log3.AssignEpoch(tpA, 2, 20))
+		require.NoError(t, n3.BecomeLeader(ctx, tpA, 2, []int32{1, 2}, -1))
+		require.NoError(t, n1.BecomeFollower(ctx, tpA, 2, 3))
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 2, 3))
+		produce(t, n3, log3, tpA, 2, 20, 29)
+		settle(time.Minute)
+		requireSameLog(t, log3, log2, tpA)
+		requireSameLog(t, log3, log1, tpA)
+		assert.Positive(t, n2.Stats().Follower.Truncations)
+	})
+}
+
+// A broker that follows, leads, then follows again: its follower side
+// once kept the state from before it led (the log end, the epochs), and
+// neither truncated what it wrote as leader nor appended where its log
+// ended.
+func TestRegressionFollowLeadFollowTruncatesWhatItWroteAsLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n2 := w.start(2, walstore.NodeConfig{Local: log2})
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		produce(t, n1, log1, tpA, 1, 0, 9)
+		settle(time.Minute)
+		requireSameLog(t, log1, log2, tpA)
+
+		// Broker 1 drops out; broker 2 leads epoch 2 and writes 10-19,
+		// which broker 1 never gets.
+		require.NoError(t, n1.StopReplica(ctx, tpA))
+		require.NoError(t, log2.AssignEpoch(tpA, 2, 10))
+		require.NoError(t, n2.BecomeLeader(ctx, tpA, 2, []int32{1}, -1))
+		produce(t, n2, log2, tpA, 2, 10, 19)
+		require.NoError(t, n2.WaitDurable(ctx, tpA, 19))
+
+		// Broker 1 leads epoch 3 from 10; broker 2 follows again.
+		require.NoError(t, log1.AssignEpoch(tpA, 3, 10))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 3, []int32{2}, -1))
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 3, 1))
+		produce(t, n1, log1, tpA, 3, 10, 14)
+		settle(time.Minute)
+		requireSameLog(t, log1, log2, tpA)
+	})
+}
+
+// slowMarkers is a metadata log whose reads return one record at a time,
+// and take a second from offset from on: a follower that reads its
+// metadata slowly.
+type slowMarkers struct {
+	metadata.Log
+	from int64
+}
+
+func (s slowMarkers) Read(ctx context.Context, partition int32, from int64, max int) ([]metadata.Record, error) {
+	if from >= s.from {
+		time.Sleep(time.Second)
+	}
+	return s.Log.Read(ctx, partition, from, 1)
+}
+
+// A lagging follower applied the old leader's uncommitted tail before it
+// read the new epoch's marker; the new leader counted those records as
+// applied, deleted its own object of the same offsets, and the follower,
+// having truncated, could never catch up. Progress now carries the
+// follower's last epoch, and the leader credits only what the follower
+// holds of its log.
+func TestRegressionProgressOfRecordsToBeTruncatedIsNotCredited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1, log2, log3 := memstore.NewLocalLog(), memstore.NewLocalLog(), memstore.NewLocalLog()
+		noGC := walstore.LeaderConfig{GCInterval: time.Hour}
+		n1 := w.start(1, walstore.NodeConfig{Local: log1, Leader: noGC})
+		n2 := w.start(2, walstore.NodeConfig{Local: log2, Leader: noGC})
+
+		// Broker 1 leads epoch 1 and publishes 0-69; broker 2 replicated
+		// only 0-49 when it is elected at epoch 2 from 50.
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{3}, -1))
+		produce(t, n1, log1, tpA, 1, 0, 49)
+		produce(t, n1, log1, tpA, 1, 50, 69)
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 69))
+		require.NoError(t, log2.Append(ctx, tpA, []combiner.Batch{clustertest.MakeBatch(tpA, 1, 0, 49)}))
+		require.NoError(t, n1.StopReplica(ctx, tpA))
+		_, high, err := w.meta.Watermarks(ctx, 3%w.meta.Partitions())
+		require.NoError(t, err)
+		require.NoError(t, log2.AssignEpoch(tpA, 2, 50))
+		require.NoError(t, n2.BecomeLeader(ctx, tpA, 2, []int32{3}, 0))
+		produce(t, n2, log2, tpA, 2, 50, 59)
+		require.NoError(t, n2.WaitDurable(ctx, tpA, 59))
+
+		// Broker 3, which lags, reads the metadata slowly from epoch 2's
+		// first message on; its progress goes to broker 2.
+		n3 := w.start(3, walstore.NodeConfig{Local: log3, Log: slowMarkers{w.meta, high}})
+		require.NoError(t, n3.BecomeFollower(ctx, tpA, 2, 2))
+		settle(500 * time.Millisecond)
+		end, err := log3.EndOffset(tpA)
+		require.NoError(t, err)
+		require.Equal(t, int64(70), end, "broker 3 applied epoch 1's 0-69 before reading epoch 2's marker")
+		_, err = n2.CollectGarbage(ctx)
+		require.NoError(t, err)
+
+		settle(time.Minute)
+		requireSameLog(t, log2, log3, tpA)
+	})
+}
