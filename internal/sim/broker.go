@@ -129,6 +129,21 @@ func (b *broker) setView(tp metadata.TopicPartition, v viewEntry) {
 	}
 }
 
+// follow makes the broker's Node follow tp again, as its view says, after
+// it stopped replicating it: its follower side starts tp afresh, and so
+// do the checks.
+func (b *broker) follow(tp metadata.TopicPartition) {
+	b.vmu.Lock()
+	v := b.view[tp]
+	b.vmu.Unlock()
+	if b.follower != nil {
+		b.follower.followsAgain(tp)
+	}
+	if err := b.node.BecomeFollower(context.Background(), tp, v.epoch, v.leader); err != nil {
+		b.w.violate(KindEngineError, "b%d BecomeFollower(%s, e%d, b%d): %v", b.id, tp, v.epoch, v.leader, err)
+	}
+}
+
 // becomeLeader makes the broker's Node lead tp at epoch, with the followers
 // its view names.
 func (b *broker) becomeLeader(tp metadata.TopicPartition, epoch int32, from int64) {

@@ -501,6 +501,22 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 		}
 	}
 	epoch := ps.epoch + bump
+	if n != old {
+		// The candidate's follower side stops before its log is judged
+		// again and its end read (where the new epoch starts): until
+		// StopReplica returns it may append, and a batch it appends in
+		// between, of an epoch a marker it has not read yet fences, would
+		// make a log that is not a prefix of the true log the leader's.
+		if err := n.node.StopReplica(context.Background(), tp); err != nil {
+			w.violate(KindEngineError, "b%d StopReplica(%s): %v", n.id, tp, err)
+			return false
+		}
+		if s, l := n.log.snapshot(tp); !isPrefix(s, l, truthStart, truth) || end(s, l) < truthStart {
+			w.tracef("%s: b%d's log changed before its follower side stopped; no election", tp, n.id)
+			n.follow(tp)
+			return false
+		}
+	}
 	if old.up && old.node != nil && old != n && zombie {
 		w.mu.Lock()
 		ps.zombies[old.id] = ps.epoch
@@ -509,14 +525,6 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 		w.tracef("%s: b%d becomes a zombie, still leading epoch %d in its own view", tp, old.id, ps.epoch)
 		oldEpoch := ps.epoch
 		w.after(time.Duration(200+sr.IntN(4000))*time.Millisecond, "heal zombie", func() { w.heal(tp, old, oldEpoch) })
-	}
-	if n != old {
-		// The new leader's follower side stops before its log end is read:
-		// that is where the new epoch starts.
-		if err := n.node.StopReplica(context.Background(), tp); err != nil {
-			w.violate(KindEngineError, "b%d StopReplica(%s): %v", n.id, tp, err)
-			return false
-		}
 	}
 	start := n.log.end(tp)
 	if err := n.log.assignEpoch(tp, epoch, start); err != nil {
@@ -636,14 +644,10 @@ func (w *world) resume(b *broker, tp metadata.TopicPartition) {
 	paused := b.paused[tp]
 	delete(b.paused, tp)
 	b.since[tp]++
-	v := b.view[tp]
 	b.vmu.Unlock()
 	if paused && b.up && b.node != nil && b.follows(tp) {
 		w.tracef("b%d follows %s again", b.id, tp)
-		b.follower.followsAgain(tp)
-		if err := b.node.BecomeFollower(context.Background(), tp, v.epoch, v.leader); err != nil {
-			w.violate(KindEngineError, "b%d BecomeFollower(%s): %v", b.id, tp, err)
-		}
+		b.follow(tp)
 	}
 }
 
