@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -511,4 +512,119 @@ func TestRegressionProgressOfRecordsToBeTruncatedIsNotCredited(t *testing.T) {
 		settle(time.Minute)
 		requireSameLog(t, log2, log3, tpA)
 	})
+}
+
+// hanging makes a dependency's call hang while on is set: until the call's
+// context ends, or, for a dependency that ignores its context, for an hour.
+type hanging struct {
+	on        atomic.Bool
+	ignoreCtx bool
+	calls     atomic.Int64
+}
+
+func (h *hanging) wait(ctx context.Context) error {
+	h.calls.Add(1)
+	if !h.on.Load() {
+		return nil
+	}
+	if h.ignoreCtx {
+		time.Sleep(time.Hour)
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+type hangingStore struct {
+	walstore.ObjectStore
+	h *hanging
+}
+
+func (s hangingStore) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
+	if err := s.h.wait(ctx); err != nil {
+		return metadata.ObjectRef{}, err
+	}
+	return s.ObjectStore.Put(ctx, key, body)
+}
+
+type hangingLog struct {
+	metadata.Log
+	h *hanging
+}
+
+func (l hangingLog) Append(ctx context.Context, partition int32, value []byte) (int64, error) {
+	if err := l.h.wait(ctx); err != nil {
+		return 0, err
+	}
+	return l.Log.Append(ctx, partition, value)
+}
+
+// A PUT or a metadata append that never answers degrades the leader after
+// DegradedAfter, whether or not the call ever returns; an attempt that
+// respects its context is given up after RequestTimeout and retried; once
+// the dependency answers again, the engine recovers and publishes.
+func TestRegressionHangingDependencyDegradesAndRecovers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		store     bool // the store hangs; otherwise the metadata log
+		ignoreCtx bool
+	}{
+		{"PUT waits for its context", true, false},
+		{"PUT ignores its context for an hour", true, true},
+		{"metadata append waits for its context", false, false},
+		{"metadata append ignores its context for an hour", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				w := newWorld(t)
+				h := &hanging{ignoreCtx: tc.ignoreCtx}
+				log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
+				var mu sync.Mutex
+				var healths []walstore.Health
+				cfg := walstore.NodeConfig{
+					Local:  log1,
+					Leader: walstore.LeaderConfig{DegradedAfter: 5 * time.Second, RequestTimeout: time.Second},
+					OnHealth: func(hl walstore.Health) {
+						mu.Lock()
+						healths = append(healths, hl)
+						mu.Unlock()
+					},
+				}
+				if tc.store {
+					cfg.Store = hangingStore{w.store(1), h}
+				} else {
+					cfg.Log = hangingLog{w.meta, h}
+				}
+				n1 := w.start(1, cfg)
+				n2 := w.start(2, walstore.NodeConfig{Local: log2})
+				require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+				h.on.Store(true)
+				require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+				require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+				produce(t, n1, log1, tpA, 1, 0, 9)
+
+				settle(30 * time.Second)
+				require.True(t, n1.Health().Degraded)
+				assert.ErrorIs(t, n1.Health().Err, walstore.ErrUnavailable)
+				mu.Lock()
+				require.NotEmpty(t, healths)
+				assert.True(t, healths[len(healths)-1].Degraded)
+				mu.Unlock()
+				if !tc.ignoreCtx {
+					assert.Greater(t, h.calls.Load(), int64(5), "attempts are given up after RequestTimeout and retried")
+				}
+				assert.Equal(t, int64(0), n1.DurableOffset(tpA))
+
+				h.on.Store(false)
+				settle(2 * time.Hour)
+				require.Equal(t, int64(10), n1.DurableOffset(tpA))
+				assert.False(t, n1.Health().Degraded)
+				mu.Lock()
+				assert.False(t, healths[len(healths)-1].Degraded, "the last report is the recovery")
+				mu.Unlock()
+				requireSameLog(t, log1, log2, tpA)
+			})
+		})
+	}
 }
