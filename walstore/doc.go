@@ -1,41 +1,66 @@
 // Package walstore is the storage contract and the replication engines of
 // activetier: the ObjectStore interface with its typed errors, the Manager
 // (KIP-1176's RemoteWalStorageManager: copy, fetch and delete combined
-// objects), the Leader and Follower engines, and garbage collection.
-// Package walstoretest checks any ObjectStore against the contract.
+// objects), the Node that runs one broker's replication, the Leader and
+// Follower engines under it, and garbage collection. Package walstoretest
+// checks an ObjectStore (Run) or a broker's LocalLog (RunLocalLog) against
+// its contract.
 //
-// # The broker's side
+// # The broker's side: one Node
 //
-// The engines reach the broker only through small interfaces defined here:
-// LocalLog (end offset, epochs, append, truncate, read), a Placement naming
-// each partition's followers, and an EpochView saying at which epoch the
-// broker leads a partition. A broker runs one Leader and one Follower; each
-// has a Run(ctx) that owns its goroutines.
+// A broker runs one Node and tells it of every role change its controller
+// decides, in order, one partition at a time:
+//
+//   - BecomeLeader(tp, epoch, followers, republishFrom) when the broker
+//     leads tp (Kafka's makeLeader): the follower side stops replicating
+//     tp first, so no append of its own is in flight, then the leader side
+//     accepts appends. If the broker led tp without a break, the leadership
+//     goes on at the new epoch and its unpublished data with it.
+//   - BecomeFollower(tp, epoch, leader) when it follows tp (makeFollower),
+//     and again at each later epoch it learns of: the leader side resigns
+//     and its unpublished data of tp is withheld (WaitDurable calls for it
+//     fail with ErrNotLeader, so nothing withheld is acknowledged), and the
+//     follower side replicates tp. It acts on epoch-start markers only up
+//     to the epoch the broker knows, so a marker of a later epoch, forged
+//     or early, waits instead of truncating the log.
+//   - StopReplica(tp) when the broker no longer holds tp: after it returns
+//     no append to tp is in flight.
+//
+// Between them the broker appends produced batches (Append, WaitDurable,
+// DurableOffset), delivers its followers' progress to the leader's broker
+// (NodeConfig.OnProgress to RecordProgress, carrying the follower's log end
+// and last epoch as Kafka's fetch request does, so the leader judges stale
+// reports itself) and reports its tiered-storage mark (ReportTiered). The
+// Node reaches the broker only through LocalLog, its own log, whose
+// contract RunLocalLog checks.
 //
 // # Leader
 //
-// Append queues a batch and returns at once while the buffer has room
-// (BufferBytes); past it, Append blocks or fails with ErrBufferFull, as
-// the Overflow policy says, so memory never grows without bound. The
-// combiner's Builder cuts objects at Interval, ObjectBytes or
-// MaxPartitions; up to MaxInflight uploads run at once, each retried with
-// jittered backoff until it succeeds: an upload failure loses nothing, and
-// after DegradedAfter of failures Health reports the engine degraded so the
-// broker can fall back to ordinary replication. An object's entries are
-// published once it is stored and no earlier object with data of the same
-// partitions is still unpublished, so every partition's entries reach the
-// metadata log in offset order even when uploads finish out of order, and
-// unrelated partitions never wait for each other. WaitDurable and
-// DurableOffset expose the point below which a partition's data is stored
-// and published: the acks-on-upload mode.
+// Append validates each batch (ErrInvalidBatch for one that does not
+// continue the leadership's log at its epoch) and queues it, returning at
+// once while the buffer has room (BufferBytes); past it, Append blocks or
+// fails with ErrBufferFull, as the Overflow policy says, so memory never
+// grows without bound. The combiner's Builder cuts objects at Interval,
+// ObjectBytes or MaxPartitions; up to MaxInflight uploads run at once, each
+// attempt bounded by RequestTimeout and retried with jittered backoff until
+// it succeeds: an upload failure loses nothing. An upload or publish that
+// has not succeeded for DegradedAfter, whether its attempts fail or never
+// return, makes Health report the engine degraded, so the broker can fall
+// back to ordinary replication. An object's entries are published once it
+// is stored and no earlier object with data of the same partitions is still
+// unpublished, so every partition's entries reach the metadata log in
+// offset order even when uploads finish out of order, and unrelated
+// partitions never wait for each other. The durable offset of a leadership
+// advances only over offsets that are stored and published (or that every
+// follower held when it began): WaitDurable is the acks-on-upload mode.
 //
-// BecomeLeader publishes the partition's epoch lineage as epoch-start
-// markers and, after an AZ outage or for a new replica, Republish copies the
-// local log from a given offset into this broker's bucket. Markers are
+// A new leadership publishes the partition's epoch lineage as epoch-start
+// markers and, for followers that cannot read the previous leader's
+// objects (an AZ outage) or that start empty (a reassignment), republishes
+// the local log from republishFrom into this broker's bucket, in the
+// background; the durable offset does not pass the republish. Markers are
 // published again every MarkerRefresh, so trimming the metadata log never
-// leaves a restarted follower without them. Before each publish the engine
-// asks the broker's EpochView, so a deposed leader stops publishing as soon
-// as its broker knows; followers never rely on that, since fencing decides.
+// leaves a restarted follower without them.
 //
 // # Follower
 //
@@ -51,24 +76,33 @@
 // order, skipping batches below its log end. An unreachable bucket backs
 // off every entry in it, and so does one that leaves a fetch unanswered for
 // HedgeAfter (an AZ that drops traffic silently), so the follower uses
-// republished copies elsewhere or waits for them; it never stops. Entries
-// held for a gap or a marker are bounded by MaxHeld: past it the follower
-// forgets those furthest ahead and reads the retained metadata again later.
-// A new replica with an empty log starts where the leader lineage starts.
-//
-// Brokers relay each follower's progress (OnApplied) to the partition's
-// leader (ReportApplied) for garbage collection. Reports carry no epoch
-// yet, so relay them only once the follower's last record has the
-// leader's current epoch: before that, the follower may still truncate.
+// republished copies elsewhere or waits for them; it never stops. A local
+// log that fails, or answers against its contract, takes only its own
+// partition out for a backoff. Entries held for a gap or a marker are
+// bounded by MaxHeld: past it the follower forgets those furthest ahead and
+// reads the retained metadata again later. A new replica with an empty log
+// starts where the leader lineage starts.
 //
 // # Garbage collection
 //
 // Each leader tracks the objects it published. An object is deleted once
 // every section in it is below what all the partition's followers applied
-// (ReportApplied, relayed by the broker as Kafka's fetch protocol does) and
-// below the broker's tiered mark (ReportTiered). Deletes are idempotent.
-// MetadataLowMarks and TrimMetadata trim the metadata log behind what every
-// leader still needs; Sweep removes objects nobody tracks any more.
+// (RecordProgress) and below the broker's tiered mark (ReportTiered); the
+// followers are those recorded when the object was cut and the current
+// ones, so a placement that changes, or briefly names nobody, never makes
+// a section look applied. Only what a follower holds of this leader's log
+// counts: progress whose last epoch ends earlier here is credited up to
+// that epoch's end. Deletes are idempotent. MetadataLowMarks and
+// TrimMetadata trim the metadata log behind what every leader still needs;
+// Sweep removes objects nobody tracks any more.
+//
+// # Dependencies that misbehave
+//
+// Errors from the object store, the metadata log and the local log come
+// back wrapped in a *DependencyError naming the call; answers their
+// interfaces do not allow (a short read, a negative offset, batches that do
+// not continue each other) match ErrContractViolation. Neither stops the
+// engines: they retry, or set the one partition concerned aside.
 //
 // # Time
 //
