@@ -1,6 +1,6 @@
 // Package sim is activetier's seeded simulation: a whole cluster in one
-// process (brokers in three AZs, each with a local log, a leader engine and a
-// follower engine; a memstore bucket per AZ; a memstore metadata log), driven
+// process (brokers in three AZs, each with a local log and a walstore.Node;
+// a memstore bucket per AZ; a memstore metadata log), driven
 // by one seed through a schedule of work and faults, with invariants checked
 // after every step and at the end. Its job is to show that nothing
 // acknowledged is lost and nothing diverges, whatever the order of
@@ -27,9 +27,10 @@
 //     crashing and leadership moving away from them;
 //   - a leader election with an epoch bump, clean (the old leader resigns)
 //     or leaving the old leader a zombie until it learns;
-//   - a follower engine crashes and restarts (its local log survives, its
-//     state does not); a whole broker crashes and restarts, and partitions
-//     it still leads get a new epoch;
+//   - a broker stops replicating a partition it follows for a while and
+//     then follows it again (StopReplica, then BecomeFollower: a role flap);
+//     a whole broker crashes and restarts (its local log survives, its
+//     Node's state does not), and partitions it still leads get a new epoch;
 //   - a replica moves to a broker with an empty log (reassignment): the
 //     leader takes a new epoch, as Kafka's controller does when the replica
 //     set changes, and republishes its whole log;
@@ -107,33 +108,31 @@
 //
 // # The broker's side of the contract
 //
-// The simulated brokers do what the engines ask of a broker, and two things
-// the engines' documentation does not say, because without them the
-// engines lose data or stall (reproduced by the tests in knownbugs_test.go,
-// which fail today and run only with -tags activetier_knownbugs):
+// Each simulated broker runs one walstore.Node and drives it only through
+// its transitions, as a broker's controller handling would: BecomeLeader
+// when the controller elects it, BecomeFollower whenever its view of a
+// partition it follows changes (a new leader or epoch), StopReplica when
+// it leaves the replica set or pauses a partition. Its followers' progress
+// goes unfiltered to the Node of the leader each report names; that Node
+// judges it by the follower's last epoch. Two earlier versions of this
+// harness needed more, and the engines now make both unnecessary:
 //
-//   - A broker stops its follower engine before its role for a partition
-//     changes and starts a new one after. walstore documents that making
-//     Follows say so is enough, but a follower engine notices Follows only
-//     when something wakes it: one left idle while its broker led keeps its
-//     old log end and epochs when Follows turns true again, does not
-//     truncate what the broker wrote as leader, and fails appending
-//     (Config.FollowsOnly, ACTIVETIER_SIM_FOLLOWS_ONLY=1; seed 25). An
-//     engine that starts following a partition also lacks the markers it
-//     skipped while it did not, until the leader refreshes them; and
-//     nothing tells the broker when a step that already passed the Follows
-//     check has finished appending.
-//   - A broker relays a follower's progress (OnApplied) to the leader only
-//     once the follower's last record has the epoch the broker believes
-//     current. A follower may apply records it will truncate (a deposed
-//     leader's tail, read before the fence) and report them; ReportApplied
-//     carries no epoch, so the leader's garbage collector deletes objects
-//     the follower will need (Config.RelayUnchecked,
-//     ACTIVETIER_SIM_RELAY_UNCHECKED=1; seed 116). Kafka's fetch carries the
-//     follower's last epoch for exactly this. A follower whose last record
-//     has the current epoch has merged the current leader's publication,
-//     its whole lineage, and truncated any divergence, so its end offset is
-//     safe to count.
+//   - Brokers restarted their follower engine around every role change,
+//     because an engine told of a change only through a Follows callback
+//     kept stale state when left idle while its broker led (seed 25).
+//     Follow and Unfollow now reset the partition's state and return once
+//     no append is in flight.
+//   - Brokers relayed progress only once the follower's last record had the
+//     current epoch, because an unchecked report let the leader delete
+//     objects a follower that would still truncate needed (seed 116).
+//     Progress now carries the last epoch, and the leader credits only what
+//     the follower holds of its own log.
+//
+// The controller judges a candidate's log only after StopReplica returned:
+// a follower side still running may append, between the judgement and the
+// election, a batch of an epoch a marker it has not read fences, and
+// electing that log would bring the fenced records back into the true log
+// (seed 719441, which the invariants reported as fenced appends).
 //
 // # Determinism
 //
@@ -165,8 +164,6 @@
 //
 //	ACTIVETIER_SIM_SEEDS            how many seeds (default 300)
 //	ACTIVETIER_SIM_FIRST_SEED       the first seed (default 1)
-//	ACTIVETIER_SIM_FOLLOWS_ONLY=1   brokers only flip Follows on role changes
-//	ACTIVETIER_SIM_RELAY_UNCHECKED=1  brokers relay every progress report
 //	ACTIVETIER_SIM_TRACE_FILE=path  where a failing seed's whole trace goes
 //
 // A failing seed prints its violations, its shape, the end of its trace and
