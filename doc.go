@@ -35,7 +35,7 @@
 //
 // One path each way:
 //
-//	broker appends batch -> walstore.Leader -> combiner.Builder cuts an object
+//	broker appends batch -> walstore.Node (leader side) -> combiner.Builder cuts an object
 //	  -> ObjectStore.Put (local AZ) -> metadata.Log append (one message per
 //	  follower metadata partition)
 //

@@ -23,8 +23,8 @@
 //
 // runs a cluster in one process: brokers spread over AZs (one memstore bucket
 // per AZ, with the chosen latency profile), a metadata log with a partition
-// per broker, and on every broker a walstore Leader for the partitions it
-// leads and a walstore Follower for those it follows, with rack-aware
+// per broker, and on every broker one walstore Node, leading some partitions
+// and following the others, with rack-aware
 // placement (a partition's replicas are in distinct AZs). A producer appends
 // Kafka v2 record batches of JSON log lines, generated from --seed, at --rate
 // MB/s to the partitions' leaders for --duration; followers report their

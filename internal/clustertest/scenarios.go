@@ -12,9 +12,9 @@ import (
 	"github.com/activetier/activetier/walstore"
 )
 
-// The seven scenarios of DESIGN.md §3, from the KIP-1176 thread, end to
-// end. Each ends by comparing the followers' logs byte for byte with the
-// leader's. Offsets follow the thread's example shifted to batch
+// The seven scenarios of docs/design.md ("Failure scenarios"), end to end.
+// Each ends by comparing the followers' logs byte for byte with the
+// leader's. Offsets follow the example of that section, shifted to batch
 // boundaries: the old leader wrote 100-199, the new epoch starts at 150.
 
 // RunScenarios runs all seven scenarios as subtests on backend b.
