@@ -192,6 +192,21 @@ func (b *broker) start() {
 			}
 		}()
 	}
+	// The Node learns what its broker follows before it reads anything, as
+	// a broker restarting learns its roles before it fetches: a message it
+	// read first would count as handled for a partition it then ignored.
+	if !ref {
+		for _, tp := range w.tps {
+			b.vmu.Lock()
+			v := b.view[tp]
+			b.vmu.Unlock()
+			if roleIn(b.id, v) == roleFollower {
+				if err := n.BecomeFollower(context.Background(), tp, v.epoch, v.leader); err != nil {
+					w.violate(KindEngineError, "b%d BecomeFollower(%s): %v", b.id, tp, err)
+				}
+			}
+		}
+	}
 	run("node", n.Run)
 	inst.eng = nodeFollower{n}
 	if ref {
@@ -209,18 +224,7 @@ func (b *broker) start() {
 		cancel()
 		wg.Wait()
 	}
-	if !ref {
-		for _, tp := range w.tps {
-			b.vmu.Lock()
-			v := b.view[tp]
-			b.vmu.Unlock()
-			if roleIn(b.id, v) == roleFollower {
-				if err := n.BecomeFollower(context.Background(), tp, v.epoch, v.leader); err != nil {
-					w.violate(KindEngineError, "b%d BecomeFollower(%s): %v", b.id, tp, err)
-				}
-			}
-		}
-	}
+
 }
 
 // role is the reference follower's view of the broker's role for tp.

@@ -128,6 +128,12 @@
 //     Progress now carries the last epoch, and the leader credits only what
 //     the follower holds of its own log.
 //
+// The controller tells a partition's replicas of a new epoch before its
+// leader publishes anything, and a restarting broker tells its Node what it
+// follows before the Node reads: a Node holds markers of an epoch its broker
+// has not been told (one it cannot tell from a forgery), so a marker is
+// acted on, and counts for the fence checks, only once the broker knows.
+//
 // The controller judges a candidate's log only after StopReplica returned:
 // a follower side still running may append, between the judgement and the
 // election, a batch of an epoch a marker it has not read fences, and

@@ -554,9 +554,11 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 	w.stats.Elections++
 	w.mu.Unlock()
 	w.tracef("%s: b%d elected at epoch %d from offset %d (was b%d), republishing from %d", tp, n.id, epoch, start, old.id, from)
-	n.setView(tp, viewEntry{replicas: ps.replicas, leader: n.id, epoch: epoch})
-	n.becomeLeader(tp, epoch, from)
+	// The replicas learn of the new epoch before its leader publishes
+	// anything: a follower holds markers of an epoch its broker has not
+	// been told, and the fence checks count only what it acts on.
 	w.updateViews(tp, n.id, epoch)
+	n.becomeLeader(tp, epoch, from)
 	return true
 }
 
