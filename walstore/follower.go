@@ -382,6 +382,11 @@ func (f *Follower) readMetadata(ctx context.Context, out chan<- []metadata.Messa
 		}
 		if cursor < 0 {
 			low, _, err := f.cfg.Log.Watermarks(ctx, p)
+			if err == nil && low < 0 {
+				// Taken as the cursor, it would ask for the watermarks
+				// again at once, for ever.
+				err = &DependencyError{Dependency: "metadata.Log.Watermarks", Err: fmt.Errorf("%w: negative low watermark %d", ErrContractViolation, low)}
+			}
 			if err != nil {
 				if !f.pause(ctx, &attempt, "reading metadata watermarks", err) {
 					return
@@ -481,8 +486,9 @@ func (f *Follower) part(ctx context.Context, tp metadata.TopicPartition) *fpart 
 	if !ok {
 		return nil
 	}
-	if until, ok := f.broken[tp]; ok {
-		if f.cfg.Clock.Now().Before(until) {
+	_, resting := f.broken[tp]
+	if resting {
+		if f.cfg.Clock.Now().Before(f.broken[tp]) {
 			return nil
 		}
 		delete(f.broken, tp)
@@ -494,6 +500,12 @@ func (f *Follower) part(ctx context.Context, tp metadata.TopicPartition) *fpart 
 	}
 	p.known = r.epoch
 	f.parts[tp] = p
+	if resting {
+		// The markers and entries read while it rested were not kept:
+		// read the retained metadata again, as for a partition newly
+		// followed.
+		notify(f.rewind)
+	}
 	return p
 }
 
@@ -545,18 +557,11 @@ func (f *Follower) localFailed(tp metadata.TopicPartition, err error) {
 	if errors.Is(err, context.Canceled) {
 		return
 	}
-	n := 0
-	if p := f.parts[tp]; p != nil {
-		n = len(p.pending)
-	}
 	f.cfg.Logger.Error("activetier: the local log failed; the partition rests and starts again", "partition", tp.String(), "err", err)
 	delete(f.parts, tp)
 	f.broken[tp] = f.cfg.Clock.Now().Add(f.cfg.Backoff.Max)
 	f.wakeAt(f.broken[tp])
 	f.count(func(c *followerCounters) { c.localErrors++ })
-	if n > 0 {
-		notify(f.rewind) // what it held is read again
-	}
 }
 
 func (f *Follower) handleMessage(ctx context.Context, m *metadata.Message) {
@@ -744,6 +749,11 @@ func (f *Follower) reportGap(p *fpart, now time.Time) {
 func (f *Follower) step(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone) {
 	now := f.cfg.Clock.Now()
 	f.retryAt = time.Time{}
+	for tp, until := range f.broken {
+		if !now.Before(until) {
+			f.part(ctx, tp) // its rest is over: load it again
+		}
+	}
 	for r := range f.rounds {
 		if hedge := r.start.Add(f.cfg.HedgeAfter); now.Before(hedge) {
 			f.wakeAt(hedge)
@@ -1022,6 +1032,15 @@ func (f *Follower) applyReady(ctx context.Context, p *fpart) error {
 		}
 		if err := f.cfg.Local.Append(ctx, p.tp, batches); err != nil {
 			return fmt.Errorf("walstore: appending %s at %d: %w", p.tp, p.leo, &DependencyError{Dependency: "LocalLog.Append", Err: err})
+		}
+		// The progress reported next lets the leader delete what it
+		// covers: it must describe the log as it is.
+		want := batches[len(batches)-1].LastOffset + 1
+		if end, err := f.cfg.Local.EndOffset(p.tp); err != nil {
+			return fmt.Errorf("walstore: end offset of %s: %w", p.tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err})
+		} else if end != want {
+			return fmt.Errorf("walstore: appending %s up to %d: %w", p.tp, want, &DependencyError{Dependency: "LocalLog.Append",
+				Err: fmt.Errorf("%w: the log ends at %d afterwards", ErrContractViolation, end)})
 		}
 		var bytes int
 		for _, b := range batches {
