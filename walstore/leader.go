@@ -725,8 +725,11 @@ func (l *Leader) Run(ctx context.Context) error {
 		wg.Wait()
 		l.mu.Lock()
 		l.stopped = true
-		close(l.space)
-		close(l.durableCh)
+		// Wake Append and WaitDurable callers to find the engine stopped.
+		// The channels are replaced, not left closed: a Resign after Run
+		// closes them again.
+		l.releaseLocked(0)
+		l.durableAdvancedLocked()
 		l.mu.Unlock()
 		l.release()
 	}()
@@ -1256,6 +1259,12 @@ func (l *Leader) refreshMarkers(ctx context.Context) {
 // entries name this leader's epoch as publisher. It returns when all of it
 // is published, or ctx ends, or the leadership does.
 func (l *Leader) Republish(ctx context.Context, tp metadata.TopicPartition, from int64) error {
+	l.mu.Lock()
+	stopped := l.stopped
+	l.mu.Unlock()
+	if stopped {
+		return ErrStopped
+	}
 	epoch, gen, ok := l.leaderEpoch(tp)
 	if !ok {
 		return fmt.Errorf("walstore: republish %s: %w", tp, ErrNotLeader)
