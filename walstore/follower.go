@@ -127,7 +127,7 @@ type Follower struct {
 	// handles anything, so that once Follow or Unfollow returns, the engine
 	// acts on the new role and no append made under the old one is in
 	// flight.
-	roleMu  sync.Mutex
+	roleMu  roleLock
 	roles   map[metadata.TopicPartition]role
 	wake    chan struct{}
 	stopped bool        // Run has returned
@@ -230,6 +230,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		mgr:           mgr,
 		jitter:        newJitter(cfg.Seed ^ 0xf0110e),
 		parts:         make(map[metadata.TopicPartition]*fpart),
+		roleMu:        make(roleLock, 1),
 		roles:         make(map[metadata.TopicPartition]role),
 		broken:        make(map[metadata.TopicPartition]time.Time),
 		wake:          make(chan struct{}, 1),
@@ -261,7 +262,7 @@ func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch
 	if err := f.lockRoles(ctx); err != nil {
 		return fmt.Errorf("walstore: Follow %s: %w", tp, err)
 	}
-	defer f.roleMu.Unlock()
+	defer f.roleMu.unlock()
 	if f.stopped {
 		return fmt.Errorf("walstore: Follow %s: %w", tp, ErrStopped)
 	}
@@ -285,7 +286,7 @@ func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) err
 	if err := f.lockRoles(ctx); err != nil {
 		return fmt.Errorf("walstore: Unfollow %s: %w", tp, err)
 	}
-	defer f.roleMu.Unlock()
+	defer f.roleMu.unlock()
 	delete(f.roles, tp)
 	f.forgetLocked(tp)
 	return nil
@@ -294,14 +295,20 @@ func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) err
 // lockRoles takes roleMu, or gives up when ctx ends: the Run goroutine
 // holds it while it appends, and a local log may be slow.
 func (f *Follower) lockRoles(ctx context.Context) error {
-	for !f.roleMu.TryLock() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case f.roleMu <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return nil
 }
+
+// roleLock is a mutex whose callers can stop waiting when their context
+// ends (a one-slot semaphore).
+type roleLock chan struct{}
+
+func (l roleLock) lock()   { l <- struct{}{} }
+func (l roleLock) unlock() { <-l }
 
 // forgetLocked drops the engine's state of tp.
 func (f *Follower) forgetLocked(tp metadata.TopicPartition) {
@@ -328,9 +335,9 @@ func (f *Follower) Run(ctx context.Context) error {
 	defer func() {
 		cancel()
 		wg.Wait()
-		f.roleMu.Lock()
+		f.roleMu.lock()
 		f.stopped = true
-		f.roleMu.Unlock()
+		f.roleMu.unlock()
 		f.mgr.Close()
 	}()
 	wg.Add(1)
@@ -339,31 +346,31 @@ func (f *Follower) Run(ctx context.Context) error {
 		f.readMetadata(ctx, msgs)
 	}()
 	for {
-		f.roleMu.Lock()
+		f.roleMu.lock()
 		var wake <-chan time.Time
 		if d, ok := f.nextRetry(); ok {
 			wake = f.cfg.Clock.After(max(d, time.Millisecond))
 		}
-		f.roleMu.Unlock()
+		f.roleMu.unlock()
 		select {
 		case <-ctx.Done():
 			return nil
 		case batch := <-msgs:
-			f.roleMu.Lock()
+			f.roleMu.lock()
 			for i := range batch {
 				f.handleMessage(ctx, &batch[i])
 			}
 		case done := <-results:
-			f.roleMu.Lock()
+			f.roleMu.lock()
 			delete(f.rounds, done.round)
 			f.handleFetch(done)
 		case <-f.wake:
-			f.roleMu.Lock()
+			f.roleMu.lock()
 		case <-wake:
-			f.roleMu.Lock()
+			f.roleMu.lock()
 		}
 		f.step(ctx, &wg, results)
-		f.roleMu.Unlock()
+		f.roleMu.unlock()
 	}
 }
 
