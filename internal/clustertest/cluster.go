@@ -370,4 +370,3 @@ func (r *RecordingLog) EverAppended() []combiner.Batch {
 	defer r.mu.Unlock()
 	return slices.Clone(r.appended)
 }
-
