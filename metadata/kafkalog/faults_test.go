@@ -113,7 +113,7 @@ func TestAppendBoundedWhileKafkaRejects(t *testing.T) {
 			requireUnavailable(t, err, "Append to another partition during the fault")
 
 			remove()
-			off, tries := appendUntilAccepted(t, l, 0, []byte("after"))
+			off, tries := appendUntilAccepted(t, l, 0, []byte("after"), ErrUnavailable)
 			t.Logf("accepted after the fault on try %d", tries)
 			// Appends abandoned during the fault may have been stored
 			// after all (their requests were retried when Kafka came
@@ -154,7 +154,7 @@ func TestCallsBoundedWhileBrokerUnreachable(t *testing.T) {
 			requireUnavailable(t, err, "Trim")
 
 			f.on.Store(false)
-			off, tries := appendUntilAccepted(t, l, 0, []byte("after"))
+			off, tries := appendUntilAccepted(t, l, 0, []byte("after"), ErrUnavailable)
 			t.Logf("accepted after the fault on try %d", tries)
 			_, high, err := l.Watermarks(ctx, 0)
 			require.NoError(t, err)
@@ -208,10 +208,11 @@ func TestCallerDeadlineIsNotUnavailable(t *testing.T) {
 	assert.NotErrorIs(t, err, ErrUnavailable)
 }
 
-// appendUntilAccepted appends value as an engine would after an outage:
-// again while the log answers ErrUnavailable, until the test context ends.
-// It returns the offset and the number of tries.
-func appendUntilAccepted(t *testing.T, l *Log, partition int32, value []byte) (int64, int) {
+// appendUntilAccepted appends value as an engine would after an outage or
+// a replacement: again while the log answers with the error allowed (for
+// ErrUnavailable, the caller's context must not be what ended), until the
+// test context ends. It returns the offset and the number of tries.
+func appendUntilAccepted(t *testing.T, l *Log, partition int32, value []byte, allowed error) (int64, int) {
 	t.Helper()
 	ctx := testContext(t)
 	for tries := 1; ; tries++ {
@@ -219,6 +220,10 @@ func appendUntilAccepted(t *testing.T, l *Log, partition int32, value []byte) (i
 		if err == nil {
 			return off, tries
 		}
-		requireUnavailable(t, err, "Append after the fault")
+		if allowed == ErrUnavailable {
+			requireUnavailable(t, err, "Append after the fault")
+		} else {
+			require.ErrorIs(t, err, allowed)
+		}
 	}
 }

@@ -104,24 +104,10 @@ func TestTopicReplacedSeenByReader(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, recs)
 
-	_, tries := appendUntilReplacedOrAccepted(t, writer, 0, []byte("new"))
+	_, tries := appendUntilAccepted(t, writer, 0, []byte("new"), ErrTopicReplaced)
 	assert.LessOrEqual(t, tries, 2, "one ErrTopicReplaced at most, then the new topic")
 	recs = readAll(t, reader, 0, 0, 1, 10)
 	assert.Equal(t, "new", string(recs[0].Value))
-}
-
-// appendUntilReplacedOrAccepted appends, allowing ErrTopicReplaced and
-// nothing else, until the append is accepted; it returns the tries.
-func appendUntilReplacedOrAccepted(t *testing.T, l *Log, partition int32, value []byte) (int64, int) {
-	t.Helper()
-	ctx := testContext(t)
-	for tries := 1; ; tries++ {
-		off, err := l.Append(ctx, partition, value)
-		if err == nil {
-			return off, tries
-		}
-		require.ErrorIs(t, err, ErrTopicReplaced)
-	}
 }
 
 // TestTrimAfterTopicReplaced: an offset of the old topic must not trim the
@@ -132,7 +118,7 @@ func TestTrimAfterTopicReplaced(t *testing.T) {
 	gc := openLog(t, c, Config{Partitions: 1})
 	appendN(t, writer, 0, 5)
 	replaceTopic(t, c, 1)
-	appendUntilReplacedOrAccepted(t, writer, 0, []byte("new"))
+	appendUntilAccepted(t, writer, 0, []byte("new"), ErrTopicReplaced)
 	appendN(t, writer, 0, 3)
 
 	ctx := testContext(t)
