@@ -250,7 +250,7 @@ func (l *Log) opErr(ctx, opCtx context.Context, err error, what string) error {
 		return fmt.Errorf("kafkalog: %s: %w", what, metadata.ErrClosed)
 	}
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		if errors.Is(err, ctxErr) {
+		if err == nil || errors.Is(err, ctxErr) {
 			return fmt.Errorf("kafkalog: %s: %w", what, ctxErr)
 		}
 		return fmt.Errorf("kafkalog: %s: %w (after: %v)", what, ctxErr, err)
