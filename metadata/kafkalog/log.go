@@ -249,28 +249,46 @@ func (l *Log) opErr(ctx, opCtx context.Context, err error, what string) error {
 	if l.closed.Load() {
 		return fmt.Errorf("kafkalog: %s: %w", what, metadata.ErrClosed)
 	}
-	if ctxErr := ctx.Err(); ctxErr != nil {
+	if ended(ctx) {
+		ctxErr := ctx.Err()
+		if ctxErr == nil {
+			ctxErr = context.DeadlineExceeded
+		}
 		if err == nil || errors.Is(err, ctxErr) {
 			return fmt.Errorf("kafkalog: %s: %w", what, ctxErr)
 		}
 		return fmt.Errorf("kafkalog: %s: %w (after: %v)", what, ctxErr, err)
 	}
-	if opCtx.Err() != nil {
+	if ended(opCtx) {
 		// The call's own timeout, not the caller's: Kafka is the one
 		// that failed, and the caller's context is not what ended.
 		cause := context.Cause(opCtx)
+		if cause == nil {
+			cause = errors.New("the call's time ran out")
+		}
 		if err == nil || isContextErr(err) || errors.Is(err, cause) {
 			return fmt.Errorf("kafkalog: %s: %w: %v", what, ErrUnavailable, cause)
 		}
 		return fmt.Errorf("kafkalog: %s: %w: %v (last error: %w)", what, ErrUnavailable, cause, err)
 	}
 	if isContextErr(err) {
-		// Neither of this call's contexts ended: franz-go failed the
-		// record with another one of its partition whose context did,
-		// since it fails a partition's buffered records together.
-		return fmt.Errorf("kafkalog: %s: %w: failed together with an abandoned record of the same partition (%v)", what, ErrUnavailable, err)
+		// Neither of this call's contexts ended. For an Append,
+		// franz-go failed the record with another one of its
+		// partition whose context did: it fails a partition's
+		// buffered records together.
+		return fmt.Errorf("kafkalog: %s: %w: a request was given up before this call's time ran out (%v)", what, ErrUnavailable, err)
 	}
 	return classify(err, what)
+}
+
+// ended reports whether ctx is done or its deadline has passed: a network
+// deadline taken from ctx can fire a moment before ctx.Err() is set.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 func isContextErr(err error) bool {
