@@ -11,20 +11,29 @@
 //
 //   - Put never overwrites. Every upload carries If-None-Match: *, and a
 //     taken key is walstore.ErrAlreadyExists. Put's outcome is exact even
-//     when an answer is lost: when Put would fail with ErrUnavailable
-//     after its request reached the server (an attempt with no answer or
-//     a 5xx may still have stored the object), or a retry finds the key
-//     taken, Put reads the key back once: holding exactly the body sent,
-//     it is this Put's object and Put succeeds; holding anything else,
-//     ErrAlreadyExists; missing or unreadable, the original error (so
-//     ErrUnavailable means nothing is known to be stored). Two writers of
-//     identical bytes to one key may thus both succeed, only ever in that
-//     lost-answer case.
-//   - GetRange returns exactly the bytes asked for, from one ranged GET,
-//     or an error: a range not wholly inside the object is
+//     when an answer is lost, whatever the loss looked like: if any
+//     attempt reached the server and did not come back refused (a 4xx
+//     other than 408, 409 or 429) — no answer, a 5xx, a timeout, a
+//     success whose body was cut short or could not be decoded — and Put
+//     did not succeed, Put reads the key back (a GET, with the bucket's
+//     retries, compared byte for byte): holding exactly the body sent, it
+//     is this Put's object and Put succeeds (a retry that found the key
+//     taken by its own first attempt included); holding anything else,
+//     ErrAlreadyExists; missing or unreadable, walstore.ErrUnavailable.
+//     So ErrUnavailable from Put means the object is not known to be
+//     stored, and an object that landed is never reported as failed while
+//     the bucket can be read. Two writers of identical bytes to one key
+//     may both succeed, only ever in that lost-answer case. When the
+//     caller's context ends, Put returns at once with its error and
+//     cannot tell.
+//   - GetRange returns exactly the bytes asked for, from a ranged GET, or
+//     an error: a range not wholly inside the object is
 //     walstore.ErrInvalidRange even though S3 answers a range that runs
-//     past the end with fewer bytes, and a body cut short is
-//     walstore.ErrUnavailable, never a short result.
+//     past the end with fewer bytes. The body is read and checked within
+//     each attempt, so a body cut short, or an answer whose Content-Length
+//     or Content-Range disagrees with the range asked for, is retried like
+//     a 503 and, once retries run out, walstore.ErrUnavailable: never a
+//     short result and never an untyped error.
 //   - Nothing is sent for a request that cannot be valid: a reference to a
 //     bucket the store was not configured with (or to a configured bucket
 //     under another AZ's name) is walstore.ErrUnknownBucket, a malformed
@@ -125,8 +134,16 @@
 //	503 SlowDown, 500, other 5xx, 429, throttling     walstore.ErrUnavailable (after the SDK's retries)
 //	timeouts, DNS failures, refused or reset          walstore.ErrUnavailable (after the SDK's retries;
 //	connections, a body cut short                     NXDOMAIN is not retried)
+//	a 2xx whose body ends early or does not decode,   walstore.ErrUnavailable (retried by the SDK, which
+//	a range answer that disagrees with the request    does not retry these by itself)
 //	AccessDenied, NoSuchBucket, other 4xx             none: an operator must act
 //	the caller's context cancelled or expired         none: errors.Is(err, context.Canceled / DeadlineExceeded)
+//
+// An attempt that outlasts Options.RequestTimeout is the store's failure,
+// walstore.ErrUnavailable, and its error never matches
+// context.DeadlineExceeded, so that a caller can tell it from its own
+// deadline; the caller's context ending gives an error that wraps
+// ctx.Err() whatever the last attempt reported.
 //
 // Retries are the SDK's: aws.Config's retryer (standard mode, three
 // attempts, unless configured otherwise) with ConditionalRequestConflict
@@ -148,8 +165,8 @@
 // packets are dropped, each attempt lasts until RequestTimeout, so a
 // request fails only after the retryer's attempts times RequestTimeout plus
 // backoff (over 30s with the defaults), unless the caller's context ends
-// first; a Put that timed out also reads its key back, one attempt more.
-// Choose RequestTimeout from the longest transfer an attempt makes, body
+// first; a Put that timed out then reads its key back, with retries of
+// its own, which can double that. Choose RequestTimeout from the longest transfer an attempt makes, body
 // included, not from S3's latency: a 4 MiB object at 100 MB/s takes 40ms.
 // The tests take an AZ down both ways, against the S3 server, under the
 // replication engines.

@@ -10,6 +10,7 @@ import (
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/activetier/activetier/walstore"
@@ -77,9 +78,11 @@ func (e *Error) Unwrap() []error {
 
 // requestError wraps an error returned by the SDK for one operation,
 // classifying it. ctx is the caller's: when it is done, the error is the
-// caller's cancellation or deadline, not a failure of the store, and is
-// left unclassified so that errors.Is(err, context.Canceled) is the only
-// thing it matches.
+// caller's cancellation or deadline, not a failure of the store: it is left
+// unclassified and wraps ctx.Err(), whatever the SDK reported, so that
+// errors.Is(err, context.Canceled) (or DeadlineExceeded) is the only thing
+// it matches. An attempt timeout (Options.RequestTimeout) is the store's
+// failure and never matches context.DeadlineExceeded: see attemptTimeout.
 func requestError(ctx context.Context, op, bucket, key string, err error) *Error {
 	e := &Error{Op: op, Bucket: bucket, Key: key, Err: err}
 	var apiErr smithy.APIError
@@ -90,15 +93,50 @@ func requestError(ctx context.Context, op, bucket, key string, err error) *Error
 	if errors.As(err, &respErr) {
 		e.RequestID = respErr.ServiceRequestID()
 	}
-	if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+	switch ctxErr := ctx.Err(); {
+	case ctxErr != nil && !errors.Is(err, ctxErr):
+		e.Err = fmt.Errorf("%w (the last attempt: %w)", ctxErr, hideContextErr(err))
+	case ctxErr != nil:
+	default:
 		e.Kind = classify(op, err)
+		if e.Kind == walstore.ErrUnavailable {
+			e.Err = hideContextErr(err)
+		}
 	}
 	return e
 }
 
+// hideContextErr keeps an attempt's context error (the store's own
+// per-attempt deadline, or the HTTP client's timeout) from making err match
+// context.DeadlineExceeded or context.Canceled, which callers read as their
+// own context ending. errors.As still reaches everything err wraps.
+func hideContextErr(err error) error {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return attemptTimeout{err}
+}
+
+// attemptTimeout is an error of an attempt the store gave up on, with the
+// context errors it wraps hidden from errors.Is (it has no Unwrap) but
+// every other error reachable through errors.As.
+type attemptTimeout struct{ err error }
+
+func (e attemptTimeout) Error() string      { return e.err.Error() }
+func (e attemptTimeout) As(target any) bool { return errors.As(e.err, target) }
+
 // classify maps an SDK error to the walstore sentinel it means, or nil.
 // This is the one place the mapping lives; doc.go has it as a table.
 func classify(op string, err error) error {
+	var rangeErr *rangeError
+	if errors.As(err, &rangeErr) {
+		// GetRange's check of the answer, within an attempt.
+		return rangeErr.kind
+	}
+	var incomplete incompleteAnswer
+	if errors.As(err, &incomplete) {
+		return walstore.ErrUnavailable
+	}
 	var status int
 	var respErr *smithyhttp.ResponseError
 	if errors.As(err, &respErr) {
@@ -125,6 +163,10 @@ func classify(op string, err error) error {
 	case status == 416:
 		return walstore.ErrInvalidRange
 	case status == 429 || status >= 500:
+		return walstore.ErrUnavailable
+	case status >= 200 && status < 300:
+		// A success whose body ended early or could not be decoded:
+		// an answer cut short, not a refusal.
 		return walstore.ErrUnavailable
 	case status != 0:
 		return nil
@@ -170,9 +212,10 @@ func isTransportError(err error) bool {
 		return true
 	case errors.As(err, &timeoutErr) && timeoutErr.Timeout():
 		return true
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):
-		// DeadlineExceeded here is a per-attempt timeout, not the caller's
-		// deadline: requestError has checked the caller's context.
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		// A context error here is an attempt's, not the caller's:
+		// requestError has checked the caller's context.
 		return true
 	}
 	return false
@@ -185,4 +228,54 @@ func neverSent(err error) bool {
 	var dnsErr *net.DNSError
 	var opErr *net.OpError
 	return errors.As(err, &dnsErr) || errors.As(err, &opErr) && opErr.Op == "dial"
+}
+
+// refused reports whether err is a complete answer refusing the request
+// (a 4xx status other than a timeout, a conflict or throttling), after
+// which the request had no effect.
+func refused(err error) bool {
+	var respErr *smithyhttp.ResponseError
+	if !errors.As(err, &respErr) {
+		return false
+	}
+	switch status := respErr.HTTPStatusCode(); status {
+	case 408, 409, 429:
+		return false
+	default:
+		return status >= 400 && status < 500
+	}
+}
+
+// incompleteAnswer marks the error of an attempt whose answer arrived in
+// part: a 2xx status whose body ended early, disagreed with its headers
+// or could not be decoded. The SDK retries it (RetryableError), which it
+// does not do by itself for a body that fails after a 2xx status, and it is
+// walstore.ErrUnavailable once retries run out.
+type incompleteAnswer struct{ err error }
+
+func (e incompleteAnswer) Error() string        { return e.err.Error() }
+func (e incompleteAnswer) Unwrap() error        { return e.err }
+func (e incompleteAnswer) RetryableError() bool { return true }
+
+// retryIncompleteAnswers is an API option that marks incomplete answers
+// (see incompleteAnswer) for the retryer. It sits first in the deserialize
+// step, inside the retry loop, where it sees the deserializer's error.
+func retryIncompleteAnswers(st *middleware.Stack) error {
+	return st.Deserialize.Add(middleware.DeserializeMiddlewareFunc("activetierRetryIncompleteAnswers",
+		func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleDeserialize(ctx, in)
+			if err != nil && ctx.Err() == nil && successStatus(out.RawResponse, err) {
+				err = incompleteAnswer{err}
+			}
+			return out, md, err
+		}), middleware.Before)
+}
+
+// successStatus reports whether the attempt's answer had a 2xx status.
+func successStatus(raw any, err error) bool {
+	if resp, ok := raw.(*smithyhttp.Response); ok && resp != nil {
+		return resp.StatusCode >= 200 && resp.StatusCode < 300
+	}
+	var respErr *smithyhttp.ResponseError
+	return errors.As(err, &respErr) && respErr.HTTPStatusCode() >= 200 && respErr.HTTPStatusCode() < 300
 }

@@ -38,7 +38,7 @@ func TestPutErrorMapping(t *testing.T) {
 	hangUp := canned{hangUp: true}
 	cases := []struct {
 		name     string
-		script   []canned // the Put's attempts, then the read-back GET if any
+		script   []canned // the Put's attempts, then the read-back GETs if any
 		ok       bool
 		want     error
 		code     string
@@ -48,14 +48,22 @@ func TestPutErrorMapping(t *testing.T) {
 		{"key taken", []canned{s3Error(412, "PreconditionFailed", "req-412")}, false, walstore.ErrAlreadyExists, "PreconditionFailed", 1},
 		{"conflict retried then stored", []canned{s3Error(409, "ConditionalRequestConflict", "req-409"), ok200}, true, nil, "", 2},
 		{"conflict retried then taken", []canned{s3Error(409, "ConditionalRequestConflict", "req-409"), s3Error(412, "PreconditionFailed", "req-412"), stored("theirs")}, false, walstore.ErrAlreadyExists, "PreconditionFailed", 3},
-		{"conflict until retries run out", []canned{s3Error(409, "ConditionalRequestConflict", "req-409")}, false, walstore.ErrUnavailable, "ConditionalRequestConflict", attempts + 1},
-		{"slow down", []canned{s3Error(503, "SlowDown", "req-503")}, false, walstore.ErrUnavailable, "SlowDown", attempts + 1},
+		// Every attempt failed in a way that may have stored the
+		// object, and so does every attempt of the read-back.
+		{"conflict until retries run out", []canned{s3Error(409, "ConditionalRequestConflict", "req-409")}, false, walstore.ErrUnavailable, "ConditionalRequestConflict", 2 * attempts},
+		{"slow down", []canned{s3Error(503, "SlowDown", "req-503")}, false, walstore.ErrUnavailable, "SlowDown", 2 * attempts},
 		{"slow down then stored", []canned{s3Error(503, "SlowDown", "req-503"), ok200}, true, nil, "", 2},
-		{"internal error", []canned{s3Error(500, "InternalError", "req-500")}, false, walstore.ErrUnavailable, "InternalError", attempts + 1},
-		{"bad gateway without body", []canned{{status: 502}}, false, walstore.ErrUnavailable, "BadGateway", attempts + 1},
+		{"internal error", []canned{s3Error(500, "InternalError", "req-500")}, false, walstore.ErrUnavailable, "InternalError", 2 * attempts},
+		{"bad gateway without body", []canned{{status: 502}}, false, walstore.ErrUnavailable, "BadGateway", 2 * attempts},
 		{"access denied", []canned{s3Error(403, "AccessDenied", "req-403")}, false, nil, "AccessDenied", 1},
 		{"no such bucket", []canned{s3Error(404, "NoSuchBucket", "req-404")}, false, nil, "NoSuchBucket", 1},
-		{"connection closed", []canned{hangUp}, false, walstore.ErrUnavailable, "", attempts + 1},
+		{"connection closed", []canned{hangUp}, false, walstore.ErrUnavailable, "", 2 * attempts},
+		// A success whose answer was cut short: it is retried, and the
+		// retry finds the key taken by the first attempt.
+		{"success cut short", []canned{{status: 200, short: 10}, s3Error(412, "PreconditionFailed", "req-412"), stored(payload)}, true, nil, "", 3},
+		{"success cut short, read-back cut short", []canned{{status: 200, short: 10}, s3Error(412, "PreconditionFailed", "req-412"), {status: 200, body: "pay", short: 4}, stored(payload)}, true, nil, "", 4},
+		// The read-back is retried like any GET.
+		{"no answer, read-back retried", []canned{hangUp, hangUp, hangUp, s3Error(503, "SlowDown", "req-503"), stored(payload)}, true, nil, "", attempts + 2},
 		// A lost answer: the first attempt stored the object, its retry
 		// finds the key taken. The read-back recognises the body.
 		{"retry finds its own object", []canned{s3Error(500, "InternalError", "req-500"), s3Error(412, "PreconditionFailed", "req-412"), stored(payload)}, true, nil, "", 3},
@@ -117,13 +125,17 @@ func TestGetRangeErrorMapping(t *testing.T) {
 		{"404 without a body", []canned{{status: 404}}, walstore.ErrNotFound, 1},
 		{"range not satisfiable", []canned{s3Error(416, "InvalidRange", "req-416")}, walstore.ErrInvalidRange, 1},
 		{"range cut at the object's end", []canned{partial("bytes 5-9/10", "56789", 0)}, walstore.ErrInvalidRange, 1},
-		{"body cut short", []canned{partial("bytes 5-14/100", "56789", 5)}, walstore.ErrUnavailable, 1},
+		// Answers that disagree with the request are attempt failures,
+		// retried like a 503.
+		{"body cut short", []canned{partial("bytes 5-14/100", "56789", 5)}, walstore.ErrUnavailable, attempts},
+		{"body cut short once", []canned{partial("bytes 5-14/100", "56789", 5), partial("bytes 5-14/100", "56789abcde", 0)}, nil, 2},
+		{"Content-Length disagrees with Content-Range", []canned{{status: 206, header: map[string]string{"Content-Range": "bytes 5-14/100", "Content-Length": "9"}, body: "56789abcd"}}, walstore.ErrUnavailable, attempts},
 		{"slow down", []canned{s3Error(503, "SlowDown", "req-503")}, walstore.ErrUnavailable, attempts},
 		{"connection closed", []canned{{hangUp: true}}, walstore.ErrUnavailable, attempts},
 		{"precondition on a GET is not a taken key", []canned{s3Error(412, "PreconditionFailed", "req-412")}, nil, 1},
-		{"range ignored", []canned{{status: 200, body: strings.Repeat("x", 100)}}, nil, 1},
-		{"other range returned", []canned{partial("bytes 0-9/100", "0123456789", 0)}, nil, 1},
-		{"malformed Content-Range", []canned{partial("bytes five-nine/10", "0123456789", 0)}, nil, 1},
+		{"range ignored", []canned{{status: 200, body: strings.Repeat("x", 100)}}, walstore.ErrUnavailable, attempts},
+		{"other range returned", []canned{partial("bytes 0-9/100", "0123456789", 0)}, walstore.ErrUnavailable, attempts},
+		{"malformed Content-Range", []canned{partial("bytes five-nine/10", "0123456789", 0)}, walstore.ErrUnavailable, attempts},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -132,6 +144,11 @@ func TestGetRangeErrorMapping(t *testing.T) {
 			ref := metadata.ObjectRef{AZ: azB, Bucket: bucketB, Key: "obj/2"}
 			got, err := s.GetRange(t.Context(), ref, 5, 10)
 			assert.Len(t, f.requests(), c.requests, "HTTP attempts")
+			if c.want == nil && len(c.script) > 1 {
+				require.NoError(t, err)
+				assert.Equal(t, "56789abcde", string(got))
+				return
+			}
 			assert.Nil(t, got)
 			requireKind(t, err, c.want, "GetRange")
 			assert.Contains(t, err.Error(), bucketB+"/obj/2")
@@ -348,8 +365,9 @@ func TestTransportFailures(t *testing.T) {
 		name     string
 		err      error
 		attempts int
-		// readBack is 1 when Put, unsure whether its write landed,
-		// reads the key back; not when the server was never reached.
+		// readBack is the attempts of Put's read-back of the key when,
+		// unsure whether its write landed, it reads the key back; not
+		// when the server was never reached.
 		readBack int
 	}{
 		// The SDK does not retry NXDOMAIN: a name that does not resolve
@@ -357,7 +375,7 @@ func TestTransportFailures(t *testing.T) {
 		{"dns no such host", &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}, 1, 0},
 		{"dns server failure", &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}, attempts, 0},
 		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")}, attempts, 0},
-		{"connection reset", &net.OpError{Op: "read", Net: "tcp", Err: errors.New("read: connection reset by peer")}, attempts, 1},
+		{"connection reset", &net.OpError{Op: "read", Net: "tcp", Err: errors.New("read: connection reset by peer")}, attempts, attempts},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

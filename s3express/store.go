@@ -178,6 +178,7 @@ func New(cfg aws.Config, opts Options) (*Store, error) {
 		// S3 has no checksum for a byte range, so the SDK would log that
 		// it skipped validation on every ranged GET.
 		o.DisableLogOutputChecksumValidationSkipped = true
+		o.APIOptions = append(o.APIOptions, retryIncompleteAnswers)
 	}}
 	if opts.S3Compatible {
 		clientOpts = append(clientOpts, func(o *s3.Options) {
@@ -355,35 +356,49 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 			in.SSEKMSKeyId = aws.String(s.kmsKeyID)
 		}
 	}
-	var attempts int
-	_, err := s.Client().PutObject(ctx, in, countAttempts(&attempts))
+	var maybeStored bool
+	_, err := s.Client().PutObject(ctx, in, noteMaybeStored(&maybeStored))
 	if err == nil {
 		return ref, nil
 	}
 	e := requestError(ctx, "Put", ref.Bucket, key, err)
-	// An attempt that got no answer, or a 5xx, may still have stored the
-	// object; a retry of it then finds the key taken by itself. Reading
-	// the key back tells the two apart.
-	if e.Kind == walstore.ErrUnavailable && !neverSent(err) || e.Kind == walstore.ErrAlreadyExists && attempts > 1 {
-		switch s.readBack(ctx, ref.Bucket, *in.Key, body) {
-		case storedOurs:
-			return ref, nil
-		case storedOther:
-			e.Kind = walstore.ErrAlreadyExists
-			e.Err = fmt.Errorf("the key holds another object (read back after: %w)", err)
-		}
+	if !maybeStored || ctx.Err() != nil {
+		// Every attempt was refused or never left: nothing stored. Or
+		// the caller gave up, and with it the means to ask.
+		return metadata.ObjectRef{}, e
+	}
+	// Some attempt may have stored the object without its answer
+	// arriving whole: no answer, a 5xx, a success cut short, a timeout.
+	// Whatever it looked like, the key is read back: our exact bytes
+	// mean success (a retry then finds the key taken by itself), another
+	// object ErrAlreadyExists, and no way to tell ErrUnavailable.
+	switch s.readBack(ctx, ref.Bucket, *in.Key, body) {
+	case storedOurs:
+		return ref, nil
+	case storedOther:
+		e.Kind = walstore.ErrAlreadyExists
+		e.Err = fmt.Errorf("the key holds another object (read back after: %w)", e.Err)
+	default:
+		e.Kind = walstore.ErrUnavailable
+		e.Err = fmt.Errorf("the object may or may not be stored; reading it back did not tell: %w", e.Err)
 	}
 	return metadata.ObjectRef{}, e
 }
 
-// countAttempts makes an operation count its HTTP attempts into n.
-func countAttempts(n *int) func(*s3.Options) {
+// noteMaybeStored makes an operation set *maybe when one of its HTTP
+// attempts may have had an effect: any attempt that reached a server and
+// did not come back refused (a 4xx other than timeout, conflict or
+// throttling).
+func noteMaybeStored(maybe *bool) func(*s3.Options) {
 	return func(o *s3.Options) {
 		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
-			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("activetierCountAttempts",
+			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("activetierNoteMaybeStored",
 				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-					*n++
-					return next.HandleFinalize(ctx, in)
+					out, md, err := next.HandleFinalize(ctx, in)
+					if err != nil && !neverSent(err) && !refused(err) {
+						*maybe = true
+					}
+					return out, md, err
 				}), middleware.After)
 		})
 	}
@@ -398,36 +413,52 @@ const (
 	storedOther                 // another object
 )
 
-// readBack reads the object at wireKey, in one attempt, and compares it
-// with body without buffering it.
+// readBack reads the object at wireKey and compares it with body without
+// buffering it. It reads within each attempt of the bucket's retryer, so a
+// transient failure of the read-back is retried like any request.
 func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body []byte) stored {
 	if ctx.Err() != nil {
 		return storedUnknown
 	}
-	out, err := s.buckets[bucketName].client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucketName), Key: aws.String(wireKey)},
-		func(o *s3.Options) { o.RetryMaxAttempts = 1 })
+	found := storedUnknown
+	_, err := s.buckets[bucketName].client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucketName), Key: aws.String(wireKey)},
+		withBody(func(out *s3.GetObjectOutput) error {
+			var err error
+			found, err = compareBody(out, body)
+			return err
+		}))
 	if err != nil {
 		return storedUnknown
 	}
-	defer out.Body.Close()
+	return found
+}
+
+// compareBody compares a GET answer's body with body. A body that ends
+// early is an incompleteAnswer, for the retryer.
+func compareBody(out *s3.GetObjectOutput, body []byte) (stored, error) {
 	if out.ContentLength != nil && *out.ContentLength != int64(len(body)) {
-		return storedOther
+		return storedOther, nil
 	}
 	var chunk [32 << 10]byte
 	rest := body
 	for {
 		n, err := out.Body.Read(chunk[:])
 		if n > len(rest) || !bytes.Equal(chunk[:n], rest[:n]) {
-			return storedOther
+			return storedOther, nil
 		}
 		rest = rest[n:]
 		switch {
 		case errors.Is(err, io.EOF) && len(rest) == 0:
-			return storedOurs
+			return storedOurs, nil
 		case errors.Is(err, io.EOF):
-			return storedOther
+			// Shorter than its Content-Length said, or than body
+			// without one: cut short, or another object.
+			if out.ContentLength != nil {
+				return storedUnknown, incompleteAnswer{io.ErrUnexpectedEOF}
+			}
+			return storedOther, nil
 		case err != nil:
-			return storedUnknown
+			return storedUnknown, incompleteAnswer{err}
 		}
 	}
 }
@@ -451,34 +482,72 @@ func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, le
 		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Err: err}
 	}
 	last := offset + length - 1
-	out, err := s.buckets[ref.Bucket].client.GetObject(ctx, &s3.GetObjectInput{
+	var buf []byte
+	_, err := s.buckets[ref.Bucket].client.GetObject(ctx, &s3.GetObjectInput{
 		Bucket: aws.String(ref.Bucket),
 		Key:    aws.String(s.prefix + ref.Key),
 		Range:  aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-" + strconv.FormatInt(last, 10)),
-	})
+	}, withBody(func(out *s3.GetObjectOutput) (err error) {
+		buf, err = readRange(out, offset, length)
+		return err
+	}))
 	if err != nil {
 		return nil, requestError(ctx, op, ref.Bucket, ref.Key, err)
-	}
-	defer out.Body.Close()
-	if err := checkRange(out, offset, length); err != nil {
-		err.Op, err.Bucket, err.Key = op, ref.Bucket, ref.Key
-		return nil, err
-	}
-	buf := make([]byte, length)
-	if n, err := io.ReadFull(out.Body, buf); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, requestError(ctx, op, ref.Bucket, ref.Key,
-			fmt.Errorf("response body ended after %d of %d bytes: %w", n, length, err))
 	}
 	return buf, nil
 }
 
 const maxInt64 = 1<<63 - 1
 
+// withBody is an API option of GetObject that hands the answer to consume
+// within each attempt, and closes its body after: so that a body cut short
+// or disagreeing with its headers (consume returns an incompleteAnswer) is
+// an attempt failure the bucket's retryer retries, with its backoff and
+// quota, rather than a failure after the SDK is done.
+func withBody(consume func(*s3.GetObjectOutput) error) func(*s3.Options) {
+	return func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Deserialize.Add(middleware.DeserializeMiddlewareFunc("activetierConsumeBody",
+				func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+					out, md, err := next.HandleDeserialize(ctx, in)
+					if err != nil {
+						return out, md, err
+					}
+					get, ok := out.Result.(*s3.GetObjectOutput)
+					if !ok {
+						return out, md, fmt.Errorf("s3express: GetObject returned %T", out.Result)
+					}
+					defer get.Body.Close()
+					return out, md, consume(get)
+				}), middleware.Before)
+		})
+	}
+}
+
+// readRange reads exactly length bytes at offset from a ranged GET's
+// answer, after checking its headers.
+func readRange(out *s3.GetObjectOutput, offset, length int64) ([]byte, error) {
+	if err := checkRange(out, offset, length); err != nil {
+		if err.kind == walstore.ErrUnavailable {
+			return nil, incompleteAnswer{err}
+		}
+		return nil, err
+	}
+	b := make([]byte, length)
+	if n, err := io.ReadFull(out.Body, b); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, incompleteAnswer{fmt.Errorf("response body ended after %d of %d bytes: %w", n, length, err)}
+	}
+	return b, nil
+}
+
 // checkRange checks that a GET response holds exactly the requested range.
-func checkRange(out *s3.GetObjectOutput, offset, length int64) *Error {
+// An answer that disagrees with the request is ErrUnavailable: a server or
+// something between that misbehaved this once, like a body cut short; only
+// an object too short for the range is ErrInvalidRange.
+func checkRange(out *s3.GetObjectOutput, offset, length int64) *rangeError {
 	contentLength := aws.ToInt64(out.ContentLength)
 	cr := aws.ToString(out.ContentRange)
 	if cr == "" {
@@ -486,26 +555,36 @@ func checkRange(out *s3.GetObjectOutput, offset, length int64) *Error {
 		// whole object is the range.
 		switch {
 		case out.ContentLength != nil && contentLength < offset+length:
-			return &Error{Kind: walstore.ErrInvalidRange, Err: fmt.Errorf("object is %d bytes, range ends at %d", contentLength, offset+length)}
+			return &rangeError{kind: walstore.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", contentLength, offset+length)}
 		case offset == 0 && contentLength == length:
 			return nil
 		}
-		return &Error{Err: fmt.Errorf("server ignored the Range header (no Content-Range, Content-Length %d)", contentLength)}
+		return &rangeError{kind: walstore.ErrUnavailable, err: fmt.Errorf("server ignored the Range header (no Content-Range, Content-Length %d)", contentLength)}
 	}
 	start, end, size, err := parseContentRange(cr)
 	if err != nil {
-		return &Error{Err: err}
+		return &rangeError{kind: walstore.ErrUnavailable, err: err}
 	}
 	switch {
 	case start != offset:
-		return &Error{Err: fmt.Errorf("server returned range %q for a range starting at %d", cr, offset)}
+		return &rangeError{kind: walstore.ErrUnavailable, err: fmt.Errorf("server returned range %q for a range starting at %d", cr, offset)}
 	case end < offset+length-1:
-		return &Error{Kind: walstore.ErrInvalidRange, Err: fmt.Errorf("object is %d bytes, range ends at %d", size, offset+length)}
+		return &rangeError{kind: walstore.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", size, offset+length)}
 	case end != offset+length-1 || out.ContentLength != nil && contentLength != length:
-		return &Error{Err: fmt.Errorf("server returned range %q with Content-Length %d for %d bytes at %d", cr, contentLength, length, offset)}
+		return &rangeError{kind: walstore.ErrUnavailable, err: fmt.Errorf("server returned range %q with Content-Length %d for %d bytes at %d", cr, contentLength, length, offset)}
 	}
 	return nil
 }
+
+// rangeError is a GET answer that does not hold the requested range, and
+// the walstore sentinel it means.
+type rangeError struct {
+	kind error
+	err  error
+}
+
+func (e *rangeError) Error() string { return e.err.Error() }
+func (e *rangeError) Unwrap() error { return e.err }
 
 // parseContentRange parses "bytes first-last/size" (size may be "*", -1).
 func parseContentRange(s string) (first, last, size int64, err error) {

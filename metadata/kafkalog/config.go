@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,21 @@ const (
 	// DefaultReadMaxBytes bounds one fetch: the bytes a Read asks the
 	// broker for, and so what one partition's read-ahead can hold.
 	DefaultReadMaxBytes int32 = 1 << 20
+	// DefaultDeliveryTimeout bounds how long Append waits for Kafka to
+	// acknowledge a record. A healthy cluster acknowledges in
+	// milliseconds and a leader election takes well under a second, so
+	// five seconds rides out both while still telling the caller of an
+	// outage long before a flush interval's worth of entries piles up.
+	DefaultDeliveryTimeout = 5 * time.Second
+	// DefaultRequestTimeout bounds Watermarks and Trim, and each Read
+	// beyond its long poll (Config.ReadWait), for the same reasons.
+	DefaultRequestTimeout = 5 * time.Second
 )
+
+// minTimeout is the shortest DeliveryTimeout or RequestTimeout New accepts:
+// the shortest request timeout franz-go accepts, which the log derives
+// from them.
+const minTimeout = 100 * time.Millisecond
 
 // Config configures a Kafka-backed metadata log. The zero value of every
 // field but the brokers selects its default.
@@ -85,6 +100,18 @@ type Config struct {
 	// returns a whole record batch that is larger. Default
 	// DefaultReadMaxBytes.
 	ReadMaxBytes int32
+
+	// DeliveryTimeout bounds every Append: if Kafka has not acknowledged
+	// the record by then, because the cluster rejects it with a retriable
+	// error (NOT_ENOUGH_REPLICAS, a leader election) or cannot be reached,
+	// Append returns an error wrapping ErrUnavailable. franz-go alone
+	// would retry such a record forever. Default DefaultDeliveryTimeout.
+	DeliveryTimeout time.Duration
+
+	// RequestTimeout bounds every Watermarks and Trim, and every Read
+	// beyond Config.ReadWait; on expiry they return an error wrapping
+	// ErrUnavailable. Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
 
 	// Logger receives the log's and franz-go's messages. Default
 	// slog.Default().
@@ -146,6 +173,21 @@ func (c Config) withDefaults() (Config, error) {
 	case c.ReadMaxBytes < 0:
 		return c, configErr("ReadMaxBytes", fmt.Sprintf("is %d, must be positive", c.ReadMaxBytes))
 	}
+	for _, d := range []struct {
+		field string
+		v     *time.Duration
+		def   time.Duration
+	}{
+		{"DeliveryTimeout", &c.DeliveryTimeout, DefaultDeliveryTimeout},
+		{"RequestTimeout", &c.RequestTimeout, DefaultRequestTimeout},
+	} {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < minTimeout:
+			return c, configErr(d.field, fmt.Sprintf("is %v, must be at least %v", *d.v, minTimeout))
+		}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -170,6 +212,23 @@ func validTopicName(t string) error {
 	return nil
 }
 
+// maxRetryBackoff caps franz-go's backoff between retries (5s by
+// default), so that the log resumes within about a second of Kafka
+// recovering rather than after a backoff grown during the outage.
+const maxRetryBackoff = time.Second
+
+// metadataMinAge is the least time between two of a client's metadata
+// requests. The log's clients are few (one writer and one reader per
+// broker, as designed), so the brokers can afford it.
+const metadataMinAge = 250 * time.Millisecond
+
+// retryBackoff is franz-go's exponential backoff with jitter, from 100ms,
+// capped at maxRetryBackoff.
+func retryBackoff(fails int) time.Duration {
+	d := min(100*time.Millisecond<<min(max(fails-1, 0), 10), maxRetryBackoff)
+	return d - time.Duration(rand.Int64N(int64(d/5)))
+}
+
 // clientOpts returns the options of every client the log creates: the log's
 // defaults, then the caller's, then the partitioner, which the log's record
 // routing depends on.
@@ -180,6 +239,19 @@ func (c Config) clientOpts() []kgo.Opt {
 		// latency; records that arrive while a request is in flight are
 		// still batched.
 		kgo.ProducerLinger(0),
+		// A produce no Append waits for any more is of no use: the
+		// broker may spend DeliveryTimeout on it. A connection whose
+		// answer is overdue by RequestTimeout is dropped and the request
+		// retried on a new one (franz-go's 10s otherwise), which is how
+		// the log gets past a connection that went silent.
+		kgo.ProduceRequestTimeout(c.DeliveryTimeout),
+		kgo.RequestTimeoutOverhead(c.RequestTimeout),
+		kgo.RetryBackoffFn(retryBackoff),
+		// franz-go retries a produce that a broker refused with a
+		// retriable error only after fresh metadata, which it asks for
+		// at most every MetadataMinAge (5s by default): after an outage
+		// the log would stay down that long after Kafka came back.
+		kgo.MetadataMinAge(metadataMinAge),
 	}
 	if len(c.SeedBrokers) > 0 {
 		opts = append(opts, kgo.SeedBrokers(c.SeedBrokers...))

@@ -22,6 +22,11 @@
 //     error with the seed brokers tried) and records trimmed away
 //     ([metadata.ErrOffsetOutOfRange], with the watermarks) each come back as
 //     an error that names the topic, partition and offset involved.
+//   - Every call returns in bounded time: Append within Config.DeliveryTimeout,
+//     Read within Config.ReadWait plus Config.RequestTimeout, Watermarks and
+//     Trim within Config.RequestTimeout (or the caller's deadline, if sooner).
+//     A cluster that refuses or cannot take the request gives ErrUnavailable;
+//     see Outages below.
 //   - Close ends every goroutine and connection the log started, and wakes
 //     reads that are waiting.
 //
@@ -79,7 +84,60 @@
 // The read-ahead is one fetch response at most, dropped when a Read asks for
 // another offset or this log trims past it. A trim by another process (or by
 // retention) is seen at the next fetch: records already read ahead may still
-// be returned once, as if the Read had happened just before the trim.
+// be returned once, as if the Read had happened just before the trim, and
+// so may records read ahead before a topic replacement that no call of this
+// log has seen yet.
+//
+// # Outages
+//
+// franz-go retries a record that Kafka refuses with a retriable error
+// (NOT_ENOUGH_REPLICAS while too few replicas are in sync, a leader
+// election, a storage error) or whose connection drops, and by default it
+// does so forever: an Append with no deadline of its own would never
+// return, and the leader engine would never learn the metadata log is down.
+// So every call is bounded (DefaultDeliveryTimeout and DefaultRequestTimeout,
+// five seconds each), and on expiry returns an error wrapping
+// ErrUnavailable that says what Kafka did not do in time, distinct from the
+// caller's own context ending (which gives the context's error). Retriable
+// broker errors and network failures that outlast the log's retries are
+// ErrUnavailable too. The metadata package has no sentinel for this; the
+// error is this package's.
+//
+// The log needs no repair afterwards: the same Log works again as soon as
+// Kafka does. To make that prompt, the log's franz-go clients refresh
+// metadata at most every 250ms rather than every 5s (franz-go waits for
+// fresh metadata before retrying a refused produce), cap retry backoff at
+// one second, drop a connection whose answer is overdue by RequestTimeout,
+// and ask brokers to answer a produce within DeliveryTimeout. ClientOpts can
+// override each.
+//
+// An Append that timed out may still be stored. franz-go keeps a record
+// whose request reached a broker unanswered, because failing it could
+// break the idempotent producer's sequence numbers, and sends it again when
+// the broker is back; the caller has been told the outcome is unknown.
+// Records of a partition are failed together, so an Append that arrives
+// while an abandoned one is still buffered is produced again (it was
+// certainly not stored) until its own bound.
+//
+// # A replaced topic
+//
+// Deleting the metadata topic and creating it again gives it a new topic
+// ID and offsets from zero. franz-go never adopts a new ID: an open
+// producer would fail every record with UNKNOWN_TOPIC_ID until purged,
+// while a reader's read-ahead still held records of the old topic. The log
+// compares the ID in every metadata answer it asks for (after a produce or
+// fetch was refused for an unknown topic, before a Trim, and when a reader
+// looks up its partition's leader) with the one it works with. On a change
+// it adopts the new ID, purges the producer's state for the topic, and
+// returns ErrTopicReplaced; the next Append goes to the new topic. Each
+// partition read before then returns, on its next Read, an error wrapping
+// ErrTopicReplaced and metadata.ErrOffsetOutOfRange with the new
+// watermarks, having dropped its read-ahead, so a reader goes back to the
+// low watermark as after a trim. Trim checks the ID before deleting, so an
+// offset of the old topic cannot delete unread records of the new one.
+// Metadata from a broker that still shows a retired ID is retried, not
+// taken for another replacement. The check needs topic IDs (Kafka 2.8 and
+// later).
 //
 // # Retention
 //

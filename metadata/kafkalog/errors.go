@@ -3,6 +3,8 @@ package kafkalog
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,6 +37,27 @@ var (
 	// the topic, or idempotent writes on the cluster. The message names
 	// the operation, and the broker's error is wrapped too.
 	ErrNotAuthorized = errors.New("kafkalog: not authorized")
+	// ErrUnavailable means Kafka did not do what was asked in time: the
+	// cluster kept answering with a retriable error (NOT_ENOUGH_REPLICAS,
+	// a leader election, a storage error), could not be reached, or did
+	// not answer within Config.DeliveryTimeout (Append) or
+	// Config.RequestTimeout (the other calls). The metadata package
+	// defines no such sentinel, so this package does. The log stays
+	// usable and the same call may succeed later; nothing needs to be
+	// reopened. An Append that failed so may still have stored its record:
+	// its request may have reached the broker without the answer coming
+	// back, and franz-go keeps such a record until an answer settles it.
+	ErrUnavailable = errors.New("kafkalog: Kafka unavailable")
+	// ErrTopicReplaced means the metadata topic was deleted and created
+	// again under the same name (the cluster reports a new topic ID) since
+	// this log last used it. Offsets restarted at zero and everything the
+	// old topic held is gone. The call that noticed, and the next Read of
+	// every partition read before, return it; the log has by then switched
+	// to the new topic, so the call after works against it. A Read's
+	// error also wraps metadata.ErrOffsetOutOfRange, so that a reader goes
+	// back to the low watermark, as after a trim. Requires a cluster with
+	// topic IDs (Kafka 2.8 and later).
+	ErrTopicReplaced = errors.New("kafkalog: metadata topic was deleted and re-created")
 )
 
 // PartitionCountError reports a metadata topic whose partition count
@@ -88,6 +111,23 @@ func classify(err error, what string) error {
 		return fmt.Errorf("kafkalog: %s: %w (%w)", what, metadata.ErrClosed, err)
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
 		return fmt.Errorf("kafkalog: %s: %w: %w", what, ErrTopicNotFound, err)
+	case isRetriable(err), isNetwork(err):
+		return fmt.Errorf("kafkalog: %s: %w: %w", what, ErrUnavailable, err)
 	}
 	return fmt.Errorf("kafkalog: %s: %w", what, err)
+}
+
+// isNetwork reports whether err means a broker could not be reached or
+// dropped the connection: what a retry, or time, may cure.
+func isNetwork(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		kgo.IsRetryableBrokerErr(err)
+}
+
+// isTopicGone reports whether err is a broker saying it does not know the
+// topic, by name or by ID: what a deleted, or replaced, topic looks like.
+func isTopicGone(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) ||
+		errors.Is(err, kerr.InconsistentTopicID)
 }

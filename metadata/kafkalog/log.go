@@ -35,10 +35,31 @@ type Log struct {
 	// concurrent use and pools its decoders.
 	decompressor kgo.Decompressor
 
+	// deliveryTimeout and requestTimeout are the causes of the contexts
+	// that bound calls, naming the Config field that set the bound.
+	deliveryTimeout, requestTimeout error
+
 	closed atomic.Bool
 	mu     sync.Mutex // guards readers and the transition to closed
 	// readers holds the partitions read so far, created on first Read.
 	readers map[int32]*reader
+
+	// topicMu guards topicID and retiredIDs, and is held for writing
+	// while the log switches to a replaced topic, so that an Append
+	// reads gen either before the switch or after the producer forgot
+	// the old topic.
+	topicMu sync.RWMutex
+	// topicID is the ID of the topic the log works with; zero on a
+	// cluster without topic IDs.
+	topicID [16]byte
+	// retiredIDs are the IDs of the topic's replaced incarnations, so
+	// that metadata from a broker that has not caught up is not taken for
+	// another replacement. Replacements are rare operator actions; the
+	// list is capped all the same.
+	retiredIDs [][16]byte
+	// gen counts the replacements the log has seen. Readers compare it
+	// with theirs to drop what they hold of an older incarnation.
+	gen atomic.Uint64
 }
 
 var _ metadata.Log = (*Log)(nil)
@@ -68,12 +89,14 @@ func New(ctx context.Context, cfg Config) (*Log, error) {
 	}
 	seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
 	l := &Log{
-		cfg:          cfg,
-		cl:           cl,
-		adm:          kadm.NewClient(cl),
-		seeds:        seeds,
-		decompressor: kgo.DefaultDecompressor(),
-		readers:      make(map[int32]*reader),
+		cfg:             cfg,
+		cl:              cl,
+		adm:             kadm.NewClient(cl),
+		seeds:           seeds,
+		decompressor:    kgo.DefaultDecompressor(),
+		deliveryTimeout: fmt.Errorf("Kafka did not acknowledge the record within %v (Config.DeliveryTimeout)", cfg.DeliveryTimeout),
+		requestTimeout:  fmt.Errorf("Kafka did not answer within %v (Config.RequestTimeout)", cfg.RequestTimeout),
+		readers:         make(map[int32]*reader),
 	}
 	if err := l.ensureTopic(ctx); err != nil {
 		cl.Close()
@@ -100,6 +123,7 @@ func (l *Log) ensureTopic(ctx context.Context) error {
 	if got := int32(len(info.leaders)); got != l.cfg.Partitions {
 		return &PartitionCountError{Topic: topic, Configured: l.cfg.Partitions, Actual: got}
 	}
+	l.topicID = info.id
 	return l.checkTopicConfigs(ctx)
 }
 
@@ -211,16 +235,64 @@ func (l *Log) check(ctx context.Context, partition int32, op string) error {
 	return nil
 }
 
-// opErr maps an error of op to ErrClosed if the log was closed meanwhile,
-// keeps the context's error if ctx ended, and classifies the rest.
-func (l *Log) opErr(ctx context.Context, err error, what string) error {
+// bound returns the context of one call: the caller's ctx, ended by the
+// call's timeout as well. Its Cause names the Config field.
+func bound(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, cause)
+}
+
+// opErr maps an error of a call to ErrClosed if the log was closed
+// meanwhile, keeps the caller's context error if ctx ended, maps the end of
+// opCtx (ctx bounded by the call's timeout) to ErrUnavailable, and
+// classifies the rest.
+func (l *Log) opErr(ctx, opCtx context.Context, err error, what string) error {
 	if l.closed.Load() {
 		return fmt.Errorf("kafkalog: %s: %w", what, metadata.ErrClosed)
 	}
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+	if ended(ctx) {
+		ctxErr := ctx.Err()
+		if ctxErr == nil {
+			ctxErr = context.DeadlineExceeded
+		}
+		if err == nil || errors.Is(err, ctxErr) {
+			return fmt.Errorf("kafkalog: %s: %w", what, ctxErr)
+		}
 		return fmt.Errorf("kafkalog: %s: %w (after: %v)", what, ctxErr, err)
 	}
+	if ended(opCtx) {
+		// The call's own timeout, not the caller's: Kafka is the one
+		// that failed, and the caller's context is not what ended.
+		cause := context.Cause(opCtx)
+		if cause == nil {
+			cause = errors.New("the call's time ran out")
+		}
+		if err == nil || isContextErr(err) || errors.Is(err, cause) {
+			return fmt.Errorf("kafkalog: %s: %w: %v", what, ErrUnavailable, cause)
+		}
+		return fmt.Errorf("kafkalog: %s: %w: %v (last error: %w)", what, ErrUnavailable, cause, err)
+	}
+	if isContextErr(err) {
+		// Neither of this call's contexts ended. For an Append,
+		// franz-go failed the record with another one of its
+		// partition whose context did: it fails a partition's
+		// buffered records together.
+		return fmt.Errorf("kafkalog: %s: %w: a request was given up before this call's time ran out (%v)", what, ErrUnavailable, err)
+	}
 	return classify(err, what)
+}
+
+// ended reports whether ctx is done or its deadline has passed: a network
+// deadline taken from ctx can fire a moment before ctx.Err() is set.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 type produced struct {
@@ -231,27 +303,137 @@ type produced struct {
 // Append produces value to partition with acks from all in-sync replicas
 // and idempotence (franz-go's defaults, which New enforces), and returns the
 // offset the broker assigned. value is copied, so the caller may reuse it.
-// Append returns when the broker acknowledged the record or ctx ends; in the
-// second case the record may still be stored, as with any write whose
-// answer was not received. franz-go retries transient failures (leader
-// changes, broker restarts) meanwhile.
+//
+// Append returns when the broker acknowledged the record, when
+// Config.DeliveryTimeout passes (an error wrapping ErrUnavailable), or when
+// ctx ends (an error wrapping ctx's), whichever is first. franz-go retries
+// transient failures (leader changes, NOT_ENOUGH_REPLICAS, dropped
+// connections) meanwhile. After a timeout the record may still be stored,
+// as with any write whose answer was not received: franz-go drops it as
+// soon as that is safe, but not while its request may have reached the
+// broker unanswered. Records of a partition are failed together, so an
+// Append can also fail with ErrUnavailable because one before it in the
+// same partition timed out while its request was unanswered. The log
+// recovers by itself when Kafka does.
+// A topic deleted and re-created under the log gives ErrTopicReplaced, and
+// the next Append goes to the new topic.
 func (l *Log) Append(ctx context.Context, partition int32, value []byte) (int64, error) {
 	if err := l.check(ctx, partition, "append to"); err != nil {
 		return -1, err
 	}
-	rec := &kgo.Record{Topic: l.cfg.Topic, Partition: partition, Value: bytes.Clone(value)}
-	done := make(chan produced, 1)
-	l.cl.Produce(ctx, rec, func(r *kgo.Record, err error) { done <- produced{r.Offset, err} })
+	l.topicMu.RLock()
+	gen := l.gen.Load()
+	l.topicMu.RUnlock()
+	opCtx, cancel := bound(ctx, l.cfg.DeliveryTimeout, l.deliveryTimeout)
+	defer cancel()
+	value = bytes.Clone(value)
 	var p produced
+	for attempt := 1; ; attempt++ {
+		p = l.produce(opCtx, partition, value)
+		// A record failed with another one whose Append was given up
+		// was never stored (franz-go fails records only when that is
+		// certain), so it is produced again while there is time.
+		if p.err == nil || !isContextErr(p.err) || opCtx.Err() != nil || attempt == retryAttempts {
+			break
+		}
+	}
+	if p.err == nil {
+		return p.offset, nil
+	}
+	what := fmt.Sprintf("append to partition %d of topic %q", partition, l.cfg.Topic)
+	if isTopicGone(p.err) || l.gen.Load() != gen {
+		if err := l.checkReplaced(opCtx, gen, what); err != nil {
+			return -1, err
+		}
+	}
+	err := l.opErr(ctx, opCtx, p.err, what)
+	if errors.Is(err, ErrUnavailable) || isContextErr(err) {
+		return -1, fmt.Errorf("%w (the record may still be stored)", err)
+	}
+	return -1, err
+}
+
+// produce produces one record and waits for its outcome until opCtx ends.
+func (l *Log) produce(opCtx context.Context, partition int32, value []byte) produced {
+	rec := &kgo.Record{Topic: l.cfg.Topic, Partition: partition, Value: value}
+	done := make(chan produced, 1)
+	// opCtx also lets franz-go drop the record, once that is safe, when
+	// the Append is given up: a record nobody waits for is not retried
+	// forever, and its buffer is freed.
+	l.cl.Produce(opCtx, rec, func(r *kgo.Record, err error) { done <- produced{r.Offset, err} })
 	select {
-	case p = <-done:
-	case <-ctx.Done():
-		return -1, fmt.Errorf("kafkalog: append to partition %d: %w (the record may still be stored)", partition, ctx.Err())
+	case p := <-done:
+		return p
+	case <-opCtx.Done():
+		return produced{-1, context.Cause(opCtx)}
 	}
-	if p.err != nil {
-		return -1, l.opErr(ctx, p.err, fmt.Sprintf("append to partition %d of topic %q", partition, l.cfg.Topic))
+}
+
+// checkReplaced learns, after an error that a replaced topic causes,
+// whether the topic was replaced since generation gen: by asking the
+// cluster for the topic's ID, unless another call already found out. It
+// returns an error wrapping ErrTopicReplaced if so, nil if not or if the
+// cluster cannot tell now.
+func (l *Log) checkReplaced(ctx context.Context, gen uint64, what string) error {
+	if l.gen.Load() == gen {
+		info, err := topicMetadata(ctx, l.cl, l.cfg.Topic)
+		if err != nil {
+			return nil
+		}
+		if err := l.noteTopicID(info.id, gen); !errors.Is(err, ErrTopicReplaced) {
+			return nil
+		}
 	}
-	return p.offset, nil
+	return l.replacedErr(what)
+}
+
+// errStaleTopicID is a metadata answer that still shows a replaced
+// incarnation of the topic: the broker has not caught up yet.
+var errStaleTopicID = errors.New("a broker's metadata still shows the replaced topic ID")
+
+// maxRetiredIDs caps Log.retiredIDs.
+const maxRetiredIDs = 8
+
+// noteTopicID compares the topic ID of a metadata answer, read while the
+// log was at generation gen, with the ID the log works with. A new ID
+// means the topic was replaced: the log adopts it, makes the producer
+// forget the old topic (franz-go never adopts a new ID by itself and fails
+// every record with UNKNOWN_TOPIC_ID until then), and moves to the next
+// generation, which makes every reader drop what it holds. It returns an
+// error wrapping ErrTopicReplaced when the log is past gen, errStaleTopicID
+// for a replaced ID, and nil for the current one or none.
+func (l *Log) noteTopicID(id [16]byte, gen uint64) error {
+	l.topicMu.Lock()
+	defer l.topicMu.Unlock()
+	switch {
+	case l.gen.Load() != gen:
+		return ErrTopicReplaced
+	case id == [16]byte{} || id == l.topicID:
+		return nil
+	case slices.Contains(l.retiredIDs, id):
+		return errStaleTopicID
+	}
+	old := l.topicID
+	if len(l.retiredIDs) == maxRetiredIDs {
+		l.retiredIDs = slices.Delete(l.retiredIDs, 0, 1)
+	}
+	l.retiredIDs = append(l.retiredIDs, old)
+	l.topicID = id
+	// Under topicMu, so that an Append either started before (and its
+	// record is failed here, or went to the new topic) or starts after.
+	l.cl.PurgeTopicsFromProducing(l.cfg.Topic)
+	l.gen.Add(1)
+	l.cfg.Logger.Warn("kafkalog: metadata topic was deleted and re-created; offsets restart at zero and entries of the old topic are gone",
+		"topic", l.cfg.Topic, "old_id", fmt.Sprintf("%x", old), "new_id", fmt.Sprintf("%x", id))
+	return ErrTopicReplaced
+}
+
+// replacedErr is the error of a call that found the topic replaced.
+func (l *Log) replacedErr(what string) error {
+	l.topicMu.RLock()
+	id := l.topicID
+	l.topicMu.RUnlock()
+	return fmt.Errorf("kafkalog: %s: %w: it now has topic ID %x", what, ErrTopicReplaced, id)
 }
 
 // Watermarks lists the partition's start and end offsets (ListOffsets with
@@ -261,9 +443,11 @@ func (l *Log) Watermarks(ctx context.Context, partition int32) (low, high int64,
 	if err := l.check(ctx, partition, "list watermarks of"); err != nil {
 		return 0, 0, err
 	}
-	low, high, err = l.watermarks(ctx, partition)
+	opCtx, cancel := bound(ctx, l.cfg.RequestTimeout, l.requestTimeout)
+	defer cancel()
+	low, high, err = l.watermarks(opCtx, partition)
 	if err != nil {
-		return 0, 0, l.opErr(ctx, err, fmt.Sprintf("list watermarks of partition %d of topic %q", partition, l.cfg.Topic))
+		return 0, 0, l.opErr(ctx, opCtx, err, fmt.Sprintf("list watermarks of partition %d of topic %q", partition, l.cfg.Topic))
 	}
 	return low, high, nil
 }
@@ -316,6 +500,11 @@ func (l *Log) listOffset(ctx context.Context, partition int32, ts int64) (int64,
 // Trim deletes the partition's records below before with DeleteRecords,
 // which moves the partition's log start offset. Kafka frees the disk space
 // when whole segments fall below it.
+//
+// DeleteRecords names the topic, not its ID, so Trim first checks the
+// topic's ID: an offset of a topic that was since deleted and re-created
+// would delete records of the new one that nobody has read. Such a Trim
+// deletes nothing and returns ErrTopicReplaced.
 func (l *Log) Trim(ctx context.Context, partition int32, before int64) error {
 	if err := l.check(ctx, partition, "trim"); err != nil {
 		return err
@@ -326,11 +515,27 @@ func (l *Log) Trim(ctx context.Context, partition int32, before int64) error {
 		// "up to the high watermark", which is not what was asked.
 		return nil
 	}
+	opCtx, cancel := bound(ctx, l.cfg.RequestTimeout, l.requestTimeout)
+	defer cancel()
+	gen := l.gen.Load()
+	err := retry(opCtx, func() error {
+		info, err := topicMetadata(opCtx, l.cl, l.cfg.Topic)
+		if err == nil {
+			err = l.noteTopicID(info.id, gen)
+		}
+		return err
+	})
+	if errors.Is(err, ErrTopicReplaced) {
+		return l.replacedErr(what)
+	}
+	if err != nil {
+		return l.opErr(ctx, opCtx, err, what)
+	}
 	var offsets kadm.Offsets
 	offsets.Add(kadm.Offset{Topic: l.cfg.Topic, Partition: partition, At: before, LeaderEpoch: -1})
-	resps, err := l.adm.DeleteRecords(ctx, offsets)
+	resps, err := l.adm.DeleteRecords(opCtx, offsets)
 	if err != nil {
-		return l.opErr(ctx, err, what)
+		return l.opErr(ctx, opCtx, err, what)
 	}
 	resp, ok := resps.Lookup(l.cfg.Topic, partition)
 	if !ok {
@@ -340,17 +545,17 @@ func (l *Log) Trim(ctx context.Context, partition int32, before int64) error {
 		// Kafka answers so for an offset past the high watermark; some
 		// brokers (kfake among them) also for one below the log start
 		// offset, which the Log contract makes a no-op.
-		low, high, werr := l.watermarks(ctx, partition)
+		low, high, werr := l.watermarks(opCtx, partition)
 		switch {
 		case werr != nil:
-			return l.opErr(ctx, errors.Join(resp.Err, werr), what)
+			return l.opErr(ctx, opCtx, errors.Join(resp.Err, werr), what)
 		case before <= low:
 			return nil
 		}
 		return fmt.Errorf("kafkalog: %s: %w: high watermark is %d", what, metadata.ErrOffsetOutOfRange, high)
 	}
 	if resp.Err != nil {
-		return l.opErr(ctx, resp.Err, what)
+		return l.opErr(ctx, opCtx, resp.Err, what)
 	}
 	if r := l.existingReader(partition); r != nil {
 		r.trimmed(before)
@@ -421,10 +626,10 @@ func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (topicInfo
 }
 
 // isRetriable reports whether err is a broker error Kafka marks retriable,
-// such as a leadership change.
+// such as a leadership change, or metadata that has not caught up.
 func isRetriable(err error) bool {
 	var ke *kerr.Error
-	return errors.As(err, &ke) && ke.Retriable
+	return errors.As(err, &ke) && ke.Retriable || errors.Is(err, errStaleTopicID)
 }
 
 // retryAttempts bounds the attempts of one operation on retriable broker

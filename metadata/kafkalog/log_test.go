@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"slices"
 	"sync"
@@ -39,6 +40,10 @@ func TestConfigValidation(t *testing.T) {
 		{"compact and delete", Config{SeedBrokers: seeds, TopicConfigs: map[string]string{"cleanup.policy": "compact,delete"}}, `Config.TopicConfigs["cleanup.policy"]`},
 		{"read wait too short", Config{SeedBrokers: seeds, ReadWait: time.Microsecond}, "Config.ReadWait"},
 		{"negative read bytes", Config{SeedBrokers: seeds, ReadMaxBytes: -1}, "Config.ReadMaxBytes"},
+		{"negative delivery timeout", Config{SeedBrokers: seeds, DeliveryTimeout: -time.Second}, "Config.DeliveryTimeout"},
+		{"delivery timeout too short", Config{SeedBrokers: seeds, DeliveryTimeout: time.Millisecond}, "Config.DeliveryTimeout"},
+		{"negative request timeout", Config{SeedBrokers: seeds, RequestTimeout: -time.Second}, "Config.RequestTimeout"},
+		{"request timeout too short", Config{SeedBrokers: seeds, RequestTimeout: 99 * time.Millisecond}, "Config.RequestTimeout"},
 		{"leader acks", Config{SeedBrokers: seeds, ClientOpts: []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}}, "Config.ClientOpts"},
 		{"no idempotence", Config{SeedBrokers: seeds, ClientOpts: []kgo.Opt{kgo.DisableIdempotentWrite()}}, "Config.ClientOpts"},
 		{"transactional", Config{SeedBrokers: seeds, ClientOpts: []kgo.Opt{kgo.TransactionalID("x")}}, "Config.ClientOpts"},
@@ -64,6 +69,8 @@ func TestConfigDefaults(t *testing.T) {
 	assert.Equal(t, DefaultPartitions, cfg.Partitions)
 	assert.Equal(t, DefaultReadWait, cfg.ReadWait)
 	assert.Equal(t, DefaultReadMaxBytes, cfg.ReadMaxBytes)
+	assert.Equal(t, DefaultDeliveryTimeout, cfg.DeliveryTimeout)
+	assert.Equal(t, DefaultRequestTimeout, cfg.RequestTimeout)
 	assert.Equal(t, map[string]string{"cleanup.policy": "delete", "retention.ms": "5", "segment.ms": "600000"}, cfg.TopicConfigs)
 	assert.NotNil(t, cfg.Logger)
 }
@@ -566,6 +573,11 @@ func TestErrorClassification(t *testing.T) {
 		{kgo.ErrClientClosed, []error{metadata.ErrClosed}},
 		{kerr.UnknownTopicOrPartition, []error{ErrTopicNotFound, kerr.UnknownTopicOrPartition}},
 		{kerr.UnknownTopicID, []error{ErrTopicNotFound}},
+		{kerr.NotEnoughReplicas, []error{ErrUnavailable, kerr.NotEnoughReplicas}},
+		{kerr.LeaderNotAvailable, []error{ErrUnavailable}},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, []error{ErrUnavailable, syscall.ECONNREFUSED}},
+		{io.EOF, []error{ErrUnavailable}},
+		{kerr.MessageTooLarge, nil},
 		{errors.New("dial tcp: refused"), nil},
 	}
 	for _, tt := range tests {
@@ -575,7 +587,7 @@ func TestErrorClassification(t *testing.T) {
 		for _, w := range tt.want {
 			assert.ErrorIs(t, err, w, "classify(%v)", tt.in)
 		}
-		for _, s := range []error{ErrNotAuthorized, ErrTopicNotFound, metadata.ErrClosed} {
+		for _, s := range []error{ErrNotAuthorized, ErrTopicNotFound, ErrUnavailable, metadata.ErrClosed} {
 			if !slices.Contains(tt.want, s) {
 				assert.NotErrorIs(t, err, s, "classify(%v)", tt.in)
 			}

@@ -24,10 +24,12 @@ type reader struct {
 
 	// turn is held (a value sent) by the Read fetching for this
 	// partition; a channel rather than a mutex so waiting honors ctx.
-	// It guards leader and topicID.
+	// It guards leader, topicID and gen.
 	turn    chan struct{}
 	leader  int32 // -1 until looked up, and after a leadership error
 	topicID [16]byte
+	// gen is the log's topic generation the reader's state belongs to.
+	gen uint64
 
 	mu sync.Mutex // guards ahead and low
 	// ahead holds the records of the last fetch beyond what Read
@@ -62,7 +64,7 @@ func (l *Log) reader(partition int32) (*reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &reader{partition: partition, cl: cl, turn: make(chan struct{}, 1), leader: -1}
+	r := &reader{partition: partition, cl: cl, turn: make(chan struct{}, 1), leader: -1, gen: l.gen.Load()}
 	l.readers[partition] = r
 	return r, nil
 }
@@ -81,7 +83,18 @@ func (l *Log) reader(partition int32) (*reader, error) {
 // Reading below the partition's log start offset, or past its high
 // watermark, returns an error wrapping metadata.ErrOffsetOutOfRange that
 // gives the watermarks. A partition leader change is retried with fresh
-// metadata. Each record's Value belongs to the caller: the log keeps no
+// metadata. A Read gets no answer for longer than Config.ReadWait plus
+// Config.RequestTimeout returns an error wrapping ErrUnavailable.
+//
+// When the topic was deleted and re-created (a new topic ID) since the
+// partition was last read, Read returns an error wrapping both
+// ErrTopicReplaced and metadata.ErrOffsetOutOfRange, with the new topic's
+// watermarks: the offsets restarted, so the caller's position means nothing
+// in the new topic and it must go back to the low watermark. The records
+// read ahead from the old topic are dropped then, and never returned once
+// any call of this log has seen the new ID. A Read that finds the new ID
+// itself, in the metadata it asks for after a fetch was refused, also
+// makes this log's other calls switch to the new topic. Each record's Value belongs to the caller: the log keeps no
 // other reference to it and never writes to it. Values point into the fetch
 // response they came in, so a value kept alive keeps that response (at most
 // Config.ReadMaxBytes) in memory; copy what you keep for long.
@@ -101,45 +114,70 @@ func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) 
 	}
 	r, err := l.reader(partition)
 	if err != nil {
-		return nil, l.opErr(ctx, err, what())
+		return nil, l.opErr(ctx, ctx, err, what())
 	}
+	// The long poll is the broker's to keep, within ReadWait; the bound
+	// is for everything around it.
+	opCtx, cancel := bound(ctx, l.cfg.ReadWait+l.cfg.RequestTimeout, l.requestTimeout)
+	defer cancel()
 	select {
 	case r.turn <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("kafkalog: %s: %w", what(), ctx.Err())
+	case <-opCtx.Done():
+		return nil, l.opErr(ctx, opCtx, nil, what()+": waiting for another Read of the partition")
 	}
 	defer func() { <-r.turn }()
 	if l.closed.Load() {
 		return nil, fmt.Errorf("kafkalog: %s: %w", what(), metadata.ErrClosed)
 	}
 
+	if r.gen != l.gen.Load() {
+		r.reset(l.gen.Load())
+		return nil, l.outOfRange(opCtx, partition, what(), true)
+	}
 	if recs := r.takeAhead(from, limit); recs != nil {
 		return recs, nil
 	}
 	var recs []metadata.Record
-	err = retry(ctx, func() error {
+	err = retry(opCtx, func() error {
 		var ferr error
-		recs, ferr = l.fetch(ctx, r, from, limit)
+		recs, ferr = l.fetch(ctx, opCtx, r, from, limit)
 		if isRetriable(ferr) {
 			r.leader = -1
 		}
 		return ferr
 	})
-	if errors.Is(err, kerr.OffsetOutOfRange) {
-		return nil, l.outOfRange(ctx, partition, what())
-	}
-	if err != nil {
-		return nil, l.opErr(ctx, err, what())
+	switch {
+	case errors.Is(err, ErrTopicReplaced):
+		r.reset(l.gen.Load())
+		return nil, l.outOfRange(opCtx, partition, what(), true)
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		return nil, l.outOfRange(opCtx, partition, what(), false)
+	case err != nil:
+		return nil, l.opErr(ctx, opCtx, err, what())
 	}
 	return recs, nil
 }
 
+// reset forgets everything the reader knew of an older incarnation of the
+// topic: its leader, ID, read-ahead and trim point.
+func (r *reader) reset(gen uint64) {
+	r.leader, r.topicID, r.gen = -1, [16]byte{}, gen
+	r.mu.Lock()
+	r.ahead, r.low = nil, 0
+	r.mu.Unlock()
+}
+
 // fetch sends one FetchRequest for the reader's partition to its leader and
-// returns up to limit records, keeping the rest in r.ahead.
-func (l *Log) fetch(ctx context.Context, r *reader, from int64, limit int) ([]metadata.Record, error) {
+// returns up to limit records, keeping the rest in r.ahead. ctx is the
+// caller's, whose deadline shortens the long poll; opCtx bounds the
+// requests.
+func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int) ([]metadata.Record, error) {
 	if r.leader < 0 {
-		info, err := topicMetadata(ctx, r.cl, l.cfg.Topic)
+		info, err := topicMetadata(opCtx, r.cl, l.cfg.Topic)
 		if err != nil {
+			return nil, err
+		}
+		if err := l.noteTopicID(info.id, r.gen); err != nil {
 			return nil, err
 		}
 		if int(r.partition) >= len(info.leaders) {
@@ -171,7 +209,7 @@ func (l *Log) fetch(ctx context.Context, r *reader, from int64, limit int) ([]me
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 
-	kresp, err := r.cl.Broker(int(r.leader)).Request(ctx, req)
+	kresp, err := r.cl.Broker(int(r.leader)).Request(opCtx, req)
 	if err != nil {
 		// The broker may be gone; look the leader up again next time.
 		r.leader = -1
@@ -254,11 +292,16 @@ func (r *reader) convert(recs []*kgo.Record) []metadata.Record {
 }
 
 // outOfRange builds the error for a fetch the broker refused as out of
-// range, naming the watermarks so the caller knows where to resume.
-func (l *Log) outOfRange(ctx context.Context, partition int32, what string) error {
-	low, high, err := l.watermarks(ctx, partition)
-	if err != nil {
-		return fmt.Errorf("kafkalog: %s: %w (watermarks unavailable: %v)", what, metadata.ErrOffsetOutOfRange, err)
+// range, or for a partition of a replaced topic, naming the watermarks so
+// the caller knows where to resume.
+func (l *Log) outOfRange(ctx context.Context, partition int32, what string, replaced bool) error {
+	err := fmt.Errorf("kafkalog: %s: %w", what, metadata.ErrOffsetOutOfRange)
+	if replaced {
+		err = fmt.Errorf("kafkalog: %s: %w, so offsets restarted: %w", what, ErrTopicReplaced, metadata.ErrOffsetOutOfRange)
 	}
-	return fmt.Errorf("kafkalog: %s: %w: partition holds offsets [%d, %d)", what, metadata.ErrOffsetOutOfRange, low, high)
+	low, high, werr := l.watermarks(ctx, partition)
+	if werr != nil {
+		return fmt.Errorf("%w (watermarks unavailable: %v)", err, werr)
+	}
+	return fmt.Errorf("%w: partition holds offsets [%d, %d)", err, low, high)
 }
