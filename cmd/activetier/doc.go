@@ -84,20 +84,36 @@
 //
 // # inspect
 //
-//	activetier inspect [--json] FILE
-//	activetier inspect [--json] -                          (the object on stdin)
-//	activetier inspect [--json] --bucket B [--s3-endpoint URL] [--region R] KEY
+//	activetier inspect [--json] [--max-bytes 256MiB] FILE
+//	activetier inspect [--json] [--max-bytes 256MiB] -     (the object on stdin)
+//	activetier inspect [--json] [--max-bytes 256MiB] --bucket B [--s3-endpoint URL] [--region R] KEY
 //
 // reads a combined object, lists its index from the footer (partition, record
 // epoch, offsets, batch count, byte range, codec, sizes, checksum, newest
 // timestamp), and verifies each section on its own, as a follower that
-// fetched only that range would, then the object as a whole. A corrupt object
+// fetched only that range would, then the object as a whole (its header, and
+// that a partition's sections ascend in offsets and epochs). A corrupt object
 // is still listed, with the bad section marked, and the command exits 1 with
 // a line naming the section's index, partition and offsets (or the header,
 // footer or trailer). With --bucket the object is read through package
 // s3express: from AWS (S3 Express directory buckets included) or, with
 // --s3-endpoint, from an S3-compatible server; credentials and region come
 // from the standard AWS environment.
+//
+// Memory is bounded by --max-bytes (default 256MiB, the decompressed size up
+// to which a follower with default options decodes a section), whatever the
+// object's size or the size an S3 server claims for it: no read is larger,
+// and no section is decompressed to more. An object of at most --max-bytes is
+// read at once (one GET); a larger file or bucket object is read by ranges,
+// as a follower reads it: the tail with the trailer, the index if the tail
+// did not hold it, then one section at a time. The size a file or server
+// gives only says where the tail is; the trailer must agree with it. What has
+// no size to go by (stdin from a pipe, a device) is read whole, and the
+// command stops with exit 1 as soon as it is longer than --max-bytes. An
+// index or section longer than --max-bytes, or a section decompressing to
+// more, is reported as such (exit 1). The process holds at most about twice
+// --max-bytes (an object or a section, and a section decompressed), plus the
+// runtime's few MiB.
 //
 // # cost
 //
