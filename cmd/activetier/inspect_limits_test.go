@@ -81,13 +81,13 @@ func hugeSectionTail(size int64) []byte {
 		f = append(f, 0)                  // no topic ID
 		f = binary.AppendUvarint(f, 1)
 		f = append(f, 't')
-		f = binary.AppendUvarint(f, 0)  // topic index
-		f = binary.AppendUvarint(f, 0)  // partition
-		f = binary.AppendVarint(f, 0)   // epoch
-		f = binary.AppendUvarint(f, 0)  // first offset
-		f = binary.AppendUvarint(f, 0)  // offset span
-		f = binary.AppendVarint(f, 0)   // max timestamp
-		f = binary.AppendUvarint(f, 1)  // batches
+		f = binary.AppendUvarint(f, 0) // topic index
+		f = binary.AppendUvarint(f, 0) // partition
+		f = binary.AppendVarint(f, 0)  // epoch
+		f = binary.AppendUvarint(f, 0) // first offset
+		f = binary.AppendUvarint(f, 0) // offset span
+		f = binary.AppendVarint(f, 0)  // max timestamp
+		f = binary.AppendUvarint(f, 1) // batches
 		f = binary.AppendUvarint(f, uint64(footerPos-combiner.HeaderSize))
 		f = append(f, byte(metadata.CodecNone))
 		f = binary.AppendUvarint(f, 1) // uncompressed size
@@ -161,7 +161,7 @@ func TestInspectMemoryBound(t *testing.T) {
 			if tc.stdin != nil {
 				stdin = tc.stdin()
 			}
-			r := runBinary(binaryContext(t), t, stdin, nil, tc.args...)
+			r := runMeasured(binaryContext(t), t, stdin, nil, tc.args...)
 			assert.Equal(t, exitFailure, r.code, r.stderr)
 			require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 			assert.Contains(t, r.stderr, tc.want)
@@ -174,7 +174,7 @@ func TestInspectMemoryBound(t *testing.T) {
 	for _, limit := range []int64{16 << 20, defaultInspectMaxBytes} {
 		t.Run(fmt.Sprintf("endless stdin, --max-bytes %s", formatBytes(limit)), func(t *testing.T) {
 			z := &zeros{max: 4 * limit}
-			r := runBinary(binaryContext(t), t, z, nil, "inspect", "--max-bytes", formatBytes(limit), "-")
+			r := runMeasured(binaryContext(t), t, z, nil, "inspect", "--max-bytes", formatBytes(limit), "-")
 			assert.Equal(t, exitFailure, r.code, r.stderr)
 			require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 			assert.Contains(t, r.stderr, "activetier inspect: stdin: longer than --max-bytes "+formatBytes(limit))
@@ -381,7 +381,7 @@ func TestInspectLyingS3Server(t *testing.T) {
 				"AWS_CONFIG_FILE=" + filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(dir, "credentials"),
 				"AWS_EC2_METADATA_DISABLED=true", "AWS_MAX_ATTEMPTS=1",
 			}
-			r := runBinary(binaryContext(t), t, nil, env, "inspect", "--s3-endpoint", srv.URL, "--bucket", "bucket", "key")
+			r := runMeasured(binaryContext(t), t, nil, env, "inspect", "--s3-endpoint", srv.URL, "--bucket", "bucket", "key")
 			assert.Equal(t, exitFailure, r.code, r.stderr)
 			require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 			assert.Contains(t, r.stderr, tc.want)

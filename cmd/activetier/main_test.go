@@ -22,6 +22,18 @@ import (
 // multiply the memory the tests measure.
 var binPath string
 
+// rssWrapPath is testdata/rsswrap, built by TestMain on Linux (see
+// runMeasured).
+var rssWrapPath string
+
+// buildError is a failed go build with its output.
+type buildError struct {
+	err error
+	out []byte
+}
+
+func (e *buildError) Error() string { return fmt.Sprintf("%v\n%s", e.err, e.out) }
+
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
@@ -36,6 +48,10 @@ func testMain(m *testing.M) int {
 	binPath = filepath.Join(dir, "activetier")
 	if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the command: %v\n%s", err, out)
+		return 1
+	}
+	if rssWrapPath, err = buildRSSWrap(dir); err != nil {
+		fmt.Fprintf(os.Stderr, "building rsswrap: %v\n", err)
 		return 1
 	}
 	code := m.Run()
@@ -66,17 +82,22 @@ func runCmd(t *testing.T, stdin string, args ...string) result {
 // used of memory.
 type binResult struct {
 	result
-	// maxRSS is the process's peak resident set in bytes, from getrusage
-	// (Linux); -1 where it is not known.
+	// maxRSS is the process's peak resident set in bytes (runMeasured, on
+	// Linux); -1 where it is not measured.
 	maxRSS int64
 }
 
 // runBinary runs the built command with args, stdin (nil: none) and env
 // added to the test's environment, until it exits or ctx ends (then it is
-// killed).
+// killed). Its maxRSS is -1: see runMeasured.
 func runBinary(ctx context.Context, t *testing.T, stdin io.Reader, env []string, args ...string) binResult {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, binPath, args...)
+	return runCommand(ctx, t, binPath, stdin, env, args...)
+}
+
+func runCommand(ctx context.Context, t *testing.T, path string, stdin io.Reader, env []string, args ...string) binResult {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, path, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errOut
 	cmd.Env = append(os.Environ(), env...)
@@ -85,7 +106,5 @@ func runBinary(ctx context.Context, t *testing.T, stdin io.Reader, env []string,
 	if err != nil && !errors.As(err, &exit) {
 		require.NoError(t, err)
 	}
-	r := binResult{result: result{stdout: out.String(), stderr: errOut.String(), code: cmd.ProcessState.ExitCode()}}
-	r.maxRSS = peakRSS(cmd.ProcessState)
-	return r
+	return binResult{result: result{stdout: out.String(), stderr: errOut.String(), code: cmd.ProcessState.ExitCode()}, maxRSS: -1}
 }

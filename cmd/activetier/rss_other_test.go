@@ -2,7 +2,18 @@
 
 package main
 
-import "os"
+import (
+	"context"
+	"io"
+	"testing"
+)
 
-// peakRSS is unknown outside Linux, where getrusage's units differ.
-func peakRSS(*os.ProcessState) int64 { return -1 }
+// buildRSSWrap has nothing to build where peak RSS is not measured.
+func buildRSSWrap(string) (string, error) { return "", nil }
+
+// runMeasured is runBinary: getrusage's units and inheritance differ
+// outside Linux, so maxRSS is -1 and the memory bounds are not asserted.
+func runMeasured(ctx context.Context, t *testing.T, stdin io.Reader, env []string, args ...string) binResult {
+	t.Helper()
+	return runBinary(ctx, t, stdin, env, args...)
+}
