@@ -12,6 +12,17 @@
 // RF larger than the brokers, ...), said in one line on stderr naming the
 // flag; 130 interrupted (SIGINT or SIGTERM), after a clean shutdown.
 //
+// Every numeric flag is checked before anything runs, against limits far
+// beyond any deployment that also keep every figure finite: a throughput
+// (--rate, --mb-per-sec) is between 0.000001 MB/s (a byte a second) and 10^9
+// MB/s (a petabyte a second); a price flag of cost is between 0 and
+// $1,000,000 per unit; cost takes up to 10,000,000 partitions (and metadata
+// partitions), 100,000 brokers and a 24h flush interval; demo takes up to
+// 100,000 partitions, 100 brokers, 1MiB batches and 64MiB objects (the
+// leaders' upload buffer, walstore's default, bounds an object). A value a
+// flag cannot hold (1e999, 2^64, a malformed duration) is refused by the
+// flag parser, naming the flag, also with exit code 2.
+//
 // # demo
 //
 //	activetier demo [--duration 10s] [--rate 10] [--partitions 300] [--brokers 3]
@@ -32,7 +43,8 @@
 // goes down halfway and its brokers crash; after a short failure detection
 // the partitions they led move to the surviving replica with the longest log
 // at the next epoch, which announces the epoch and republishes what the
-// other survivors may lack. Production then stops, followers drain, and every
+// other survivors may lack (in a run shorter than a producer step, at its
+// end). Production then stops, followers drain, and every
 // live follower's log is compared with its leader's, batch by batch and byte
 // for byte.
 //
@@ -45,7 +57,9 @@
 // report is printed, as one JSON object with snake_case fields
 // (followers_consistent, lag_p50_ms, lag_p99_ms, puts, gets, metadata_bytes,
 // bytes_produced, cost_usd, cross_az_cost_usd, ...). Followers that do not
-// converge make the command exit 1 after the report.
+// converge within --drain-timeout make the command exit 1 after the report;
+// the error says so when --interval is not shorter than --drain-timeout, as
+// then the last batches may not have been uploaded before the comparison.
 //
 // With --s3-endpoint the buckets are on an S3-compatible server (versitygw,
 // MinIO, ...) instead of in memory; everything else, the metadata log
