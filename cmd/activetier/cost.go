@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -169,12 +170,28 @@ func periodSeconds(per string) (float64, bool) {
 	return 0, false
 }
 
+// Limits of cost's flags beyond those the cost model checks: far beyond any
+// deployment, and low enough that no estimate overflows a float64 however
+// the flags combine.
+const (
+	maxCostPartitions = 10_000_000
+	maxCostBrokers    = 100_000
+	maxPrice          = 1e6 // USD per unit, a million times today's prices
+	// maxCostInterval bounds --interval: the model's cut interval, a
+	// Duration, cannot hold the longest Duration once converted from
+	// seconds.
+	maxCostInterval = 24 * time.Hour
+)
+
 func runCost(_ context.Context, e env, args []string) error {
 	o, fs := costFlags()
 	if help, err := parseFlags(e, fs, "cost [flags]", args); help || err != nil {
 		return err
 	}
 	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if err := o.validate(fs); err != nil {
 		return err
 	}
 	prices, err := o.prices(fs)
@@ -193,14 +210,14 @@ func runCost(_ context.Context, e env, args []string) error {
 		}
 		plan, err := costmodel.PlanWorkload(prices, costmodel.PlanRequest{Workload: w, P99Lag: o.latencyBudget, Latency: latencyFor(prices)})
 		if err != nil {
-			return modelError(fs, err)
+			return modelError(fs, err, numericFlags(fs)...)
 		}
 		report.Plan = newPlanJSON(plan, o.latencyBudget)
 		report.fill(prices, plan.Estimate, scale)
 	} else {
 		est, err := costmodel.WorkloadCost(prices, w)
 		if err != nil {
-			return modelError(fs, err)
+			return modelError(fs, err, numericFlags(fs)...)
 		}
 		report.fill(prices, est, scale)
 	}
@@ -212,6 +229,25 @@ func runCost(_ context.Context, e env, args []string) error {
 		return enc.Encode(report)
 	}
 	return report.writeText(e.stdout)
+}
+
+// validate checks what the cost model leaves to its caller: upper limits,
+// and the throughput's lower one, below which it prints as 0 B/s.
+func (o *costOptions) validate(fs *flag.FlagSet) error {
+	switch {
+	case o.partitions < 1 || o.partitions > maxCostPartitions:
+		return flagError(fs, "partitions", fmt.Sprintf("must be between 1 and %d", maxCostPartitions))
+	case o.brokers > maxCostBrokers:
+		return flagError(fs, "brokers", fmt.Sprintf("must be at most %d", maxCostBrokers))
+	case o.interval > maxCostInterval:
+		return flagError(fs, "interval", "must be at most "+maxCostInterval.String())
+	case o.rf > o.brokers:
+		// The model would blame --brokers alone.
+		return flagError(fs, "rf", fmt.Sprintf("must be at most --brokers (%d): replicas are on distinct brokers", o.brokers))
+	case o.metadataPartitions > maxCostPartitions:
+		return flagError(fs, "metadata-partitions", fmt.Sprintf("must be at most %d", maxCostPartitions))
+	}
+	return checkMBPerSec(fs, "mb-per-sec", o.mbPerSec)
 }
 
 func (o *costOptions) workload() costmodel.Workload {
@@ -255,8 +291,8 @@ func (o *costOptions) prices(fs *flag.FlagSet) (costmodel.Prices, error) {
 		if !isSet(fs, f.name) {
 			continue
 		}
-		if math.IsNaN(f.src) || math.IsInf(f.src, 0) || f.src < 0 {
-			return p, flagError(fs, f.name, "must be a finite price of at least 0")
+		if math.IsNaN(f.src) || f.src < 0 || f.src > maxPrice {
+			return p, flagError(fs, f.name, "must be a finite price between 0 and "+strconv.FormatFloat(maxPrice, 'f', -1, 64))
 		}
 		for _, d := range f.dst {
 			*d = f.src
@@ -279,8 +315,11 @@ func isSet(fs *flag.FlagSet, name string) bool {
 }
 
 // modelError turns the cost model's first invalid field into a usage error
-// naming its flag; anything else is a failure of the model itself.
-func modelError(fs *flag.FlagSet, err error) error {
+// naming its flag. An error about the workload as a whole (values that are
+// each valid but together beyond what the model can express) names the
+// flags among suspects that were given. Anything else is a failure of the
+// model itself.
+func modelError(fs *flag.FlagSet, err error, suspects ...string) error {
 	var fe *costmodel.FieldError
 	if !errors.As(err, &fe) {
 		return err
@@ -288,7 +327,33 @@ func modelError(fs *flag.FlagSet, err error) error {
 	if name, ok := costFlagOf(fe.Field); ok {
 		return flagError(fs, name, fe.Problem)
 	}
-	return usagef("%s = %v: %s", fe.Field, fe.Value, fe.Problem)
+	var given []string
+	for _, name := range suspects {
+		if isSet(fs, name) {
+			given = append(given, "--"+name+" "+fs.Lookup(name).Value.String())
+		}
+	}
+	if len(given) == 0 {
+		given = []string{"the defaults"}
+	}
+	return usagef("%s: %s", strings.Join(given, ", "), fe.Problem)
+}
+
+// numericFlags names the flags of fs whose values are numbers.
+func numericFlags(fs *flag.FlagSet) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		switch f.Value.(type) {
+		case *byteSize:
+			names = append(names, f.Name)
+		case flag.Getter:
+			switch f.Value.(flag.Getter).Get().(type) {
+			case int, int64, uint, uint64, float64, time.Duration:
+				names = append(names, f.Name)
+			}
+		}
+	})
+	return names
 }
 
 // costReport is the output of `activetier cost`, as JSON and as the source
@@ -373,6 +438,10 @@ type comparisonJSON struct {
 }
 
 type planJSON struct {
+	// The durations as the planner gave them, for the table: the
+	// milliseconds below do not convert back exactly.
+	interval, budget, breakEven time.Duration
+
 	FlushIntervalMS          float64 `json:"flush_interval_ms"`
 	MaxObjectBytes           int64   `json:"max_object_bytes"`
 	LatencyBudgetMS          float64 `json:"latency_budget_ms"`
@@ -405,6 +474,7 @@ func newComparisonJSON(c costmodel.Comparison) comparisonJSON {
 
 func newPlanJSON(p costmodel.Plan, budget time.Duration) *planJSON {
 	return &planJSON{
+		interval: p.FlushInterval, budget: budget, breakEven: p.BreakEvenFlushInterval,
 		FlushIntervalMS: ms(p.FlushInterval), MaxObjectBytes: p.MaxObjectBytes, LatencyBudgetMS: ms(budget),
 		LagP50MS: ms(p.Lag.P50), LagP99MS: ms(p.Lag.P99), MeetsBudget: p.MeetsBudget, Pays: p.Pays,
 		BreakEvenFlushIntervalMS: ms(p.BreakEvenFlushInterval), Reason: p.Reason,
@@ -465,21 +535,19 @@ func (r *costReport) writeText(w io.Writer) error {
 		if !pl.MeetsBudget {
 			verdict = "NOT met"
 		}
-		fmt.Fprintf(tw, "plan\tflush every %v, objects up to %s\n",
-			time.Duration(pl.FlushIntervalMS*float64(time.Millisecond)), humanBytes(float64(pl.MaxObjectBytes)))
-		fmt.Fprintf(tw, "lag\tp50 %.1f ms, p99 %.1f ms; budget %v %s\n",
-			pl.LagP50MS, pl.LagP99MS, time.Duration(pl.LatencyBudgetMS*float64(time.Millisecond)), verdict)
+		fmt.Fprintf(tw, "plan\tflush every %v, objects up to %s\n", pl.interval, humanBytes(float64(pl.MaxObjectBytes)))
+		fmt.Fprintf(tw, "lag\tp50 %.1f ms, p99 %.1f ms; budget %v %s\n", pl.LagP50MS, pl.LagP99MS, pl.budget, verdict)
 		pays := "yes"
 		if !pl.Pays {
 			pays = "NO"
 		}
 		fmt.Fprintf(tw, "pays\t%s\n", pays)
-		if pl.BreakEvenFlushIntervalMS > 0 {
-			fmt.Fprintf(tw, "break-even interval\t%v\n", time.Duration(pl.BreakEvenFlushIntervalMS*float64(time.Millisecond)))
+		if pl.breakEven > 0 {
+			fmt.Fprintf(tw, "break-even interval\t%v\n", pl.breakEven)
 		}
 	}
-	fmt.Fprintf(tw, "objects\t%s/s of %s, %.3g sections each, cut every %v\n",
-		rateString(e.PutsPerSecond), humanBytes(e.ObjectBytes), e.SectionsPerObject, e.CutInterval.Round(time.Microsecond))
+	fmt.Fprintf(tw, "objects\t%s/s of %s, %.3g sections each, cut every %s\n",
+		rateString(e.PutsPerSecond), humanBytes(e.ObjectBytes), e.SectionsPerObject, cutInterval(e.CutInterval))
 	gets := "GETs"
 	if e.RangesPerFollower == 1 {
 		gets = "GET"
@@ -529,8 +597,11 @@ func (r *costReport) writeText(w io.Writer) error {
 	if r.Cost.SavingsUSD >= 0 {
 		fmt.Fprintf(w, "\nactivetier saves %s per %s (%.1f%%)\n", usd(r.Cost.SavingsUSD), r.Period, 100*r.Cost.SavingsRatio)
 	} else {
-		fmt.Fprintf(w, "\nactivetier does NOT pay: it costs %s more per %s (%.3g× broker-to-broker)\n",
-			usd(-r.Cost.SavingsUSD), r.Period, r.Cost.ActiveTier.TotalUSD/r.Cost.BrokerToBroker.TotalUSD)
+		times := "" // broker-to-broker can cost nothing, with free cross-AZ transfer
+		if bb := r.Cost.BrokerToBroker.TotalUSD; bb > 0 {
+			times = fmt.Sprintf(" (%.3g× broker-to-broker)", r.Cost.ActiveTier.TotalUSD/bb)
+		}
+		fmt.Fprintf(w, "\nactivetier does NOT pay: it costs %s more per %s%s\n", usd(-r.Cost.SavingsUSD), r.Period, times)
 	}
 	if r.Plan != nil {
 		_, err := fmt.Fprintf(w, "\nwhy: %s\n", r.Plan.Reason)
@@ -539,9 +610,22 @@ func (r *costReport) writeText(w io.Writer) error {
 	return nil
 }
 
+// cutInterval writes the model's cut interval to the microsecond, and
+// shorter ones as they are; objects cut faster than a nanosecond (a tiny
+// --object-bytes at a huge rate) have an interval the Duration rounds to 0.
+func cutInterval(d time.Duration) string {
+	switch {
+	case d >= time.Microsecond:
+		return d.Round(time.Microsecond).String()
+	case d > 0:
+		return d.String()
+	}
+	return "under 1ns"
+}
+
 // rateString formats a per-second count with three significant digits.
 func rateString(x float64) string {
-	if x >= 1000 {
+	if x >= 1000 && x < maxThousands {
 		return thousands(int64(math.Round(x)))
 	}
 	return fmt.Sprintf("%.3g", x)

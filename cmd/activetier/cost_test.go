@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +154,9 @@ func TestUSD(t *testing.T) {
 	}{
 		{0, "$0"}, {2.09e-6, "$2.09e-6"}, {-6e-6, "-$6.00e-6"}, {0.0123, "$0.0123"}, {0.5, "$0.5"},
 		{1.234, "$1.23"}, {999.994, "$999.99"}, {3154.2, "$3,154"}, {-1234567, "-$1,234,567"},
+		// Beyond what an int64 holds, no wrapped integers.
+		{999_999_999_999_999_900, "$999,999,999,999,999,872"}, {1e18, "$1.00e18"}, {9.3e18, "$9.30e18"},
+		{-6.9e24, "-$6.90e24"}, {math.MaxFloat64, "$1.80e308"},
 	} {
 		assert.Equal(t, tc.want, usd(tc.in), "%g", tc.in)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -70,6 +69,10 @@ const (
 	maxDemoPartitions = 100_000
 	maxDemoBrokers    = 100
 	maxDemoBatchBytes = 1 << 20 // Kafka's default max.request.size
+	// maxDemoObjectBytes is the leaders' upload buffer, walstore's default
+	// LeaderConfig.BufferBytes, which the demo keeps: an object is cut from
+	// buffered batches, so it cannot be larger.
+	maxDemoObjectBytes = 64 << 20
 )
 
 // validate checks the flags and returns the cluster they describe.
@@ -95,8 +98,6 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 	switch {
 	case o.duration <= 0:
 		return cfg, flagError(fs, "duration", "must be positive")
-	case math.IsNaN(o.rate) || math.IsInf(o.rate, 0) || o.rate <= 0:
-		return cfg, flagError(fs, "rate", "must be a positive number of MB/s")
 	case o.partitions < 1 || o.partitions > maxDemoPartitions:
 		return cfg, flagError(fs, "partitions", fmt.Sprintf("must be between 1 and %d", maxDemoPartitions))
 	case o.brokers < 1 || o.brokers > maxDemoBrokers:
@@ -111,12 +112,15 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 		return cfg, flagError(fs, "rf", fmt.Sprintf("must be at most %s (%d): replicas are in distinct AZs", azsFrom, o.azs))
 	case o.interval < time.Millisecond:
 		return cfg, flagError(fs, "interval", "must be at least 1ms")
-	case o.objectBytes <= 0:
-		return cfg, flagError(fs, "object-bytes", "must be positive")
+	case o.objectBytes <= 0 || o.objectBytes > maxDemoObjectBytes:
+		return cfg, flagError(fs, "object-bytes", "must be between 1 and "+formatBytes(maxDemoObjectBytes)+", the leaders' upload buffer")
 	case o.batchBytes <= 0 || o.batchBytes > maxDemoBatchBytes:
 		return cfg, flagError(fs, "batch-bytes", "must be between 1 and 1MiB")
 	case o.drainTimeout <= 0:
 		return cfg, flagError(fs, "drain-timeout", "must be positive")
+	}
+	if err := checkMBPerSec(fs, "rate", o.rate); err != nil {
+		return cfg, err
 	}
 	codec, err := metadata.ParseCodec(o.codec)
 	if err != nil {
@@ -186,6 +190,10 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	}
 	if !rep.FollowersConsistent {
 		err = fmt.Errorf("%d of %d follower logs differ from their leader's (first: %s)", rep.ReplicasDiverged, rep.ReplicasCompared, rep.Diverged[0])
+		if o.interval >= o.drainTimeout {
+			// Then the last batches may still be waiting for their object.
+			err = fmt.Errorf("%w; --interval %v is not shorter than --drain-timeout %v", err, o.interval, o.drainTimeout)
+		}
 	}
 	return errors.Join(err, rep.cleanupErr)
 }
@@ -350,7 +358,8 @@ type producer struct {
 	bytes, batches, records atomic.Int64
 }
 
-// produce runs until deadline or ctx ends, calling tick at every step. It
+// produce runs until deadline or ctx ends, calling tick at every step and
+// once at the deadline. It
 // is a token bucket: credit accrues at rate and bursts up to 100 ms of it,
 // so a stall is not followed by a flood.
 func (p *producer) produce(ctx context.Context, start, deadline time.Time, tick func(time.Time)) error {
@@ -361,6 +370,9 @@ func (p *producer) produce(ctx context.Context, start, deadline time.Time, tick 
 	for {
 		now := time.Now()
 		if !now.Before(deadline) {
+			// A last tick, so that what is due by the end (the failure
+			// halfway through a run shorter than a step) still happens.
+			tick(now)
 			return nil
 		}
 		if err := p.s.failed(); err != nil {

@@ -118,7 +118,8 @@ func TestDemoUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--rate", "-1"}, "--rate -1: must be a positive number of MB/s"},
+		{[]string{"--rate", "-1"}, "--rate -1: must be a throughput between 0.000001 and 1000000000 MB/s"},
+		{[]string{"--rate", "1e300"}, "--rate 1e+300: must be a throughput"},
 		{[]string{"--rate", "0"}, "--rate 0:"},
 		{[]string{"--duration", "0s"}, "--duration 0s: must be positive"},
 		{[]string{"--partitions", "0"}, "--partitions 0: must be between 1 and 100000"},
@@ -128,7 +129,8 @@ func TestDemoUsageErrors(t *testing.T) {
 		{[]string{"--brokers", "4", "--rf", "4"}, "--rf 4: must be at most --azs (3)"},
 		{[]string{"--azs", "4"}, "--azs 4: must be between 1 and --brokers (3)"},
 		{[]string{"--interval", "0s"}, "--interval 0s: must be at least 1ms"},
-		{[]string{"--object-bytes", "0"}, "--object-bytes 0: must be positive"},
+		{[]string{"--object-bytes", "0"}, "--object-bytes 0: must be between 1 and 64MiB, the leaders' upload buffer"},
+		{[]string{"--object-bytes", "100MiB"}, "--object-bytes 100MiB: must be between 1 and 64MiB"},
 		{[]string{"--batch-bytes", "2MiB"}, "--batch-bytes 2MiB: must be between 1 and 1MiB"},
 		{[]string{"--codec", "lz4"}, "--codec lz4: unknown codec (want none, zstd or s2)"},
 		{[]string{"--profile", "glacier"}, "--profile glacier: unknown profile (want none, s3express, s3standard)"},
@@ -256,3 +258,25 @@ func TestDiffLogs(t *testing.T) {
 }
 
 func sliceOf(bs ...combiner.Batch) []combiner.Batch { return bs }
+
+// Flag values at the edges of what the engines allow run as asked, or say
+// which flags to change: the largest --object-bytes fits the leaders'
+// buffer; an AZ failure asked of a run shorter than a producer step still
+// happens; a flush interval the drain cannot wait for is named when the
+// followers do not converge.
+func TestDemoFlagCombinations(t *testing.T) {
+	rep := demoJSON(t, "--object-bytes", formatBytes(maxDemoObjectBytes), "--duration", "300ms", "--partitions", "6", "--rate", "1")
+	assert.True(t, rep.FollowersConsistent, "diverged: %v", rep.Diverged)
+	assert.Equal(t, int64(maxDemoObjectBytes), rep.ObjectBytesLimit)
+
+	rep = demoJSON(t, "--fail-az", "az2", "--duration", "1ms", "--partitions", "6", "--rate", "1")
+	require.NotNil(t, rep.Failover, "the AZ fails at the end of a run too short to reach its middle otherwise")
+	assert.Equal(t, "az2", rep.Failover.AZ)
+	assert.True(t, rep.FollowersConsistent, "diverged: %v", rep.Diverged)
+
+	r := runCmd(t, "", "demo", "--json", "--interval", "2s", "--drain-timeout", "1s", "--duration", "100ms", "--partitions", "3", "--rate", "1")
+	assert.Equal(t, exitFailure, r.code)
+	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+	assert.Contains(t, r.stderr, "follower logs differ from their leader's")
+	assert.Contains(t, r.stderr, "; --interval 2s is not shorter than --drain-timeout 1s\n")
+}

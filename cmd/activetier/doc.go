@@ -12,6 +12,17 @@
 // RF larger than the brokers, ...), said in one line on stderr naming the
 // flag; 130 interrupted (SIGINT or SIGTERM), after a clean shutdown.
 //
+// Every numeric flag is checked before anything runs, against limits far
+// beyond any deployment that also keep every figure finite: a throughput
+// (--rate, --mb-per-sec) is between 0.000001 MB/s (a byte a second) and 10^9
+// MB/s (a petabyte a second); a price flag of cost is between 0 and
+// $1,000,000 per unit; cost takes up to 10,000,000 partitions (and metadata
+// partitions), 100,000 brokers and a 24h flush interval; demo takes up to
+// 100,000 partitions, 100 brokers, 1MiB batches and 64MiB objects (the
+// leaders' upload buffer, walstore's default, bounds an object). A value a
+// flag cannot hold (1e999, 2^64, a malformed duration) is refused by the
+// flag parser, naming the flag, also with exit code 2.
+//
 // # demo
 //
 //	activetier demo [--duration 10s] [--rate 10] [--partitions 300] [--brokers 3]
@@ -32,7 +43,8 @@
 // goes down halfway and its brokers crash; after a short failure detection
 // the partitions they led move to the surviving replica with the longest log
 // at the next epoch, which announces the epoch and republishes what the
-// other survivors may lack. Production then stops, followers drain, and every
+// other survivors may lack (in a run shorter than a producer step, at its
+// end). Production then stops, followers drain, and every
 // live follower's log is compared with its leader's, batch by batch and byte
 // for byte.
 //
@@ -45,7 +57,9 @@
 // report is printed, as one JSON object with snake_case fields
 // (followers_consistent, lag_p50_ms, lag_p99_ms, puts, gets, metadata_bytes,
 // bytes_produced, cost_usd, cross_az_cost_usd, ...). Followers that do not
-// converge make the command exit 1 after the report.
+// converge within --drain-timeout make the command exit 1 after the report;
+// the error says so when --interval is not shorter than --drain-timeout, as
+// then the last batches may not have been uploaded before the comparison.
 //
 // With --s3-endpoint the buckets are on an S3-compatible server (versitygw,
 // MinIO, ...) instead of in memory; everything else, the metadata log
@@ -84,20 +98,36 @@
 //
 // # inspect
 //
-//	activetier inspect [--json] FILE
-//	activetier inspect [--json] -                          (the object on stdin)
-//	activetier inspect [--json] --bucket B [--s3-endpoint URL] [--region R] KEY
+//	activetier inspect [--json] [--max-bytes 256MiB] FILE
+//	activetier inspect [--json] [--max-bytes 256MiB] -     (the object on stdin)
+//	activetier inspect [--json] [--max-bytes 256MiB] --bucket B [--s3-endpoint URL] [--region R] KEY
 //
 // reads a combined object, lists its index from the footer (partition, record
 // epoch, offsets, batch count, byte range, codec, sizes, checksum, newest
 // timestamp), and verifies each section on its own, as a follower that
-// fetched only that range would, then the object as a whole. A corrupt object
+// fetched only that range would, then the object as a whole (its header, and
+// that a partition's sections ascend in offsets and epochs). A corrupt object
 // is still listed, with the bad section marked, and the command exits 1 with
 // a line naming the section's index, partition and offsets (or the header,
 // footer or trailer). With --bucket the object is read through package
 // s3express: from AWS (S3 Express directory buckets included) or, with
 // --s3-endpoint, from an S3-compatible server; credentials and region come
 // from the standard AWS environment.
+//
+// Memory is bounded by --max-bytes (default 256MiB, the decompressed size up
+// to which a follower with default options decodes a section), whatever the
+// object's size or the size an S3 server claims for it: no read is larger,
+// and no section is decompressed to more. An object of at most --max-bytes is
+// read at once (one GET); a larger file or bucket object is read by ranges,
+// as a follower reads it: the tail with the trailer, the index if the tail
+// did not hold it, then one section at a time. The size a file or server
+// gives only says where the tail is; the trailer must agree with it. What has
+// no size to go by (stdin from a pipe, a device) is read whole, and the
+// command stops with exit 1 as soon as it is longer than --max-bytes. An
+// index or section longer than --max-bytes, or a section decompressing to
+// more, is reported as such (exit 1). The process holds at most about twice
+// --max-bytes (an object or a section, and a section decompressed), plus the
+// runtime's few MiB.
 //
 // # cost
 //

@@ -68,6 +68,22 @@ func writeFlags(w io.Writer, synopsis string, fs *flag.FlagSet) {
 	fs.SetOutput(out)
 }
 
+// Limits of a throughput flag (MB/s): one byte a second, below which it
+// would print as 0 B/s, to a petabyte a second.
+const (
+	minMBPerSec = 1e-6
+	maxMBPerSec = 1e9
+)
+
+// checkMBPerSec checks the throughput flag name.
+func checkMBPerSec(fs *flag.FlagSet, name string, v float64) error {
+	if math.IsNaN(v) || v < minMBPerSec || v > maxMBPerSec {
+		return flagError(fs, name, fmt.Sprintf("must be a throughput between %s and %s MB/s",
+			strconv.FormatFloat(minMBPerSec, 'f', -1, 64), strconv.FormatFloat(maxMBPerSec, 'f', -1, 64)))
+	}
+	return nil
+}
+
 // byteSize is a flag value in bytes, written as a plain number or with a
 // decimal (KB, MB, GB) or binary (KiB, MiB, GiB) unit.
 type byteSize int64
@@ -156,8 +172,8 @@ func sigFigs(x float64) string {
 
 // usd formats a dollar amount with three significant digits: cents from a
 // dollar, plain decimals down to a tenth of a cent, and below that the
-// exponent notation the KIP-1176 discussion writes its small figures in
-// ($2.09e-6).
+// exponent notation small figures are usually written in ($2.09e-6); whole
+// dollars with separators from $1,000, and exponents again from 10^18.
 func usd(x float64) string {
 	sign := ""
 	if x < 0 {
@@ -166,6 +182,8 @@ func usd(x float64) string {
 	switch {
 	case x == 0:
 		return "$0"
+	case x >= maxThousands:
+		return sign + "$" + strings.Replace(strconv.FormatFloat(x, 'e', 2, 64), "e+", "e", 1)
 	case x >= 1000:
 		return sign + "$" + thousands(int64(math.Round(x)))
 	case x >= 1:
@@ -177,6 +195,10 @@ func usd(x float64) string {
 	e, _ := strconv.Atoi(exp)
 	return sign + "$" + mant + "e" + strconv.Itoa(e)
 }
+
+// maxThousands is where amounts stop being written in full with
+// thousands separators ($1,000,000,000,000,000), and an int64 is still far.
+const maxThousands = 1e18
 
 func thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)

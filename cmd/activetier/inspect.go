@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,18 +15,29 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/metadata"
 )
 
 // inspectOptions are the flags of `activetier inspect`.
 type inspectOptions struct {
-	json bool
-	s3   s3Source
+	json     bool
+	maxBytes byteSize
+	s3       s3Source
 }
 
+// defaultInspectMaxBytes is --max-bytes by default: the decompressed size
+// up to which a follower with default options decodes a section, so that
+// inspect reads every object such a follower reads.
+const defaultInspectMaxBytes = combiner.DefaultMaxUncompressedSize
+
+// minInspectMaxBytes keeps --max-bytes above the trailer and a small index.
+const minInspectMaxBytes = 1 << 10
+
 func inspectFlags() (*inspectOptions, *flag.FlagSet) {
-	o := &inspectOptions{}
+	o := &inspectOptions{maxBytes: defaultInspectMaxBytes}
 	fs := newFlagSet("inspect")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
+	fs.Var(&o.maxBytes, "max-bytes", "the most read into memory at once: an object from stdin or a pipe, the index, one section, one section decompressed (`size`; at most about twice this is held)")
 	o.s3.register(fs)
 	return o, fs
 }
@@ -38,14 +52,18 @@ func runInspect(ctx context.Context, e env, args []string) error {
 	if err := o.s3.validate(fs); err != nil {
 		return err
 	}
+	if o.maxBytes < minInspectMaxBytes {
+		return flagError(fs, "max-bytes", "must be at least 1KiB")
+	}
 	if fs.NArg() != 1 {
 		return usagef("want one object (a file, - for stdin, or with --bucket a key), got %d arguments", fs.NArg())
 	}
-	name, data, err := o.load(ctx, e, fs.Arg(0))
+	obj, err := o.open(ctx, e, fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	rep, err := inspectObject(name, data)
+	defer obj.close()
+	rep, err := inspectObject(ctx, obj, int64(o.maxBytes))
 	if err != nil {
 		return err
 	}
@@ -61,22 +79,130 @@ func runInspect(ctx context.Context, e env, args []string) error {
 	return rep.err
 }
 
-// load reads the whole object named on the command line.
-func (o *inspectOptions) load(ctx context.Context, e env, arg string) (name string, data []byte, err error) {
+// object is a combined object inspect reads the way a follower does: by
+// byte ranges, the index from the end first, then one section at a time,
+// so that no read is larger than --max-bytes whatever size the object has
+// or claims to have.
+type object struct {
+	name string
+	// size is the object's size as its source gives it: a file's, or what
+	// an S3 server claims. ReadFooter checks it against the trailer.
+	size int64
+	r    rangeReader
+	// close releases the source (a file, idle connections).
+	close func()
+}
+
+// rangeReader reads one object's bytes.
+type rangeReader interface {
+	// readRange returns exactly n > 0 bytes from off, or an error.
+	readRange(ctx context.Context, off, n int64) ([]byte, error)
+}
+
+// open finds the object named on the command line. A regular file, stdin
+// redirected from one included, is read by ranges; a pipe or a device has
+// no size to go by and is read whole, up to --max-bytes.
+func (o *inspectOptions) open(ctx context.Context, e env, arg string) (*object, error) {
+	limit := int64(o.maxBytes)
 	switch {
 	case o.s3.bucket != "":
-		return o.s3.load(ctx, arg)
+		return o.s3.open(ctx, arg)
 	case arg == "-":
-		data, err = io.ReadAll(e.stdin)
-		if err != nil {
-			return "", nil, fmt.Errorf("reading stdin: %w", err)
+		if f, ok := e.stdin.(*os.File); ok {
+			if obj, ok, err := openRegular(f, "stdin"); ok || err != nil {
+				return obj, err
+			}
 		}
-		return "stdin", data, nil
-	default:
-		// The path is the user's own argument: reading it is the point.
-		data, err = os.ReadFile(arg)
-		return arg, data, err
+		return readWhole(ctx, e.stdin, "stdin", limit)
 	}
+	// The path is the user's own argument: reading it is the point.
+	f, err := os.Open(arg)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok, err := openRegular(f, arg)
+	if ok {
+		return obj, nil // obj closes f
+	}
+	defer f.Close()
+	if err != nil {
+		return nil, err
+	}
+	return readWhole(ctx, f, arg, limit)
+}
+
+// openRegular returns f as an object read by ranges from its current
+// offset to its end when it is a regular file; ok is false otherwise.
+func openRegular(f *os.File, name string) (obj *object, ok bool, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", name, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, false, nil
+	}
+	base, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", name, err)
+	}
+	return &object{name: name, size: max(0, st.Size()-base), r: fileRange{f, base}, close: func() { f.Close() }}, true, nil
+}
+
+// fileRange reads a file from base on.
+type fileRange struct {
+	f    *os.File
+	base int64
+}
+
+func (r fileRange) readRange(_ context.Context, off, n int64) ([]byte, error) {
+	buf := make([]byte, n)
+	if _, err := r.f.ReadAt(buf, r.base+off); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("file ends before byte %d: %w", off+n, io.ErrUnexpectedEOF)
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// bytesRange is an object read whole.
+type bytesRange []byte
+
+func (b bytesRange) readRange(_ context.Context, off, n int64) ([]byte, error) {
+	return b[off : off+n], nil // inspectObject asks only for ranges inside the size
+}
+
+// readWhole reads an object that has no size to go by (stdin, a pipe, a
+// device) into memory, failing as soon as it is longer than limit.
+func readWhole(ctx context.Context, r io.Reader, name string, limit int64) (*object, error) {
+	// Chunks, joined once at the end, so that the buffer never grows by
+	// copying a larger and larger prefix.
+	const chunkSize = 1 << 20
+	var chunks [][]byte
+	total := int64(0)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		buf := make([]byte, min(chunkSize, limit+1-total))
+		n, err := io.ReadFull(r, buf)
+		chunks = append(chunks, buf[:n])
+		total += int64(n)
+		if total > limit {
+			return nil, fmt.Errorf("%s: longer than --max-bytes %s; give a larger --max-bytes, or the object as a file, which is read by ranges", name, formatBytes(limit))
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", name, err)
+		}
+	}
+	data := chunks[0]
+	if len(chunks) > 1 {
+		data = bytes.Join(chunks, nil)
+	}
+	return &object{name: name, size: total, r: bytesRange(data), close: func() {}}, nil
 }
 
 // inspection is what `activetier inspect` reports about one object.
@@ -111,52 +237,142 @@ type sectionJSON struct {
 	Error            string `json:"error,omitempty"`
 }
 
-// inspectObject lists data's sections from its footer, verifies each one on
-// its own (as a follower that fetched only its range would), and then the
-// object as a whole (header, and the order of a partition's sections). A
-// corrupt object is a report with err set, not an error: the table of what
-// could be read is still worth printing.
-func inspectObject(name string, data []byte) (*inspection, error) {
-	dec, err := combiner.NewDecoder(combiner.DecoderOptions{Concurrency: 1})
+// inspectObject lists obj's sections from its index, verifies each one on
+// its own (from its range only, as a follower does), and then the object as
+// a whole: its header, and the order of a partition's sections, which is
+// what combiner's Verify checks beyond the sections. An object of at most
+// limit bytes is read at once; a larger one by ranges, the index and then
+// one section at a time. No read is larger than limit, and no section
+// decompresses to more. A corrupt object is a
+// report with err set, not an error: the table of what could be read is
+// still worth printing.
+func inspectObject(ctx context.Context, obj *object, limit int64) (*inspection, error) {
+	dec, err := combiner.NewDecoder(combiner.DecoderOptions{Concurrency: 1, MaxUncompressedSize: limit})
 	if err != nil {
 		return nil, err
 	}
 	defer dec.Close()
 
-	rep := &inspection{Object: name, Size: int64(len(data)), Sections: []sectionJSON{}}
+	name := obj.name
+	if _, whole := obj.r.(bytesRange); !whole && obj.size > 0 && obj.size <= limit {
+		// Small enough to hold: one read (one GET) instead of one per
+		// section.
+		data, err := obj.r.readRange(ctx, 0, obj.size)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		obj = &object{name: name, size: obj.size, r: bytesRange(data)}
+	}
+	rep := &inspection{Object: name, Size: obj.size, Sections: []sectionJSON{}}
 	fail := func(err error) {
 		if rep.err == nil {
 			rep.err = err
 			rep.Error = err.Error()
 		}
 	}
-	infos, err := combiner.ReadFooter(data, int64(len(data)))
+	infos, err := readIndex(ctx, obj, limit)
 	if err != nil {
 		fail(fmt.Errorf("%s: cannot read the index: %w", name, err))
 		return rep, nil
 	}
-	var batches []combiner.Batch
+	type last struct {
+		epoch  int32
+		offset int64
+	}
+	seen := make(map[metadata.TopicPartition]last, len(infos))
 	for i, s := range infos {
 		sj := newSectionJSON(i, s)
-		section := data[s.Position : s.Position+s.Length] // ReadFooter checked the ranges tile the object
-		batches, err = dec.DecodeSection(batches[:0], section, s)
+		where := fmt.Sprintf("%s: section %d of %d (%s, offsets %d-%d, bytes %d-%d)",
+			name, i, len(infos), s.Partition, s.FirstOffset, s.LastOffset, s.Position, s.Position+s.Length)
+		n, err := readSection(ctx, obj, dec, s, limit)
 		if err != nil {
 			sj.Error = err.Error()
-			fail(fmt.Errorf("%s: section %d of %d (%s, offsets %d-%d, bytes %d-%d): %w",
-				name, i, len(infos), s.Partition, s.FirstOffset, s.LastOffset, s.Position, s.Position+s.Length, err))
+			fail(fmt.Errorf("%s: %w", where, err))
 		} else {
 			sj.OK = true
-			sj.Batches = len(batches)
+			sj.Batches = n
 		}
 		rep.Sections = append(rep.Sections, sj)
-	}
-	if rep.err == nil {
-		if _, err := dec.Verify(data); err != nil {
-			fail(fmt.Errorf("%s: %w", name, err))
+		// The index is checksummed: the order is checked whether or not
+		// the section's bytes were good.
+		if p, ok := seen[s.Partition]; ok && (s.FirstOffset <= p.offset || s.Epoch < p.epoch) {
+			fail(fmt.Errorf("%s: epoch %d from offset %d follows an earlier section of the partition with epoch %d up to offset %d",
+				where, s.Epoch, s.FirstOffset, p.epoch, p.offset))
 		}
+		seen[s.Partition] = last{epoch: s.Epoch, offset: s.LastOffset}
+	}
+	if err := checkHeader(ctx, obj); err != nil {
+		fail(fmt.Errorf("%s: %w", name, err))
 	}
 	rep.Valid = rep.err == nil
 	return rep, nil
+}
+
+// readIndex reads the object's tail, as a follower rebuilding metadata
+// would: DefaultTailSize bytes, then the whole index if it is longer,
+// provided it is within limit.
+func readIndex(ctx context.Context, obj *object, limit int64) ([]combiner.SectionInfo, error) {
+	n := min(obj.size, combiner.DefaultTailSize, limit)
+	var tail []byte
+	if n > 0 {
+		var err error
+		if tail, err = obj.r.readRange(ctx, obj.size-n, n); err != nil {
+			return nil, err
+		}
+	}
+	infos, err := combiner.ReadFooter(tail, obj.size)
+	var short *combiner.ShortTailError
+	if !errors.As(err, &short) || short.Need <= n {
+		return infos, err
+	}
+	// ReadFooter checked that the index ends the object, so Need is within
+	// the size; the limit is the user's.
+	if short.Need > limit {
+		return nil, fmt.Errorf("index and trailer of %d bytes are larger than --max-bytes %s", short.Need, formatBytes(limit))
+	}
+	if tail, err = obj.r.readRange(ctx, obj.size-short.Need, short.Need); err != nil {
+		return nil, err
+	}
+	return combiner.ReadFooter(tail, obj.size)
+}
+
+// readSection reads and decodes one section's range and returns its batch
+// count. The batches are dropped at once: only the verdict is kept.
+func readSection(ctx context.Context, obj *object, dec *combiner.Decoder, s combiner.SectionInfo, limit int64) (int, error) {
+	if s.Length > limit {
+		return 0, fmt.Errorf("%d bytes, larger than --max-bytes %s: not read", s.Length, formatBytes(limit))
+	}
+	section, err := obj.r.readRange(ctx, s.Position, s.Length)
+	if err != nil {
+		return 0, err
+	}
+	batches, err := dec.DecodeSection(nil, section, s)
+	return len(batches), err
+}
+
+// objectHeader is how every object of the format version this build reads
+// begins (combiner's documented layout): magic "ATCO", the version as a
+// little-endian uint16, and zero flags.
+func objectHeader() []byte {
+	h := []byte("ATCO\x00\x00\x00\x00")
+	binary.LittleEndian.PutUint16(h[4:6], combiner.FormatVersion)
+	return h
+}
+
+// checkHeader checks the object's first bytes, which no section covers.
+func checkHeader(ctx context.Context, obj *object) error {
+	want := objectHeader()
+	if obj.size < int64(len(want)) {
+		return fmt.Errorf("corrupt header: object of %d bytes", obj.size)
+	}
+	got, err := obj.r.readRange(ctx, 0, int64(len(want)))
+	if err != nil {
+		return fmt.Errorf("reading the header: %w", err)
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("corrupt header: %x, want %x (magic ATCO, format version %d, flags 0)", got, want, combiner.FormatVersion)
+	}
+	return nil
 }
 
 func newSectionJSON(i int, s combiner.SectionInfo) sectionJSON {

@@ -47,9 +47,12 @@ func (s *s3Source) validate(fs *flag.FlagSet) error {
 	return nil
 }
 
-// load reads the whole object with one HEAD and one GET. Inspecting needs
-// every section; reading them one range at a time would only add requests.
-func (s *s3Source) load(ctx context.Context, key string) (string, []byte, error) {
+// open finds the object with one HEAD request. Its ranges are then read
+// with range GETs, none larger than inspect asks for: the size the server
+// claims decides where the tail is, and ReadFooter checks it against the
+// trailer, so a server that claims more than it has gives an error, not an
+// allocation of what it claimed.
+func (s *s3Source) open(ctx context.Context, key string) (*object, error) {
 	name := "s3://" + s.bucket + "/" + key
 	var opts []func(*config.LoadOptions) error
 	if s.region != "" {
@@ -57,7 +60,7 @@ func (s *s3Source) load(ctx context.Context, key string) (string, []byte, error)
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return name, nil, fmt.Errorf("loading the AWS configuration: %w", err)
+		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
@@ -72,24 +75,42 @@ func (s *s3Source) load(ctx context.Context, key string) (string, []byte, error)
 		S3Compatible: s.endpoint != "",
 	})
 	if err != nil {
-		return name, nil, err
+		return nil, err
 	}
-	defer store.CloseIdleConnections()
+	opened := false
+	defer func() {
+		if !opened {
+			store.CloseIdleConnections()
+		}
+	}()
 	head, err := store.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key)})
 	var status interface{ HTTPStatusCode() int }
 	switch {
 	case errors.As(err, &status) && status.HTTPStatusCode() == http.StatusNotFound:
 		// A HEAD response has no body to say which of the two is missing.
-		return name, nil, fmt.Errorf("%s: no such key or bucket (HTTP 404): %w", name, walstore.ErrNotFound)
+		return nil, fmt.Errorf("%s: no such key or bucket (HTTP 404): %w", name, walstore.ErrNotFound)
 	case err != nil:
-		return name, nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
+	case head.ContentLength == nil || *head.ContentLength < 0:
+		return nil, fmt.Errorf("%s: the server gave no object size (Content-Length %v)", name, aws.ToInt64(head.ContentLength))
 	}
-	size := aws.ToInt64(head.ContentLength)
-	if size == 0 {
-		return name, nil, nil
-	}
-	data, err := store.GetRange(ctx, metadata.ObjectRef{AZ: az, Bucket: s.bucket, Key: key}, 0, size)
-	return name, data, err
+	opened = true
+	return &object{
+		name: name, size: *head.ContentLength,
+		r:     s3Range{store: store, ref: metadata.ObjectRef{AZ: az, Bucket: s.bucket, Key: key}},
+		close: store.CloseIdleConnections,
+	}, nil
+}
+
+// s3Range reads an object's ranges with the store's GetRange, which
+// allocates the length asked for, never what the server sends.
+type s3Range struct {
+	store *s3express.Store
+	ref   metadata.ObjectRef
+}
+
+func (r s3Range) readRange(ctx context.Context, off, n int64) ([]byte, error) {
+	return r.store.GetRange(ctx, r.ref, off, n)
 }
 
 // bucketAZ is the AZ id a directory bucket's name embeds

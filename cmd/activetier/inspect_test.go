@@ -71,6 +71,12 @@ func sampleObject(t *testing.T) ([]byte, []combiner.SectionInfo) {
 	return data, infos
 }
 
+// inspectBytes inspects data as an object read whole, with the default
+// limit.
+func inspectBytes(name string, data []byte) (*inspection, error) {
+	return inspectObject(context.Background(), &object{name: name, size: int64(len(data)), r: bytesRange(data), close: func() {}}, defaultInspectMaxBytes)
+}
+
 func writeSample(t *testing.T) (string, []byte, []combiner.SectionInfo) {
 	t.Helper()
 	data, infos := sampleObject(t)
@@ -211,7 +217,7 @@ func TestInspectDetectsEveryFlippedByte(t *testing.T) {
 		}
 		bad := bytes.Clone(data)
 		bad[at] ^= 1 << (at % 8)
-		rep, err := inspectObject("object", bad)
+		rep, err := inspectBytes("object", bad)
 		require.NoError(t, err)
 		require.False(t, rep.Valid, "byte %d flipped, not detected", at)
 	}
@@ -290,4 +296,18 @@ func TestInspectS3(t *testing.T) {
 	r = runCmd(t, "", "inspect", "--s3-endpoint", endpoint, "--bucket", bucket, "missing/object")
 	assert.Equal(t, exitFailure, r.code)
 	assert.Contains(t, r.stderr, "missing/object")
+
+	// The built binary, with an object larger than --max-bytes, which it
+	// reads as a follower does: the tail, then each section's range.
+	ranged := manySections(t, 20, 1000)
+	require.Greater(t, len(ranged), 4<<10)
+	_, err = client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("ranged/object"), Body: bytes.NewReader(ranged)})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String("ranged/object")})
+	})
+	rb := runBinary(binaryContext(t), t, nil, nil, "inspect", "--max-bytes", "4KiB", "--s3-endpoint", endpoint, "--bucket", bucket, "ranged/object")
+	require.Equal(t, exitOK, rb.code, rb.stderr)
+	assert.Contains(t, rb.stdout, fmt.Sprintf("object s3://%s/ranged/object: %d bytes, 20 sections", bucket, len(ranged)))
+	assert.Contains(t, rb.stdout, "verified: header, index and all 20 sections")
 }
