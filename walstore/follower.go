@@ -1093,6 +1093,16 @@ func (f *Follower) handleFetch(done fetchDone) {
 		}
 		pe.fetching = false
 		if r.Err == nil {
+			if err := checkSection(r.Entry, r.Batches); err != nil {
+				// The section's checksum held, so this is what its writer
+				// stored: no other copy of it can be better. Appending it
+				// would fail, again on every retry; a valid entry for the
+				// same offsets may still come.
+				f.cfg.Logger.Error("activetier: dropping entry whose batches do not match it", "err", err)
+				delete(p.pending, k)
+				f.count(func(c *followerCounters) { c.dropped++ })
+				continue
+			}
 			pe.batches = r.Batches
 			continue
 		}
@@ -1123,6 +1133,23 @@ func (f *Follower) handleFetch(done fetchDone) {
 			}
 		}
 	}
+}
+
+// checkSection checks that a fetched section's batches are what its entry
+// announces: whole batches, each continuing the one before, from the
+// entry's first offset to its last.
+func checkSection(e metadata.Entry, batches []combiner.Batch) error {
+	next := e.FirstOffset
+	for _, b := range batches {
+		if b.FirstOffset != next || b.LastOffset < b.FirstOffset {
+			return fmt.Errorf("walstore: %s section in %s at %d: batch %d-%d where offset %d was due", e.Partition, e.Object, e.Position, b.FirstOffset, b.LastOffset, next)
+		}
+		next = b.LastOffset + 1
+	}
+	if next != e.LastOffset+1 {
+		return fmt.Errorf("walstore: %s section in %s at %d: batches end at %d, the entry at %d", e.Partition, e.Object, e.Position, next-1, e.LastOffset)
+	}
+	return nil
 }
 
 // nextRetry returns how long until the loop should run again by itself:
