@@ -303,6 +303,11 @@ func TestRegressionFollowerWaitsAtAGapForThatPartitionOnly(t *testing.T) {
 			{Partition: tpA, Epoch: 1, StartOffset: 0, LeaderBrokerID: 1},
 			{Partition: tpB, Epoch: 1, StartOffset: 0, LeaderBrokerID: 1},
 		}, copyOf(tpA, 1, 0, 9), copyOf(tpB, 1, 0, 9))
+		// An entry for 10-29 whose batches skip 15-19, then entries with
+		// a gap at 10-19.
+		gapped := copyOf(tpA, 1, 20, 29)
+		gapped.Batches = append([]combiner.Batch{clustertest.MakeBatch(tpA, 1, 10, 14)}, gapped.Batches...)
+		w.publishCrafted(ctx, 2, nil, gapped)
 		w.publishCrafted(ctx, 2, nil, copyOf(tpA, 1, 20, 29), copyOf(tpB, 1, 10, 19))
 		settle(time.Minute)
 		want := func(tp metadata.TopicPartition, ends ...int64) []combiner.Batch {
