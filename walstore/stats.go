@@ -55,6 +55,13 @@ type FollowerStats struct {
 	// Messages counts metadata messages read; Poisoned those that failed
 	// to decode and were skipped.
 	Messages, Poisoned uint64
+	// Forged counts entries and marker publications ignored because they
+	// claimed the epoch the broker knows but came from a broker that is not
+	// that epoch's leader.
+	Forged uint64
+	// LocalErrors counts failures of the local log (or answers against its
+	// contract) that set a partition aside for a backoff.
+	LocalErrors uint64
 	// Entries counts entries received for followed partitions.
 	Entries uint64
 	// Applied and AppliedBytes count entries (or their parts) appended to
@@ -92,7 +99,7 @@ func (f *Follower) Stats() FollowerStats {
 	}
 	f.mu.Unlock()
 	return FollowerStats{
-		Messages: c.messages, Poisoned: c.poisoned, Entries: c.entries,
+		Messages: c.messages, Poisoned: c.poisoned, Forged: c.forged, LocalErrors: c.localErrors, Entries: c.entries,
 		Applied: c.applied, AppliedBytes: c.appliedBytes, Held: c.held,
 		Skipped: c.skipped, Dropped: c.dropped, Truncations: c.truncations, Evicted: c.evicted,
 		FetchErrors: c.fetchErrors, Corrupt: c.corrupt, NotFound: c.notFound,
