@@ -346,32 +346,46 @@ func (f *Follower) Run(ctx context.Context) error {
 		f.readMetadata(ctx, msgs)
 	}()
 	for {
-		f.roleMu.lock()
 		var wake <-chan time.Time
-		if d, ok := f.nextRetry(); ok {
-			wake = f.cfg.Clock.After(max(d, time.Millisecond))
-		}
-		f.roleMu.unlock()
+		f.locked(func() {
+			if d, ok := f.nextRetry(); ok {
+				wake = f.cfg.Clock.After(max(d, time.Millisecond))
+			}
+		})
+		var event func()
 		select {
 		case <-ctx.Done():
 			return nil
 		case batch := <-msgs:
-			f.roleMu.lock()
-			for i := range batch {
-				f.handleMessage(ctx, &batch[i])
+			event = func() {
+				for i := range batch {
+					f.handleMessage(ctx, &batch[i])
+				}
 			}
 		case done := <-results:
-			f.roleMu.lock()
-			delete(f.rounds, done.round)
-			f.handleFetch(done)
+			event = func() {
+				delete(f.rounds, done.round)
+				f.handleFetch(done)
+			}
 		case <-f.wake:
-			f.roleMu.lock()
 		case <-wake:
-			f.roleMu.lock()
 		}
-		f.step(ctx, &wg, results)
-		f.roleMu.unlock()
+		f.locked(func() {
+			if event != nil {
+				event()
+			}
+			f.step(ctx, &wg, results)
+		})
 	}
+}
+
+// locked runs fn holding roleMu, and releases it however fn ends: a local
+// log that panics must crash the process, not leave Run's cleanup waiting
+// for a lock its own goroutine holds.
+func (f *Follower) locked(fn func()) {
+	f.roleMu.lock()
+	defer f.roleMu.unlock()
+	fn()
 }
 
 // readMetadata reads this broker's metadata partition from its low

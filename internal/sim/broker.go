@@ -207,8 +207,8 @@ func (b *broker) start() {
 			}
 		}
 	}
+	inst.eng = nodeFollower{n} // before Run: the checks of its first append read it
 	run("node", n.Run)
-	inst.eng = nodeFollower{n}
 	if ref {
 		fcfg := w.p.follower
 		fcfg.BrokerID, fcfg.Store, fcfg.Log, fcfg.Local = b.id, b.store, view, followerLog{b.log, inst}
