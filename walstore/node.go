@@ -64,6 +64,16 @@ type NodeConfig struct {
 }
 
 func (c *NodeConfig) validate() error {
+	switch {
+	case c.BrokerID < 0:
+		return fmt.Errorf("walstore: NodeConfig.BrokerID %d is negative", c.BrokerID)
+	case c.Store == nil:
+		return errors.New("walstore: NodeConfig.Store is required")
+	case c.Log == nil:
+		return errors.New("walstore: NodeConfig.Log is required")
+	case c.Local == nil:
+		return errors.New("walstore: NodeConfig.Local is required")
+	}
 	lc, fc := &c.Leader, &c.Follower
 	for _, f := range []struct {
 		name string
