@@ -1,0 +1,109 @@
+package walstore_test
+
+import (
+	"context"
+
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/internal/clustertest"
+	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// Tests of a broker, or a dependency, that does what the documentation
+// allows but no well-behaved cluster would do often: role changes while
+// background work is under way, forged or extreme reports, answers that
+// break a contract. Each checks the Node's promises: nothing acknowledged
+// is lost, no silent stop.
+
+// seedLog gives log the batches [0, n) at epoch, as a replica that
+// replicated them the ordinary way holds them.
+func seedLog(t *testing.T, log *memstore.LocalLog, tp metadata.TopicPartition, epoch int32, n int64) {
+	t.Helper()
+	require.NoError(t, log.AssignEpoch(tp, epoch, 0))
+	for first := int64(0); first < n; first += 5 {
+		require.NoError(t, log.Append(context.Background(), tp, []combiner.Batch{clustertest.MakeBatch(tp, epoch, first, first+4)}))
+	}
+}
+
+// A leader re-elected while the republish its first election asked for is
+// still under way must finish it: otherwise the followers that lacked the
+// log never get it, and the durable offset, held below the republish,
+// never advances again (every later WaitDurable hangs).
+func TestAdversaryReelectionDuringRepublish(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		republishFrom int64 // at the re-election
+	}{
+		{"without a republish", -1},
+		{"with a republish from a later offset", 15},
+		{"with a republish from the same offset", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				w := newWorld(t)
+				gate := make(chan struct{})
+				log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
+				n1 := w.start(1, walstore.NodeConfig{Local: log1, Store: gatedStore{w.store(1), gate}})
+				n2 := w.start(2, walstore.NodeConfig{Local: log2})
+
+				// Broker 1 holds 0-19 of epoch 1; broker 2 is a new,
+				// empty replica: it needs everything republished.
+				seedLog(t, log1, tpA, 1, 20)
+				require.NoError(t, log1.AssignEpoch(tpA, 2, 20))
+				require.NoError(t, n1.BecomeLeader(ctx, tpA, 2, []int32{2}, 0))
+				require.NoError(t, n2.BecomeFollower(ctx, tpA, 2, 1))
+				settle(time.Second) // the republish's first PUT waits at the gate
+
+				require.NoError(t, log1.AssignEpoch(tpA, 3, 20))
+				require.NoError(t, n1.BecomeLeader(ctx, tpA, 3, []int32{2}, tc.republishFrom))
+				require.NoError(t, n2.BecomeFollower(ctx, tpA, 3, 1))
+				close(gate)
+				produce(t, n1, log1, tpA, 3, 20, 24)
+
+				wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+				defer cancel()
+				require.NoError(t, n1.WaitDurable(wctx, tpA, 24), "the durable offset must get past the republish")
+				settle(time.Minute)
+				requireSameLog(t, log1, log2, tpA)
+			})
+		})
+	}
+}
+
+// A follower added at the same epoch (a reassignment that does not bump
+// the leader epoch), with republishFrom saying it lacks the log, gets the
+// log republished; until then the durable offset does not claim it.
+func TestAdversarySameEpochNewFollowerGetsRepublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1, log2, log3 := memstore.NewLocalLog(), memstore.NewLocalLog(), memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n2 := w.start(2, walstore.NodeConfig{Local: log2})
+
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		produce(t, n1, log1, tpA, 1, 0, 9)
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 9))
+		settle(time.Minute) // broker 2 applies it and the objects are collected
+		requireSameLog(t, log1, log2, tpA)
+
+		n3 := w.start(3, walstore.NodeConfig{Local: log3})
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2, 3}, 0))
+		require.NoError(t, n3.BecomeFollower(ctx, tpA, 1, 1))
+		produce(t, n1, log1, tpA, 1, 10, 14)
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 14))
+		settle(time.Minute)
+		requireSameLog(t, log1, log3, tpA)
+		requireSameLog(t, log1, log2, tpA)
+	})
+}
