@@ -2,11 +2,12 @@ package walstore_test
 
 import (
 	"context"
-
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/combiner"
@@ -106,4 +107,49 @@ func TestAdversarySameEpochNewFollowerGetsRepublish(t *testing.T) {
 		requireSameLog(t, log1, log3, tpA)
 		requireSameLog(t, log1, log2, tpA)
 	})
+}
+
+// Progress that claims more than the leader's log holds is not believed
+// past it: a follower that reported an end offset of MaxInt64 once must
+// not make every later object look applied by it.
+func TestAdversaryForgedProgressDoesNotCollectLaterObjects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    walstore.Progress
+	}{
+		{"end offset MaxInt64", walstore.Progress{EndOffset: math.MaxInt64, LastEpoch: 1}},
+		{"end offset past the log", walstore.Progress{EndOffset: 1000, LastEpoch: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				w := newWorld(t)
+				log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
+				cfg := walstore.NodeConfig{Local: log1}
+				cfg.Leader.GCInterval = time.Hour
+				n1 := w.start(1, cfg)
+				n2 := w.start(2, walstore.NodeConfig{Local: log2})
+				// Broker 3 follows too, but is down: it applies nothing.
+				require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+				require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2, 3}, -1))
+				require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+				produce(t, n1, log1, tpA, 1, 0, 9)
+				require.NoError(t, n1.WaitDurable(ctx, tpA, 9))
+
+				p := tc.p
+				p.Partition, p.Leader, p.Follower = tpA, 1, 3
+				n1.RecordProgress(p)
+
+				produce(t, n1, log1, tpA, 1, 10, 19)
+				require.NoError(t, n1.WaitDurable(ctx, tpA, 19))
+				settle(time.Minute)
+				requireSameLog(t, log1, log2, tpA)
+				_, err := n1.CollectGarbage(ctx)
+				require.NoError(t, err)
+				infos, err := w.store(1).List(ctx, "bucket-az1", "")
+				require.NoError(t, err)
+				assert.NotEmpty(t, infos, "broker 3 never reported offsets 10-19: their object must stay")
+			})
+		})
+	}
 }

@@ -83,7 +83,8 @@ func (c *collector) trackMarkers(meta map[int32]int64) {
 // does. A follower whose last epoch is not one of this leader's log, or
 // whose log runs past the end of that epoch here, may still truncate: only
 // what it holds of this leader's log counts, and garbage collection never
-// deletes what it may still need. Reports for a partition this engine does
+// deletes what it may still need; nor is a follower credited past the end
+// of what was appended here. Reports for a partition this engine does
 // not lead, from an earlier leadership, or with negative values are
 // ignored, and reports are forgotten when a new leadership begins.
 func (l *Leader) RecordProgress(p Progress) {
@@ -91,11 +92,22 @@ func (l *Leader) RecordProgress(p Progress) {
 	if follower < 0 || follower == l.cfg.BrokerID || endOffset < 0 || lastEpoch < 0 {
 		return
 	}
-	epoch, gen, ok := l.leaderEpoch(tp)
-	if !ok || lastEpoch > epoch {
+	l.mu.Lock()
+	ld := l.leading[tp]
+	var epoch int32
+	var gen uint64
+	var end int64
+	if ld != nil {
+		epoch, gen, end = ld.epoch, ld.gen, max(ld.next, ld.durable)
+	}
+	l.mu.Unlock()
+	if ld == nil || lastEpoch > epoch {
 		return
 	}
-	credit := endOffset
+	// No follower holds more than the leader's log: a report past its
+	// end is not believed beyond it, or one such report would make every
+	// later object look applied by that follower.
+	credit := min(endOffset, end)
 	if lastEpoch < epoch {
 		epochs, err := l.cfg.Local.Epochs(tp)
 		if err != nil {
