@@ -3,6 +3,7 @@ package walstore_test
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -152,4 +153,32 @@ func TestAdversaryForgedProgressDoesNotCollectLaterObjects(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A store whose List answers with objects outside the prefix asked for
+// (another broker's, or anything else in the bucket) must not make Sweep
+// delete them.
+func TestAdversarySweepKeepsObjectsOutsideItsPrefix(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		real := w.store(1)
+		on := &atomic.Bool{}
+		on.Store(true)
+		store := &badStore{ObjectStore: real, on: on, list: func(infos []walstore.ObjectInfo, err error) ([]walstore.ObjectInfo, error) {
+			// Everything in the bucket, whatever the prefix.
+			return real.List(ctx, "bucket-az1", "")
+		}}
+		n1 := w.start(1, walstore.NodeConfig{Store: store})
+		for _, key := range []string{"10/theirs.wal", "2/theirs.wal", "unrelated"} {
+			_, err := real.Put(ctx, key, []byte("not broker 1's"))
+			require.NoError(t, err)
+		}
+		time.Sleep(time.Hour)
+		_, err := n1.Sweep(ctx, time.Minute)
+		requireDependencyError(t, err, "ObjectStore.List", walstore.ErrContractViolation)
+		infos, err := real.List(ctx, "bucket-az1", "")
+		require.NoError(t, err)
+		assert.Len(t, infos, 3, "objects outside broker 1's prefix are not its to sweep")
+	})
 }

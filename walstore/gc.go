@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -306,18 +307,29 @@ func TrimMetadata(ctx context.Context, log metadata.Log, marks ...map[int32]int6
 // that the collector does not track and that are older than age: uploads
 // whose acknowledgement was lost, and objects of a previous incarnation of
 // the broker. Choose age well above the longest a follower may lag.
+// Objects the store lists outside that bucket and prefix (a store that
+// breaks the List contract) are never deleted; Sweep then also returns an
+// error matching ErrContractViolation.
 func (l *Leader) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	local := l.cfg.Store.Local()
-	infos, err := l.cfg.Store.List(ctx, local.Bucket, l.mgr.keyPrefix())
+	prefix := l.mgr.keyPrefix()
+	infos, err := l.cfg.Store.List(ctx, local.Bucket, prefix)
 	if err != nil {
 		return 0, fmt.Errorf("walstore: sweep: %w", &DependencyError{Dependency: "ObjectStore.List", Err: err})
 	}
 	cutoff := l.cfg.Clock.Now().Add(-age)
 	c := l.gc
 	var refs []metadata.ObjectRef
+	foreign := 0
 	c.mu.Lock()
 	for _, info := range infos {
-		if info.Ref.Bucket != local.Bucket || !info.LastModified.Before(cutoff) {
+		if info.Ref.Bucket != local.Bucket || !strings.HasPrefix(info.Ref.Key, prefix) {
+			// Not what was asked for (a store that breaks the List
+			// contract): whatever it is, it is not this broker's.
+			foreign++
+			continue
+		}
+		if !info.LastModified.Before(cutoff) {
 			continue
 		}
 		if t, ok := c.objects[info.Ref]; !ok || c.abandonedLocked(t) {
@@ -333,5 +345,9 @@ func (l *Leader) Sweep(ctx context.Context, age time.Duration) (int, error) {
 		delete(c.objects, ref)
 	}
 	c.mu.Unlock()
+	if foreign > 0 {
+		return len(refs), fmt.Errorf("walstore: sweep: %w", &DependencyError{Dependency: "ObjectStore.List",
+			Err: fmt.Errorf("%w: %d objects outside bucket %s and prefix %q; left alone", ErrContractViolation, foreign, local.Bucket, prefix)})
+	}
 	return len(refs), nil
 }
