@@ -182,3 +182,53 @@ func TestAdversarySweepKeepsObjectsOutsideItsPrefix(t *testing.T) {
 		assert.Len(t, infos, 3, "objects outside broker 1's prefix are not its to sweep")
 	})
 }
+
+// blockingLocal's Append for tpA waits until its context ends, as a log on
+// a disk that stopped answering does.
+type blockingLocal struct{ *memstore.LocalLog }
+
+func (l blockingLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []combiner.Batch) error {
+	if tp == tpA {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return l.LocalLog.Append(ctx, tp, bs)
+}
+
+// A transition of one partition that waits (for an append its local log
+// does not finish) holds up no transition of another partition beyond
+// that one's own context: each gives up when its context ends.
+func TestAdversaryTransitionWaitsOnlyWithItsOwnContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1 := memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n2 := w.start(2, walstore.NodeConfig{Local: blockingLocal{memstore.NewLocalLog()}})
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		produce(t, n1, log1, tpA, 1, 0, 9)
+		settle(time.Second) // broker 2's append of tpA hangs
+
+		long, cancelLong := context.WithCancel(ctx)
+		defer cancelLong()
+		stuck := make(chan error, 1)
+		go func() { stuck <- n2.BecomeLeader(long, tpA, 2, nil, -1) }()
+		settle(time.Second)
+
+		short, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- n2.BecomeFollower(short, tpB, 1, 1) }()
+		settle(2 * time.Minute)
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+		default:
+			require.Fail(t, "BecomeFollower of another partition outlived its context")
+		}
+		cancelLong()
+		require.ErrorIs(t, <-stuck, context.Canceled)
+	})
+}

@@ -294,14 +294,7 @@ func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) err
 
 // lockRoles takes roleMu, or gives up when ctx ends: the Run goroutine
 // holds it while it appends, and a local log may be slow.
-func (f *Follower) lockRoles(ctx context.Context) error {
-	select {
-	case f.roleMu <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (f *Follower) lockRoles(ctx context.Context) error { return f.roleMu.lockContext(ctx) }
 
 // roleLock is a mutex whose callers can stop waiting when their context
 // ends (a one-slot semaphore).
@@ -309,6 +302,16 @@ type roleLock chan struct{}
 
 func (l roleLock) lock()   { l <- struct{}{} }
 func (l roleLock) unlock() { <-l }
+
+// lockContext takes the lock, or gives up with ctx.Err() when ctx ends.
+func (l roleLock) lockContext(ctx context.Context) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // forgetLocked drops the engine's state of tp.
 func (f *Follower) forgetLocked(tp metadata.TopicPartition) {
