@@ -204,7 +204,9 @@ func TestAdversaryTransitionWaitsOnlyWithItsOwnContext(t *testing.T) {
 		w := newWorld(t)
 		log1 := memstore.NewLocalLog()
 		n1 := w.start(1, walstore.NodeConfig{Local: log1})
-		n2 := w.start(2, walstore.NodeConfig{Local: blockingLocal{memstore.NewLocalLog()}})
+		cfg := walstore.NodeConfig{Local: blockingLocal{memstore.NewLocalLog()}}
+		cfg.Follower.LocalTimeout = 24 * time.Hour
+		n2 := w.start(2, cfg)
 		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
 		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
 		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
@@ -230,5 +232,34 @@ func TestAdversaryTransitionWaitsOnlyWithItsOwnContext(t *testing.T) {
 		}
 		cancelLong()
 		require.ErrorIs(t, <-stuck, context.Canceled)
+	})
+}
+
+// A partition whose local log stops answering (an append that never
+// returns until its context ends) does not stop the replication of the
+// broker's other partitions: each call has LocalTimeout.
+func TestAdversaryHungLocalLogHoldsUpOnlyItsPartition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		cfg := walstore.NodeConfig{Local: blockingLocal{log2}}
+		cfg.Follower.LocalTimeout = 5 * time.Second
+		n2 := w.start(2, cfg)
+		for _, tp := range []metadata.TopicPartition{tpA, tpB} {
+			require.NoError(t, log1.AssignEpoch(tp, 1, 0))
+			require.NoError(t, n1.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
+			require.NoError(t, n2.BecomeFollower(ctx, tp, 1, 1))
+		}
+		produce(t, n1, log1, tpA, 1, 0, 9)
+		settle(time.Second) // broker 2's append of tpA hangs
+		for first := int64(0); first < 50; first += 10 {
+			produce(t, n1, log1, tpB, 1, first, first+9)
+			settle(10 * time.Second)
+		}
+		requireSameLog(t, log1, log2, tpB)
+		assert.Empty(t, log2.Batches(tpA))
+		assert.Positive(t, n2.Stats().Follower.LocalErrors)
 	})
 }

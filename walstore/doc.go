@@ -77,8 +77,8 @@
 // off every entry in it, and so does one that leaves a fetch unanswered for
 // HedgeAfter (an AZ that drops traffic silently), so the follower uses
 // republished copies elsewhere or waits for them; it never stops. A local
-// log that fails, or answers against its contract, takes only its own
-// partition out for a backoff. Entries held for a gap or a marker are
+// log that fails, answers against its contract, or does not answer within
+// LocalTimeout, takes only its own partition out for a backoff. Entries held for a gap or a marker are
 // bounded by MaxHeld: past it the follower forgets those furthest ahead and
 // reads the retained metadata again later. A new replica with an empty log
 // starts where the leader lineage starts.
