@@ -263,3 +263,51 @@ func TestAdversaryHungLocalLogHoldsUpOnlyItsPartition(t *testing.T) {
 		assert.Positive(t, n2.Stats().Follower.LocalErrors)
 	})
 }
+
+// lostStore acknowledges every Put while lose is set, and keeps nothing.
+type lostStore struct {
+	walstore.ObjectStore
+	lose *atomic.Bool
+}
+
+func (s lostStore) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
+	if s.lose.Load() {
+		ref := s.Local()
+		ref.Key = key
+		return ref, nil
+	}
+	return s.ObjectStore.Put(ctx, key, body)
+}
+
+// A store that acknowledges a Put and keeps nothing cannot be caught by
+// the leader, which counts the data durable; this is what the library
+// does then: the follower counts the missing object, appends nothing it
+// does not have, waits at the gap without stopping, and a Republish from
+// the leader fills it.
+func TestAdversaryStoreThatLosesAcknowledgedPuts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		lose := &atomic.Bool{}
+		lose.Store(true)
+		log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1, Store: lostStore{w.store(1), lose}})
+		n2 := w.start(2, walstore.NodeConfig{Local: log2})
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		produce(t, n1, log1, tpA, 1, 0, 9)
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 9), "the leader cannot tell")
+		settle(time.Minute)
+		assert.Empty(t, log2.Batches(tpA))
+		assert.Positive(t, n2.Stats().Follower.NotFound)
+
+		lose.Store(false)
+		produce(t, n1, log1, tpA, 1, 10, 19)
+		settle(time.Minute)
+		assert.Empty(t, log2.Batches(tpA), "later data waits behind the gap")
+		require.NoError(t, n1.Republish(ctx, tpA, 0))
+		settle(time.Minute)
+		requireSameLog(t, log1, log2, tpA)
+	})
+}

@@ -104,6 +104,15 @@
 // not continue each other) match ErrContractViolation. Neither stops the
 // engines: they retry, or set the one partition concerned aside.
 //
+// Some lies cannot be seen from one side. A store whose Put reports
+// success but keeps nothing makes the leader count the data durable;
+// its followers find the object missing (FollowerStats.NotFound), give up
+// on those entries and wait at the gap, and only a Republish by the
+// leader fills it. Offsets a metadata log's Append invents are what
+// MetadataLowMarks reports, so TrimMetadata trusts them. Both are for the
+// ObjectStore conformance suite (package walstoretest) and the metadata
+// log's own tests to rule out.
+//
 // # Time
 //
 // Engines take a Clock and a Seed; on a simulated clock a run replays
