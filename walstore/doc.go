@@ -77,8 +77,8 @@
 // off every entry in it, and so does one that leaves a fetch unanswered for
 // HedgeAfter (an AZ that drops traffic silently), so the follower uses
 // republished copies elsewhere or waits for them; it never stops. A local
-// log that fails, or answers against its contract, takes only its own
-// partition out for a backoff. Entries held for a gap or a marker are
+// log that fails, answers against its contract, or does not answer within
+// LocalTimeout, takes only its own partition out for a backoff. Entries held for a gap or a marker are
 // bounded by MaxHeld: past it the follower forgets those furthest ahead and
 // reads the retained metadata again later. A new replica with an empty log
 // starts where the leader lineage starts.
@@ -103,6 +103,15 @@
 // interfaces do not allow (a short read, a negative offset, batches that do
 // not continue each other) match ErrContractViolation. Neither stops the
 // engines: they retry, or set the one partition concerned aside.
+//
+// Some lies cannot be seen from one side. A store whose Put reports
+// success but keeps nothing makes the leader count the data durable;
+// its followers find the object missing (FollowerStats.NotFound), give up
+// on those entries and wait at the gap, and only a Republish by the
+// leader fills it. Offsets a metadata log's Append invents are what
+// MetadataLowMarks reports, so TrimMetadata trusts them. Both are for the
+// ObjectStore conformance suite (package walstoretest) and the metadata
+// log's own tests to rule out.
 //
 // # Time
 //

@@ -38,6 +38,12 @@ type FollowerConfig struct {
 	HedgeAfter time.Duration
 	// FetchTimeout bounds one round of GETs to one bucket. Default 30s.
 	FetchTimeout time.Duration
+	// LocalTimeout bounds each LocalLog call that takes a context
+	// (Append, Truncate, Read): the engine appends on one goroutine, so a
+	// partition whose log stops answering would otherwise hold up every
+	// other. One that runs out counts as a failure of that partition's
+	// log, which rests. Default 30s.
+	LocalTimeout time.Duration
 	// CoalesceGap: see ManagerConfig.CoalesceGap.
 	CoalesceGap int64
 	// Readahead is how many entries per partition are fetched ahead of the
@@ -89,7 +95,7 @@ func (c *FollowerConfig) validate() error {
 		{"FetchConcurrency", int64(c.FetchConcurrency)}, {"Readahead", int64(c.Readahead)},
 		{"ReadBatch", int64(c.ReadBatch)}, {"PollInterval", int64(c.PollInterval)},
 		{"MaxHeld", int64(c.MaxHeld)}, {"HedgeAfter", int64(c.HedgeAfter)},
-		{"FetchTimeout", int64(c.FetchTimeout)},
+		{"FetchTimeout", int64(c.FetchTimeout)}, {"LocalTimeout", int64(c.LocalTimeout)},
 		{"Backoff.Initial", int64(c.Backoff.Initial)}, {"Backoff.Max", int64(c.Backoff.Max)},
 	} {
 		if f.v < 0 {
@@ -102,6 +108,7 @@ func (c *FollowerConfig) validate() error {
 	c.MaxHeld = orDefault(c.MaxHeld, 100_000)
 	c.HedgeAfter = orDefault(c.HedgeAfter, time.Second)
 	c.FetchTimeout = orDefault(c.FetchTimeout, 30*time.Second)
+	c.LocalTimeout = orDefault(c.LocalTimeout, 30*time.Second)
 	c.PollInterval = orDefault(c.PollInterval, 10*time.Millisecond)
 	c.Backoff = c.Backoff.withDefaults()
 	if c.Clock == nil {
@@ -294,14 +301,7 @@ func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) err
 
 // lockRoles takes roleMu, or gives up when ctx ends: the Run goroutine
 // holds it while it appends, and a local log may be slow.
-func (f *Follower) lockRoles(ctx context.Context) error {
-	select {
-	case f.roleMu <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (f *Follower) lockRoles(ctx context.Context) error { return f.roleMu.lockContext(ctx) }
 
 // roleLock is a mutex whose callers can stop waiting when their context
 // ends (a one-slot semaphore).
@@ -309,6 +309,16 @@ type roleLock chan struct{}
 
 func (l roleLock) lock()   { l <- struct{}{} }
 func (l roleLock) unlock() { <-l }
+
+// lockContext takes the lock, or gives up with ctx.Err() when ctx ends.
+func (l roleLock) lockContext(ctx context.Context) error {
+	select {
+	case l <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // forgetLocked drops the engine's state of tp.
 func (f *Follower) forgetLocked(tp metadata.TopicPartition) {
@@ -700,7 +710,9 @@ func (f *Follower) truncate(ctx context.Context, p *fpart, to int64) error {
 	// Epochs start at batch boundaries in every log, but a marker may be
 	// wrong: a batch holding the first divergent offset goes whole, as
 	// Kafka's truncateTo removes it. Removing more is always safe.
-	bs, err := f.cfg.Local.Read(ctx, p.tp, to, 1)
+	lctx, cancel := context.WithTimeout(ctx, f.cfg.LocalTimeout)
+	defer cancel()
+	bs, err := f.cfg.Local.Read(lctx, p.tp, to, 1)
 	if err != nil {
 		return fmt.Errorf("walstore: reading %s at %d to truncate: %w", p.tp, to, &DependencyError{Dependency: "LocalLog.Read", Err: err})
 	}
@@ -726,7 +738,9 @@ func (f *Follower) truncate(ctx context.Context, p *fpart, to int64) error {
 // truncateLocal truncates tp's local log to end at to, and checks that it
 // does: the engine's state must describe the log as it is.
 func (f *Follower) truncateLocal(ctx context.Context, tp metadata.TopicPartition, to int64) error {
-	if err := f.cfg.Local.Truncate(ctx, tp, to); err != nil {
+	lctx, cancel := context.WithTimeout(ctx, f.cfg.LocalTimeout)
+	defer cancel()
+	if err := f.cfg.Local.Truncate(lctx, tp, to); err != nil {
 		return fmt.Errorf("walstore: truncating %s to %d: %w", tp, to, &DependencyError{Dependency: "LocalLog.Truncate", Err: err})
 	}
 	end, err := f.cfg.Local.EndOffset(tp)
@@ -1051,7 +1065,10 @@ func (f *Follower) applyReady(ctx context.Context, p *fpart) error {
 			delete(p.pending, pendingKey{pe.e.Object, pe.e.Position})
 			continue
 		}
-		if err := f.cfg.Local.Append(ctx, p.tp, batches); err != nil {
+		lctx, cancel := context.WithTimeout(ctx, f.cfg.LocalTimeout)
+		err := f.cfg.Local.Append(lctx, p.tp, batches)
+		cancel()
+		if err != nil {
 			return fmt.Errorf("walstore: appending %s at %d: %w", p.tp, p.leo, &DependencyError{Dependency: "LocalLog.Append", Err: err})
 		}
 		// The progress reported next lets the leader delete what it

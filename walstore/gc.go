@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,7 +84,8 @@ func (c *collector) trackMarkers(meta map[int32]int64) {
 // does. A follower whose last epoch is not one of this leader's log, or
 // whose log runs past the end of that epoch here, may still truncate: only
 // what it holds of this leader's log counts, and garbage collection never
-// deletes what it may still need. Reports for a partition this engine does
+// deletes what it may still need; nor is a follower credited past the end
+// of what was appended here. Reports for a partition this engine does
 // not lead, from an earlier leadership, or with negative values are
 // ignored, and reports are forgotten when a new leadership begins.
 func (l *Leader) RecordProgress(p Progress) {
@@ -91,11 +93,22 @@ func (l *Leader) RecordProgress(p Progress) {
 	if follower < 0 || follower == l.cfg.BrokerID || endOffset < 0 || lastEpoch < 0 {
 		return
 	}
-	epoch, gen, ok := l.leaderEpoch(tp)
-	if !ok || lastEpoch > epoch {
+	l.mu.Lock()
+	ld := l.leading[tp]
+	var epoch int32
+	var gen uint64
+	var end int64
+	if ld != nil {
+		epoch, gen, end = ld.epoch, ld.gen, max(ld.next, ld.durable)
+	}
+	l.mu.Unlock()
+	if ld == nil || lastEpoch > epoch {
 		return
 	}
-	credit := endOffset
+	// No follower holds more than the leader's log: a report past its
+	// end is not believed beyond it, or one such report would make every
+	// later object look applied by that follower.
+	credit := min(endOffset, end)
 	if lastEpoch < epoch {
 		epochs, err := l.cfg.Local.Epochs(tp)
 		if err != nil {
@@ -294,18 +307,29 @@ func TrimMetadata(ctx context.Context, log metadata.Log, marks ...map[int32]int6
 // that the collector does not track and that are older than age: uploads
 // whose acknowledgement was lost, and objects of a previous incarnation of
 // the broker. Choose age well above the longest a follower may lag.
+// Objects the store lists outside that bucket and prefix (a store that
+// breaks the List contract) are never deleted; Sweep then also returns an
+// error matching ErrContractViolation.
 func (l *Leader) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	local := l.cfg.Store.Local()
-	infos, err := l.cfg.Store.List(ctx, local.Bucket, l.mgr.keyPrefix())
+	prefix := l.mgr.keyPrefix()
+	infos, err := l.cfg.Store.List(ctx, local.Bucket, prefix)
 	if err != nil {
 		return 0, fmt.Errorf("walstore: sweep: %w", &DependencyError{Dependency: "ObjectStore.List", Err: err})
 	}
 	cutoff := l.cfg.Clock.Now().Add(-age)
 	c := l.gc
 	var refs []metadata.ObjectRef
+	foreign := 0
 	c.mu.Lock()
 	for _, info := range infos {
-		if info.Ref.Bucket != local.Bucket || !info.LastModified.Before(cutoff) {
+		if info.Ref.Bucket != local.Bucket || !strings.HasPrefix(info.Ref.Key, prefix) {
+			// Not what was asked for (a store that breaks the List
+			// contract): whatever it is, it is not this broker's.
+			foreign++
+			continue
+		}
+		if !info.LastModified.Before(cutoff) {
 			continue
 		}
 		if t, ok := c.objects[info.Ref]; !ok || c.abandonedLocked(t) {
@@ -321,5 +345,9 @@ func (l *Leader) Sweep(ctx context.Context, age time.Duration) (int, error) {
 		delete(c.objects, ref)
 	}
 	c.mu.Unlock()
+	if foreign > 0 {
+		return len(refs), fmt.Errorf("walstore: sweep: %w", &DependencyError{Dependency: "ObjectStore.List",
+			Err: fmt.Errorf("%w: %d objects outside bucket %s and prefix %q; left alone", ErrContractViolation, foreign, local.Bucket, prefix)})
+	}
 	return len(refs), nil
 }

@@ -285,11 +285,13 @@ func mergeRange(rs []offsetRange, r offsetRange) []offsetRange {
 // chore is the background work a new leadership starts: publishing the
 // epoch markers, then republishing the log from an offset.
 type chore struct {
-	gen     uint64
-	epoch   int32
-	from    int64 // republish from here; -1 for none
-	started bool
-	cancel  context.CancelFunc
+	gen   uint64
+	epoch int32
+	from  int64 // republish from here; -1 for none. Advanced by the chore as it goes
+	// republish: from was set; unlike from, never written by the chore.
+	republish bool
+	started   bool
+	cancel    context.CancelFunc
 }
 
 // operation is one upload or metadata publish, from its first attempt to
@@ -429,7 +431,7 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 		l.gc.followersChanged(tp, before, followers, republishFrom)
 	}
 	switch {
-	case ld != nil && epoch == ld.epoch:
+	case ld != nil && epoch == ld.epoch && republishFrom < 0:
 		return nil
 	case ld != nil && epoch < ld.epoch:
 		return fmt.Errorf("walstore: BecomeLeader %s: epoch %d is below the current epoch %d", tp, epoch, ld.epoch)
@@ -458,14 +460,25 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 		l.leading[tp] = ld
 		l.gc.newLeadership(tp, ld.gen)
 	}
-	if ld.chore != nil && ld.chore.cancel != nil {
-		ld.chore.cancel()
-	}
 	from := int64(-1)
 	if republishFrom >= 0 {
 		from = min(republishFrom, leo)
 	}
-	ld.chore = &chore{gen: ld.gen, epoch: epoch, from: from}
+	if c := ld.chore; c != nil {
+		if c.cancel != nil {
+			c.cancel()
+		}
+		if c.republish {
+			// The republish it replaces is unfinished: it has published
+			// up to the durable offset (it fills the lowest hole), and
+			// the rest must still be, or the followers that lacked the
+			// log never get it and the durable offset never moves on.
+			if from < 0 || ld.durable < from {
+				from = ld.durable
+			}
+		}
+	}
+	ld.chore = &chore{gen: ld.gen, epoch: epoch, from: from, republish: from >= 0}
 	l.durableAdvancedLocked()
 	notify(l.flushCh)
 	return nil

@@ -115,13 +115,19 @@ func (c *NodeConfig) validate() error {
 //
 // A broker calls the transitions of one partition one at a time, in the
 // order its controller decided them; different partitions may change role
-// concurrently.
+// concurrently. The Node runs transitions one after another: one that
+// waits (for an append its local log has not finished) makes the others
+// wait at most until their own context ends, and one given up before it
+// began changes nothing.
 type Node struct {
 	cfg      NodeConfig
 	leader   *Leader
 	follower *Follower
 
-	mu sync.Mutex // serializes transitions
+	// transitions serializes transitions. A transition may wait long (for
+	// an append of the local log), so the others wait for it only as long
+	// as their own context allows.
+	transitions roleLock
 }
 
 // NewNode validates cfg and returns a Node. Nothing runs until Run.
@@ -143,7 +149,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		l.release()
 		return nil, err
 	}
-	return &Node{cfg: cfg, leader: l, follower: f}, nil
+	return &Node{cfg: cfg, leader: l, follower: f, transitions: make(roleLock, 1)}, nil
 }
 
 // Run drives both engines until ctx ends, then waits for their goroutines
@@ -168,8 +174,10 @@ func (n *Node) Run(ctx context.Context) error {
 // in between continues the same leadership; at the same epoch it updates
 // the followers.
 func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	if err := n.transitions.lockContext(ctx); err != nil {
+		return fmt.Errorf("walstore: BecomeLeader %s: waiting for another transition: %w", tp, err)
+	}
+	defer n.transitions.unlock()
 	if err := n.follower.Unfollow(ctx, tp); err != nil {
 		return err
 	}
@@ -183,8 +191,10 @@ func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epo
 // Call it again when the broker learns of a later epoch: the follower
 // acts on epoch markers only up to the epoch its broker knows.
 func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	if err := n.transitions.lockContext(ctx); err != nil {
+		return fmt.Errorf("walstore: BecomeFollower %s: waiting for another transition: %w", tp, err)
+	}
+	defer n.transitions.unlock()
 	n.leader.Resign(tp)
 	return n.follower.Follow(ctx, tp, epoch, leader)
 }
@@ -192,8 +202,10 @@ func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, e
 // StopReplica makes this broker stop replicating tp, in either role, and
 // returns once no append to tp by the Node is in flight.
 func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	if err := n.transitions.lockContext(ctx); err != nil {
+		return fmt.Errorf("walstore: StopReplica %s: waiting for another transition: %w", tp, err)
+	}
+	defer n.transitions.unlock()
 	n.leader.Resign(tp)
 	return n.follower.Unfollow(ctx, tp)
 }
