@@ -183,6 +183,9 @@ func (c *collector) endLeadership(tp metadata.TopicPartition) {
 // Until a mark is reported for a partition, only follower progress gates
 // the deletion of its objects.
 func (l *Leader) ReportTiered(tp metadata.TopicPartition, offset int64) {
+	if offset < 0 {
+		return // no offset is below it: nothing to say
+	}
 	c := l.gc
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -209,6 +212,29 @@ func (c *collector) safeLocked(s sectionEnd) bool {
 		}
 	}
 	return true
+}
+
+// pruneLocked forgets the progress and tiered marks of partitions this
+// engine no longer leads and no tracked object holds, so that a broker that
+// leads ever more partitions over its life (topics come and go) does not
+// keep something for each of them.
+func (c *collector) pruneLocked() {
+	held := make(map[metadata.TopicPartition]bool)
+	for _, t := range c.objects {
+		for _, s := range t.sections {
+			held[s.tp] = true
+		}
+	}
+	for tp, p := range c.applied {
+		if p.gen == 0 && !held[tp] {
+			delete(c.applied, tp)
+		}
+	}
+	for tp := range c.tiered {
+		if p := c.applied[tp]; (p == nil || p.gen == 0) && !held[tp] {
+			delete(c.tiered, tp)
+		}
+	}
 }
 
 // abandonedLocked reports whether every section of t still needed belongs
@@ -242,6 +268,7 @@ func (l *Leader) CollectGarbage(ctx context.Context) (int, error) {
 			refs = append(refs, ref)
 		}
 	}
+	c.pruneLocked()
 	c.mu.Unlock()
 	if len(refs) == 0 {
 		return 0, nil

@@ -70,7 +70,8 @@ type LeaderConfig struct {
 	ObjectBytes int
 	// MaxPartitions caps the partitions in one object. Default 1000.
 	MaxPartitions int
-	// BufferBytes bounds the batch bytes appended but not yet uploaded.
+	// BufferBytes bounds the batch bytes appended but not yet published:
+	// buffered, uploading, or stored and waiting for the metadata log.
 	// Default 64 MiB.
 	BufferBytes int
 	// Overflow is the policy when BufferBytes is reached. Default Block.
@@ -493,6 +494,11 @@ func (l *Leader) Resign(tp metadata.TopicPartition) {
 	defer l.mu.Unlock()
 	if l.leading[tp] != nil {
 		l.endLocked(tp)
+		// Objects cut while leading keep their followers; the collector
+		// needs no current ones for a partition it no longer leads.
+		l.fmu.Lock()
+		delete(l.followers, tp)
+		l.fmu.Unlock()
 	}
 }
 
@@ -1012,7 +1018,6 @@ func (l *Leader) upload(ctx context.Context, u *upload) {
 			u.ref, u.uploaded = ref, true
 			l.stats.objectBytes += uint64(len(u.obj.Data))
 			u.obj.Data = nil
-			l.releaseLocked(u.bytes)
 			l.stats.inflight--
 			l.stats.objects++
 			l.mu.Unlock()
@@ -1188,10 +1193,15 @@ func (l *Leader) publishUpload(ctx context.Context, u *upload) error {
 	return nil
 }
 
+// removeLocked takes u off the queue, published or withheld, and frees its
+// buffer space: space is held until then, not only until the upload, so
+// that a metadata log that stops accepting pushes back on Append instead
+// of letting the queue of stored, unpublished objects grow without bound.
 func (l *Leader) removeLocked(u *upload) {
 	for i, q := range l.queue {
 		if q == u {
 			l.queue = append(l.queue[:i], l.queue[i+1:]...)
+			l.releaseLocked(u.bytes)
 			return
 		}
 	}

@@ -6,7 +6,7 @@ import "github.com/activetier/activetier/metadata"
 type LeaderStats struct {
 	// Appends and AppendedBytes count batches accepted by Append.
 	Appends, AppendedBytes uint64
-	// BufferedBytes is what Append has accepted and no upload has stored.
+	// BufferedBytes is what Append has accepted and not yet published.
 	BufferedBytes int
 	// Objects and ObjectBytes count objects stored by the append path.
 	Objects, ObjectBytes uint64
