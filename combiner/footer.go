@@ -30,7 +30,7 @@ func ReadFooter(tail []byte, objectSize int64) ([]SectionInfo, error) {
 		return nil, &ShortTailError{Need: TrailerSize, Have: int64(len(tail))}
 	}
 	trailer := tail[len(tail)-TrailerSize:]
-	if err := checkMagic(trailer[28:32], trailer[24:26], trailer[26:28], PartTrailer); err != nil {
+	if _, err := checkMagic(trailer[28:32], trailer[24:26], trailer[26:28], PartTrailer); err != nil {
 		return nil, err
 	}
 	footerPos := binary.LittleEndian.Uint64(trailer[0:8])
@@ -56,20 +56,21 @@ func ReadFooter(tail []byte, objectSize int64) ([]SectionInfo, error) {
 }
 
 // checkMagic checks the magic, version and flags fields shared by the
-// header and the trailer.
-func checkMagic(m, version, flags []byte, part Part) error {
+// header and the trailer, and returns the version.
+func checkMagic(m, version, flags []byte, part Part) (uint16, error) {
 	if string(m) != magic {
-		return corruptf(part, "magic %q, want %q", m, magic)
+		return 0, corruptf(part, "magic %q, want %q", m, magic)
 	}
-	if v := binary.LittleEndian.Uint16(version); v != FormatVersion {
-		e := corruptf(part, "format version %d, this reader knows %d", v, FormatVersion)
+	v := binary.LittleEndian.Uint16(version)
+	if v != FormatVersion && v != formatVersion1 {
+		e := corruptf(part, "format version %d, this reader knows %d and %d", v, formatVersion1, FormatVersion)
 		e.Err = ErrUnsupportedVersion
-		return e
+		return 0, e
 	}
 	if f := binary.LittleEndian.Uint16(flags); f != 0 {
-		return corruptf(part, "unknown flags %#04x", f)
+		return 0, corruptf(part, "unknown flags %#04x", f)
 	}
-	return nil
+	return v, nil
 }
 
 // parseFooter parses a footer already checked against its checksum; the
