@@ -165,8 +165,8 @@ func (m *Manager) keyPrefix() string {
 // put stores data under a fresh key, choosing another key if the first is
 // taken (which also covers a retried Put whose first attempt landed). The
 // reference Put returns is published for followers to read, so it must
-// name the key put asked for in the store's local bucket: anything else is
-// an error matching ErrContractViolation.
+// name the key put asked for in the store's local bucket, which must have a
+// name: anything else is an error matching ErrContractViolation.
 func (m *Manager) put(ctx context.Context, data []byte) (metadata.ObjectRef, error) {
 	for range 3 {
 		key := m.newKey()
@@ -179,7 +179,7 @@ func (m *Manager) put(ctx context.Context, data []byte) (metadata.ObjectRef, err
 		}
 		want := m.cfg.Store.Local()
 		want.Key = key
-		if ref != want {
+		if ref != want || want.Bucket == "" {
 			return metadata.ObjectRef{}, fmt.Errorf("walstore: upload: %w", &DependencyError{Dependency: "ObjectStore.Put",
 				Err: fmt.Errorf("%w: stored %s and returned the reference %q/%q/%q", ErrContractViolation, want, ref.AZ, ref.Bucket, ref.Key)})
 		}

@@ -213,6 +213,15 @@ type recordingStore struct {
 	get func(offset, length int64, data []byte, err error) ([]byte, error)
 	// put, if set, replaces the reference Put returns.
 	put func(ref metadata.ObjectRef) metadata.ObjectRef
+	// local, if set, replaces the answer of Local.
+	local *metadata.ObjectRef
+}
+
+func (s *recordingStore) Local() metadata.ObjectRef {
+	if s.local != nil {
+		return *s.local
+	}
+	return s.ObjectStore.Local()
 }
 
 func (s *recordingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
@@ -427,19 +436,22 @@ func TestManagerRejectsWrongPutReference(t *testing.T) {
 	ctx := context.Background()
 	_, local, _ := newStores(t)
 	tests := []struct {
-		name string
-		put  func(metadata.ObjectRef) metadata.ObjectRef
+		name  string
+		put   func(metadata.ObjectRef) metadata.ObjectRef
+		local *metadata.ObjectRef
 	}{
-		{"another bucket", func(r metadata.ObjectRef) metadata.ObjectRef { r.Bucket = "bucket-az2"; return r }},
-		{"no bucket", func(r metadata.ObjectRef) metadata.ObjectRef { r.Bucket = ""; return r }},
-		{"empty key", func(r metadata.ObjectRef) metadata.ObjectRef { r.Key = ""; return r }},
-		{"another key", func(r metadata.ObjectRef) metadata.ObjectRef { r.Key += "x"; return r }},
-		{"another AZ", func(r metadata.ObjectRef) metadata.ObjectRef { r.AZ = "az2"; return r }},
-		{"zero reference", func(metadata.ObjectRef) metadata.ObjectRef { return metadata.ObjectRef{} }},
+		// Local and Put agree on a reference followers cannot read.
+		{"no local bucket", func(r metadata.ObjectRef) metadata.ObjectRef { r.Bucket = ""; return r }, &metadata.ObjectRef{AZ: "az1"}},
+		{"another bucket", func(r metadata.ObjectRef) metadata.ObjectRef { r.Bucket = "bucket-az2"; return r }, nil},
+		{"no bucket", func(r metadata.ObjectRef) metadata.ObjectRef { r.Bucket = ""; return r }, nil},
+		{"empty key", func(r metadata.ObjectRef) metadata.ObjectRef { r.Key = ""; return r }, nil},
+		{"another key", func(r metadata.ObjectRef) metadata.ObjectRef { r.Key += "x"; return r }, nil},
+		{"another AZ", func(r metadata.ObjectRef) metadata.ObjectRef { r.AZ = "az2"; return r }, nil},
+		{"zero reference", func(metadata.ObjectRef) metadata.ObjectRef { return metadata.ObjectRef{} }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := &recordingStore{ObjectStore: local, put: tt.put}
+			store := &recordingStore{ObjectStore: local, put: tt.put, local: tt.local}
 			m, err := walstore.NewManager(walstore.ManagerConfig{Store: store})
 			require.NoError(t, err)
 			defer m.Close()
@@ -449,7 +461,7 @@ func TestManagerRejectsWrongPutReference(t *testing.T) {
 			var de *walstore.DependencyError
 			require.ErrorAs(t, err, &de)
 			assert.Equal(t, "ObjectStore.Put", de.Dependency)
-			assert.Contains(t, err.Error(), "bucket-az1/")
+			assert.Contains(t, err.Error(), "0/", "names the key")
 			assert.Nil(t, entries)
 		})
 	}
