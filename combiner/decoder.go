@@ -299,7 +299,7 @@ func (d *Decoder) Verify(object []byte) ([]SectionInfo, error) {
 	if len(object) < minObjectSize {
 		return nil, corruptf(PartHeader, "object of %d bytes is below the minimum %d", len(object), minObjectSize)
 	}
-	version, err := checkMagic(object[0:4], object[4:6], object[6:8], PartHeader)
+	version, err := CheckHeader(object)
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +307,7 @@ func (d *Decoder) Verify(object []byte) ([]SectionInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if v := binary.LittleEndian.Uint16(object[len(object)-8:]); v != version {
+	if v := int(binary.LittleEndian.Uint16(object[len(object)-8:])); v != version {
 		return nil, corruptf(PartTrailer, "format version %d, header says %d", v, version)
 	}
 	type last struct {
@@ -325,7 +325,7 @@ func (d *Decoder) Verify(object []byte) ([]SectionInfo, error) {
 			}
 			return nil, err
 		}
-		if v := object[s.Position]; uint16(v) != version {
+		if v := object[s.Position]; int(v) != version {
 			e := sectionCorrupt(s, nil, "section format version %d in an object of version %d", v, version)
 			e.Section = i
 			return nil, e

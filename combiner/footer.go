@@ -55,6 +55,20 @@ func ReadFooter(tail []byte, objectSize int64) ([]SectionInfo, error) {
 	return parseFooter(footer, int(count), int64(footerPos))
 }
 
+// CheckHeader checks an object's first HeaderSize bytes, which no checksum
+// covers: the magic, a format version this package reads, and zero flags.
+// It returns the version. Errors are *CorruptError values (matching
+// ErrCorrupt, and ErrUnsupportedVersion for an unknown version). Verify
+// checks the header itself; CheckHeader is for readers that verify an
+// object range by range.
+func CheckHeader(header []byte) (version int, err error) {
+	if len(header) < HeaderSize {
+		return 0, corruptf(PartHeader, "header of %d bytes, want %d", len(header), HeaderSize)
+	}
+	v, err := checkMagic(header[0:4], header[4:6], header[6:8], PartHeader)
+	return int(v), err
+}
+
 // checkMagic checks the magic, version and flags fields shared by the
 // header and the trailer, and returns the version.
 func checkMagic(m, version, flags []byte, part Part) (uint16, error) {

@@ -228,3 +228,44 @@ func TestVersionsMustAgree(t *testing.T) {
 	_, err := dec.Verify(setVersion(v2, 3, 3))
 	require.ErrorIs(t, err, ErrUnsupportedVersion)
 }
+
+func TestCheckHeader(t *testing.T) {
+	header := func(magic string, version, flags uint16) []byte {
+		h := []byte(magic)
+		h = binary.LittleEndian.AppendUint16(h, version)
+		return binary.LittleEndian.AppendUint16(h, flags)
+	}
+	cases := []struct {
+		name    string
+		in      []byte
+		version int
+		reason  string
+	}{
+		{"current", header("ATCO", FormatVersion, 0), FormatVersion, ""},
+		{"version 1", header("ATCO", 1, 0), 1, ""},
+		{"longer input", append(header("ATCO", 2, 0), "rest of the object"...), 2, ""},
+		{"short", []byte("ATCO"), 0, "header of 4 bytes, want 8"},
+		{"nil", nil, 0, "header of 0 bytes"},
+		{"magic", header("ATCX", 2, 0), 0, `magic "ATCX"`},
+		{"version 0", header("ATCO", 0, 0), 0, "format version 0, this reader knows 1 and 2"},
+		{"future version", header("ATCO", 3, 0), 0, "format version 3"},
+		{"flags", header("ATCO", 2, 1), 0, "unknown flags 0x0001"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v, err := CheckHeader(c.in)
+			if c.reason == "" {
+				require.NoError(t, err)
+				require.Equal(t, c.version, v)
+				return
+			}
+			require.ErrorIs(t, err, ErrCorrupt)
+			require.ErrorContains(t, err, c.reason)
+			var ce *CorruptError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, PartHeader, ce.Part)
+		})
+	}
+	_, err := CheckHeader(header("ATCO", 3, 0))
+	require.ErrorIs(t, err, ErrUnsupportedVersion)
+}
