@@ -160,3 +160,48 @@ func BenchmarkDecodeVerify(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSmallSections encodes, and lists and decodes, an object of
+// DefaultMaxPartitions sections of one small batch each (about 300 bytes),
+// uncompressed: the workload where per-section costs (headers, footer
+// entries, checksum setup) weigh most against the bytes.
+func BenchmarkSmallSections(b *testing.B) {
+	sections := newKafkaGen(2).workload(DefaultMaxPartitions, 1, 1)
+	total := totalBytes(sections)
+	enc := newEncoder(b, EncoderOptions{})
+	obj, _, err := enc.Encode(nil, sections)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode", func(b *testing.B) {
+		dst := make([]byte, 0, len(obj))
+		b.SetBytes(int64(total))
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			if dst, _, err = enc.Encode(dst[:0], sections); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.stop(b, total)
+	})
+	b.Run("decode-verify", func(b *testing.B) {
+		dec := newDecoder(b, DecoderOptions{})
+		batches := make([]Batch, 0, 1)
+		b.SetBytes(int64(total))
+		b.ReportAllocs()
+		cpu := startCPU()
+		for b.Loop() {
+			infos, err := ReadFooter(obj, int64(len(obj)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, s := range infos {
+				if batches, err = dec.DecodeSection(batches[:0], obj[s.Position:s.Position+s.Length], s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		cpu.stop(b, total)
+	})
+}

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -308,9 +307,12 @@ func TestDecodeSectionRejectsMismatchedEntry(t *testing.T) {
 		{"length", func(w *SectionInfo) { w.Length++ }, "index says"},
 		{"codec", func(w *SectionInfo) { w.Codec = metadata.CodecS2 }, "codec zstd, index says s2"},
 		{"bad codec", func(w *SectionInfo) { w.Codec = 7 }, "index says codec(7)"},
-		{"epoch", func(w *SectionInfo) { w.Epoch = 4 }, "epoch 5, index says 4"},
-		{"first offset", func(w *SectionInfo) { w.FirstOffset = 99 }, "first offset 100, index says 99"},
-		{"last offset", func(w *SectionInfo) { w.LastOffset++ }, "last offset 109, index says 110"},
+		// The identity is part of the checksum.
+		{"partition", func(w *SectionInfo) { w.Partition.Partition = 1 }, "computed"},
+		{"topic", func(w *SectionInfo) { w.Partition.Topic = "payments" }, "for payments-0 epoch 5 offsets 100-109"},
+		{"epoch", func(w *SectionInfo) { w.Epoch = 4 }, "for orders-0 epoch 4 offsets 100-109, section says"},
+		{"first offset", func(w *SectionInfo) { w.FirstOffset = 99 }, "epoch 5 offsets 99-109, section says"},
+		{"last offset", func(w *SectionInfo) { w.LastOffset++ }, "epoch 5 offsets 100-110, section says"},
 		{"max timestamp", func(w *SectionInfo) { w.MaxTimestamp-- }, "max timestamp"},
 		{"uncompressed size", func(w *SectionInfo) { w.UncompressedSize-- }, "batches hold"},
 		{"batches", func(w *SectionInfo) { w.Batches = 3 }, "2 batches, index says 3"},
@@ -326,7 +328,7 @@ func TestDecodeSectionRejectsMismatchedEntry(t *testing.T) {
 			var ce *CorruptError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, PartSection, ce.Part)
-			assert.Equal(t, s.Partition, ce.Partition)
+			assert.Equal(t, want.Partition, ce.Partition)
 			require.Equal(t, dst, got)
 		})
 	}
@@ -368,7 +370,7 @@ func sealSection(codec metadata.Codec, epoch int32, descs [][4]int64, payload []
 	}
 	info.Batches = len(descs)
 	b = append(b, payload...)
-	b = reseal(b)
+	b = reseal(b, &info)
 	info.Length = int64(len(b))
 	info.Checksum = getUint64(b[len(b)-8:])
 	return b, info
@@ -416,10 +418,16 @@ func appendVarint(b []byte, v int64) []byte   { return binary.AppendVarint(b, v)
 func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
 func getUint64(b []byte) uint64               { return binary.LittleEndian.Uint64(b) }
 
-// reseal appends the checksum of body, making it a section that passes the
-// checksum check whatever its contents.
-func reseal(body []byte) []byte {
-	return binary.LittleEndian.AppendUint64(body, xxhash.Sum64(body))
+// reseal appends the checksum of body as the section want describes,
+// making it a section that passes the checksum check under want whatever
+// its contents. The checksum is of the version body starts with (the
+// current one for an empty body).
+func reseal(body []byte, want *SectionInfo) []byte {
+	version := byte(sectionVersion)
+	if len(body) > 0 {
+		version = body[0]
+	}
+	return binary.LittleEndian.AppendUint64(body, sectionChecksum(version, body, want))
 }
 
 // TestAllocationsDoNotGrowWithBatches pins the allocation behaviour the

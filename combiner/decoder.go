@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 
@@ -85,7 +84,11 @@ func (d *Decoder) Close() error {
 // SectionOf) and appends its batches to dst.
 //
 // The checksum is verified before anything else is parsed or decompressed:
-// it must match both the one stored in the section and want.Checksum. Then
+// computed over the section's bytes and want's identity (Partition, Epoch,
+// FirstOffset, LastOffset), it must match both the one stored in the
+// section and want.Checksum, so a section fetched under another section's
+// entry fails like a damaged one. (Sections of format version 1 carry a
+// checksum of their bytes alone: for them the partition goes unchecked.) Then
 // the section's own header and batch table must agree with want's codec,
 // epoch, offsets, max timestamp, uncompressed size, length and (unless
 // zero) batch count. A compressed payload is decompressed into a buffer of
@@ -187,19 +190,25 @@ func checkSection(section []byte, want *SectionInfo) (sectionHeader, error) {
 		return h, sectionCorrupt(want, nil, "%d bytes, index says %d", len(section), want.Length)
 	}
 	body := section[:len(section)-checksumSize]
+	// The version byte says how the checksum is computed, so it is read
+	// first; a damaged one selects a checksum that does not match.
+	version := body[0]
+	if version != sectionVersion && version != formatVersion1 {
+		return h, sectionCorrupt(want, ErrUnsupportedVersion, "section format version %d, this reader knows %d and %d", version, formatVersion1, sectionVersion)
+	}
 	stored := binary.LittleEndian.Uint64(section[len(body):])
-	if sum := xxhash.Sum64(body); sum != stored {
-		return h, sectionCorrupt(want, nil, "checksum mismatch: computed %016x, section says %016x", sum, stored)
+	if sum := sectionChecksum(version, body, want); sum != stored {
+		if version == formatVersion1 {
+			return h, sectionCorrupt(want, nil, "checksum mismatch: computed %016x, section says %016x", sum, stored)
+		}
+		return h, sectionCorrupt(want, nil, "checksum mismatch: computed %016x for %s epoch %d offsets %d-%d, section says %016x: its bytes are damaged or it is not that section",
+			sum, want.Partition, want.Epoch, want.FirstOffset, want.LastOffset, stored)
 	}
 	if stored != want.Checksum {
 		return h, sectionCorrupt(want, nil, "checksum %016x, index says %016x", stored, want.Checksum)
 	}
 
-	r := reader{b: body}
-	if v := r.byte1("version"); v != sectionVersion {
-		e := sectionCorrupt(want, ErrUnsupportedVersion, "section format version %d, this reader knows %d", v, sectionVersion)
-		return h, e
-	}
+	r := reader{b: body, off: 1}
 	codec := metadata.Codec(r.byte1("codec"))
 	epoch := r.int32v("epoch")
 	count := r.uvarint("batch count")
@@ -279,8 +288,9 @@ func readDescriptor(r *reader, i int, b *Batch) {
 
 // Verify checks a whole object: header, trailer, footer, and every section
 // (checksum, header, batch table, and decompression) against its footer
-// entry, and that a partition's sections ascend in offsets and epochs as
-// Encode requires. It returns the object's sections. Errors about a
+// entry, that header, trailer and sections agree on the format version,
+// and that a partition's sections ascend in offsets and epochs as Encode
+// requires. It returns the object's sections. Errors about a
 // section carry its index, partition and first offset.
 func (d *Decoder) Verify(object []byte) ([]SectionInfo, error) {
 	if d.closed {
@@ -289,12 +299,16 @@ func (d *Decoder) Verify(object []byte) ([]SectionInfo, error) {
 	if len(object) < minObjectSize {
 		return nil, corruptf(PartHeader, "object of %d bytes is below the minimum %d", len(object), minObjectSize)
 	}
-	if err := checkMagic(object[0:4], object[4:6], object[6:8], PartHeader); err != nil {
+	version, err := CheckHeader(object)
+	if err != nil {
 		return nil, err
 	}
 	infos, err := ReadFooter(object, int64(len(object)))
 	if err != nil {
 		return nil, err
+	}
+	if v := int(binary.LittleEndian.Uint16(object[len(object)-8:])); v != version {
+		return nil, corruptf(PartTrailer, "format version %d, header says %d", v, version)
 	}
 	type last struct {
 		epoch  int32
@@ -310,6 +324,11 @@ func (d *Decoder) Verify(object []byte) ([]SectionInfo, error) {
 				ce.Section = i
 			}
 			return nil, err
+		}
+		if v := object[s.Position]; int(v) != version {
+			e := sectionCorrupt(s, nil, "section format version %d in an object of version %d", v, version)
+			e.Section = i
+			return nil, e
 		}
 		if p, ok := seen[s.Partition]; ok && (s.FirstOffset <= p.offset || s.Epoch < p.epoch) {
 			e := sectionCorrupt(s, nil, "epoch %d from offset %d follows an earlier section of the partition with epoch %d up to offset %d",

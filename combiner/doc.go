@@ -14,13 +14,17 @@
 //     its index entry, which a metadata.Entry carries. Nothing else of the
 //     object is needed, so a follower makes one range GET.
 //   - The section's xxhash64 is its last 8 bytes and covers everything
-//     before it; DecodeSection checks it against both the stored value and
-//     the entry before parsing or decompressing anything. Every other byte
-//     of an object is covered by the footer checksum or checked by value
-//     (magic, version, flags, sizes), so Verify (and DecodeSection, within
-//     its range) detects any changed byte and any truncation, but for the
-//     2^-64 chance of a checksum collision. The tests flip every byte of
-//     sample objects to show it.
+//     before it and the section's identity: topic, partition, record
+//     epoch, first and last offset. DecodeSection computes it with the
+//     identity the entry claims and checks it against both the stored value
+//     and the entry before parsing or decompressing anything, so a section
+//     fetched under another section's entry fails as a damaged one does.
+//     Every other byte of an object is covered by the footer checksum or
+//     checked by value (magic, version, flags, sizes), so Verify (and
+//     DecodeSection, within its range) detects any changed byte and any
+//     truncation, but for the 2^-64 chance of a checksum collision. The
+//     tests flip every bit of sample objects to show it, and that no
+//     damaged section decodes under any identity.
 //   - Any byte string, given to any reader (DecodeSection, ReadFooter,
 //     Verify), gives a typed error (*CorruptError, *ShortTailError,
 //     ErrTooLarge) or a correct result; never a panic, and never an
@@ -39,7 +43,7 @@
 //     same bytes (with the same compressor library), and a Builder given the same batches cuts the same
 //     objects whatever the order partitions arrived in.
 //
-// # Byte layout, format version 1
+// # Byte layout, format version 2
 //
 // Integers are little-endian. uvarint and varint are encoding/binary's
 // unsigned and zigzag-signed varints. In the tables below, the first column
@@ -48,7 +52,7 @@
 //
 //	Header (8 bytes)
 //	  0   4  magic "ATCO"
-//	  4   2  format version, 1
+//	  4   2  format version, 2
 //	  6   2  flags, 0 (any other value is rejected)
 //	Sections, back to back from byte 8, in footer order
 //	Footer
@@ -56,7 +60,7 @@
 //
 // A section, for one partition and one record epoch:
 //
-//	 0   1  section version, 1 (a reader of a lone range learns it here)
+//	 0   1  section version, 2 (a reader of a lone range learns it here)
 //	 1   1  codec: 0 none, 1 zstd, 2 s2 (metadata.Codec)
 //	     v  epoch, varint
 //	     v  batch count n >= 1, uvarint
@@ -71,7 +75,27 @@
 //	        payload: the n batches' data, concatenated, then stored
 //	          as is (codec none), as one zstd frame with its content size
 //	          and no frame checksum, or as one s2 block
-//	-8   8  xxhash64 of all the section's preceding bytes
+//	-8   8  xxhash64 of all the section's preceding bytes, seeded with
+//	        the xxhash64 (seed 0) of the section's identity:
+//
+//	 0  16  topic ID (zeros if the partition has none)
+//	16   4  partition
+//	20   4  record epoch
+//	24   8  first offset
+//	32   8  last offset
+//	40      topic name, the rest
+//
+// Why the identity is in the checksum: a section is fetched and verified
+// by its byte range, under whatever entry names it. A checksum of the
+// bytes alone proves the bytes are the ones written, not that they are the
+// records the entry says: an entry republished with the wrong partition, or
+// one whose partition or topic index was damaged in a way the metadata
+// codec did not catch, would make a follower append one partition's
+// records to another partition's log, and then skip the real ones as
+// duplicates. Epoch and offsets are also in the section's own batch table;
+// topic and partition are nowhere in it, and storing them would cost the
+// topic name per section. Seeding the hash costs no byte and one hash of
+// about 40 bytes per section.
 //
 // The descriptors stay outside the compressed payload: they are a few
 // bytes per batch, and a reader validates them against the entry before
@@ -105,7 +129,7 @@
 //	 8   4  footer length
 //	12   4  section count
 //	16   8  xxhash64 of the footer followed by trailer bytes 0-15
-//	24   2  format version, 1
+//	24   2  format version, 2
 //	26   2  flags, 0
 //	28   4  magic "ATCO"
 //
@@ -113,6 +137,21 @@
 // position + footer length + 32 = object size), which ReadFooter checks;
 // the section count and the footer checksum make a changed trailer byte
 // detectable like any other.
+//
+// # Versions
+//
+// Encoders write version 2. Readers also read version 1, which is the same
+// layout but for the section checksum, a plain xxhash64 of the section's
+// bytes: objects written before an upgrade stay readable until garbage
+// collection removes them, and a follower upgraded before its leader keeps
+// replicating. For version 1 sections only the epoch and offsets are
+// checked against the entry. Verify requires header, trailer and every
+// section to carry the same version; any other version is an error
+// matching ErrUnsupportedVersion (and ErrCorrupt, since a version field is
+// as likely damaged as new). A section's version byte is read before its
+// checksum, to know which checksum to compute; a damaged one selects a
+// checksum that does not match. A reader of version 1 rejects version 2
+// objects, and their sections by checksum.
 //
 // # Section lifecycle
 //

@@ -298,9 +298,6 @@ func (e *Encoder) appendSection(out []byte, s *SectionInput, info *SectionInfo) 
 		}
 	}
 	out[pos+1] = byte(codec)
-	sum := xxhash.Sum64(out[pos:])
-	out = binary.LittleEndian.AppendUint64(out, sum)
-
 	*info = SectionInfo{
 		Partition:        s.Partition,
 		Epoch:            first.Epoch,
@@ -308,12 +305,13 @@ func (e *Encoder) appendSection(out []byte, s *SectionInput, info *SectionInfo) 
 		LastOffset:       s.Batches[len(s.Batches)-1].LastOffset,
 		MaxTimestamp:     maxTS,
 		Position:         int64(pos),
-		Length:           int64(len(out) - pos),
 		Codec:            codec,
 		UncompressedSize: int64(raw),
-		Checksum:         sum,
 		Batches:          len(s.Batches),
 	}
+	info.Checksum = sectionChecksum(sectionVersion, out[pos:], info)
+	out = binary.LittleEndian.AppendUint64(out, info.Checksum)
+	info.Length = int64(len(out) - pos)
 	return out, nil
 }
 

@@ -30,7 +30,7 @@ func ReadFooter(tail []byte, objectSize int64) ([]SectionInfo, error) {
 		return nil, &ShortTailError{Need: TrailerSize, Have: int64(len(tail))}
 	}
 	trailer := tail[len(tail)-TrailerSize:]
-	if err := checkMagic(trailer[28:32], trailer[24:26], trailer[26:28], PartTrailer); err != nil {
+	if _, err := checkMagic(trailer[28:32], trailer[24:26], trailer[26:28], PartTrailer); err != nil {
 		return nil, err
 	}
 	footerPos := binary.LittleEndian.Uint64(trailer[0:8])
@@ -55,21 +55,36 @@ func ReadFooter(tail []byte, objectSize int64) ([]SectionInfo, error) {
 	return parseFooter(footer, int(count), int64(footerPos))
 }
 
-// checkMagic checks the magic, version and flags fields shared by the
-// header and the trailer.
-func checkMagic(m, version, flags []byte, part Part) error {
-	if string(m) != magic {
-		return corruptf(part, "magic %q, want %q", m, magic)
+// CheckHeader checks an object's first HeaderSize bytes, which no checksum
+// covers: the magic, a format version this package reads, and zero flags.
+// It returns the version. Errors are *CorruptError values (matching
+// ErrCorrupt, and ErrUnsupportedVersion for an unknown version). Verify
+// checks the header itself; CheckHeader is for readers that verify an
+// object range by range.
+func CheckHeader(header []byte) (version int, err error) {
+	if len(header) < HeaderSize {
+		return 0, corruptf(PartHeader, "header of %d bytes, want %d", len(header), HeaderSize)
 	}
-	if v := binary.LittleEndian.Uint16(version); v != FormatVersion {
-		e := corruptf(part, "format version %d, this reader knows %d", v, FormatVersion)
+	v, err := checkMagic(header[0:4], header[4:6], header[6:8], PartHeader)
+	return int(v), err
+}
+
+// checkMagic checks the magic, version and flags fields shared by the
+// header and the trailer, and returns the version.
+func checkMagic(m, version, flags []byte, part Part) (uint16, error) {
+	if string(m) != magic {
+		return 0, corruptf(part, "magic %q, want %q", m, magic)
+	}
+	v := binary.LittleEndian.Uint16(version)
+	if v != FormatVersion && v != formatVersion1 {
+		e := corruptf(part, "format version %d, this reader knows %d and %d", v, formatVersion1, FormatVersion)
 		e.Err = ErrUnsupportedVersion
-		return e
+		return 0, e
 	}
 	if f := binary.LittleEndian.Uint16(flags); f != 0 {
-		return corruptf(part, "unknown flags %#04x", f)
+		return 0, corruptf(part, "unknown flags %#04x", f)
 	}
-	return nil
+	return v, nil
 }
 
 // parseFooter parses a footer already checked against its checksum; the

@@ -8,9 +8,10 @@ import (
 
 // The fixed parts of the object format. doc.go describes every byte.
 const (
-	// FormatVersion is the object format version this package writes and
-	// the only one it reads.
-	FormatVersion = 1
+	// FormatVersion is the object format version this package writes. It
+	// also reads version 1, whose section checksums do not cover the
+	// section's identity (see the package documentation).
+	FormatVersion = 2
 	// HeaderSize is the size of the object header: magic, version, flags.
 	HeaderSize = 8
 	// TrailerSize is the size of the fixed trailer at the end of every
@@ -26,9 +27,13 @@ const (
 const (
 	// magic starts and ends every object: "ATCO", activetier combined object.
 	magic = "ATCO"
+	// formatVersion1 is the first object format, still read: its section
+	// checksums cover the section's bytes only.
+	formatVersion1 = 1
 	// sectionVersion is the first byte of every section, so a reader that
-	// fetched only a section's range knows how to parse it.
-	sectionVersion = 1
+	// fetched only a section's range knows how to verify and parse it. It
+	// equals the version of the object the section is in.
+	sectionVersion = FormatVersion
 	checksumSize   = 8
 	// minSectionSize: version, codec, epoch, batch count, one batch
 	// descriptor of four one-byte varints, one payload byte, checksum.

@@ -57,9 +57,16 @@ type sectionSeed struct {
 	want    SectionInfo
 }
 
+// sectionSeeds are the sections of the corpus objects, and of the
+// checked-in objects of format version 1, whole, truncated and resealed.
 func sectionSeeds(t testing.TB) map[string]sectionSeed {
 	seeds := map[string]sectionSeed{}
-	for name, obj := range corpusObjects(t) {
+	objects := corpusObjects(t)
+	for _, codec := range codecs {
+		name := "v1-valid-" + codec.String()
+		objects[name] = readCorpusBytes(t, filepath.Join("testdata", "fuzz", "FuzzVerify", name))
+	}
+	for name, obj := range objects {
 		infos, err := ReadFooter(obj, int64(len(obj)))
 		require.NoError(t, err)
 		for i, s := range infos {
@@ -75,19 +82,20 @@ func sectionSeeds(t testing.TB) map[string]sectionSeed {
 func FuzzDecodeSection(f *testing.F) {
 	for _, s := range sectionSeeds(f) {
 		w := s.want
-		f.Add(s.section, s.reseal, uint8(w.Codec), w.Epoch, w.FirstOffset, w.LastOffset, w.MaxTimestamp, w.UncompressedSize, w.Batches)
+		f.Add(s.section, s.reseal, w.Partition.TopicID[:], w.Partition.Topic, w.Partition.Partition, uint8(w.Codec), w.Epoch, w.FirstOffset, w.LastOffset, w.MaxTimestamp, w.UncompressedSize, w.Batches)
 	}
 	dec := fuzzDecoder(f)
-	f.Fuzz(func(t *testing.T, section []byte, resealIt bool, codec uint8, epoch int32, first, last, maxTS, size int64, batches int) {
-		if resealIt && len(section) >= checksumSize {
-			// Fix the checksum so the parser and decompressors see the
-			// mutated bytes.
-			section = reseal(bytes.Clone(section[:len(section)-checksumSize]))
-		}
+	f.Fuzz(func(t *testing.T, section []byte, resealIt bool, topicID []byte, topic string, partition int32, codec uint8, epoch int32, first, last, maxTS, size int64, batches int) {
 		want := SectionInfo{
-			Partition: metadata.TopicPartition{Topic: "fuzz"}, Codec: metadata.Codec(codec), Epoch: epoch,
+			Partition: metadata.TopicPartition{Topic: topic, Partition: partition}, Codec: metadata.Codec(codec), Epoch: epoch,
 			FirstOffset: first, LastOffset: last, MaxTimestamp: maxTS, UncompressedSize: size, Batches: batches,
 			Length: int64(len(section)),
+		}
+		copy(want.Partition.TopicID[:], topicID)
+		if resealIt && len(section) >= checksumSize {
+			// Fix the checksum, for want's identity, so the parser and
+			// decompressors see the mutated bytes.
+			section = reseal(bytes.Clone(section[:len(section)-checksumSize]), &want)
 		}
 		if len(section) >= checksumSize {
 			want.Checksum = getUint64(section[len(section)-checksumSize:])
@@ -98,6 +106,16 @@ func FuzzDecodeSection(f *testing.F) {
 				t.Fatalf("untyped error: %v", err)
 			}
 			return
+		}
+		// A section of the current version that decodes under want's
+		// identity decodes under no other.
+		if section[0] == sectionVersion {
+			for _, other := range otherIdentities(want) {
+				if _, err := dec.DecodeSection(nil, section, other); !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("section of %s epoch %d offsets %d-%d also decodes as %s epoch %d offsets %d-%d: %v",
+						want.Partition, want.Epoch, want.FirstOffset, want.LastOffset, other.Partition, other.Epoch, other.FirstOffset, other.LastOffset, err)
+				}
+			}
 		}
 		// A section that decodes agrees with what the index said.
 		if len(got) == 0 || (batches != 0 && len(got) != batches) {
@@ -256,6 +274,8 @@ func corpusValue(v any) string {
 	switch v := v.(type) {
 	case []byte:
 		return fmt.Sprintf("[]byte(%q)", v)
+	case string:
+		return fmt.Sprintf("string(%q)", v)
 	default:
 		return fmt.Sprintf("%T(%v)", v, v)
 	}
@@ -274,7 +294,7 @@ func writeCorpusFile(t *testing.T, target, name string, values ...any) {
 }
 
 // readCorpusBytes returns the first value of a corpus file, a []byte.
-func readCorpusBytes(t *testing.T, path string) []byte {
+func readCorpusBytes(t testing.TB, path string) []byte {
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
@@ -294,7 +314,7 @@ func TestFuzzCorpus(t *testing.T) {
 	if *writeCorpus {
 		for name, s := range sectionSeeds(t) {
 			w := s.want
-			writeCorpusFile(t, "FuzzDecodeSection", name, s.section, s.reseal, uint8(w.Codec), w.Epoch, w.FirstOffset, w.LastOffset, w.MaxTimestamp, w.UncompressedSize, w.Batches)
+			writeCorpusFile(t, "FuzzDecodeSection", name, s.section, s.reseal, w.Partition.TopicID[:], w.Partition.Topic, w.Partition.Partition, uint8(w.Codec), w.Epoch, w.FirstOffset, w.LastOffset, w.MaxTimestamp, w.UncompressedSize, w.Batches)
 		}
 		for name, s := range footerSeeds(t) {
 			writeCorpusFile(t, "FuzzReadFooter", name, s.tail, s.size, s.reseal)
@@ -303,21 +323,30 @@ func TestFuzzCorpus(t *testing.T) {
 			writeCorpusFile(t, "FuzzVerify", name, s.tail, s.reseal)
 		}
 	}
-	// The checked-in valid objects, written by an earlier build, still
-	// verify and hold the sample batches.
+	// The checked-in valid objects, written by earlier builds, still
+	// verify and hold the sample batches: v1-valid-* in format version 1,
+	// valid-* in the current version, which is also what this build
+	// writes, byte for byte.
 	dec := newDecoder(t, DecoderOptions{})
+	current := corpusObjects(t)
 	for _, codec := range codecs {
-		path := filepath.Join("testdata", "fuzz", "FuzzVerify", "valid-"+codec.String())
-		obj := readCorpusBytes(t, path)
-		infos, err := dec.Verify(obj)
-		require.NoError(t, err, path)
-		want := sampleSections(42)
-		require.Len(t, infos, len(want))
-		for i, s := range infos {
-			got, err := dec.DecodeSection(nil, obj[s.Position:s.Position+s.Length], s)
-			require.NoError(t, err)
-			require.Equal(t, want[i].Partition, s.Partition)
-			requireSameBatches(t, want[i].Batches, got, fmt.Sprintf("%s section %d", path, i))
+		for version, name := range map[uint16]string{formatVersion1: "v1-valid-" + codec.String(), FormatVersion: "valid-" + codec.String()} {
+			path := filepath.Join("testdata", "fuzz", "FuzzVerify", name)
+			obj := readCorpusBytes(t, path)
+			require.Equal(t, version, binary.LittleEndian.Uint16(obj[4:]), path)
+			if version == FormatVersion {
+				require.Equal(t, current[name], obj, "%s differs from what this build writes; a format change needs a new version", path)
+			}
+			infos, err := dec.Verify(obj)
+			require.NoError(t, err, path)
+			want := sampleSections(42)
+			require.Len(t, infos, len(want))
+			for i, s := range infos {
+				got, err := dec.DecodeSection(nil, obj[s.Position:s.Position+s.Length], s)
+				require.NoError(t, err)
+				require.Equal(t, want[i].Partition, s.Partition)
+				requireSameBatches(t, want[i].Batches, got, fmt.Sprintf("%s section %d", path, i))
+			}
 		}
 	}
 }

@@ -67,7 +67,8 @@ func TestDecodeSectionMalformed(t *testing.T) {
 		want   SectionInfo
 		reason string
 	}{
-		{"future version", raw(byte(2), none, int64(1), uint64(1), uint64(0), uint64(0), int64(0), uint64(5), five), want(none, 5), "section format version 2"},
+		{"future version", raw(byte(sectionVersion+1), none, int64(1), uint64(1), uint64(0), uint64(0), int64(0), uint64(5), five), want(none, 5), "section format version 3"},
+		{"no version", raw(byte(0), none, int64(1), uint64(1), uint64(0), uint64(0), int64(0), uint64(5), five), want(none, 5), "section format version 0"},
 		{"truncated table", raw(v, none, int64(1), uint64(2), uint64(0), uint64(0), int64(0), uint64(5), []byte{0x80, 0x80, 0x80, 0x80}), want(none, 5), "batch 1: truncated first offset"},
 		{"overlong varint", raw(v, none, overlong, uint64(1), []byte("0123456789")), want(none, 5), "overlong varint epoch"},
 		{"epoch beyond int32", raw(v, none, int64(math.MaxInt32+1), uint64(1), []byte("0123456789")), want(none, 5), "out of range epoch"},
@@ -90,8 +91,8 @@ func TestDecodeSectionMalformed(t *testing.T) {
 	dec := newDecoder(t, DecoderOptions{})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			section := reseal(c.body)
 			w := c.want
+			section := reseal(c.body, &w)
 			w.Length = int64(len(section))
 			w.Checksum = getUint64(section[len(section)-checksumSize:])
 			_, err := dec.DecodeSection(nil, section, w)
@@ -102,8 +103,8 @@ func TestDecodeSectionMalformed(t *testing.T) {
 
 	// The same well-formed section decodes, so the cases above fail for
 	// the reason they name.
-	section := reseal(raw(v, zst, int64(1), uint64(1), uint64(0), uint64(0), int64(0), uint64(5), zstdFive))
 	w := want(zst, 5)
+	section := reseal(raw(v, zst, int64(1), uint64(1), uint64(0), uint64(0), int64(0), uint64(5), zstdFive), &w)
 	w.Length, w.Checksum = int64(len(section)), getUint64(section[len(section)-checksumSize:])
 	got, err := dec.DecodeSection(nil, section, w)
 	require.NoError(t, err)

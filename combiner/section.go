@@ -1,6 +1,10 @@
 package combiner
 
 import (
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -43,7 +47,10 @@ type SectionInfo struct {
 	Codec metadata.Codec
 	// UncompressedSize is the total length of the section's batch data.
 	UncompressedSize int64
-	// Checksum is the xxhash64 stored in the section's last 8 bytes.
+	// Checksum is the xxhash64 stored in the section's last 8 bytes. It
+	// covers the section's identity (Partition, Epoch, FirstOffset,
+	// LastOffset) as well as its bytes, so a section verifies only under
+	// the entry it was written for.
 	Checksum uint64
 	// Batches is the number of batches in the section. Zero means unknown,
 	// as in a SectionInfo rebuilt from a metadata entry by SectionOf.
@@ -98,4 +105,38 @@ func validPartition(tp metadata.TopicPartition) string {
 		return "has a negative partition number"
 	}
 	return ""
+}
+
+// identitySize is the fixed part of a section's identity: topic ID,
+// partition, epoch, first and last offset. The topic name follows it.
+const identitySize = 16 + 4 + 4 + 8 + 8
+
+// identitySeed returns the xxhash64 of the identity of the section s
+// describes, the seed of its checksum (doc.go gives the layout).
+func identitySeed(s *SectionInfo) uint64 {
+	var b [identitySize]byte
+	copy(b[:16], s.Partition.TopicID[:])
+	binary.LittleEndian.PutUint32(b[16:], uint32(s.Partition.Partition))
+	binary.LittleEndian.PutUint32(b[20:], uint32(s.Epoch))
+	binary.LittleEndian.PutUint64(b[24:], uint64(s.FirstOffset))
+	binary.LittleEndian.PutUint64(b[32:], uint64(s.LastOffset))
+	var d xxhash.Digest
+	d.Reset()
+	_, _ = d.Write(b[:])
+	_, _ = d.WriteString(s.Partition.Topic)
+	return d.Sum64()
+}
+
+// sectionChecksum returns the checksum that a section of the given version
+// whose bytes before the checksum are body must carry to verify as the
+// section s describes. From version 2 it is the xxhash64 of body seeded
+// with the identity's hash; version 1 hashed body alone.
+func sectionChecksum(version byte, body []byte, s *SectionInfo) uint64 {
+	if version == formatVersion1 {
+		return xxhash.Sum64(body)
+	}
+	var d xxhash.Digest
+	d.ResetWithSeed(identitySeed(s))
+	_, _ = d.Write(body)
+	return d.Sum64()
 }

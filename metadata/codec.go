@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"math/bits"
 	"slices"
@@ -12,7 +13,18 @@ import (
 // messageVersion is the first byte of every encoded Message. A decoder
 // rejects versions it does not know with ErrUnsupportedVersion rather than
 // guessing, so a format change is a new version, never a reinterpretation.
-const messageVersion = 1
+// Version 2 is version 1 with a checksum appended; both are read.
+const (
+	messageVersion  = 2
+	messageVersion1 = 1
+)
+
+// checksumSize is the size of a version 2 message's trailing CRC-32C.
+const checksumSize = 4
+
+// crc32c returns the CRC-32C (Castagnoli) of b. MakeTable returns the
+// standard library's one shared table for it, built once.
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
 
 // Errors returned by DecodeMessage, to be tested with errors.Is.
 var (
@@ -24,6 +36,9 @@ var (
 	// input starts with a version this build does not know, typically
 	// written by a newer release during a rolling upgrade.
 	ErrUnsupportedVersion = errors.New("metadata: unsupported message version")
+	// ErrChecksum is matched, besides ErrCorrupt, when a message's bytes
+	// do not match its checksum: they changed after they were encoded.
+	ErrChecksum = errors.New("metadata: message checksum mismatch")
 )
 
 // DecodeError describes why DecodeMessage rejected its input. It matches
@@ -109,7 +124,8 @@ const (
 
 // AppendMessage validates m (see Message.Validate), appends its encoding to
 // dst and returns the extended slice. On error dst is returned unchanged in
-// length.
+// length. The encoding ends with a CRC-32C of everything before it, which
+// DecodeMessage verifies before it parses anything.
 //
 // The encoding is canonical: entries are written in the order of their byte
 // ranges in the object and markers sorted by topic, partition, epoch, start
@@ -131,6 +147,7 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 	}
 	n, k := len(m.Entries), len(m.Markers)
 
+	start := len(dst)
 	dst = append(dst, messageVersion)
 	dst = binary.AppendUvarint(dst, uint64(m.WriterBrokerID))
 	dst = binary.AppendUvarint(dst, uint64(n))
@@ -176,7 +193,7 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(s.StartOffset))
 		dst = binary.AppendUvarint(dst, uint64(s.LeaderBrokerID))
 	}
-	return dst, nil
+	return binary.LittleEndian.AppendUint32(dst, crc32c(dst[start:])), nil
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -344,10 +361,14 @@ func readBits(data []byte, pos, width uint) uint64 {
 // carrying the message's Object. The result does not alias b.
 //
 // Any input yields either a message that AppendMessage would encode to
-// exactly b, or an error matching ErrCorrupt (a *DecodeError). Counts and
-// lengths in the input are checked against the bytes remaining before
-// anything is allocated for them, so a short input cannot make the decoder
-// allocate much more than its own size.
+// exactly b, or an error matching ErrCorrupt (a *DecodeError): one that
+// also matches ErrChecksum when b does not match its checksum, and
+// ErrUnsupportedVersion when b starts with a version this build does not
+// read. Version 1 messages, written before messages carried a checksum,
+// are still read; AppendMessage encodes what they decode to as version 2.
+// Counts and lengths in the input are checked against the bytes remaining
+// before anything is allocated for them, so a short input cannot make the
+// decoder allocate much more than its own size.
 func DecodeMessage(b []byte) (*Message, error) {
 	d := decoder{b: b}
 	return d.message()
@@ -418,8 +439,22 @@ func (d *decoder) message() (*Message, error) {
 	if len(d.b) == 0 {
 		return nil, d.fail(0, "version", "empty input")
 	}
-	if v := d.b[0]; v != messageVersion {
-		return nil, &DecodeError{Offset: 0, What: "version", Err: fmt.Errorf("%w %d (this build reads version %d)", ErrUnsupportedVersion, v, messageVersion)}
+	switch v := d.b[0]; v {
+	case messageVersion:
+		// Verify before parsing; the body ends where the checksum starts,
+		// so offsets in errors stay offsets in the input.
+		if len(d.b) < 1+checksumSize {
+			return nil, d.fail(0, "checksum", "message of %d bytes has no room for its %d-byte checksum", len(d.b), checksumSize)
+		}
+		at := len(d.b) - checksumSize
+		stored := binary.LittleEndian.Uint32(d.b[at:])
+		if sum := crc32c(d.b[:at]); sum != stored {
+			return nil, &DecodeError{Offset: at, What: "checksum", Err: fmt.Errorf("%w: computed %08x, message says %08x", ErrChecksum, sum, stored)}
+		}
+		d.b = d.b[:at]
+	case messageVersion1:
+	default:
+		return nil, &DecodeError{Offset: 0, What: "version", Err: fmt.Errorf("%w %d (this build reads versions %d and %d)", ErrUnsupportedVersion, v, messageVersion1, messageVersion)}
 	}
 	d.off = 1
 	writer, err := d.uvarint("writer broker id", math.MaxInt32)

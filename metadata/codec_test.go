@@ -2,8 +2,10 @@ package metadata
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -204,13 +206,20 @@ func decodeErr(t *testing.T, b []byte) *DecodeError {
 	return de
 }
 
+// TestDecodeRejects edits version 1 encodings, which have no checksum, and
+// checks that each is rejected for what it is, both as it is and sealed
+// with a checksum as version 2 (which differs only in the version byte and
+// the checksum, so offsets are the same).
 func TestDecodeRejects(t *testing.T) {
-	valid := mustEncode(t, typicalMessage(rand.New(rand.NewPCG(9, 10)), 4, 0.5))
-	markers := mustEncode(t, &Message{Markers: []EpochStart{{Partition: TopicPartition{Topic: "t"}, Epoch: 1}}})
+	valid := asVersion1(mustEncode(t, typicalMessage(rand.New(rand.NewPCG(9, 10)), 4, 0.5)))
+	encoded := mustEncode(t, &Message{Markers: []EpochStart{{Partition: TopicPartition{Topic: "t"}, Epoch: 1}}})
+	markers := asVersion1(encoded)
 	// markers is: version 1, writer 0, 0 entries, 1 marker, 1 topic,
 	// kind name, name "t", then topic 0, partition 0, epoch 1, start 0,
-	// leader 0.
+	// leader 0. Version 2 is version 2, the same, and the CRC-32C.
 	require.Equal(t, []byte{1, 0, 0, 1, 1, topicHasName, 1, 't', 0, 0, 1, 0, 0}, markers)
+	require.Equal(t, []byte{2, 0, 0, 1, 1, topicHasName, 1, 't', 0, 0, 1, 0, 0}, encoded[:len(encoded)-checksumSize])
+	require.Equal(t, crc32c(encoded[:len(encoded)-checksumSize]), binary.LittleEndian.Uint32(encoded[len(encoded)-checksumSize:]))
 	with := func(b []byte, at int, v ...byte) []byte {
 		out := bytes.Clone(b)
 		return append(out[:at], append(v, out[at+1:]...)...)
@@ -238,21 +247,59 @@ func TestDecodeRejects(t *testing.T) {
 		{"two topics, one unused", []byte{1, 0, 0, 1, 2, topicHasName, 1, 'a', topicHasName, 1, 'b', 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, 4, "topic count", "exceeds 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			de := decodeErr(t, tc.in)
-			assert.Equal(t, tc.offset, de.Offset, "offset; error: %v", de)
-			assert.Equal(t, tc.what, de.What, "item; error: %v", de)
-			assert.ErrorContains(t, de, tc.reason)
+			versions := [][]byte{tc.in}
+			if len(tc.in) > 0 {
+				versions = append(versions, asVersion2(tc.in))
+			}
+			for _, in := range versions {
+				de := decodeErr(t, in)
+				assert.Equal(t, tc.offset, de.Offset, "offset; error: %v", de)
+				assert.Equal(t, tc.what, de.What, "item; error: %v", de)
+				assert.ErrorContains(t, de, tc.reason)
+				assert.NotErrorIs(t, de, ErrChecksum)
+			}
 		})
 	}
 }
 
 func TestDecodeUnsupportedVersion(t *testing.T) {
 	b := mustEncode(t, typicalMessage(rand.New(rand.NewPCG(11, 12)), 2, 0))
-	b[0] = 2
-	de := decodeErr(t, b)
-	require.ErrorIs(t, de, ErrUnsupportedVersion)
-	require.Equal(t, 0, de.Offset)
-	require.EqualError(t, de, "metadata: corrupt message at byte 0 (version): metadata: unsupported message version 2 (this build reads version 1)")
+	for _, v := range []byte{0, 3, 0xFF} {
+		b[0] = v
+		de := decodeErr(t, b)
+		require.ErrorIs(t, de, ErrUnsupportedVersion)
+		require.Equal(t, 0, de.Offset)
+		require.EqualError(t, de, fmt.Sprintf("metadata: corrupt message at byte 0 (version): metadata: unsupported message version %d (this build reads versions 1 and 2)", v))
+	}
+}
+
+// TestDecodeChecksum: a version 2 message whose bytes changed after
+// encoding is rejected with ErrChecksum before anything is parsed, even
+// when the change leaves a well-formed message (here: another partition).
+func TestDecodeChecksum(t *testing.T) {
+	m := typicalMessage(rand.New(rand.NewPCG(17, 18)), 3, 0)
+	b := mustEncode(t, m)
+	other := canonical(m)
+	other.Entries[0].Partition.Partition += 100
+	forged := mustEncode(t, other)
+	// The forged body with the original checksum: well-formed, wrong.
+	forged = append(forged[:len(forged)-checksumSize], b[len(b)-checksumSize:]...)
+	_, err := DecodeMessage(asVersion1(forged))
+	require.NoError(t, err, "without the checksum the forgery would decode")
+	de := decodeErr(t, forged)
+	require.ErrorIs(t, de, ErrChecksum)
+	require.Equal(t, "checksum", de.What)
+	require.Equal(t, len(forged)-checksumSize, de.Offset)
+	require.ErrorContains(t, de, "computed")
+
+	// A version byte and less than a checksum.
+	for n := range 1 + checksumSize {
+		de := decodeErr(t, b[:n])
+		require.Equal(t, 0, de.Offset)
+		require.NotErrorIs(t, de, ErrChecksum)
+	}
+	de = decodeErr(t, b[:checksumSize])
+	require.ErrorContains(t, de, "message of 4 bytes has no room for its 4-byte checksum")
 }
 
 // TestDecodeRejectsEveryTruncation checks that no proper prefix of a valid
@@ -262,8 +309,10 @@ func TestDecodeRejectsEveryTruncation(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, m := range []*Message{typicalMessage(r, 20, 0.5), scatteredMessage(r, 3, 20), randomMessage(r)} {
 		b := mustEncode(t, m)
-		for n := range len(b) {
-			decodeErr(t, b[:n])
+		for _, b := range [][]byte{b, asVersion1(b)} {
+			for n := range len(b) {
+				decodeErr(t, b[:n])
+			}
 		}
 	}
 }
@@ -306,6 +355,7 @@ func TestDecodeNonCanonicalRejected(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.ErrorContains(t, decodeErr(t, tc.in), tc.reason)
+			assert.ErrorContains(t, decodeErr(t, asVersion2(tc.in)), tc.reason)
 		})
 	}
 }
@@ -314,7 +364,16 @@ func TestDecodeErrorMatching(t *testing.T) {
 	_, err := DecodeMessage([]byte{1})
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.False(t, errors.Is(err, ErrUnsupportedVersion))
+	require.False(t, errors.Is(err, ErrChecksum))
 	require.EqualError(t, err, "metadata: corrupt message at byte 1 (writer broker id): truncated varint")
+	_, err = DecodeMessage(asVersion2([]byte{1}))
+	require.EqualError(t, err, "metadata: corrupt message at byte 1 (writer broker id): truncated varint")
+	_, err = DecodeMessage([]byte{2, 0, 0, 0, 0})
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, ErrChecksum)
+	require.EqualError(t, err, "metadata: corrupt message at byte 1 (checksum): metadata: message checksum mismatch: computed b34623a6, message says 00000000")
+	// The checksum is CRC-32C: its standard check value.
+	require.Equal(t, uint32(0xE3069283), crc32c([]byte("123456789")))
 }
 
 func TestAllocations(t *testing.T) {

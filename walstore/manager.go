@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -162,15 +163,25 @@ func (m *Manager) keyPrefix() string {
 }
 
 // put stores data under a fresh key, choosing another key if the first is
-// taken (which also covers a retried Put whose first attempt landed).
+// taken (which also covers a retried Put whose first attempt landed). The
+// reference Put returns is published for followers to read, so it must
+// name the key put asked for in the store's local bucket, which must have a
+// name: anything else is an error matching ErrContractViolation.
 func (m *Manager) put(ctx context.Context, data []byte) (metadata.ObjectRef, error) {
 	for range 3 {
-		ref, err := m.cfg.Store.Put(ctx, m.newKey(), data)
+		key := m.newKey()
+		ref, err := m.cfg.Store.Put(ctx, key, data)
 		if errors.Is(err, ErrAlreadyExists) {
 			continue
 		}
 		if err != nil {
-			return metadata.ObjectRef{}, fmt.Errorf("walstore: upload: %w", err)
+			return metadata.ObjectRef{}, fmt.Errorf("walstore: upload: %w", &DependencyError{Dependency: "ObjectStore.Put", Err: err})
+		}
+		want := m.cfg.Store.Local()
+		want.Key = key
+		if ref != want || want.Bucket == "" {
+			return metadata.ObjectRef{}, fmt.Errorf("walstore: upload: %w", &DependencyError{Dependency: "ObjectStore.Put",
+				Err: fmt.Errorf("%w: stored %s and returned the reference %q/%q/%q", ErrContractViolation, want, ref.AZ, ref.Bucket, ref.Key)})
 		}
 		return ref, nil
 	}
@@ -187,7 +198,8 @@ type FetchResult struct {
 
 // FetchError says which object and partition a failed fetch concerned. Its
 // Err matches ErrNotFound, ErrUnavailable, ErrUnknownBucket, ErrInvalidRange
-// or ErrCorrupt.
+// or ErrCorrupt, and ErrContractViolation when the store's answer broke the
+// ObjectStore contract.
 type FetchError struct {
 	Object    metadata.ObjectRef
 	Partition metadata.TopicPartition
@@ -208,12 +220,28 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // ranged GET; GETs run in parallel up to FetchConcurrency. A failure affects
 // only the entries it concerns; Fetch itself returns an error only when ctx
 // ends.
+//
+// An entry whose byte range is empty, negative or overflows int64 fails
+// with ErrInvalidRange without a request. When a coalesced GET fails with
+// ErrInvalidRange (one entry's range may run past the object's end) or
+// with an answer that breaks the ObjectStore contract (a body shorter or
+// longer than the range, as a truncating proxy gives), each of its entries
+// is read again on its own, one after another, so that a bad entry fails
+// alone. An answer of the wrong size for a single entry's range fails it
+// with an error matching both ErrContractViolation and ErrUnavailable: the
+// next attempt may well succeed, so callers retry it with backoff.
 func (m *Manager) Fetch(ctx context.Context, entries []metadata.Entry) ([]FetchResult, error) {
 	results := make([]FetchResult, len(entries))
+	valid := make([]int, 0, len(entries))
 	for i, e := range entries {
 		results[i].Entry = e
+		if e.Position < 0 || e.Length <= 0 || e.Position > math.MaxInt64-e.Length {
+			results[i].Err = fetchError(&e, fmt.Errorf("%w: entry range %d+%d", ErrInvalidRange, e.Position, e.Length))
+			continue
+		}
+		valid = append(valid, i)
 	}
-	reads := planReads(entries, m.cfg.CoalesceGap)
+	reads := planReads(entries, valid, m.cfg.CoalesceGap)
 	sem := make(chan struct{}, m.cfg.FetchConcurrency)
 	var wg sync.WaitGroup
 	for _, r := range reads {
@@ -236,6 +264,10 @@ func (m *Manager) Fetch(ctx context.Context, entries []metadata.Entry) ([]FetchR
 	return results, nil
 }
 
+func fetchError(e *metadata.Entry, err error) *FetchError {
+	return &FetchError{Object: e.Object, Partition: e.Partition, Position: e.Position, Length: e.Length, Err: err}
+}
+
 // rangeRead is one GET serving the entries at idx, which all lie in
 // [start, end) of object.
 type rangeRead struct {
@@ -244,13 +276,11 @@ type rangeRead struct {
 	idx        []int
 }
 
-// planReads groups entries by object and merges ranges that touch or are
-// separated by at most gap bytes. Each entry is read by exactly one range.
-func planReads(entries []metadata.Entry, gap int64) []rangeRead {
-	order := make([]int, len(entries))
-	for i := range order {
-		order[i] = i
-	}
+// planReads groups the entries at idx, whose ranges are valid, by object
+// and merges ranges that touch or are separated by at most gap bytes. Each
+// entry is read by exactly one range.
+func planReads(entries []metadata.Entry, idx []int, gap int64) []rangeRead {
+	order := slices.Clone(idx)
 	slices.SortFunc(order, func(a, b int) int {
 		ea, eb := &entries[a], &entries[b]
 		if c := compareRefs(ea.Object, eb.Object); c != 0 {
@@ -268,7 +298,7 @@ func planReads(entries []metadata.Entry, gap int64) []rangeRead {
 		end := e.Position + e.Length
 		if n := len(reads); n > 0 {
 			last := &reads[n-1]
-			if last.object == e.Object && e.Position <= last.end+gap {
+			if last.object == e.Object && e.Position-last.end <= gap {
 				last.end = max(last.end, end)
 				last.idx = append(last.idx, i)
 				continue
@@ -305,34 +335,49 @@ func cmpInt64(a, b int64) int {
 	return 0
 }
 
+// read serves the entries of r with one GET, or with one GET each when the
+// answer to the coalesced one may be the fault of one entry (see Fetch).
 func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entry, results []FetchResult) {
-	fail := func(i int, err error) {
-		e := &entries[i]
-		results[i].Err = &FetchError{Object: e.Object, Partition: e.Partition, Position: e.Position, Length: e.Length, Err: err}
-	}
-	if r.start < 0 || r.end <= r.start {
+	data, err := m.getRange(ctx, r.object, r.start, r.end-r.start)
+	if err != nil && len(r.idx) > 1 && ctx.Err() == nil && (errors.Is(err, ErrInvalidRange) || errors.Is(err, ErrContractViolation)) {
+		m.cfg.Logger.Debug("activetier: coalesced read failed; reading its sections one by one",
+			"object", r.object.String(), "start", r.start, "end", r.end, "sections", len(r.idx), "err", err)
 		for _, i := range r.idx {
-			fail(i, fmt.Errorf("%w: entry range %d+%d", ErrInvalidRange, entries[i].Position, entries[i].Length))
-		}
-		return
-	}
-	data, err := m.cfg.Store.GetRange(ctx, r.object, r.start, r.end-r.start)
-	if err != nil {
-		for _, i := range r.idx {
-			fail(i, err)
+			e := &entries[i]
+			m.read(ctx, rangeRead{object: r.object, start: e.Position, end: e.Position + e.Length, idx: []int{i}}, entries, results)
 		}
 		return
 	}
 	for _, i := range r.idx {
 		e := &entries[i]
+		if err != nil {
+			results[i].Err = fetchError(e, err)
+			continue
+		}
 		section := data[e.Position-r.start : e.Position-r.start+e.Length]
 		batches, err := m.dec.DecodeSection(nil, section, combiner.SectionOf(*e))
 		if err != nil {
-			fail(i, err)
+			results[i].Err = fetchError(e, err)
 			continue
 		}
 		results[i].Batches = batches
 	}
+}
+
+// getRange is ObjectStore.GetRange with its answer checked: errors name
+// the call, and a body of another length than asked for is an error
+// matching ErrContractViolation and ErrUnavailable, never a slice to index
+// out of range.
+func (m *Manager) getRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+	data, err := m.cfg.Store.GetRange(ctx, ref, offset, length)
+	if err != nil {
+		return nil, &DependencyError{Dependency: "ObjectStore.GetRange", Err: err}
+	}
+	if int64(len(data)) != length {
+		return nil, &DependencyError{Dependency: "ObjectStore.GetRange", Err: fmt.Errorf("%w: returned %d bytes for the %d-byte range at offset %d of %s, which may be transient (%w)",
+			ErrContractViolation, len(data), length, offset, ref, ErrUnavailable)}
+	}
+	return data, nil
 }
 
 // Delete removes combined objects. Deleting an object that is already gone

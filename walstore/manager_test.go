@@ -2,6 +2,10 @@ package walstore_test
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -153,6 +157,11 @@ func TestManagerFetchErrorsNameObjectAndPartition(t *testing.T) {
 			assert.Contains(t, res[0].Err.Error(), tt.entry.Object.Key)
 			assert.Contains(t, res[0].Err.Error(), tt.entry.Partition.String())
 			assert.Empty(t, res[0].Batches)
+			if tt.want != walstore.ErrCorrupt {
+				var de *walstore.DependencyError
+				require.ErrorAs(t, res[0].Err, &de, "the store's errors name the call")
+				assert.Equal(t, "ObjectStore.GetRange", de.Dependency)
+			}
 		})
 	}
 }
@@ -189,6 +198,271 @@ func TestManagerConfigValidation(t *testing.T) {
 			_, err := walstore.NewManager(tt.cfg)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// recordingStore wraps an ObjectStore, records the ranges GetRange is
+// asked for, and lets a test change GetRange's and Put's answers.
+type recordingStore struct {
+	walstore.ObjectStore
+	mu     sync.Mutex
+	ranges [][2]int64 // offset, length
+	// get, if set, replaces the answer to GetRange: it gets the real
+	// answer.
+	get func(offset, length int64, data []byte, err error) ([]byte, error)
+	// put, if set, replaces the reference Put returns.
+	put func(ref metadata.ObjectRef) metadata.ObjectRef
+	// local, if set, replaces the answer of Local.
+	local *metadata.ObjectRef
+}
+
+func (s *recordingStore) Local() metadata.ObjectRef {
+	if s.local != nil {
+		return *s.local
+	}
+	return s.ObjectStore.Local()
+}
+
+func (s *recordingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+	s.mu.Lock()
+	s.ranges = append(s.ranges, [2]int64{offset, length})
+	s.mu.Unlock()
+	data, err := s.ObjectStore.GetRange(ctx, ref, offset, length)
+	if s.get != nil {
+		return s.get(offset, length, data, err)
+	}
+	return data, err
+}
+
+func (s *recordingStore) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
+	ref, err := s.ObjectStore.Put(ctx, key, body)
+	if err == nil && s.put != nil {
+		ref = s.put(ref)
+	}
+	return ref, err
+}
+
+func (s *recordingStore) gets() [][2]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ranges)
+}
+
+// copyObject writes n partitions of two batches each as one object and
+// returns its inputs and entries, in object order.
+func copyObject(t *testing.T, store walstore.ObjectStore, n int) ([]walstore.CopyInput, []metadata.Entry) {
+	t.Helper()
+	w, err := walstore.NewManager(walstore.ManagerConfig{Store: store})
+	require.NoError(t, err)
+	defer w.Close()
+	inputs := copyInputs(n, 2)
+	entries, err := w.Copy(context.Background(), inputs)
+	require.NoError(t, err)
+	return inputs, entries
+}
+
+// TestManagerFetchIsolatesBadEntries: an entry whose range is wrong must
+// fail alone, in the same Fetch call that serves the good entries of the
+// same object, whether it is refused before any request or found out by
+// the store.
+func TestManagerFetchIsolatesBadEntries(t *testing.T) {
+	ctx := context.Background()
+	_, local, peer := newStores(t)
+	inputs, entries := copyObject(t, local, 4)
+	last := entries[3]
+	objects, err := local.List(ctx, entries[0].Object.Bucket, "")
+	require.NoError(t, err)
+	require.Len(t, objects, 1)
+	size := objects[0].Size
+
+	tests := []struct {
+		name string
+		bad  func(e metadata.Entry) metadata.Entry
+		// gets are the ranges requested: the coalesced one, then one per
+		// entry when it failed.
+		fallback bool
+	}{
+		{"range runs past the object's end", func(e metadata.Entry) metadata.Entry { e.Length = size - e.Position + 1; return e }, true},
+		{"range starts past the object's end", func(e metadata.Entry) metadata.Entry { e.Position = size + 10; return e }, true},
+		{"length far past the end", func(e metadata.Entry) metadata.Entry { e.Length = math.MaxInt64 - e.Position; return e }, true},
+		{"negative position", func(e metadata.Entry) metadata.Entry { e.Position = -1; return e }, false},
+		{"zero length", func(e metadata.Entry) metadata.Entry { e.Length = 0; return e }, false},
+		{"negative length", func(e metadata.Entry) metadata.Entry { e.Length = -e.Length; return e }, false},
+		{"end overflows int64", func(e metadata.Entry) metadata.Entry { e.Length = math.MaxInt64; return e }, false},
+		{"minimum position and length", func(e metadata.Entry) metadata.Entry { e.Position, e.Length = math.MinInt64, math.MinInt64; return e }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &recordingStore{ObjectStore: peer}
+			r, err := walstore.NewManager(walstore.ManagerConfig{Store: store, Logger: discard()})
+			require.NoError(t, err)
+			defer r.Close()
+			// The bad entry sits between good ones of the same object.
+			bad := tt.bad(entries[2])
+			want := []metadata.Entry{entries[0], entries[1], bad, entries[3]}
+			res, err := r.Fetch(ctx, want)
+			require.NoError(t, err)
+			require.Len(t, res, 4)
+			for i, good := range []int{0, 1, 3} {
+				require.NoError(t, res[good].Err, "good entry %d", i)
+				clustertest.RequireSameLog(t, inputs[good].Batches, res[good].Batches)
+			}
+			var fe *walstore.FetchError
+			require.ErrorAs(t, res[2].Err, &fe)
+			require.ErrorIs(t, res[2].Err, walstore.ErrInvalidRange)
+			assert.Equal(t, bad.Position, fe.Position)
+			assert.Equal(t, bad.Length, fe.Length)
+			assert.Equal(t, bad.Partition, fe.Partition)
+			assert.Empty(t, res[2].Batches)
+
+			gets := store.gets()
+			if tt.fallback {
+				require.Len(t, gets, 5, "one coalesced GET, then one per entry: %v", gets)
+				for i, e := range want {
+					assert.Contains(t, gets[1:], [2]int64{e.Position, e.Length}, "entry %d read on its own", i)
+				}
+			} else {
+				require.Len(t, gets, 1, "the bad entry is refused without a request: %v", gets)
+				assert.Equal(t, [2]int64{entries[0].Position, last.Position + last.Length - entries[0].Position}, gets[0])
+			}
+		})
+	}
+
+	// Another object's coalesced read is not affected.
+	inputs2, entries2 := copyObject(t, local, 2)
+	store := &recordingStore{ObjectStore: peer}
+	r, err := walstore.NewManager(walstore.ManagerConfig{Store: store, Logger: discard()})
+	require.NoError(t, err)
+	defer r.Close()
+	bad := entries[1]
+	bad.Length = size
+	res, err := r.Fetch(ctx, []metadata.Entry{entries2[0], bad, entries[0], entries2[1]})
+	require.NoError(t, err)
+	require.ErrorIs(t, res[1].Err, walstore.ErrInvalidRange)
+	for i, in := range map[int]walstore.CopyInput{0: inputs2[0], 2: inputs[0], 3: inputs2[1]} {
+		require.NoError(t, res[i].Err)
+		clustertest.RequireSameLog(t, in.Batches, res[i].Batches)
+	}
+	assert.Len(t, store.gets(), 1+1+2, "the other object's one GET, this one's coalesced GET and two single ones")
+}
+
+// TestManagerSurvivesStoreThatBreaksItsContract: whatever GetRange
+// answers, Fetch neither panics nor hands out bytes that are not the
+// entry's; answers of the wrong size are errors matching
+// ErrContractViolation and ErrUnavailable that name the call. An answer
+// that is wrong only for the coalesced range (a proxy that truncates
+// large bodies) costs one GET per entry and no entry.
+func TestManagerSurvivesStoreThatBreaksItsContract(t *testing.T) {
+	ctx := context.Background()
+	_, local, peer := newStores(t)
+	inputs, entries := copyObject(t, local, 3)
+	var one int64 // the longest section
+	for _, e := range entries {
+		one = max(one, e.Length)
+	}
+	tests := []struct {
+		name string
+		get  func(offset, length int64, data []byte, err error) ([]byte, error)
+		// ok: every entry is served (after falling back to single reads).
+		ok bool
+	}{
+		{"short body", func(_, _ int64, data []byte, err error) ([]byte, error) { return data[:len(data)-5], err }, false},
+		{"one byte short", func(_, _ int64, data []byte, err error) ([]byte, error) { return data[:len(data)-1], err }, false},
+		{"empty body", func(_, _ int64, data []byte, err error) ([]byte, error) { return data[:0], err }, false},
+		{"nil body, nil error", func(_, _ int64, _ []byte, _ error) ([]byte, error) { return nil, nil }, false},
+		{"long body", func(_, _ int64, data []byte, err error) ([]byte, error) { return append(data, "trailing"...), err }, false},
+		{"twice the body", func(_, _ int64, data []byte, err error) ([]byte, error) { return append(data, data...), err }, false},
+		{"truncates large bodies", func(_, length int64, data []byte, err error) ([]byte, error) {
+			if length > one {
+				return data[:one], err
+			}
+			return data, err
+		}, true},
+		{"pads large bodies", func(_, length int64, data []byte, err error) ([]byte, error) {
+			if length > one {
+				return append(data, 0), err
+			}
+			return data, err
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &recordingStore{ObjectStore: peer, get: tt.get}
+			r, err := walstore.NewManager(walstore.ManagerConfig{Store: store, Logger: discard()})
+			require.NoError(t, err)
+			defer r.Close()
+			res, err := r.Fetch(ctx, entries)
+			require.NoError(t, err)
+			require.Len(t, store.gets(), 1+len(entries), "one coalesced GET, then one per entry")
+			for i, fr := range res {
+				if tt.ok {
+					require.NoError(t, fr.Err)
+					clustertest.RequireSameLog(t, inputs[i].Batches, fr.Batches)
+					continue
+				}
+				require.ErrorIs(t, fr.Err, walstore.ErrContractViolation, "entry %d", i)
+				require.ErrorIs(t, fr.Err, walstore.ErrUnavailable, "entry %d: a follower retries it", i)
+				var de *walstore.DependencyError
+				require.ErrorAs(t, fr.Err, &de)
+				assert.Equal(t, "ObjectStore.GetRange", de.Dependency)
+				var fe *walstore.FetchError
+				require.ErrorAs(t, fr.Err, &fe)
+				assert.Equal(t, entries[i].Partition, fe.Partition)
+				assert.Contains(t, fr.Err.Error(), fmt.Sprintf("-byte range at offset %d of %s", entries[i].Position, entries[i].Object))
+				assert.Empty(t, fr.Batches)
+			}
+		})
+	}
+
+	// A single entry's wrong-sized answer is not retried within Fetch.
+	store := &recordingStore{ObjectStore: peer, get: tests[0].get}
+	r, err := walstore.NewManager(walstore.ManagerConfig{Store: store})
+	require.NoError(t, err)
+	defer r.Close()
+	res, err := r.Fetch(ctx, entries[:1])
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, walstore.ErrContractViolation)
+	require.EqualError(t, res[0].Err, fmt.Sprintf("walstore: fetch %s bytes %d+%d for %s: ObjectStore.GetRange: walstore: dependency broke its contract: "+
+		"returned %d bytes for the %d-byte range at offset %d of %s, which may be transient (walstore: object store unavailable)",
+		entries[0].Object, entries[0].Position, entries[0].Length, entries[0].Partition, entries[0].Length-5, entries[0].Length, entries[0].Position, entries[0].Object))
+	assert.Len(t, store.gets(), 1)
+}
+
+// TestManagerRejectsWrongPutReference: the reference Put returns is what
+// followers will read, so one that is not the key Copy asked for in the
+// store's local bucket fails Copy with ErrContractViolation.
+func TestManagerRejectsWrongPutReference(t *testing.T) {
+	ctx := context.Background()
+	_, local, _ := newStores(t)
+	tests := []struct {
+		name  string
+		put   func(metadata.ObjectRef) metadata.ObjectRef
+		local *metadata.ObjectRef
+	}{
+		// Local and Put agree on a reference followers cannot read.
+		{"no local bucket", func(r metadata.ObjectRef) metadata.ObjectRef { r.Bucket = ""; return r }, &metadata.ObjectRef{AZ: "az1"}},
+		{"another bucket", func(r metadata.ObjectRef) metadata.ObjectRef { r.Bucket = "bucket-az2"; return r }, nil},
+		{"no bucket", func(r metadata.ObjectRef) metadata.ObjectRef { r.Bucket = ""; return r }, nil},
+		{"empty key", func(r metadata.ObjectRef) metadata.ObjectRef { r.Key = ""; return r }, nil},
+		{"another key", func(r metadata.ObjectRef) metadata.ObjectRef { r.Key += "x"; return r }, nil},
+		{"another AZ", func(r metadata.ObjectRef) metadata.ObjectRef { r.AZ = "az2"; return r }, nil},
+		{"zero reference", func(metadata.ObjectRef) metadata.ObjectRef { return metadata.ObjectRef{} }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &recordingStore{ObjectStore: local, put: tt.put, local: tt.local}
+			m, err := walstore.NewManager(walstore.ManagerConfig{Store: store})
+			require.NoError(t, err)
+			defer m.Close()
+			entries, err := m.Copy(ctx, copyInputs(2, 1))
+			require.ErrorIs(t, err, walstore.ErrContractViolation)
+			require.NotErrorIs(t, err, walstore.ErrUnavailable)
+			var de *walstore.DependencyError
+			require.ErrorAs(t, err, &de)
+			assert.Equal(t, "ObjectStore.Put", de.Dependency)
+			assert.Contains(t, err.Error(), "0/", "names the key")
+			assert.Nil(t, entries)
 		})
 	}
 }

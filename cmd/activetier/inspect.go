@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -350,27 +349,17 @@ func readSection(ctx context.Context, obj *object, dec *combiner.Decoder, s comb
 	return len(batches), err
 }
 
-// objectHeader is how every object of the format version this build reads
-// begins (combiner's documented layout): magic "ATCO", the version as a
-// little-endian uint16, and zero flags.
-func objectHeader() []byte {
-	h := []byte("ATCO\x00\x00\x00\x00")
-	binary.LittleEndian.PutUint16(h[4:6], combiner.FormatVersion)
-	return h
-}
-
 // checkHeader checks the object's first bytes, which no section covers.
 func checkHeader(ctx context.Context, obj *object) error {
-	want := objectHeader()
-	if obj.size < int64(len(want)) {
+	if obj.size < combiner.HeaderSize {
 		return fmt.Errorf("corrupt header: object of %d bytes", obj.size)
 	}
-	got, err := obj.r.readRange(ctx, 0, int64(len(want)))
+	got, err := obj.r.readRange(ctx, 0, combiner.HeaderSize)
 	if err != nil {
 		return fmt.Errorf("reading the header: %w", err)
 	}
-	if !bytes.Equal(got, want) {
-		return fmt.Errorf("corrupt header: %x, want %x (magic ATCO, format version %d, flags 0)", got, want, combiner.FormatVersion)
+	if _, err := combiner.CheckHeader(got); err != nil {
+		return fmt.Errorf("%w (header %x)", err, got)
 	}
 	return nil
 }

@@ -264,8 +264,16 @@ func TestInspectSectionLimit(t *testing.T) {
 	assert.Equal(t, "activetier inspect: --max-bytes 1000: must be at least 1KiB\n", r.stderr)
 }
 
-// inspect checks the header against the format's documented bytes; they
-// must be what the encoder writes.
+// objectHeader is how an object of the format version this build writes
+// begins (combiner's documented layout): magic "ATCO", the version as a
+// little-endian uint16, and zero flags.
+func objectHeader() []byte {
+	h := []byte("ATCO\x00\x00\x00\x00")
+	binary.LittleEndian.PutUint16(h[4:6], combiner.FormatVersion)
+	return h
+}
+
+// The test objects' header is what the encoder writes.
 func TestObjectHeaderMatchesEncoder(t *testing.T) {
 	data, _ := sampleObject(t)
 	assert.Equal(t, data[:combiner.HeaderSize], objectHeader())
