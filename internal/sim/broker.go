@@ -32,6 +32,8 @@ type broker struct {
 	paused map[metadata.TopicPartition]bool
 
 	// Driver-only engine state.
+	refInc  int
+	refStop func()
 	node    *walstore.Node
 	nodeInc int
 	nodeCtx context.Context
@@ -99,6 +101,14 @@ func roleIn(id int32, v viewEntry) role {
 func (b *broker) setView(tp metadata.TopicPartition, v viewEntry) {
 	b.vmu.Lock()
 	before := roleIn(b.id, b.view[tp])
+	if roleIn(b.id, v) != before && b.refStop != nil {
+		// The reference follower stops before the role changes and a new
+		// one starts after, as follower engines did before the Node.
+		b.vmu.Unlock()
+		b.stopRef()
+		defer b.startRef()
+		b.vmu.Lock()
+	}
 	v.replicas = slices.Clone(v.replicas)
 	b.view[tp] = v
 	after := roleIn(b.id, v)
@@ -110,7 +120,10 @@ func (b *broker) setView(tp metadata.TopicPartition, v viewEntry) {
 		delete(b.paused, tp)
 	}
 	b.vmu.Unlock()
-	if b.node == nil || paused && after == roleFollower {
+	if b.node == nil {
+		return
+	}
+	if paused && after == roleFollower {
 		return
 	}
 	ctx := context.Background()
@@ -119,14 +132,26 @@ func (b *broker) setView(tp metadata.TopicPartition, v viewEntry) {
 		if before != roleFollower && b.follower != nil {
 			b.follower.followsAgain(tp)
 		}
-		if err := b.node.BecomeFollower(ctx, tp, v.epoch, v.leader); err != nil {
-			b.w.violate(KindEngineError, "b%d BecomeFollower(%s, e%d, b%d): %v", b.id, tp, v.epoch, v.leader, err)
-		}
+		b.becomeFollower(tp, v)
 	case after == roleNone && before != roleNone:
 		if err := b.node.StopReplica(ctx, tp); err != nil {
 			b.w.violate(KindEngineError, "b%d StopReplica(%s): %v", b.id, tp, err)
 		}
 	}
+}
+
+// pause stops the broker replicating tp, which it follows, until resumed,
+// and reports whether it was paused already.
+func (b *broker) pause(tp metadata.TopicPartition) bool {
+	if b.refStop != nil {
+		b.stopRef()
+		defer b.startRef()
+	}
+	b.vmu.Lock()
+	defer b.vmu.Unlock()
+	was := b.paused[tp]
+	b.paused[tp] = true
+	return was
 }
 
 // follow makes the broker's Node follow tp again, as its view says, after
@@ -139,7 +164,20 @@ func (b *broker) follow(tp metadata.TopicPartition) {
 	if b.follower != nil {
 		b.follower.followsAgain(tp)
 	}
-	if err := b.node.BecomeFollower(context.Background(), tp, v.epoch, v.leader); err != nil {
+	b.becomeFollower(tp, v)
+}
+
+// becomeFollower tells the Node the broker follows tp as v says. With a
+// reference follower, which follows by itself, the Node only stops leading.
+func (b *broker) becomeFollower(tp metadata.TopicPartition, v viewEntry) {
+	ctx := context.Background()
+	if b.w.cfg.WeakFencing || b.w.cfg.ReferenceFollower {
+		if err := b.node.StopReplica(ctx, tp); err != nil {
+			b.w.violate(KindEngineError, "b%d StopReplica(%s): %v", b.id, tp, err)
+		}
+		return
+	}
+	if err := b.node.BecomeFollower(ctx, tp, v.epoch, v.leader); err != nil {
 		b.w.violate(KindEngineError, "b%d BecomeFollower(%s, e%d, b%d): %v", b.id, tp, v.epoch, v.leader, err)
 	}
 }
@@ -174,7 +212,9 @@ func (b *broker) start() {
 		Logger:     w.logger(b.name("node#" + strconv.Itoa(b.nodeInc))),
 	}
 	if ref {
-		cfg.Local = b.log // the Node only leads; the reference follower appends
+		// The Node only leads: the reference follower appends, and it
+		// alone reads the view whose deliveries the checks count.
+		cfg.Local, cfg.Log = b.log, w.meta
 	}
 	n, err := walstore.NewNode(cfg)
 	if err != nil {
@@ -209,22 +249,64 @@ func (b *broker) start() {
 	}
 	inst.eng = nodeFollower{n} // before Run: the checks of its first append read it
 	run("node", n.Run)
-	if ref {
-		fcfg := w.p.follower
-		fcfg.BrokerID, fcfg.Store, fcfg.Log, fcfg.Local = b.id, b.store, view, followerLog{b.log, inst}
-		fcfg.Seed = cfg.Seed ^ 0xf0110e
-		fcfg.Logger = w.logger(b.name("reference follower#" + strconv.Itoa(b.nodeInc)))
-		fcfg.OnApplied = func(p walstore.Progress) { w.relay(p) }
-		rf := newRefFollower(fcfg, b.role, w.cfg.WeakFencing)
-		inst.eng = rf
-		run("reference follower", rf.Run)
-	}
 	b.node, b.nodeCtx, b.follower = n, ctx, inst
 	b.stop = func() {
+		b.stopRef()
 		cancel()
 		wg.Wait()
 	}
+	if ref {
+		b.startRef()
+	}
 
+}
+
+// startRef starts a new incarnation of the reference follower, which
+// follows what the broker's view says by itself. As this harness did with
+// every follower engine before the Node, a broker restarts it around each
+// of its role changes (restartRef), so no state from before one is used.
+func (b *broker) startRef() {
+	w := b.w
+	b.refInc++
+	inst := &followerInst{w: w, b: b, n: b.refInc,
+		fences: make(map[metadata.TopicPartition][]metadata.EpochStart), from: make(map[metadata.TopicPartition]int)}
+	seed := w.cfg.Seed ^ uint64(b.id)<<40 ^ uint64(b.refInc)<<52
+	fcfg := w.p.follower
+	fcfg.BrokerID, fcfg.Store, fcfg.Local = b.id, b.store, followerLog{b.log, inst}
+	fcfg.Log = newMetaView(w, inst, seed)
+	fcfg.Seed = seed ^ 0xf0110e
+	fcfg.Logger = w.logger(b.name("reference follower#" + strconv.Itoa(b.refInc)))
+	fcfg.OnApplied = func(p walstore.Progress) { w.relay(p) }
+	rf := newRefFollower(fcfg, b.role, w.cfg.WeakFencing)
+	inst.eng = rf
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := rf.Run(ctx); err != nil || ctx.Err() == nil {
+			w.violate(KindEngineError, "b%d reference follower#%d: Run returned %v before it was stopped", b.id, inst.n, err)
+		}
+	}()
+	b.follower = inst
+	b.refStop = func() {
+		cancel()
+		<-done
+	}
+}
+
+func (b *broker) stopRef() {
+	if b.refStop != nil {
+		b.refStop()
+		b.refStop = nil
+	}
+}
+
+// restartRef restarts the reference follower, if there is one.
+func (b *broker) restartRef() {
+	if b.refStop != nil {
+		b.stopRef()
+		b.startRef()
+	}
 }
 
 // role is the reference follower's view of the broker's role for tp.

@@ -511,9 +511,12 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 			w.violate(KindEngineError, "b%d StopReplica(%s): %v", n.id, tp, err)
 			return false
 		}
+		wasPaused := n.pause(tp) // the reference follower's StopReplica
 		if s, l := n.log.snapshot(tp); !isPrefix(s, l, truthStart, truth) || end(s, l) < truthStart {
 			w.tracef("%s: b%d's log changed before its follower side stopped; no election", tp, n.id)
-			n.follow(tp)
+			if !wasPaused {
+				w.resume(n, tp)
+			}
 			return false
 		}
 	}
@@ -628,9 +631,7 @@ func (w *world) followerCrash(sr *rand.Rand) {
 	if !b.up || b.node == nil || !b.follows(tp) {
 		return
 	}
-	b.vmu.Lock()
-	b.paused[tp] = true
-	b.vmu.Unlock()
+	b.pause(tp)
 	if err := b.node.StopReplica(context.Background(), tp); err != nil {
 		w.violate(KindEngineError, "b%d StopReplica(%s): %v", b.id, tp, err)
 		return
@@ -642,6 +643,10 @@ func (w *world) followerCrash(sr *rand.Rand) {
 
 // resume ends b's pause of tp, if any: b follows tp again.
 func (w *world) resume(b *broker, tp metadata.TopicPartition) {
+	if b.refStop != nil {
+		b.stopRef()
+		defer b.startRef()
+	}
 	b.vmu.Lock()
 	paused := b.paused[tp]
 	delete(b.paused, tp)

@@ -32,6 +32,9 @@ type refFollower struct {
 	// count that grows with every new following, so that state from before
 	// a role change is never used), and its leader.
 	role func(tp metadata.TopicPartition) (since uint64, leader int32, ok bool)
+	// reread is set when a partition starts afresh: messages skipped while
+	// it was not followed are read again.
+	reread bool
 
 	mu    sync.Mutex
 	stats walstore.FollowerStats
@@ -110,31 +113,14 @@ func (f *refFollower) Run(ctx context.Context) error {
 			f.pause(ctx)
 			continue
 		}
-		rewind := false
-		for _, r := range recs {
-			cursor = r.Offset + 1
-			m, err := metadata.DecodeMessage(r.Value)
-			if err != nil {
-				continue
-			}
-			f.count(func(s *walstore.FollowerStats) { s.Messages++ })
-			rw, err := f.handle(ctx, parts, m)
-			if err != nil {
-				return err
-			}
-			rewind = rewind || rw
-		}
-		if rewind {
-			cursor = -1
-		}
-		progressed, rw, err := f.apply(ctx, mgr, parts)
+		progressed, rewind, err := f.work(ctx, mgr, parts, recs, &cursor)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		if rw {
+		if rewind {
 			cursor = -1
 		}
 		if len(recs) == 0 && !progressed {
@@ -142,6 +128,29 @@ func (f *refFollower) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// work handles recs and applies what it can; it reports
+// whether it appended anything and whether metadata must be read again.
+func (f *refFollower) work(ctx context.Context, mgr *walstore.Manager, parts map[metadata.TopicPartition]*refPart, recs []metadata.Record, cursor *int64) (bool, bool, error) {
+	rewind := false
+	for _, r := range recs {
+		*cursor = r.Offset + 1
+		m, err := metadata.DecodeMessage(r.Value)
+		if err != nil {
+			continue
+		}
+		f.count(func(s *walstore.FollowerStats) { s.Messages++ })
+		rw, err := f.handle(ctx, parts, m)
+		if err != nil {
+			return false, false, err
+		}
+		rewind = rewind || rw
+	}
+	progressed, rw, err := f.apply(ctx, mgr, parts)
+	rewind = rewind || rw || f.reread
+	f.reread = false
+	return progressed, rewind, err
 }
 
 func (f *refFollower) pause(ctx context.Context) {
@@ -155,6 +164,8 @@ func (f *refFollower) part(parts map[metadata.TopicPartition]*refPart, tp metada
 	since, _, _ := f.role(tp)
 	if p := parts[tp]; p != nil && p.since == since {
 		return p, nil
+	} else if p != nil {
+		f.reread = true
 	}
 	leo, err := f.cfg.Local.EndOffset(tp)
 	if err != nil {
@@ -245,6 +256,7 @@ func (f *refFollower) apply(ctx context.Context, mgr *walstore.Manager, parts ma
 		p := parts[tp]
 		if since, _, ok := f.role(tp); !ok || since != p.since {
 			delete(parts, tp) // the role changed: start afresh if followed again
+			f.reread = true
 			continue
 		}
 		if err := f.bootstrap(ctx, p); err != nil {
@@ -265,6 +277,11 @@ func (f *refFollower) apply(ctx context.Context, mgr *walstore.Manager, parts ma
 			res, err := mgr.Fetch(ctx, []metadata.Entry{e})
 			if err != nil {
 				return progressed, rewind, err
+			}
+			if since, _, ok := f.role(tp); !ok || since != p.since {
+				delete(parts, tp)
+				f.reread = true
+				break
 			}
 			if err := res[0].Err; err != nil {
 				if errors.Is(err, walstore.ErrNotFound) || errors.Is(err, walstore.ErrUnknownBucket) || errors.Is(err, walstore.ErrInvalidRange) {
