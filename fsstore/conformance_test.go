@@ -1,0 +1,47 @@
+package fsstore_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/fsstore"
+	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/walstore/walstoretest"
+)
+
+// twoAZs returns the options of a deployment with two AZs, each bucket a
+// fresh directory, for a broker in az.
+func twoAZs(t *testing.T, az string) fsstore.Options {
+	t.Helper()
+	root := t.TempDir()
+	return fsstore.Options{
+		Buckets: map[string]fsstore.Bucket{
+			"az1": {Name: "bucket-az1", Dir: mkdir(t, filepath.Join(root, "az1"))},
+			"az2": {Name: "bucket-az2", Dir: mkdir(t, filepath.Join(root, "az2"))},
+		},
+		LocalAZ: az,
+	}
+}
+
+// peerOf returns opts for a broker in another AZ of the same deployment.
+func peerOf(opts fsstore.Options, az string) fsstore.Options {
+	opts.LocalAZ = az
+	return opts
+}
+
+func newStore(t *testing.T, opts fsstore.Options) *fsstore.Store {
+	t.Helper()
+	s, err := fsstore.New(opts)
+	require.NoError(t, err)
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	walstoretest.Run(t, walstoretest.HarnessFunc(func(ctx context.Context, t *testing.T) (walstore.ObjectStore, walstore.ObjectStore) {
+		opts := twoAZs(t, "az1")
+		return newStore(t, opts), newStore(t, peerOf(opts, "az2"))
+	}))
+}
