@@ -13,33 +13,6 @@ import (
 	"github.com/activetier/activetier/walstore/walstoretest"
 )
 
-// twoAZs returns the options of a deployment with two AZs, each bucket a
-// fresh directory, for a broker in az.
-func twoAZs(t *testing.T, az string) fsstore.Options {
-	t.Helper()
-	root := t.TempDir()
-	return fsstore.Options{
-		Buckets: map[string]fsstore.Bucket{
-			"az1": {Name: "bucket-az1", Dir: mkdir(t, filepath.Join(root, "az1"))},
-			"az2": {Name: "bucket-az2", Dir: mkdir(t, filepath.Join(root, "az2"))},
-		},
-		LocalAZ: az,
-	}
-}
-
-// peerOf returns opts for a broker in another AZ of the same deployment.
-func peerOf(opts fsstore.Options, az string) fsstore.Options {
-	opts.LocalAZ = az
-	return opts
-}
-
-func newStore(t *testing.T, opts fsstore.Options) *fsstore.Store {
-	t.Helper()
-	s, err := fsstore.New(opts)
-	require.NoError(t, err)
-	return s
-}
-
 // TestConformance is docs/writing-a-store.md's example of running
 // walstoretest on a store; TestGuideSnippet keeps the two identical.
 func TestConformance(t *testing.T) {

@@ -651,6 +651,12 @@ func (b *bucket) run(ctx context.Context, fn func() error) error {
 	case <-ctx.Done():
 		return &busyError{bucket: b.name, slots: cap(b.slots), err: ctx.Err()}
 	}
+	if ctx.Done() == nil {
+		// A context that never ends cannot be waited for instead:
+		// spare the goroutine.
+		defer func() { <-b.slots }()
+		return fn()
+	}
 	done := make(chan error, 1)
 	go func() {
 		defer func() { <-b.slots }()
