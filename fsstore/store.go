@@ -101,16 +101,16 @@ func New(opts Options) (*Store, error) {
 	}
 	s := &Store{
 		buckets:    make(map[string]*bucket, len(opts.Buckets)),
-		tempMaxAge: cmp(opts.TempMaxAge, DefaultTempMaxAge),
+		tempMaxAge: orDefault(opts.TempMaxAge, DefaultTempMaxAge),
 	}
-	maxPending := cmp(opts.MaxPending, DefaultMaxPending)
+	maxPending := orDefault(opts.MaxPending, DefaultMaxPending)
 	var dirs []*bucket
 	for _, az := range slices.Sorted(maps.Keys(opts.Buckets)) {
 		cfg := opts.Buckets[az]
 		if az == "" || strings.TrimSpace(az) != az {
 			return nil, fmt.Errorf("fsstore: Options.Buckets: AZ %q must be non-empty without surrounding space", az)
 		}
-		name := cmp(cfg.Name, az)
+		name := orDefault(cfg.Name, az)
 		if strings.TrimSpace(name) != name {
 			return nil, fmt.Errorf("fsstore: Options.Buckets[%q]: bucket name %q has surrounding space", az, name)
 		}
@@ -134,15 +134,15 @@ func New(opts Options) (*Store, error) {
 	if !ok {
 		return nil, fmt.Errorf("fsstore: Options.LocalAZ %q is not a key of Options.Buckets (%s)", opts.LocalAZ, strings.Join(slices.Sorted(maps.Keys(opts.Buckets)), ", "))
 	}
-	s.local = metadata.ObjectRef{AZ: opts.LocalAZ, Bucket: cmp(local.Name, opts.LocalAZ)}
+	s.local = metadata.ObjectRef{AZ: opts.LocalAZ, Bucket: orDefault(local.Name, opts.LocalAZ)}
 	if err := probeLinks(s.buckets[s.local.Bucket].dir); err != nil {
 		return nil, fmt.Errorf("fsstore: Options.Buckets[%q]: the local bucket's directory cannot take objects: %w", opts.LocalAZ, err)
 	}
 	return s, nil
 }
 
-// cmp returns v, or def when v is zero.
-func cmp[T comparable](v, def T) T {
+// orDefault returns v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
 	var zero T
 	if v == zero {
 		return def
