@@ -15,7 +15,8 @@
 //
 // Money is US dollars, as float64. Prices are data (Prices): start from
 // S3Express2025 or S3Standard2025 (us-east-1, 2025; docs/design.md,
-// "Reference prices and latencies", with sources) and override fields. "Per
+// "Reference prices and latencies", with sources), or Filesystem for a
+// mounted file system, which bills no requests, and override fields. "Per
 // GB" means per Prices.BytesPerGB bytes: the presets use DecimalGB = 10^9
 // because the worked examples of the KIP-1176 discussion are decimal — the
 // $0.96e-6 upload of the 0.3 MB / 100-partition example is exactly

@@ -32,6 +32,9 @@ const SecondsPerDay = 24 * 3600
 type Prices struct {
 	// Name labels the price list in reports, e.g. "s3express-2025".
 	Name string
+	// Note says what the list leaves out, for reports to print beside
+	// its figures; empty when it prices everything the model counts.
+	Note string
 
 	// PutPer1000 is the price of 1000 PUT requests (one per combined object).
 	PutPer1000 float64
@@ -97,18 +100,40 @@ func S3Standard2025() Prices {
 	}
 }
 
+// Filesystem returns the prices of objects on a file system the brokers
+// mount (package fsstore on NFS, EFS or FSx): no request, upload,
+// retrieval or storage prices, since a file system bills none of them per
+// request or per byte moved; cross-AZ transfer at AWS's $0.01/GB each way,
+// which the metadata log and broker-to-broker replication still pay. What
+// such a file system does cost is not modelled, and Note says so: EFS and
+// FSx bill stored or provisioned capacity and throughput (EFS's elastic
+// throughput per GB read and written), and a follower that reads another
+// AZ's file system (EFS One Zone, FSx single-AZ) moves the bytes across
+// AZs, which EC2 bills as cross-AZ transfer.
+func Filesystem() Prices {
+	return Prices{
+		Name: "filesystem",
+		Note: "a file system bills no requests; the storage and throughput charges of EFS or FSx, " +
+			"and cross-AZ transfer to reach another AZ's file system, are not modelled",
+		CrossAZOutPerGB: 0.01,
+		CrossAZInPerGB:  0.01,
+		BytesPerGB:      DecimalGB,
+	}
+}
+
 // presets maps the names accepted by Preset to their constructors. It is a
 // function, not a variable, so no caller can change what a name means.
 func presets() map[string]func() Prices {
 	return map[string]func() Prices{
 		"s3express-2025":  S3Express2025,
 		"s3standard-2025": S3Standard2025,
+		"filesystem":      Filesystem,
 	}
 }
 
 // PresetNames returns the names Preset accepts, sorted.
 func PresetNames() []string {
-	names := make([]string, 0, 2)
+	names := make([]string, 0, 3)
 	for name := range presets() {
 		names = append(names, name)
 	}
@@ -116,8 +141,8 @@ func PresetNames() []string {
 	return names
 }
 
-// Preset returns the named price list ("s3express-2025", "s3standard-2025"),
-// for command-line flags and configuration files.
+// Preset returns the named price list ("s3express-2025", "s3standard-2025",
+// "filesystem"), for command-line flags and configuration files.
 func Preset(name string) (Prices, error) {
 	if mk, ok := presets()[name]; ok {
 		return mk(), nil

@@ -24,10 +24,27 @@ func TestPresetsAreReferencePrices(t *testing.T) {
 	s := S3Standard2025()
 	require.NoError(t, s.Validate())
 	assert.Equal(t, []float64{0.005, 0.0004, 0, 0}, []float64{s.PutPer1000, s.GetPer1000, s.UploadPerGB, s.RetrievalPerGB})
+	assert.Empty(t, x.Note+s.Note, "the S3 lists price everything the model counts")
+}
+
+// A file system has no request or per-byte prices, still pays cross-AZ
+// transfer for the metadata log, and says what it leaves out.
+func TestFilesystemPrices(t *testing.T) {
+	f := Filesystem()
+	require.NoError(t, f.Validate())
+	assert.Equal(t, []float64{0, 0, 0, 0, 0, 0.01, 0.01, 1e9},
+		[]float64{f.PutPer1000, f.GetPer1000, f.UploadPerGB, f.RetrievalPerGB, f.StoragePerGBMonth,
+			f.CrossAZOutPerGB, f.CrossAZInPerGB, f.BytesPerGB})
+	assert.Contains(t, f.Note, "EFS or FSx")
+	c, err := RunCost(f, Usage{Puts: 100, Gets: 300, BytesUp: 1e9, BytesDown: 3e9, MetadataBytes: 1e6, ProducedBytes: 1e9, RF: 3})
+	require.NoError(t, err)
+	assert.Zero(t, c.ActiveTier.PutUSD+c.ActiveTier.GetUSD+c.ActiveTier.UploadUSD+c.ActiveTier.RetrievalUSD)
+	assert.InDelta(t, 1e6*0.02/1e9, c.ActiveTier.MetadataUSD, 1e-15)
+	assert.InDelta(t, 2*1e9*0.02/1e9, c.BrokerToBroker.ReplicationUSD, 1e-12)
 }
 
 func TestPresetByName(t *testing.T) {
-	assert.Equal(t, []string{"s3express-2025", "s3standard-2025"}, PresetNames())
+	assert.Equal(t, []string{"filesystem", "s3express-2025", "s3standard-2025"}, PresetNames())
 	for _, name := range PresetNames() {
 		p, err := Preset(name)
 		require.NoError(t, err)

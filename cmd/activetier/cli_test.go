@@ -37,7 +37,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"cost", "--object-bytes", "4 parsecs"}, `invalid value "4 parsecs" for flag -object-bytes`},
 		{[]string{"cost", "--followers-per-object", "9"}, "--followers-per-object 9:"},
 		{[]string{"cost", "--retention", "-1h"}, "--retention -1h0m0s: must not be negative"},
-		{[]string{"cost", "--preset", "glacier"}, "--preset glacier: unknown price list (want s3express, s3express-2025, s3standard, s3standard-2025)"},
+		{[]string{"cost", "--preset", "glacier"}, "--preset glacier: unknown price list (want filesystem, s3express, s3express-2025, s3standard, s3standard-2025)"},
 		{[]string{"cost", "--put-per-1000", "-0.1"}, "--put-per-1000 -0.1: must be a finite price between 0 and 1000000"},
 		{[]string{"cost", "--cross-az-in-per-gb", "1e300"}, "--cross-az-in-per-gb 1e+300: must be a finite price between 0 and 1000000"},
 		{[]string{"cost", "--cross-az-per-gb", "Inf"}, "--cross-az-per-gb +Inf: must be a finite price"},

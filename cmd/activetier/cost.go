@@ -385,6 +385,8 @@ type pricesJSON struct {
 	CrossAZOutPerGB   float64 `json:"cross_az_out_per_gb"`
 	CrossAZInPerGB    float64 `json:"cross_az_in_per_gb"`
 	BytesPerGB        float64 `json:"bytes_per_gb"`
+	// Note says what the price list leaves out, if anything.
+	Note string `json:"note,omitempty"`
 }
 
 type workloadJSON struct {
@@ -487,6 +489,7 @@ func (r *costReport) fill(p costmodel.Prices, e costmodel.Estimate, scale float6
 		Name: p.Name, PutPer1000: p.PutPer1000, GetPer1000: p.GetPer1000, UploadPerGB: p.UploadPerGB,
 		RetrievalPerGB: p.RetrievalPerGB, StoragePerGBMonth: p.StoragePerGBMonth,
 		CrossAZOutPerGB: p.CrossAZOutPerGB, CrossAZInPerGB: p.CrossAZInPerGB, BytesPerGB: p.BytesPerGB,
+		Note: p.Note,
 	}
 	w := e.Workload
 	r.Workload = workloadJSON{
@@ -530,6 +533,9 @@ func (r *costReport) writeText(w io.Writer) error {
 	fmt.Fprintf(tw, "workload\t%s/s over %d partitions on %d leaders, RF %d, %d brokers\n",
 		humanBytes(wl.BytesPerSecond), wl.Partitions, wl.Leaders, wl.RF, wl.Brokers)
 	fmt.Fprintf(tw, "prices\t%s\n", r.Prices.Name)
+	if r.Prices.Note != "" {
+		fmt.Fprintf(tw, "\t%s\n", r.Prices.Note)
+	}
 	if pl := r.Plan; pl != nil {
 		verdict := "met"
 		if !pl.MeetsBudget {

@@ -195,3 +195,19 @@ func TestHumanBytes(t *testing.T) {
 		assert.Equal(t, tc.want, humanBytes(tc.in), "%g", tc.in)
 	}
 }
+
+// The filesystem price list charges nothing per request or byte moved,
+// and the report says what it leaves out, in the table and in JSON.
+func TestCostFilesystemPreset(t *testing.T) {
+	rep := costJSON(t, "--preset", "filesystem")
+	assert.Equal(t, "filesystem", rep.Prices.Name)
+	assert.Equal(t, costmodel.Filesystem().Note, rep.Prices.Note)
+	at := rep.Cost.ActiveTier
+	assert.Zero(t, at.PutUSD+at.GetUSD+at.UploadUSD+at.RetrievalUSD+at.StorageUSD)
+	assert.Positive(t, at.MetadataUSD)
+	assert.Empty(t, costJSON(t).Prices.Note, "the S3 lists need no note")
+
+	r := runCmd(t, "", "cost", "--preset", "filesystem")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "prices            filesystem\n                  a file system bills no requests;")
+}

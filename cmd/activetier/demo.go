@@ -39,6 +39,7 @@ type demoOptions struct {
 	drainTimeout time.Duration
 	verbose      bool
 	s3           s3DemoOptions
+	store        storeFlag
 }
 
 func demoFlags() (*demoOptions, *flag.FlagSet) {
@@ -61,6 +62,8 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait, after producing, for followers to catch up")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engines' events (truncations, retries, ...) to stderr")
 	o.s3.register(fs)
+	fs.Var(&o.store, "store", "keep the buckets in another object store, as `KIND=VALUE`: "+storeKindsHelp()+
+		" (a directory per AZ, made below PATH for the run, on a local disk, NFS, EFS or FSx; the filesystem price list)")
 	return o, fs
 }
 
@@ -80,6 +83,9 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 	var cfg simConfig
 	named, err := o.s3.validate(fs)
 	if err != nil {
+		return cfg, err
+	}
+	if err := o.validateStore(fs); err != nil {
 		return cfg, err
 	}
 	// The AZs are --azs of them, or those --buckets names.
@@ -145,6 +151,23 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 	}, nil
 }
 
+// validateStore checks --store against the flags it excludes.
+func (o *demoOptions) validateStore(fs *flag.FlagSet) error {
+	if o.store.kind == "" {
+		if isSet(fs, "keep-objects") && o.s3.endpoint == "" {
+			return flagError(fs, "keep-objects", "needs --s3-endpoint or --store")
+		}
+		return nil
+	}
+	switch {
+	case isSet(fs, "s3-endpoint"):
+		return flagError(fs, "store", "cannot be combined with --s3-endpoint: the buckets are in one store")
+	case isSet(fs, "profile"):
+		return flagError(fs, "profile", "has no effect with --store: the latency is the store's own, the prices its own")
+	}
+	return nil
+}
+
 func runDemo(ctx context.Context, e env, args []string) error {
 	o, fs := demoFlags()
 	if help, err := parseFlags(e, fs, "demo [flags]", args); help || err != nil {
@@ -203,14 +226,35 @@ func runDemo(ctx context.Context, e env, args []string) error {
 func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress) (rep *demoReport, err error) {
 	var objects objectBackend
 	var onS3 *s3Objects
+	var onStore storeBackend
 	where := o.profile + " latency"
-	if o.s3.endpoint == "" {
+	switch {
+	case o.store.kind != "":
+		kind, _ := findStoreKind(o.store.kind)
+		if onStore, err = kind.open(o.store.value, cfg.azs); err != nil {
+			return nil, err
+		}
+		objects, where = onStore, onStore.describe()
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			defer cancel()
+			left, cerr := onStore.cleanup(cctx, o.s3.keep)
+			if rep == nil {
+				err = errors.Join(err, cerr)
+				return
+			}
+			rep.Store.ObjectsLeft, rep.Store.ObjectsKept, rep.cleanupErr = left, o.s3.keep, cerr
+			if cerr != nil {
+				rep.Store.CleanupError = cerr.Error()
+			}
+		}()
+	case o.s3.endpoint == "":
 		mem, err := newMemObjects(cfg.azs, cfg.profile, cfg.seed)
 		if err != nil {
 			return nil, err
 		}
 		objects = mem
-	} else {
+	default:
 		if onS3, err = openS3Objects(ctx, &o.s3, cfg.azs); err != nil {
 			return nil, err
 		}
@@ -260,7 +304,7 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 		}
 		foDone = make(chan foResult, 1)
 		how := "its bucket is unreachable"
-		if onS3 != nil {
+		if onS3 != nil || onStore != nil {
 			how = "every store refuses requests to its bucket (a simulated outage)"
 		}
 		prog.event(fmt.Sprintf("%s goes down: %s and its brokers crash", o.failAZ, how))
@@ -297,6 +341,9 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	rep = newDemoReport(o, s, p, produced, drain, fo)
 	if onS3 != nil {
 		rep.S3 = onS3.report()
+	}
+	if onStore != nil {
+		rep.Store, rep.prices, rep.Profile = onStore.report(), onStore.prices(), ""
 	}
 	rep.ReplicasCompared, rep.ReplicasDiverged = compared, len(diffs)
 	rep.Diverged = diffs[:min(len(diffs), maxDiverged)]

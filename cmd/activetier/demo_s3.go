@@ -47,7 +47,7 @@ func (o *s3DemoOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.compatible, "s3-compatible", true, "with --s3-endpoint: path-style addressing and, for directory bucket names, no S3 Express session auth; false only for AWS itself")
 	fs.StringVar(&o.region, "region", "", "with --s3-endpoint: the region requests are signed for (default: from the AWS environment, else us-east-1)")
 	fs.BoolVar(&o.create, "create-buckets", false, "with --s3-endpoint: create the buckets that do not exist")
-	fs.BoolVar(&o.keep, "keep-objects", false, "with --s3-endpoint: leave the objects garbage collection did not delete, instead of deleting them at the end")
+	fs.BoolVar(&o.keep, "keep-objects", false, "with --s3-endpoint or --store: leave the objects garbage collection did not delete, instead of deleting them at the end")
 }
 
 // validate checks the S3 flags against each other and returns the AZ
@@ -60,7 +60,8 @@ func (o *s3DemoOptions) validate(fs *flag.FlagSet) ([]string, error) {
 		return nil, flagError(fs, "s3-endpoint", "is empty")
 	}
 	if o.endpoint == "" {
-		for _, name := range []string{"buckets", "s3-compatible", "region", "create-buckets", "keep-objects"} {
+		// --keep-objects also serves --store, which validateStore checks.
+		for _, name := range []string{"buckets", "s3-compatible", "region", "create-buckets"} {
 			if isSet(fs, name) {
 				return nil, flagError(fs, name, "needs --s3-endpoint")
 			}

@@ -31,6 +31,7 @@
 //	                [--fail-az AZ] [--seed 1] [--drain-timeout 30s] [--json] [--verbose]
 //	                [--s3-endpoint URL [--buckets AZ=BUCKET,...] [--create-buckets]
 //	                 [--keep-objects] [--s3-compatible=true] [--region R]]
+//	                [--store KIND=VALUE [--keep-objects]]
 //
 // runs a cluster in one process: brokers spread over AZs (one memstore bucket
 // per AZ, with the chosen latency profile), a metadata log with a partition
@@ -96,6 +97,22 @@
 // attempts count as requests that failed, as memstore counts those its
 // outages fail.
 //
+// --store KIND=VALUE keeps the buckets in another object store; KIND names
+// the store and VALUE where it keeps them, in its own terms. The one kind
+// so far is dir=PATH: package fsstore, a directory per AZ, made for the run
+// below PATH (activetier-demo-TIME-RANDOM/az1, ...), which must be an
+// existing directory on a local disk, NFS, EFS or FSx. Every broker has an
+// fsstore.Store of its own. The latency is the file system's, so --profile
+// is refused; the run is priced with costmodel's "filesystem" list, which
+// charges nothing per request or byte moved and leaves out what EFS or FSx
+// bill for storage and throughput, as the report says. Calls are counted
+// as requests (a Delete call as one), and --fail-az makes every broker's
+// calls to that AZ's directory fail with walstore.ErrUnavailable. At the
+// end the run's directory is removed, unless --keep-objects; the report's
+// "dir" line (JSON: "store": kind, location, buckets, objects_left) says
+// how many objects garbage collection had left. --store and --s3-endpoint
+// exclude each other.
+//
 // # inspect
 //
 //	activetier inspect [--json] [--max-bytes 256MiB] FILE
@@ -135,7 +152,7 @@
 //	                [--leaders N] [--interval 250ms] [--object-bytes SIZE]
 //	                [--batch-bytes SIZE] [--followers-per-object F]
 //	                [--ranges-per-follower R] [--retention D] [--metadata-partitions N]
-//	                [--preset s3express|s3standard] [--gib] [--put-per-1000 USD]
+//	                [--preset s3express|s3standard|filesystem] [--gib] [--put-per-1000 USD]
 //	                [--get-per-1000 USD] [--upload-per-gb USD] [--retrieval-per-gb USD]
 //	                [--storage-per-gb-month USD] [--cross-az-per-gb USD]
 //	                [--cross-az-out-per-gb USD] [--cross-az-in-per-gb USD]

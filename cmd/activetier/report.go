@@ -82,8 +82,13 @@ type demoReport struct {
 	usage                  costmodel.Usage  // what price charges for
 	prices                 costmodel.Prices // the list it uses
 
+	// PricesNote says what the price list leaves out, if anything.
+	PricesNote string `json:"prices_note,omitempty"`
+
 	// S3 says where the objects were, for a run against an S3 endpoint.
 	S3 *s3Report `json:"s3,omitempty"`
+	// Store says where the objects were, for a run with --store.
+	Store *storeReport `json:"store,omitempty"`
 	// cleanupErr is why deleting what the run left on S3 failed.
 	cleanupErr error
 
@@ -158,7 +163,7 @@ func (r *demoReport) price() error {
 	if err != nil {
 		return err
 	}
-	r.Prices = r.prices.Name
+	r.Prices, r.PricesNote = r.prices.Name, r.prices.Note
 	r.Cost = newComparisonJSON(c)
 	r.CostUSD, r.CrossAZCostUSD, r.SavingsRatio = c.ActiveTier.TotalUSD, c.BrokerToBroker.TotalUSD, c.SavingsRatio
 	month := c.Scale(costmodel.SecondsPerMonth / r.DurationS)
@@ -201,6 +206,16 @@ func (r *demoReport) writeText(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "s3\t%s under %s: %d objects left after garbage collection, %s\n", s3.Endpoint, s3.KeyPrefix, s3.ObjectsLeft, fate)
 	}
+	if st := r.Store; st != nil {
+		fate := "removed"
+		switch {
+		case st.CleanupError != "":
+			fate = "NOT removed: " + st.CleanupError
+		case st.ObjectsKept:
+			fate = "kept"
+		}
+		fmt.Fprintf(tw, "%s\t%s: %d objects left after garbage collection, %s\n", st.Kind, st.Location, st.ObjectsLeft, fate)
+	}
 	consistent := "yes"
 	if !r.FollowersConsistent {
 		consistent = fmt.Sprintf("NO: %d of them differ", r.ReplicasDiverged)
@@ -232,6 +247,11 @@ func (r *demoReport) writeText(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if r.PricesNote != "" {
+		if _, err := fmt.Fprintf(w, "\nprices: %s.\n", r.PricesNote); err != nil {
+			return err
+		}
 	}
 	if r.SavingsRatio >= 0 {
 		_, err := fmt.Fprintf(w, "\nactivetier cost %.1f%% less than replicating the same bytes across AZs.\n", 100*r.SavingsRatio)

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/activetier/activetier/costmodel"
+	"github.com/activetier/activetier/fsstore"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// storeFlag is --store KIND=VALUE: which object store backs the demo's
+// buckets, when it is neither memory (the default) nor an S3 endpoint
+// (--s3-endpoint). KIND names the store and VALUE is where it keeps its
+// buckets, in that store's terms; storeKinds lists the kinds.
+type storeFlag struct {
+	kind, value string
+}
+
+// storeKind is one kind --store accepts.
+type storeKind struct {
+	name string
+	// value is what VALUE is, for help and errors.
+	value string
+	// open makes the demo's backend for the AZs from VALUE.
+	open func(value string, azs []string) (storeBackend, error)
+}
+
+// storeKinds are the kinds --store accepts. A new store adds its kind
+// here, with a backend that implements storeBackend.
+func storeKinds() []storeKind {
+	return []storeKind{
+		{name: "dir", value: "PATH", open: func(value string, azs []string) (storeBackend, error) { return openDirObjects(value, azs) }},
+	}
+}
+
+// storeBackend is an objectBackend that --store made: it also says where
+// the objects are, for the progress header and the report, and removes
+// what the run left at the end.
+type storeBackend interface {
+	objectBackend
+	// describe is the progress header's account of where the objects are.
+	describe() string
+	// cleanup counts the objects the run left and, unless keep, removes
+	// them.
+	cleanup(ctx context.Context, keep bool) (left int, err error)
+	// report says where the objects were, for the report.
+	report() *storeReport
+	// prices are the store's price list, for the report.
+	prices() costmodel.Prices
+}
+
+func (s *storeFlag) String() string {
+	if s.kind == "" {
+		return ""
+	}
+	return s.kind + "=" + s.value
+}
+
+// Get returns the flag as written, for flag.Getter.
+func (s *storeFlag) Get() any { return s.String() }
+
+func (s *storeFlag) Set(v string) error {
+	kind, value, ok := strings.Cut(v, "=")
+	if !ok || kind == "" || value == "" {
+		return fmt.Errorf("%q is not KIND=VALUE (want %s)", v, storeKindsHelp())
+	}
+	if _, found := findStoreKind(kind); !found {
+		return fmt.Errorf("unknown store kind %q (want %s)", kind, storeKindsHelp())
+	}
+	s.kind, s.value = kind, value
+	return nil
+}
+
+func findStoreKind(name string) (storeKind, bool) {
+	for _, k := range storeKinds() {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return storeKind{}, false
+}
+
+// storeKindsHelp lists the kinds as they are written: "dir=PATH".
+func storeKindsHelp() string {
+	var forms []string
+	for _, k := range storeKinds() {
+		forms = append(forms, k.name+"="+k.value)
+	}
+	return strings.Join(forms, ", ")
+}
+
+// storeReport is what the report says of a run on a --store backend.
+type storeReport struct {
+	// Kind and Location are --store's KIND and where the run's buckets
+	// were in it: for dir, the run's directory below PATH.
+	Kind     string `json:"kind"`
+	Location string `json:"location"`
+	// Buckets maps each AZ to its bucket.
+	Buckets map[string]string `json:"buckets"`
+	// ObjectsLeft is how many objects were left at the end, which
+	// garbage collection had not deleted; they were then removed, or kept
+	// with --keep-objects (ObjectsKept).
+	ObjectsLeft int  `json:"objects_left"`
+	ObjectsKept bool `json:"objects_kept"`
+	// CleanupError says why listing or removing them failed.
+	CleanupError string `json:"cleanup_error,omitempty"`
+}
+
+// dirObjects keeps the sim's buckets in directories below a path: one
+// directory per run (activetier-demo-TIME-TAG), in it one per AZ. Every
+// broker gets an fsstore.Store of its own, as a broker process would,
+// wrapped to count its calls and to refuse those to a failed AZ's bucket.
+type dirObjects struct {
+	root, runDir string
+	azs          []string
+	opts         fsstore.Options // LocalAZ is set per store
+	admin        *fsstore.Store
+	counters     requestCounters
+
+	mu   sync.Mutex
+	down map[string]bool // by bucket
+}
+
+var _ storeBackend = (*dirObjects)(nil)
+
+// openDirObjects creates the run's directory below root, which must be an
+// existing directory, and a directory per AZ in it.
+func openDirObjects(root string, azs []string) (*dirObjects, error) {
+	fi, err := os.Stat(root)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("--store dir=%s: %w", root, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("--store dir=%s: not a directory", root)
+	}
+	prefix, err := runPrefix(time.Now())
+	if err != nil {
+		return nil, err
+	}
+	// runPrefix is a key prefix, activetier-demo/TIME-TAG/: one directory
+	// name here.
+	runDir := filepath.Join(root, strings.ReplaceAll(strings.TrimSuffix(prefix, "/"), "/", "-"))
+	if err := os.Mkdir(runDir, 0o777); err != nil {
+		return nil, fmt.Errorf("--store dir=%s: %w", root, err)
+	}
+	d := &dirObjects{root: root, runDir: runDir, azs: azs, down: make(map[string]bool)}
+	d.opts.Buckets = make(map[string]fsstore.Bucket, len(azs))
+	for _, az := range azs {
+		dir := filepath.Join(runDir, az)
+		if err := os.Mkdir(dir, 0o777); err != nil {
+			return nil, errors.Join(err, os.RemoveAll(runDir))
+		}
+		d.opts.Buckets[az] = fsstore.Bucket{Name: bucketName(az), Dir: dir}
+	}
+	opts := d.opts
+	opts.LocalAZ = azs[0]
+	if d.admin, err = fsstore.New(opts); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(runDir))
+	}
+	return d, nil
+}
+
+func (d *dirObjects) store(az string) (walstore.ObjectStore, error) {
+	opts := d.opts
+	opts.LocalAZ = az
+	st, err := fsstore.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &countingStore{next: st, d: d}, nil
+}
+
+func (d *dirObjects) setOutage(az string) error {
+	b, ok := d.opts.Buckets[az]
+	if !ok {
+		return fmt.Errorf("no AZ %q (want one of %s)", az, strings.Join(d.azs, ", "))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.down[b.Name] = true
+	return nil
+}
+
+func (d *dirObjects) isDown(bucket string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.down[bucket]
+}
+
+func (d *dirObjects) requests() requestCounts { return d.counters.load() }
+
+func (d *dirObjects) describe() string {
+	return fmt.Sprintf("a directory per AZ (%s) in %s", strings.Join(d.azs, ", "), d.runDir)
+}
+
+func (d *dirObjects) prices() costmodel.Prices { return costmodel.Filesystem() }
+
+// cleanup counts the objects left in every AZ's directory, the failed
+// AZ's included, and removes the run's directory unless keep.
+func (d *dirObjects) cleanup(ctx context.Context, keep bool) (int, error) {
+	var left int
+	for _, az := range d.azs {
+		infos, err := d.admin.List(ctx, d.opts.Buckets[az].Name, "")
+		if err != nil {
+			return 0, fmt.Errorf("listing what the run left: %w", err)
+		}
+		left += len(infos)
+	}
+	if keep {
+		return left, nil
+	}
+	if err := os.RemoveAll(d.runDir); err != nil {
+		return left, fmt.Errorf("removing the run's directory %s: %w", d.runDir, err)
+	}
+	return left, nil
+}
+
+func (d *dirObjects) report() *storeReport {
+	buckets := make(map[string]string, len(d.azs))
+	for az, b := range d.opts.Buckets {
+		buckets[az] = b.Name
+	}
+	return &storeReport{Kind: "dir", Location: d.runDir, Buckets: buckets}
+}
+
+// countingStore is a broker's store on a --store backend: it counts each
+// call as the request an object store would bill (a Delete call as one
+// request), and refuses calls to a bucket whose AZ is down, as if its file
+// system had become unreachable, with walstore.ErrUnavailable.
+type countingStore struct {
+	next walstore.ObjectStore
+	d    *dirObjects
+}
+
+// errOutage is a call refused because its AZ is down in the demo.
+var errOutage = fmt.Errorf("AZ down (simulated outage): %w", walstore.ErrUnavailable)
+
+func (c *countingStore) Local() metadata.ObjectRef { return c.next.Local() }
+
+func (c *countingStore) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
+	n := &c.d.counters
+	n.puts.Add(1)
+	n.bytesUp.Add(int64(len(body)))
+	if c.d.isDown(c.next.Local().Bucket) {
+		n.failed.Add(1)
+		return metadata.ObjectRef{}, fmt.Errorf("Put %s/%s: %w", c.next.Local().Bucket, key, errOutage)
+	}
+	ref, err := c.next.Put(ctx, key, body)
+	if err != nil {
+		n.failed.Add(1)
+	}
+	return ref, err
+}
+
+func (c *countingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+	n := &c.d.counters
+	n.gets.Add(1)
+	if c.d.isDown(ref.Bucket) {
+		n.failed.Add(1)
+		return nil, fmt.Errorf("GetRange %s: %w", ref, errOutage)
+	}
+	b, err := c.next.GetRange(ctx, ref, offset, length)
+	if err != nil {
+		n.failed.Add(1)
+		return nil, err
+	}
+	n.bytesDown.Add(int64(len(b)))
+	return b, nil
+}
+
+func (c *countingStore) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
+	n := &c.d.counters
+	n.deletes.Add(1)
+	for _, r := range refs {
+		if c.d.isDown(r.Bucket) {
+			n.failed.Add(1)
+			return fmt.Errorf("Delete %s: %w", r, errOutage)
+		}
+	}
+	err := c.next.Delete(ctx, refs)
+	if err != nil {
+		n.failed.Add(1)
+	}
+	return err
+}
+
+func (c *countingStore) List(ctx context.Context, bucket, prefix string) ([]walstore.ObjectInfo, error) {
+	n := &c.d.counters
+	n.lists.Add(1)
+	if c.d.isDown(bucket) {
+		n.failed.Add(1)
+		return nil, fmt.Errorf("List %s: %w", bucket, errOutage)
+	}
+	infos, err := c.next.List(ctx, bucket, prefix)
+	if err != nil {
+		n.failed.Add(1)
+	}
+	return infos, err
+}

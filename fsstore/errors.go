@@ -1,0 +1,111 @@
+package fsstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"syscall"
+
+	"github.com/activetier/activetier/walstore"
+)
+
+// ErrInvalidKey is returned, before any file is touched, for a key no
+// object can have: empty, longer than 1024 bytes, not valid UTF-8, with a
+// NUL byte, with an empty, "." or ".." path segment (a leading, trailing or
+// doubled "/" included), or with a segment too long for a file name. Put
+// and Delete return it; GetRange returns it as walstore.ErrNotFound too,
+// since no such object can exist.
+var ErrInvalidKey = errors.New("fsstore: invalid object key")
+
+// Error is the error every Store method returns for a failed operation. It
+// names the operation and the object, matches the walstore sentinel it was
+// classified as (Kind) under errors.Is, and keeps the underlying error
+// (Err), so that errors.As still finds the *fs.PathError or *os.LinkError
+// with the file's path and the syscall.Errno.
+type Error struct {
+	// Op is the Store method: "Put", "GetRange", "Delete" or "List".
+	Op string
+	// Bucket and Key name the object as the caller did; Key is the listed
+	// prefix for List.
+	Bucket, Key string
+	// Kind is the sentinel the error matches (walstore.ErrNotFound,
+	// ErrAlreadyExists, ErrUnavailable, ErrInvalidRange, ErrUnknownBucket,
+	// or ErrInvalidKey), or nil for errors that need an operator
+	// (permissions, a read-only file system, a file system without hard
+	// links).
+	Kind error
+	// Err is the underlying error.
+	Err error
+}
+
+// Error formats the error as "fsstore: Op bucket/key: kind: cause".
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "fsstore: %s %s/%s", e.Op, e.Bucket, e.Key)
+	if e.Kind != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Kind.Error())
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns Kind and Err, so errors.Is and errors.As see both.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, 2)
+	if e.Kind != nil {
+		errs = append(errs, e.Kind)
+	}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
+}
+
+// classify maps an error of a file system call to the walstore sentinel
+// it means, or nil when an operator must act. This is the one place the
+// mapping lives; doc.go has it as a table.
+func classify(err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return walstore.ErrNotFound
+		case errors.Is(err, fs.ErrExist):
+			return walstore.ErrAlreadyExists
+		}
+		return nil
+	}
+	switch errno {
+	case syscall.ENOENT, syscall.ENOTDIR:
+		// ENOTDIR: a path component is a file, so nothing is below it.
+		return walstore.ErrNotFound
+	case syscall.EEXIST:
+		return walstore.ErrAlreadyExists
+	}
+	if transient(errno) {
+		return walstore.ErrUnavailable
+	}
+	return nil
+}
+
+// transient reports whether a call failing with errno may succeed later
+// without an operator: the disk or the file server failed this once or is
+// unreachable (EIO, ESTALE, ETIMEDOUT and the network errors of NFS), a
+// resource is exhausted and may be freed (ENOSPC and EDQUOT as garbage
+// collection deletes objects, EMFILE, ENFILE, ENOMEM), or the call was
+// interrupted (EINTR, EAGAIN).
+func transient(errno syscall.Errno) bool {
+	switch errno {
+	case syscall.EIO, syscall.ESTALE, syscall.ETIMEDOUT, syscall.EAGAIN, syscall.EINTR, syscall.EBUSY,
+		syscall.ENOSPC, syscall.EDQUOT, syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.ENOLCK,
+		syscall.ENETDOWN, syscall.ENETUNREACH, syscall.ENETRESET, syscall.EHOSTDOWN, syscall.EHOSTUNREACH,
+		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED:
+		return true
+	}
+	return false
+}
