@@ -74,22 +74,22 @@ func TestLeaderAZOutage(t *testing.T) {
 			cl.SetReplicas(tp, 1, 2)
 			r1.StartLeader(walstore.LeaderConfig{DegradedAfter: 50 * time.Millisecond})
 			r1.BecomeLeader(ctx, tp, 1, -1)
-			r2.StartFollower()
+			r2.StartFollower(tp)
 			r1.Produce(ctx, tp, 1, 0, 99, 10)
-			require.NoError(t, r1.Leader.WaitDurable(ctx, tp, 99))
+			require.NoError(t, r1.Node.WaitDurable(ctx, tp, 99))
 
 			require.NoError(t, cl.Objects.SetOutage("az1", true))
 			r1.Produce(ctx, tp, 1, 100, 199, 10)
-			require.Eventually(t, func() bool { return r1.Leader.Health().Degraded }, 20*time.Second, time.Millisecond,
+			require.Eventually(t, func() bool { return r1.Node.Health().Degraded }, 20*time.Second, time.Millisecond,
 				"the leader reports itself degraded while its bucket is unreachable")
-			health := r1.Leader.Health()
+			health := r1.Node.Health()
 			t.Logf("degraded since %v: %v", health.Since.Format(time.StampMilli), health.Err)
 			require.ErrorIs(t, health.Err, walstore.ErrUnavailable)
-			require.Less(t, r1.Leader.DurableOffset(tp), int64(200), "nothing is durable while the bucket is down")
+			require.Less(t, r1.Node.DurableOffset(tp), int64(200), "nothing is durable while the bucket is down")
 
 			require.NoError(t, cl.Objects.SetOutage("az1", false))
-			require.NoError(t, r1.Leader.WaitDurable(ctx, tp, 199))
-			require.Eventually(t, func() bool { return !r1.Leader.Health().Degraded }, 20*time.Second, time.Millisecond,
+			require.NoError(t, r1.Node.WaitDurable(ctx, tp, 199))
+			require.Eventually(t, func() bool { return !r1.Node.Health().Degraded }, 20*time.Second, time.Millisecond,
 				"healthy again once uploads succeed")
 			clustertest.RequireConverges(t, r2, r1, tp)
 		})

@@ -42,20 +42,23 @@ const (
 type SSE int
 
 const (
+	// SSEBucketDefault sends no encryption header, leaving the choice to
+	// the bucket's default encryption. It is the default: a directory
+	// bucket refuses every PUT whose encryption headers differ from its
+	// default encryption configuration, so a header the store sent on
+	// its own would fail every upload to a bucket configured for SSE-KMS.
+	// AWS buckets always encrypt, with SSE-S3 unless configured otherwise.
+	SSEBucketDefault SSE = iota
 	// SSES3 sends x-amz-server-side-encryption: AES256 (S3-managed keys).
-	// It is the default, and what directory buckets use unless configured
-	// for KMS.
-	SSES3 SSE = iota
+	// Set it only where the bucket's default is SSE-S3, or for a standard
+	// bucket whose default must be overridden.
+	SSES3
 	// SSEKMS sends aws:kms with Options.KMSKeyID (empty: the bucket's
 	// default key) and S3 Bucket Keys enabled, which keeps KMS requests,
 	// and their cost, per bucket instead of per object. A directory
 	// bucket accepts only the KMS key of its default encryption
 	// configuration.
 	SSEKMS
-	// SSEBucketDefault sends no encryption header, leaving the choice to
-	// the bucket's default encryption. For S3-compatible servers that
-	// reject the header; AWS buckets always encrypt by default.
-	SSEBucketDefault
 )
 
 // String names the mode as in configuration files and flags.
@@ -104,7 +107,8 @@ type Options struct {
 	// used as given.
 	RequestTimeout time.Duration
 
-	// SSE is the server-side encryption Put asks for (default SSES3).
+	// SSE is the server-side encryption Put asks for (default
+	// SSEBucketDefault: no header, the bucket's own encryption).
 	SSE SSE
 	// KMSKeyID is the KMS key id or ARN for SSEKMS; it must be empty
 	// otherwise.
@@ -362,9 +366,11 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 		return ref, nil
 	}
 	e := requestError(ctx, "Put", ref.Bucket, key, err)
-	if !maybeStored || ctx.Err() != nil {
+	if !maybeStored || ctx.Err() != nil || e.Kind == walstore.ErrPermanent {
 		// Every attempt was refused or never left: nothing stored. Or
-		// the caller gave up, and with it the means to ask.
+		// the caller gave up, and with it the means to ask. Or the last
+		// attempt was refused for good (501): reading back would only
+		// be refused too.
 		return metadata.ObjectRef{}, e
 	}
 	// Some attempt may have stored the object without its answer
@@ -610,20 +616,28 @@ func parseContentRange(s string) (first, last, size int64, err error) {
 }
 
 // Delete removes the objects refs name, grouped per bucket into
-// DeleteObjects requests of up to 1000 keys. Every ref is checked before
-// any request. Missing objects are not errors. A failed request stops the
-// deletes of its bucket, not of the others; keys S3 could not delete are
-// reported, at most ten of them by name (the rest counted).
+// DeleteObjects requests of up to 1000 keys. Every ref's bucket is checked
+// before any request. A key S3 could not take (ErrInvalidKey) is reported
+// and the other keys are still deleted, so that one bad name, listed from
+// a bucket another writer shares, never blocks garbage collection.
+// Missing objects are not errors. A request that fails as unavailable
+// stops the deletes of its bucket, not of the others; one refused goes on
+// with the bucket's next batch. Keys S3 could not delete are reported, at
+// most ten of them by name (the rest counted).
 func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 	const op = "Delete"
 	perBucket := map[string][]string{}
 	seen := map[metadata.ObjectRef]bool{}
+	var errs []error
 	for _, ref := range refs {
 		if err := s.checkRef(op, ref); err != nil {
 			return err
 		}
+	}
+	for _, ref := range refs {
 		if err := s.checkKey(op, ref.Bucket, ref.Key); err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		k := metadata.ObjectRef{Bucket: ref.Bucket, Key: ref.Key}
 		if !seen[k] {
@@ -632,12 +646,11 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 		}
 	}
 	if len(perBucket) == 0 {
-		return nil
+		return errors.Join(errs...)
 	}
 	if err := ctx.Err(); err != nil {
 		return &Error{Op: op, Bucket: refs[0].Bucket, Key: refs[0].Key, Err: err}
 	}
-	var errs []error
 	for _, b := range slices.Sorted(maps.Keys(perBucket)) {
 		keys := perBucket[b]
 		for batch := range slices.Chunk(keys, maxDeleteObjects) {
@@ -645,7 +658,11 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 			errs = append(errs, failed...)
 			if err != nil {
 				errs = append(errs, err)
-				break
+				if !errors.Is(err, walstore.ErrPermanent) {
+					// Unavailable, or the caller gave up: the
+					// bucket's later batches would fare no better.
+					break
+				}
 			}
 		}
 		if ctx.Err() != nil {
@@ -773,8 +790,17 @@ func (s *Store) checkKey(op, bucketName, key string) error {
 		why = "key is not valid UTF-8"
 	case len(s.prefix)+len(key) > maxKeyBytes:
 		why = fmt.Sprintf("key is %d bytes with the key prefix; S3 allows %d", len(s.prefix)+len(key), maxKeyBytes)
+	case strings.IndexFunc(key, isControl) >= 0:
+		r, _ := utf8.DecodeRuneInString(key[strings.IndexFunc(key, isControl):])
+		why = fmt.Sprintf("key has control character %U", r)
+	case s.buckets[bucketName].kind == directoryBucket && strings.TrimSpace(s.prefix+key) == "":
+		why = "directory buckets refuse keys made only of whitespace"
 	default:
 		return nil
 	}
 	return &Error{Op: op, Bucket: bucketName, Key: key, Kind: ErrInvalidKey, Err: errors.New(why)}
 }
+
+// isControl reports the characters XML 1.0 cannot carry, or carries only
+// as discouraged characters, in a DeleteObjects request or a listing.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f }
