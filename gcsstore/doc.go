@@ -33,7 +33,9 @@
 //     under another zone's name) is walstore.ErrUnknownBucket, a malformed
 //     range walstore.ErrInvalidRange, a key Cloud Storage cannot store
 //     ErrInvalidKey, and a context already done its own error. Delete
-//     checks every reference before deleting anything.
+//     checks every reference's bucket before deleting anything; a key
+//     Cloud Storage cannot take is reported while the other keys are still
+//     deleted.
 //   - Delete is idempotent: Cloud Storage has no multi-object delete in
 //     its JSON API, so each object is one DELETE, up to
 //     Options.DeleteConcurrency at once; a missing object (404) is not an

@@ -167,10 +167,14 @@ func TestDeleteIgnoresMissingAndNamesFailures(t *testing.T) {
 		refs = append(refs, metadata.ObjectRef{AZ: zoneA, Bucket: bucketA, Key: fmt.Sprintf("k%02d", i)})
 	}
 	refs = append(refs, refs[0], // named twice, deleted once
+		metadata.ObjectRef{AZ: zoneA, Bucket: bucketA, Key: "bell\x07"}, // refused, not sent
 		metadata.ObjectRef{AZ: zoneA, Bucket: bucketA, Key: "gone"},
 		metadata.ObjectRef{AZ: zoneC, Bucket: bucketC, Key: "denied"})
 	err := s.Delete(t.Context(), refs)
-	requireKind(t, err, walstore.ErrPermanent, "Delete")
+	require.ErrorIs(t, err, walstore.ErrPermanent, "Delete")
+	require.ErrorIs(t, err, gcsstore.ErrInvalidKey, "Delete")
+	assert.NotErrorIs(t, err, walstore.ErrUnavailable)
+	assert.Contains(t, err.Error(), "U+0007")
 	assert.Contains(t, err.Error(), bucketC+"/denied")
 	assert.NotContains(t, err.Error(), "gone")
 
@@ -328,7 +332,8 @@ func TestBadInputMakesNoRequest(t *testing.T) {
 		{"GetRange overflowing int64", get(ctx, known, 1<<62, 1<<62+1), walstore.ErrInvalidRange},
 		{"GetRange of a control-character key", get(ctx, metadata.ObjectRef{Bucket: bucketB, Key: "a\nb"}, 0, 1), gcsstore.ErrInvalidKey},
 		{"Delete with one unconfigured bucket", s.Delete(ctx, []metadata.ObjectRef{known, unknown}), walstore.ErrUnknownBucket},
-		{"Delete with an empty key", s.Delete(ctx, []metadata.ObjectRef{known, {Bucket: bucketB}}), gcsstore.ErrInvalidKey},
+		{"Delete of an empty key", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB}}), gcsstore.ErrInvalidKey},
+		{"Delete of a bad key and an unconfigured bucket", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB, Key: "a\x01"}, unknown}), walstore.ErrUnknownBucket},
 		{"List of an unconfigured bucket", list(ctx, unknown.Bucket), walstore.ErrUnknownBucket},
 		{"Put of an empty key", put(ctx, ""), gcsstore.ErrInvalidKey},
 		{"Put of a non-UTF-8 key", put(ctx, "k\xff"), gcsstore.ErrInvalidKey},

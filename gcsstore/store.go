@@ -531,8 +531,9 @@ func readRange(r *storage.Reader, offset, length int64) ([]byte, error) {
 }
 
 // Delete removes the objects refs name, one DELETE per object, up to
-// Options.DeleteConcurrency at once. Every ref is checked before any
-// request. Missing objects are not errors. A delete that fails with
+// Options.DeleteConcurrency at once. Every ref's bucket is checked before
+// any request; a key Cloud Storage cannot take is reported (ErrInvalidKey)
+// and the other keys are still deleted. Missing objects are not errors. A delete that fails with
 // walstore.ErrUnavailable or walstore.ErrPermanent stops the deletes of
 // its bucket, not of the others; failures are reported, at most ten keys
 // by name (the rest counted).
@@ -540,13 +541,19 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 	const op = "Delete"
 	type item struct{ bucket, key string }
 	var items []item
+	var invalid []error
 	seen := map[item]bool{}
 	for _, ref := range refs {
 		if err := s.checkRef(op, ref); err != nil {
 			return err
 		}
+	}
+	for _, ref := range refs {
 		if err := s.checkKey(op, ref.Bucket, ref.Key); err != nil {
-			return err
+			// Reported; the other keys are still deleted, so that
+			// one bad name never blocks garbage collection.
+			invalid = append(invalid, err)
+			continue
 		}
 		it := item{ref.Bucket, ref.Key}
 		if !seen[it] {
@@ -555,7 +562,7 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 		}
 	}
 	if len(items) == 0 {
-		return nil
+		return errors.Join(invalid...)
 	}
 	if err := ctx.Err(); err != nil {
 		return callerError(ctx, op, items[0].bucket, items[0].key, 0, nil)
@@ -568,7 +575,7 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 	}
 	var (
 		mu      sync.Mutex
-		errs    []error // the first maxReportedKeys failures
+		errs    = invalid // and the first maxReportedKeys failures
 		failed  int
 		skipped = map[string]int{}
 		wg      sync.WaitGroup
@@ -594,7 +601,7 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 				}
 				mu.Lock()
 				failed++
-				if len(errs) < maxReportedKeys {
+				if len(errs)-len(invalid) < maxReportedKeys {
 					errs = append(errs, err)
 				}
 				mu.Unlock()
@@ -606,8 +613,8 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 	}
 	close(work)
 	wg.Wait()
-	if failed > len(errs) {
-		errs = append(errs, fmt.Errorf("gcsstore: Delete: %d more keys could not be deleted", failed-len(errs)))
+	if reported := len(errs) - len(invalid); failed > reported {
+		errs = append(errs, fmt.Errorf("gcsstore: Delete: %d more keys could not be deleted", failed-reported))
 	}
 	for _, b := range slices.Sorted(maps.Keys(skipped)) {
 		errs = append(errs, fmt.Errorf("gcsstore: Delete %s: %d keys not attempted after an earlier failure", b, skipped[b]))
