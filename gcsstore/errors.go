@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	"cloud.google.com/go/storage"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/activetier/activetier/internal/storeutil"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -100,7 +100,7 @@ func newError(op, bucket, key string, attempts int, err error) *Error {
 func callerError(ctx context.Context, op, bucket, key string, attempts int, last error) *Error {
 	err := context.Cause(ctx)
 	if last != nil && !errors.Is(last, ctx.Err()) {
-		err = fmt.Errorf("%w (the last attempt: %w)", ctx.Err(), hideContextErr(last))
+		err = fmt.Errorf("%w (the last attempt: %w)", ctx.Err(), storeutil.HideContextErr(last))
 	} else if last != nil {
 		err = fmt.Errorf("%w (the last attempt: %v)", ctx.Err(), last)
 	}
@@ -218,34 +218,6 @@ func refused(err error) bool {
 	}
 	return false
 }
-
-// neverSent reports whether err is a failure to reach the server at all
-// (name resolution, connecting), after which a request cannot have had any
-// effect.
-func neverSent(err error) bool {
-	var dnsErr *net.DNSError
-	var opErr *net.OpError
-	return errors.As(err, &dnsErr) || errors.As(err, &opErr) && opErr.Op == "dial"
-}
-
-// hideContextErr keeps an attempt's context error (the store's per-attempt
-// deadline) from making err match context.DeadlineExceeded or
-// context.Canceled, which callers read as their own context ending.
-// errors.As still reaches everything err wraps.
-func hideContextErr(err error) error {
-	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return attemptError{err}
-}
-
-// attemptError is an error of an attempt the store gave up on, with the
-// context errors it wraps hidden from errors.Is (it has no Unwrap) but
-// every other error reachable through errors.As.
-type attemptError struct{ err error }
-
-func (e attemptError) Error() string      { return e.err.Error() }
-func (e attemptError) As(target any) bool { return errors.As(e.err, target) }
 
 // errAttemptTimeout is the cause of an attempt's context when the store's
 // RequestTimeout, not the caller, ended it.

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/activetier/activetier/internal/storeutil"
 )
 
 // Cloud Storage limits the store checks before sending anything.
@@ -82,10 +84,8 @@ func keyProblem(prefix, key string) string {
 	case strings.HasPrefix(name, ".well-known/acme-challenge/"):
 		return "object names under .well-known/acme-challenge/ are reserved"
 	}
-	for _, r := range key {
-		if r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f {
-			return fmt.Sprintf("key has control character %U", r)
-		}
+	if r, ok := storeutil.ControlChar(key); ok {
+		return fmt.Sprintf("key has control character %U", r)
 	}
 	return ""
 }

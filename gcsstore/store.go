@@ -23,6 +23,7 @@ import (
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
 
+	"github.com/activetier/activetier/internal/storeutil"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
@@ -194,7 +195,7 @@ func (c rangeChecker) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return resp, nil
 	}
-	gotFirst, gotLast, _, err := parseContentRange(resp.Header.Get("Content-Range"))
+	gotFirst, gotLast, _, err := storeutil.ParseContentRange(resp.Header.Get("Content-Range"))
 	if err == nil && (gotFirst != first || gotLast > last) {
 		err = fmt.Errorf("asked for bytes %d-%d, answered %q", first, last, resp.Header.Get("Content-Range"))
 	}
@@ -215,29 +216,6 @@ func parseRange(s string) (first, last int64, ok bool) {
 	first, err1 := strconv.ParseInt(a, 10, 64)
 	last, err2 := strconv.ParseInt(b, 10, 64)
 	return first, last, err1 == nil && err2 == nil
-}
-
-// parseContentRange parses "bytes first-last/size" (size may be "*", -1).
-func parseContentRange(s string) (first, last, size int64, err error) {
-	spec, ok := strings.CutPrefix(s, "bytes ")
-	rng, total, ok2 := strings.Cut(spec, "/")
-	a, b, ok3 := strings.Cut(rng, "-")
-	if !ok || !ok2 || !ok3 {
-		return 0, 0, 0, fmt.Errorf("malformed Content-Range %q", s)
-	}
-	if first, err = strconv.ParseInt(a, 10, 64); err == nil {
-		last, err = strconv.ParseInt(b, 10, 64)
-	}
-	if err == nil {
-		size = -1
-		if total != "*" {
-			size, err = strconv.ParseInt(total, 10, 64)
-		}
-	}
-	if err != nil || first < 0 || last < first {
-		return 0, 0, 0, fmt.Errorf("malformed Content-Range %q", s)
-	}
-	return first, last, size, nil
 }
 
 // cmp returns v, or def when v is zero.
@@ -327,7 +305,7 @@ func (s *Store) attempt(ctx context.Context, op, bucket, key string, fn func(ctx
 			return callerError(ctx, op, bucket, key, n, err)
 		}
 		if timedOut {
-			err = fmt.Errorf("%w: %w", errAttemptTimeout, hideContextErr(err))
+			err = fmt.Errorf("%w: %w", errAttemptTimeout, storeutil.HideContextErr(err))
 		}
 		e := newError(op, bucket, key, n, err)
 		if e.Kind != walstore.ErrUnavailable || n >= s.maxAttempts {
@@ -376,7 +354,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	var maybeStored bool
 	err := s.attempt(ctx, op, ref.Bucket, key, func(ctx context.Context) error {
 		err := upload(ctx, obj, body, crc)
-		if err != nil && !neverSent(err) && !refused(err) {
+		if err != nil && !storeutil.NeverSent(err) && !refused(err) {
 			maybeStored = true
 		}
 		return err
@@ -397,9 +375,9 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	// its own earlier attempt), another object ErrAlreadyExists, and no
 	// way to tell ErrUnavailable.
 	switch s.readBack(ctx, ref.Bucket, key, body) {
-	case storedOurs:
+	case storeutil.StoredOurs:
 		return ref, nil
-	case storedOther:
+	case storeutil.StoredOther:
 		e.Kind = walstore.ErrAlreadyExists
 		e.Err = fmt.Errorf("the key holds another object (read back after: %w)", e.Err)
 	default:
@@ -429,19 +407,10 @@ func upload(ctx context.Context, obj *storage.ObjectHandle, body []byte, crc uin
 	return w.Close()
 }
 
-// What readBack found under a key after an ambiguous Put.
-type stored int
-
-const (
-	storedUnknown stored = iota // missing, or could not be read
-	storedOurs                  // exactly the body Put sent
-	storedOther                 // another object
-)
-
 // readBack reads the object at key and compares it with body, with the
 // store's attempts.
-func (s *Store) readBack(ctx context.Context, bucket, key string, body []byte) stored {
-	found := storedUnknown
+func (s *Store) readBack(ctx context.Context, bucket, key string, body []byte) storeutil.Stored {
+	found := storeutil.StoredUnknown
 	obj := s.client.Bucket(bucket).Object(s.prefix + key)
 	err := s.attempt(ctx, "Put", bucket, key, func(ctx context.Context) error {
 		r, err := obj.NewReader(ctx)
@@ -450,21 +419,21 @@ func (s *Store) readBack(ctx context.Context, bucket, key string, body []byte) s
 		}
 		defer r.Close()
 		if r.Attrs.Size != int64(len(body)) {
-			found = storedOther
+			found = storeutil.StoredOther
 			return nil
 		}
 		got := make([]byte, len(body))
 		if _, err := io.ReadFull(r, got); err != nil {
 			return err
 		}
-		found = storedOther
+		found = storeutil.StoredOther
 		if bytes.Equal(got, body) {
-			found = storedOurs
+			found = storeutil.StoredOurs
 		}
 		return nil
 	})
 	if err != nil {
-		return storedUnknown
+		return storeutil.StoredUnknown
 	}
 	return found
 }

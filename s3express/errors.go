@@ -13,6 +13,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/activetier/activetier/internal/storeutil"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -85,7 +86,7 @@ func (e *Error) Unwrap() []error {
 // unclassified and wraps ctx.Err(), whatever the SDK reported, so that
 // errors.Is(err, context.Canceled) (or DeadlineExceeded) is the only thing
 // it matches. An attempt timeout (Options.RequestTimeout) is the store's
-// failure and never matches context.DeadlineExceeded: see attemptTimeout.
+// failure and never matches context.DeadlineExceeded: see storeutil.HideContextErr.
 func requestError(ctx context.Context, op, bucket, key string, err error) *Error {
 	e := &Error{Op: op, Bucket: bucket, Key: key, Err: err}
 	var apiErr smithy.APIError
@@ -98,35 +99,16 @@ func requestError(ctx context.Context, op, bucket, key string, err error) *Error
 	}
 	switch ctxErr := ctx.Err(); {
 	case ctxErr != nil && !errors.Is(err, ctxErr):
-		e.Err = fmt.Errorf("%w (the last attempt: %w)", ctxErr, hideContextErr(err))
+		e.Err = fmt.Errorf("%w (the last attempt: %w)", ctxErr, storeutil.HideContextErr(err))
 	case ctxErr != nil:
 	default:
 		e.Kind = classify(op, err)
 		if e.Kind == walstore.ErrUnavailable {
-			e.Err = hideContextErr(err)
+			e.Err = storeutil.HideContextErr(err)
 		}
 	}
 	return e
 }
-
-// hideContextErr keeps an attempt's context error (the store's own
-// per-attempt deadline, or the HTTP client's timeout) from making err match
-// context.DeadlineExceeded or context.Canceled, which callers read as their
-// own context ending. errors.As still reaches everything err wraps.
-func hideContextErr(err error) error {
-	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return attemptTimeout{err}
-}
-
-// attemptTimeout is an error of an attempt the store gave up on, with the
-// context errors it wraps hidden from errors.Is (it has no Unwrap) but
-// every other error reachable through errors.As.
-type attemptTimeout struct{ err error }
-
-func (e attemptTimeout) Error() string      { return e.err.Error() }
-func (e attemptTimeout) As(target any) bool { return errors.As(e.err, target) }
 
 // classify maps an SDK error to the walstore sentinel it means, or nil.
 // This is the one place the mapping lives; doc.go has it as a table.
@@ -238,15 +220,6 @@ func isTransportError(err error) bool {
 		return true
 	}
 	return false
-}
-
-// neverSent reports whether err is a failure to reach the server at all
-// (name resolution, connecting), after which a request cannot have had
-// any effect.
-func neverSent(err error) bool {
-	var dnsErr *net.DNSError
-	var opErr *net.OpError
-	return errors.As(err, &dnsErr) || errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
 // refused reports whether err is a complete answer refusing the request

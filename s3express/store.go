@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/activetier/activetier/internal/storeutil"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
@@ -379,9 +380,9 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	// mean success (a retry then finds the key taken by itself), another
 	// object ErrAlreadyExists, and no way to tell ErrUnavailable.
 	switch s.readBack(ctx, ref.Bucket, *in.Key, body) {
-	case storedOurs:
+	case storeutil.StoredOurs:
 		return ref, nil
-	case storedOther:
+	case storeutil.StoredOther:
 		e.Kind = walstore.ErrAlreadyExists
 		e.Err = fmt.Errorf("the key holds another object (read back after: %w)", e.Err)
 	default:
@@ -401,7 +402,7 @@ func noteMaybeStored(maybe *bool) func(*s3.Options) {
 			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("activetierNoteMaybeStored",
 				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 					out, md, err := next.HandleFinalize(ctx, in)
-					if err != nil && !neverSent(err) && !refused(err) {
+					if err != nil && !storeutil.NeverSent(err) && !refused(err) {
 						*maybe = true
 					}
 					return out, md, err
@@ -410,23 +411,14 @@ func noteMaybeStored(maybe *bool) func(*s3.Options) {
 	}
 }
 
-// What readBack found under a key after an ambiguous Put.
-type stored int
-
-const (
-	storedUnknown stored = iota // missing, or could not be read
-	storedOurs                  // exactly the body Put sent
-	storedOther                 // another object
-)
-
 // readBack reads the object at wireKey and compares it with body without
 // buffering it. It reads within each attempt of the bucket's retryer, so a
 // transient failure of the read-back is retried like any request.
-func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body []byte) stored {
+func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body []byte) storeutil.Stored {
 	if ctx.Err() != nil {
-		return storedUnknown
+		return storeutil.StoredUnknown
 	}
-	found := storedUnknown
+	found := storeutil.StoredUnknown
 	_, err := s.buckets[bucketName].client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucketName), Key: aws.String(wireKey)},
 		withBody(func(out *s3.GetObjectOutput) error {
 			var err error
@@ -434,37 +426,37 @@ func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body [
 			return err
 		}))
 	if err != nil {
-		return storedUnknown
+		return storeutil.StoredUnknown
 	}
 	return found
 }
 
 // compareBody compares a GET answer's body with body. A body that ends
 // early is an incompleteAnswer, for the retryer.
-func compareBody(out *s3.GetObjectOutput, body []byte) (stored, error) {
+func compareBody(out *s3.GetObjectOutput, body []byte) (storeutil.Stored, error) {
 	if out.ContentLength != nil && *out.ContentLength != int64(len(body)) {
-		return storedOther, nil
+		return storeutil.StoredOther, nil
 	}
 	var chunk [32 << 10]byte
 	rest := body
 	for {
 		n, err := out.Body.Read(chunk[:])
 		if n > len(rest) || !bytes.Equal(chunk[:n], rest[:n]) {
-			return storedOther, nil
+			return storeutil.StoredOther, nil
 		}
 		rest = rest[n:]
 		switch {
 		case errors.Is(err, io.EOF) && len(rest) == 0:
-			return storedOurs, nil
+			return storeutil.StoredOurs, nil
 		case errors.Is(err, io.EOF):
 			// Shorter than its Content-Length said, or than body
 			// without one: cut short, or another object.
 			if out.ContentLength != nil {
-				return storedUnknown, incompleteAnswer{io.ErrUnexpectedEOF}
+				return storeutil.StoredUnknown, incompleteAnswer{io.ErrUnexpectedEOF}
 			}
-			return storedOther, nil
+			return storeutil.StoredOther, nil
 		case err != nil:
-			return storedUnknown, incompleteAnswer{err}
+			return storeutil.StoredUnknown, incompleteAnswer{err}
 		}
 	}
 }
@@ -567,7 +559,7 @@ func checkRange(out *s3.GetObjectOutput, offset, length int64) *rangeError {
 		}
 		return &rangeError{kind: walstore.ErrUnavailable, err: fmt.Errorf("server ignored the Range header (no Content-Range, Content-Length %d)", contentLength)}
 	}
-	start, end, size, err := parseContentRange(cr)
+	start, end, size, err := storeutil.ParseContentRange(cr)
 	if err != nil {
 		return &rangeError{kind: walstore.ErrUnavailable, err: err}
 	}
@@ -591,29 +583,6 @@ type rangeError struct {
 
 func (e *rangeError) Error() string { return e.err.Error() }
 func (e *rangeError) Unwrap() error { return e.err }
-
-// parseContentRange parses "bytes first-last/size" (size may be "*", -1).
-func parseContentRange(s string) (first, last, size int64, err error) {
-	spec, ok := strings.CutPrefix(s, "bytes ")
-	rng, total, ok2 := strings.Cut(spec, "/")
-	a, b, ok3 := strings.Cut(rng, "-")
-	if !ok || !ok2 || !ok3 {
-		return 0, 0, 0, fmt.Errorf("malformed Content-Range %q", s)
-	}
-	if first, err = strconv.ParseInt(a, 10, 64); err == nil {
-		last, err = strconv.ParseInt(b, 10, 64)
-	}
-	if err == nil {
-		size = -1
-		if total != "*" {
-			size, err = strconv.ParseInt(total, 10, 64)
-		}
-	}
-	if err != nil || first < 0 || last < first {
-		return 0, 0, 0, fmt.Errorf("malformed Content-Range %q", s)
-	}
-	return first, last, size, nil
-}
 
 // Delete removes the objects refs name, grouped per bucket into
 // DeleteObjects requests of up to 1000 keys. Every ref's bucket is checked
@@ -790,8 +759,8 @@ func (s *Store) checkKey(op, bucketName, key string) error {
 		why = "key is not valid UTF-8"
 	case len(s.prefix)+len(key) > maxKeyBytes:
 		why = fmt.Sprintf("key is %d bytes with the key prefix; S3 allows %d", len(s.prefix)+len(key), maxKeyBytes)
-	case strings.IndexFunc(key, isControl) >= 0:
-		r, _ := utf8.DecodeRuneInString(key[strings.IndexFunc(key, isControl):])
+	case hasControl(key):
+		r, _ := storeutil.ControlChar(key)
 		why = fmt.Sprintf("key has control character %U", r)
 	case s.buckets[bucketName].kind == directoryBucket && strings.TrimSpace(s.prefix+key) == "":
 		why = "directory buckets refuse keys made only of whitespace"
@@ -801,6 +770,7 @@ func (s *Store) checkKey(op, bucketName, key string) error {
 	return &Error{Op: op, Bucket: bucketName, Key: key, Kind: ErrInvalidKey, Err: errors.New(why)}
 }
 
-// isControl reports the characters XML 1.0 cannot carry, or carries only
-// as discouraged characters, in a DeleteObjects request or a listing.
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f }
+func hasControl(key string) bool {
+	_, ok := storeutil.ControlChar(key)
+	return ok
+}
