@@ -54,6 +54,7 @@ func TestPutErrorMapping(t *testing.T) {
 		{"retry finds a longer object", []canned{gcsError(503, "backendError"), gcsError(412, "conditionNotMet"), object("a longer body")}, walstore.ErrAlreadyExists, 412, 3},
 		{"no answer, own object stored", []canned{hangUp, hangUp, hangUp, object(payload)}, nil, 0, attempts + 1},
 		{"no answer, nothing stored", []canned{hangUp, hangUp, hangUp, gcsError(404, "notFound")}, walstore.ErrUnavailable, 0, attempts + 1},
+		{"read-back of a prefix of the body", []canned{hangUp, hangUp, hangUp, object("payl")}, walstore.ErrUnavailable, 0, 2 * attempts},
 		{"no answer, read-back retried", []canned{hangUp, hangUp, hangUp, gcsError(503, "backendError"), object(payload)}, nil, 0, attempts + 2},
 	}
 	for _, c := range cases {

@@ -78,6 +78,10 @@ func TestPutErrorMapping(t *testing.T) {
 		{"no answer, own object stored", []canned{hangUp, hangUp, hangUp, stored(payload)}, true, nil, "", attempts + 1},
 		{"no answer, another object stored", []canned{hangUp, hangUp, hangUp, stored("a longer body")}, false, walstore.ErrAlreadyExists, "", attempts + 1},
 		{"no answer, nothing stored", []canned{hangUp, hangUp, hangUp, s3Error(404, "NoSuchKey", "req-404")}, false, walstore.ErrUnavailable, "", attempts + 1},
+		// A read-back whose Content-Length is wrong proves nothing: only
+		// the bytes tell another object from this Put's own.
+		{"read-back Content-Length one short", []canned{hangUp, hangUp, hangUp, {status: 200, header: map[string]string{"Content-Length": "6"}, body: "payloa"}, stored(payload)}, true, nil, "", attempts + 2},
+		{"read-back of a prefix of the body", []canned{hangUp, hangUp, hangUp, stored("payl")}, false, walstore.ErrUnavailable, "", 2 * attempts},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
