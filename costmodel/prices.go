@@ -121,6 +121,53 @@ func Filesystem() Prices {
 	}
 }
 
+// GCSStandard2026 returns Cloud Storage prices for a regional bucket of the
+// Standard class in us-central1, from the Cloud Storage pricing page as of
+// 2026: Class A operations (uploads, listings) $0.005 and Class B
+// operations (reads) $0.0004 per 1000, storage $0.020/GB-month, no
+// per-byte fee for reads from Compute Engine in the same region. Cross-zone
+// traffic between brokers is the VPC network pricing page's $0.01/GB for
+// data leaving a zone for another zone of the same region; Google Cloud
+// does not charge the receiving side, so CrossAZInPerGB is zero (AWS
+// charges both). Like S3 Standard it has no zonal latency; it is the
+// choice where zonal buckets are not offered.
+//
+// Not yet a Preset name: the demo's --preset flag lists Preset's names.
+func GCSStandard2026() Prices {
+	return Prices{
+		Name:              "gcsstandard-2026",
+		PutPer1000:        0.005,
+		GetPer1000:        0.0004,
+		StoragePerGBMonth: 0.020,
+		CrossAZOutPerGB:   0.01,
+		CrossAZInPerGB:    0,
+		BytesPerGB:        DecimalGB,
+	}
+}
+
+// GCSRapid2026 returns Cloud Storage prices for a zonal bucket (Rapid
+// Bucket, the Rapid storage class), Cloud Storage's analogue of S3 Express
+// One Zone, in a us-central1 zone: storage $0.11/GB-month (the Cloud
+// Storage pricing page of 2026 quotes Rapid storage at $0.000150685 per
+// GiB-hour; times 730 hours), cross-zone traffic as GCSStandard2026.
+//
+// The operation prices are regional Standard's Class A and B ($0.005 and
+// $0.0004 per 1000), and neither uploads nor reads carry a per-byte fee:
+// the price list this preset was taken from gave no separate operation or
+// data-processing price for zonal buckets. Check the pricing page for the
+// zone's operation prices, and whether reads of a zonal bucket from
+// another zone are charged as inter-zone transfer, and override the
+// fields; with such a charge the follower's reads cost what the replication
+// they replace costs, and tiering saves nothing on the wire.
+//
+// Not yet a Preset name: the demo's --preset flag lists Preset's names.
+func GCSRapid2026() Prices {
+	p := GCSStandard2026()
+	p.Name = "gcsrapid-2026"
+	p.StoragePerGBMonth = 0.11
+	return p
+}
+
 // presets maps the names accepted by Preset to their constructors. It is a
 // function, not a variable, so no caller can change what a name means.
 func presets() map[string]func() Prices {

@@ -43,6 +43,34 @@ func TestFilesystemPrices(t *testing.T) {
 	assert.InDelta(t, 2*1e9*0.02/1e9, c.BrokerToBroker.ReplicationUSD, 1e-12)
 }
 
+func TestGCSPresets(t *testing.T) {
+	// The Cloud Storage pricing page (us-central1, 2026) and the VPC
+	// network pricing page (inter-zone transfer).
+	std := GCSStandard2026()
+	require.NoError(t, std.Validate())
+	assert.Equal(t, "gcsstandard-2026", std.Name)
+	assert.Equal(t, []float64{0.005, 0.0004, 0, 0, 0.020, 0.01, 0, 1e9},
+		[]float64{std.PutPer1000, std.GetPer1000, std.UploadPerGB, std.RetrievalPerGB, std.StoragePerGBMonth,
+			std.CrossAZOutPerGB, std.CrossAZInPerGB, std.BytesPerGB})
+
+	rapid := GCSRapid2026()
+	require.NoError(t, rapid.Validate())
+	assert.Equal(t, "gcsrapid-2026", rapid.Name)
+	// $0.000150685 per GiB-hour for 730 hours, to the cent.
+	assert.InDelta(t, 0.000150685*730, rapid.StoragePerGBMonth, 0.0001)
+	assert.Equal(t, std.PutPer1000, rapid.PutPer1000)
+	assert.Equal(t, std.CrossAZOutPerGB+std.CrossAZInPerGB, rapid.crossAZPerByte()*rapid.BytesPerGB,
+		"one byte crossing zones once pays the sender's side only")
+
+	// Without a retrieval fee, coalescing is bounded by latency alone,
+	// as with S3 Standard.
+	_, bounded := rapid.CoalesceGapBytes()
+	assert.False(t, bounded)
+
+	rapid.StoragePerGBMonth = 1
+	assert.Equal(t, 0.11, GCSRapid2026().StoragePerGBMonth, "each call returns its own copy")
+}
+
 func TestPresetByName(t *testing.T) {
 	assert.Equal(t, []string{"filesystem", "s3express-2025", "s3standard-2025"}, PresetNames())
 	for _, name := range PresetNames() {

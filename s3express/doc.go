@@ -39,7 +39,10 @@
 //     under another AZ's name) is walstore.ErrUnknownBucket, a malformed
 //     range walstore.ErrInvalidRange, a key S3 cannot store ErrInvalidKey,
 //     and a context already done its own error. Delete checks every
-//     reference before deleting anything.
+//     reference's bucket before deleting anything; a key S3 cannot take
+//     (a control character, which the DeleteObjects XML cannot carry, or
+//     an all-whitespace key in a directory bucket) is reported while the
+//     other keys are still deleted.
 //   - Delete is idempotent and batched: up to 1000 keys per DeleteObjects
 //     request, grouped per bucket; missing keys are not errors, keys S3
 //     could not delete are reported by name.
@@ -105,8 +108,11 @@
 // range, so downloads are verified by the combined-object format's own
 // per-section xxhash64 instead.
 //
-// Put asks for SSE-S3 by default; SSEKMS uses a KMS key with S3 Bucket Keys
-// (fewer KMS calls), and SSEBucketDefault sends no encryption header.
+// Put sends no encryption header by default (SSEBucketDefault), so the
+// bucket's default encryption applies: a directory bucket refuses every PUT
+// whose encryption headers differ from its default, and AWS buckets always
+// encrypt. SSES3 asks for SSE-S3 explicitly; SSEKMS uses a KMS key with S3
+// Bucket Keys (fewer KMS calls).
 //
 // At single-digit-millisecond latency the HTTP client matters. The store
 // builds its own from the aws.Config's: idle connections per host sized to
@@ -136,7 +142,8 @@
 //	connections, a body cut short                     NXDOMAIN is not retried)
 //	a 2xx whose body ends early or does not decode,   walstore.ErrUnavailable (retried by the SDK, which
 //	a range answer that disagrees with the request    does not retry these by itself)
-//	AccessDenied, NoSuchBucket, other 4xx             none: an operator must act
+//	501 NotImplemented, AccessDenied, NoSuchBucket,   walstore.ErrPermanent: an operator must act
+//	other 4xx (and 412 to anything but Put)           (one attempt: the SDK does not retry them)
 //	the caller's context cancelled or expired         none: errors.Is(err, context.Canceled / DeadlineExceeded)
 //
 // An attempt that outlasts Options.RequestTimeout is the store's failure,

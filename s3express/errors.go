@@ -13,12 +13,15 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/activetier/activetier/internal/storeutil"
 	"github.com/activetier/activetier/walstore"
 )
 
 // ErrInvalidKey is returned, before any request is made, for an object key
-// S3 cannot store: empty, not valid UTF-8, or longer than 1024 bytes once
-// Options.KeyPrefix is added.
+// S3 cannot store or delete: empty, not valid UTF-8, longer than 1024 bytes
+// once Options.KeyPrefix is added, holding a control character (which the
+// XML of a DeleteObjects request cannot carry, so one such key would fail
+// its whole batch), or, in a directory bucket, made only of whitespace.
 var ErrInvalidKey = errors.New("s3express: invalid object key")
 
 // Error is the error every Store method returns for a failed operation. It
@@ -38,9 +41,10 @@ type Error struct {
 	// RequestID is the x-amz-request-id of the failed response, if any.
 	RequestID string
 	// Kind is the walstore sentinel the error matches (ErrNotFound,
-	// ErrAlreadyExists, ErrUnavailable, ErrInvalidRange, ErrUnknownBucket),
-	// ErrInvalidKey, or nil for errors that need an operator (access
-	// denied, missing bucket, bad configuration).
+	// ErrAlreadyExists, ErrUnavailable, ErrInvalidRange, ErrUnknownBucket,
+	// ErrPermanent for refusals that need an operator: access denied, a
+	// missing bucket, 501 Not Implemented), ErrInvalidKey, or nil for an
+	// error of the caller's context or one the store cannot place.
 	Kind error
 	// Err is the underlying error.
 	Err error
@@ -82,7 +86,7 @@ func (e *Error) Unwrap() []error {
 // unclassified and wraps ctx.Err(), whatever the SDK reported, so that
 // errors.Is(err, context.Canceled) (or DeadlineExceeded) is the only thing
 // it matches. An attempt timeout (Options.RequestTimeout) is the store's
-// failure and never matches context.DeadlineExceeded: see attemptTimeout.
+// failure and never matches context.DeadlineExceeded: see storeutil.HideContextErr.
 func requestError(ctx context.Context, op, bucket, key string, err error) *Error {
 	e := &Error{Op: op, Bucket: bucket, Key: key, Err: err}
 	var apiErr smithy.APIError
@@ -95,35 +99,16 @@ func requestError(ctx context.Context, op, bucket, key string, err error) *Error
 	}
 	switch ctxErr := ctx.Err(); {
 	case ctxErr != nil && !errors.Is(err, ctxErr):
-		e.Err = fmt.Errorf("%w (the last attempt: %w)", ctxErr, hideContextErr(err))
+		e.Err = fmt.Errorf("%w (the last attempt: %w)", ctxErr, storeutil.HideContextErr(err))
 	case ctxErr != nil:
 	default:
 		e.Kind = classify(op, err)
 		if e.Kind == walstore.ErrUnavailable {
-			e.Err = hideContextErr(err)
+			e.Err = storeutil.HideContextErr(err)
 		}
 	}
 	return e
 }
-
-// hideContextErr keeps an attempt's context error (the store's own
-// per-attempt deadline, or the HTTP client's timeout) from making err match
-// context.DeadlineExceeded or context.Canceled, which callers read as their
-// own context ending. errors.As still reaches everything err wraps.
-func hideContextErr(err error) error {
-	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return attemptTimeout{err}
-}
-
-// attemptTimeout is an error of an attempt the store gave up on, with the
-// context errors it wraps hidden from errors.Is (it has no Unwrap) but
-// every other error reachable through errors.As.
-type attemptTimeout struct{ err error }
-
-func (e attemptTimeout) Error() string      { return e.err.Error() }
-func (e attemptTimeout) As(target any) bool { return errors.As(e.err, target) }
 
 // classify maps an SDK error to the walstore sentinel it means, or nil.
 // This is the one place the mapping lives; doc.go has it as a table.
@@ -148,9 +133,10 @@ func classify(op string, err error) error {
 		code = apiErr.ErrorCode()
 	}
 	if kind := classifyCode(code); kind != nil {
-		// A precondition is only ever sent with Put (If-None-Match: *).
+		// A precondition is only ever sent with Put (If-None-Match: *):
+		// elsewhere a 412 is a refusal the store cannot explain.
 		if kind == walstore.ErrAlreadyExists && op != "Put" {
-			return nil
+			return walstore.ErrPermanent
 		}
 		return kind
 	}
@@ -162,8 +148,17 @@ func classify(op string, err error) error {
 		return walstore.ErrAlreadyExists
 	case status == 416:
 		return walstore.ErrInvalidRange
-	case status == 429 || status >= 500:
+	case status == 501:
+		// Not Implemented is permanent (AWS's error responses; the SDK
+		// retries only 500, 502, 503 and 504): retrying a request the
+		// server does not implement would retry forever.
+		return walstore.ErrPermanent
+	case status == 408 || status == 409 || status == 429 || status >= 500:
 		return walstore.ErrUnavailable
+	case status >= 400:
+		// A refusal: access denied, a missing bucket, a request the
+		// server calls malformed. Retrying changes nothing.
+		return walstore.ErrPermanent
 	case status >= 200 && status < 300:
 		// A success whose body ended early or could not be decoded:
 		// an answer cut short, not a refusal.
@@ -195,6 +190,12 @@ func classifyCode(code string) error {
 		// until a later attempt sees the key taken or free.
 		"ConditionalRequestConflict":
 		return walstore.ErrUnavailable
+	case "AccessDenied", "AllAccessDisabled", "NoSuchBucket", "NotImplemented", "InvalidArgument", "InvalidRequest",
+		"MethodNotAllowed", "InvalidAccessKeyId", "SignatureDoesNotMatch", "MalformedXML", "InvalidBucketName",
+		"KMS.DisabledException", "KMS.NotFoundException", "KMS.KMSInvalidStateException":
+		// Refusals an operator must act on; also reported per key by
+		// DeleteObjects, where there is no status to go by.
+		return walstore.ErrPermanent
 	}
 	return nil
 }
@@ -221,18 +222,9 @@ func isTransportError(err error) bool {
 	return false
 }
 
-// neverSent reports whether err is a failure to reach the server at all
-// (name resolution, connecting), after which a request cannot have had
-// any effect.
-func neverSent(err error) bool {
-	var dnsErr *net.DNSError
-	var opErr *net.OpError
-	return errors.As(err, &dnsErr) || errors.As(err, &opErr) && opErr.Op == "dial"
-}
-
 // refused reports whether err is a complete answer refusing the request
-// (a 4xx status other than a timeout, a conflict or throttling), after
-// which the request had no effect.
+// (a 4xx status other than a timeout, a conflict or throttling, or 501 Not
+// Implemented), after which the request had no effect.
 func refused(err error) bool {
 	var respErr *smithyhttp.ResponseError
 	if !errors.As(err, &respErr) {
@@ -242,7 +234,7 @@ func refused(err error) bool {
 	case 408, 409, 429:
 		return false
 	default:
-		return status >= 400 && status < 500
+		return status >= 400 && status < 500 || status == 501
 	}
 }
 

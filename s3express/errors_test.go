@@ -26,7 +26,7 @@ import (
 // allKinds are the sentinels an error may be classified as.
 var allKinds = []error{
 	walstore.ErrNotFound, walstore.ErrAlreadyExists, walstore.ErrUnavailable,
-	walstore.ErrInvalidRange, walstore.ErrUnknownBucket, s3express.ErrInvalidKey,
+	walstore.ErrInvalidRange, walstore.ErrUnknownBucket, walstore.ErrPermanent, s3express.ErrInvalidKey,
 }
 
 // The SDK's standard retryer makes three attempts; the store keeps that.
@@ -55,8 +55,15 @@ func TestPutErrorMapping(t *testing.T) {
 		{"slow down then stored", []canned{s3Error(503, "SlowDown", "req-503"), ok200}, true, nil, "", 2},
 		{"internal error", []canned{s3Error(500, "InternalError", "req-500")}, false, walstore.ErrUnavailable, "InternalError", 2 * attempts},
 		{"bad gateway without body", []canned{{status: 502}}, false, walstore.ErrUnavailable, "BadGateway", 2 * attempts},
-		{"access denied", []canned{s3Error(403, "AccessDenied", "req-403")}, false, nil, "AccessDenied", 1},
-		{"no such bucket", []canned{s3Error(404, "NoSuchBucket", "req-404")}, false, nil, "NoSuchBucket", 1},
+		// Refusals an operator must act on: one request, no read-back,
+		// and a sentinel of their own, so that the engines can report
+		// them rather than retry forever.
+		{"access denied", []canned{s3Error(403, "AccessDenied", "req-403")}, false, walstore.ErrPermanent, "AccessDenied", 1},
+		{"no such bucket", []canned{s3Error(404, "NoSuchBucket", "req-404")}, false, walstore.ErrPermanent, "NoSuchBucket", 1},
+		{"not implemented", []canned{s3Error(501, "NotImplemented", "req-501")}, false, walstore.ErrPermanent, "NotImplemented", 1},
+		{"not implemented without body", []canned{{status: 501}}, false, walstore.ErrPermanent, "NotImplemented", 1},
+		{"bad request", []canned{s3Error(400, "InvalidRequest", "req-400")}, false, walstore.ErrPermanent, "InvalidRequest", 1},
+		{"encryption headers refused", []canned{s3Error(400, "InvalidArgument", "req-400")}, false, walstore.ErrPermanent, "InvalidArgument", 1},
 		{"connection closed", []canned{hangUp}, false, walstore.ErrUnavailable, "", 2 * attempts},
 		// A success whose answer was cut short: it is retried, and the
 		// retry finds the key taken by the first attempt.
@@ -71,6 +78,10 @@ func TestPutErrorMapping(t *testing.T) {
 		{"no answer, own object stored", []canned{hangUp, hangUp, hangUp, stored(payload)}, true, nil, "", attempts + 1},
 		{"no answer, another object stored", []canned{hangUp, hangUp, hangUp, stored("a longer body")}, false, walstore.ErrAlreadyExists, "", attempts + 1},
 		{"no answer, nothing stored", []canned{hangUp, hangUp, hangUp, s3Error(404, "NoSuchKey", "req-404")}, false, walstore.ErrUnavailable, "", attempts + 1},
+		// A read-back whose Content-Length is wrong proves nothing: only
+		// the bytes tell another object from this Put's own.
+		{"read-back Content-Length one short", []canned{hangUp, hangUp, hangUp, {status: 200, header: map[string]string{"Content-Length": "6"}, body: "payloa"}, stored(payload)}, true, nil, "", attempts + 2},
+		{"read-back of a prefix of the body", []canned{hangUp, hangUp, hangUp, stored("payl")}, false, walstore.ErrUnavailable, "", 2 * attempts},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -132,7 +143,9 @@ func TestGetRangeErrorMapping(t *testing.T) {
 		{"Content-Length disagrees with Content-Range", []canned{{status: 206, header: map[string]string{"Content-Range": "bytes 5-14/100", "Content-Length": "9"}, body: "56789abcd"}}, walstore.ErrUnavailable, attempts},
 		{"slow down", []canned{s3Error(503, "SlowDown", "req-503")}, walstore.ErrUnavailable, attempts},
 		{"connection closed", []canned{{hangUp: true}}, walstore.ErrUnavailable, attempts},
-		{"precondition on a GET is not a taken key", []canned{s3Error(412, "PreconditionFailed", "req-412")}, nil, 1},
+		{"precondition on a GET is not a taken key", []canned{s3Error(412, "PreconditionFailed", "req-412")}, walstore.ErrPermanent, 1},
+		{"not implemented", []canned{s3Error(501, "NotImplemented", "req-501")}, walstore.ErrPermanent, 1},
+		{"access denied", []canned{s3Error(403, "AccessDenied", "req-403")}, walstore.ErrPermanent, 1},
 		{"range ignored", []canned{{status: 200, body: strings.Repeat("x", 100)}}, walstore.ErrUnavailable, attempts},
 		{"other range returned", []canned{partial("bytes 0-9/100", "0123456789", 0)}, walstore.ErrUnavailable, attempts},
 		{"malformed Content-Range", []canned{partial("bytes five-nine/10", "0123456789", 0)}, walstore.ErrUnavailable, attempts},
@@ -176,12 +189,16 @@ func TestPutRequest(t *testing.T) {
 		mod    func(*s3express.Options)
 		header map[string]string // "" value: header must be absent
 	}{
+		// No encryption header unless asked for: a directory bucket
+		// refuses every PUT whose header differs from its default.
 		{"defaults", nil, map[string]string{
 			"If-None-Match":                "*",
-			"X-Amz-Server-Side-Encryption": "AES256",
+			"X-Amz-Server-Side-Encryption": "",
 			"X-Amz-Checksum-Crc32":         "-",
 			"Expect":                       "100-continue",
 		}},
+		{"sse-s3", func(o *s3express.Options) { o.SSE = s3express.SSES3 },
+			map[string]string{"X-Amz-Server-Side-Encryption": "AES256"}},
 		{"crc32c and kms", func(o *s3express.Options) {
 			o.Checksum = "CRC32C"
 			o.SSE = s3express.SSEKMS
@@ -479,7 +496,11 @@ func TestBadInputMakesNoRequest(t *testing.T) {
 	check("GetRange with negative offset", get(ctx, known, -1, 1), walstore.ErrInvalidRange)
 	check("GetRange overflowing int64", get(ctx, known, 1<<62, 1<<62+1), walstore.ErrInvalidRange)
 	check("Delete with one unconfigured bucket", s.Delete(ctx, []metadata.ObjectRef{known, unknown}), walstore.ErrUnknownBucket)
-	check("Delete with an empty key", s.Delete(ctx, []metadata.ObjectRef{known, {Bucket: bucketB}}), s3express.ErrInvalidKey)
+	check("Delete of an empty key", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB}}), s3express.ErrInvalidKey)
+	check("Delete of a control-character key", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB, Key: "a\x01b"}}), s3express.ErrInvalidKey)
+	check("Delete of an unknown bucket and a bad key", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB, Key: "a\nb"}, unknown}), walstore.ErrUnknownBucket)
+	check("Put of a key with a newline", put(ctx, "a\nb"), s3express.ErrInvalidKey)
+	check("Put of a key with DEL", put(ctx, "a\x7f"), s3express.ErrInvalidKey)
 	check("List of an unconfigured bucket", list(ctx, unknown.Bucket), walstore.ErrUnknownBucket)
 	check("Put of an empty key", put(ctx, ""), s3express.ErrInvalidKey)
 	check("Put of a non-UTF-8 key", put(ctx, "k\xff"), s3express.ErrInvalidKey)
@@ -559,4 +580,63 @@ func TestNewValidatesOptions(t *testing.T) {
 			assert.Zero(t, n.Load())
 		})
 	}
+}
+
+// TestDeleteSkipsBadKeysAndGoesOn checks that a key S3 would refuse is
+// reported without being sent, so that it cannot fail the DeleteObjects
+// batch it would have been in, and that the other keys are still deleted;
+// and that a refused batch does not stop the bucket's later batches,
+// while an unavailable one does.
+func TestDeleteSkipsBadKeysAndGoesOn(t *testing.T) {
+	var batch atomic.Int64
+	f := newFakeS3(t)
+	f.handler = func(w http.ResponseWriter, r *http.Request) bool {
+		if batch.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/xml")
+			w.WriteHeader(400)
+			fmt.Fprint(w, `<Error><Code>MalformedXML</Code><Message>refused</Message><RequestId>req-400</RequestId></Error>`)
+			return true
+		}
+		fmt.Fprint(w, `<DeleteResult></DeleteResult>`)
+		return true
+	}
+	s := newFakeStore(t, f, nil)
+	var refs []metadata.ObjectRef
+	for i := range 2500 {
+		refs = append(refs, metadata.ObjectRef{AZ: azA, Bucket: bucketA, Key: fmt.Sprintf("k%04d", i)})
+	}
+	refs = append(refs,
+		metadata.ObjectRef{AZ: azA, Bucket: bucketA, Key: "bell\x07"},
+		metadata.ObjectRef{AZ: azA, Bucket: bucketA, Key: " \u00a0 "},
+		metadata.ObjectRef{AZ: azA, Bucket: bucketA, Key: "next\u0085line"})
+	err := s.Delete(t.Context(), refs)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, s3express.ErrInvalidKey)
+	assert.ErrorIs(t, err, walstore.ErrPermanent, "the refused batch is reported")
+	assert.NotErrorIs(t, err, walstore.ErrUnavailable)
+	for _, k := range []string{"U+0007", "whitespace", "U+0085"} {
+		assert.Contains(t, err.Error(), k)
+	}
+	reqs := f.requests()
+	require.Len(t, reqs, 3, "all three batches are sent, the refused first one not stopping the others")
+	for _, r := range reqs {
+		assert.NotContains(t, string(r.body), "bell", "a bad key is never sent")
+		assert.NotContains(t, string(r.body), "<Key> \u00a0 </Key>")
+	}
+
+	// A standard bucket takes a whitespace key; a key prefix makes the
+	// name no longer all whitespace.
+	std, err := s3express.New(testConfig(f.URL), s3express.Options{
+		Buckets: map[string]string{"a": "std-bucket-a"}, LocalAZ: "a", S3Compatible: true})
+	require.NoError(t, err)
+	t.Cleanup(std.CloseIdleConnections)
+	f.handler = func(w http.ResponseWriter, r *http.Request) bool { return false }
+	f.script = []canned{ok200}
+	_, err = std.Put(t.Context(), "  ", []byte("x"))
+	require.NoError(t, err)
+	prefixed := newFakeStore(t, f, func(o *s3express.Options) { o.KeyPrefix = "p/" })
+	_, err = prefixed.Put(t.Context(), "  ", []byte("x"))
+	require.NoError(t, err)
+	_, err = s.Put(t.Context(), "  ", []byte("x"))
+	requireKind(t, err, s3express.ErrInvalidKey, "a whitespace key in a directory bucket")
 }

@@ -27,7 +27,8 @@ import (
 // The tests in this file and in conformance_test.go need a real
 // S3-compatible server. scripts/test.sh starts versitygw and sets
 // ACTIVETIER_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-// AWS_REGION; without the endpoint they skip.
+// AWS_REGION; without the endpoint they skip, unless
+// ACTIVETIER_REQUIRE_SERVERS (which the script sets) says they must run.
 const endpointEnv = "ACTIVETIER_S3_ENDPOINT"
 
 // s3Endpoint returns the server's URL or skips the test.
@@ -35,6 +36,9 @@ func s3Endpoint(t testing.TB) string {
 	t.Helper()
 	ep := os.Getenv(endpointEnv)
 	if ep == "" {
+		if os.Getenv("ACTIVETIER_REQUIRE_SERVERS") != "" {
+			t.Fatalf("%s is not set, but ACTIVETIER_REQUIRE_SERVERS says the test script started the servers", endpointEnv)
+		}
 		t.Skipf("needs an S3 server: %s is not set; run `bash scripts/test.sh`, which starts versitygw on 127.0.0.1", endpointEnv)
 	}
 	return ep
@@ -251,11 +255,12 @@ func TestServerErrorDetails(t *testing.T) {
 	assert.Contains(t, err.Error(), missing.Bucket+"/"+missing.Key)
 
 	// A configured bucket that does not exist on the server needs an
-	// operator: it matches no sentinel, so no engine waits for it to heal.
+	// operator: it is walstore.ErrPermanent, never ErrUnavailable, so no
+	// engine waits for it to heal.
 	buckets := map[string]string{azA: directoryBuckets[azA], azB: "activetier-never-created"}
 	s = newServerStore(t, cfg, buckets, azA, nil)
 	_, err = s.GetRange(t.Context(), metadata.ObjectRef{AZ: azB, Bucket: buckets[azB], Key: "k"}, 0, 1)
-	requireKind(t, err, nil, "GetRange from a bucket that does not exist")
+	requireKind(t, err, walstore.ErrPermanent, "GetRange from a bucket that does not exist")
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, "NoSuchBucket", se.Code)
 }

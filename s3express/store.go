@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/activetier/activetier/internal/storeutil"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
@@ -42,20 +43,23 @@ const (
 type SSE int
 
 const (
+	// SSEBucketDefault sends no encryption header, leaving the choice to
+	// the bucket's default encryption. It is the default: a directory
+	// bucket refuses every PUT whose encryption headers differ from its
+	// default encryption configuration, so a header the store sent on
+	// its own would fail every upload to a bucket configured for SSE-KMS.
+	// AWS buckets always encrypt, with SSE-S3 unless configured otherwise.
+	SSEBucketDefault SSE = iota
 	// SSES3 sends x-amz-server-side-encryption: AES256 (S3-managed keys).
-	// It is the default, and what directory buckets use unless configured
-	// for KMS.
-	SSES3 SSE = iota
+	// Set it only where the bucket's default is SSE-S3, or for a standard
+	// bucket whose default must be overridden.
+	SSES3
 	// SSEKMS sends aws:kms with Options.KMSKeyID (empty: the bucket's
 	// default key) and S3 Bucket Keys enabled, which keeps KMS requests,
 	// and their cost, per bucket instead of per object. A directory
 	// bucket accepts only the KMS key of its default encryption
 	// configuration.
 	SSEKMS
-	// SSEBucketDefault sends no encryption header, leaving the choice to
-	// the bucket's default encryption. For S3-compatible servers that
-	// reject the header; AWS buckets always encrypt by default.
-	SSEBucketDefault
 )
 
 // String names the mode as in configuration files and flags.
@@ -104,7 +108,8 @@ type Options struct {
 	// used as given.
 	RequestTimeout time.Duration
 
-	// SSE is the server-side encryption Put asks for (default SSES3).
+	// SSE is the server-side encryption Put asks for (default
+	// SSEBucketDefault: no header, the bucket's own encryption).
 	SSE SSE
 	// KMSKeyID is the KMS key id or ARN for SSEKMS; it must be empty
 	// otherwise.
@@ -362,9 +367,11 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 		return ref, nil
 	}
 	e := requestError(ctx, "Put", ref.Bucket, key, err)
-	if !maybeStored || ctx.Err() != nil {
+	if !maybeStored || ctx.Err() != nil || e.Kind == walstore.ErrPermanent {
 		// Every attempt was refused or never left: nothing stored. Or
-		// the caller gave up, and with it the means to ask.
+		// the caller gave up, and with it the means to ask. Or the last
+		// attempt was refused for good (501): reading back would only
+		// be refused too.
 		return metadata.ObjectRef{}, e
 	}
 	// Some attempt may have stored the object without its answer
@@ -373,9 +380,9 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	// mean success (a retry then finds the key taken by itself), another
 	// object ErrAlreadyExists, and no way to tell ErrUnavailable.
 	switch s.readBack(ctx, ref.Bucket, *in.Key, body) {
-	case storedOurs:
+	case storeutil.StoredOurs:
 		return ref, nil
-	case storedOther:
+	case storeutil.StoredOther:
 		e.Kind = walstore.ErrAlreadyExists
 		e.Err = fmt.Errorf("the key holds another object (read back after: %w)", e.Err)
 	default:
@@ -395,7 +402,7 @@ func noteMaybeStored(maybe *bool) func(*s3.Options) {
 			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("activetierNoteMaybeStored",
 				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 					out, md, err := next.HandleFinalize(ctx, in)
-					if err != nil && !neverSent(err) && !refused(err) {
+					if err != nil && !storeutil.NeverSent(err) && !refused(err) {
 						*maybe = true
 					}
 					return out, md, err
@@ -404,23 +411,14 @@ func noteMaybeStored(maybe *bool) func(*s3.Options) {
 	}
 }
 
-// What readBack found under a key after an ambiguous Put.
-type stored int
-
-const (
-	storedUnknown stored = iota // missing, or could not be read
-	storedOurs                  // exactly the body Put sent
-	storedOther                 // another object
-)
-
 // readBack reads the object at wireKey and compares it with body without
 // buffering it. It reads within each attempt of the bucket's retryer, so a
 // transient failure of the read-back is retried like any request.
-func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body []byte) stored {
+func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body []byte) storeutil.Stored {
 	if ctx.Err() != nil {
-		return storedUnknown
+		return storeutil.StoredUnknown
 	}
-	found := storedUnknown
+	found := storeutil.StoredUnknown
 	_, err := s.buckets[bucketName].client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucketName), Key: aws.String(wireKey)},
 		withBody(func(out *s3.GetObjectOutput) error {
 			var err error
@@ -428,37 +426,34 @@ func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body [
 			return err
 		}))
 	if err != nil {
-		return storedUnknown
+		return storeutil.StoredUnknown
 	}
 	return found
 }
 
-// compareBody compares a GET answer's body with body. A body that ends
-// early is an incompleteAnswer, for the retryer.
-func compareBody(out *s3.GetObjectOutput, body []byte) (stored, error) {
-	if out.ContentLength != nil && *out.ContentLength != int64(len(body)) {
-		return storedOther, nil
-	}
+// compareBody compares a GET answer's body with body, by the bytes alone:
+// a Content-Length header that disagrees proves nothing, since a proxy or
+// a server can send a wrong one (a fault the tests inject, which once made
+// a Put take its own object for another). A differing byte, or more bytes
+// than body, is another object. Fewer bytes, all matching, cannot be told
+// from an answer cut short: it is an incompleteAnswer, for the retryer,
+// and in the end StoredUnknown.
+func compareBody(out *s3.GetObjectOutput, body []byte) (storeutil.Stored, error) {
 	var chunk [32 << 10]byte
 	rest := body
 	for {
 		n, err := out.Body.Read(chunk[:])
 		if n > len(rest) || !bytes.Equal(chunk[:n], rest[:n]) {
-			return storedOther, nil
+			return storeutil.StoredOther, nil
 		}
 		rest = rest[n:]
 		switch {
 		case errors.Is(err, io.EOF) && len(rest) == 0:
-			return storedOurs, nil
+			return storeutil.StoredOurs, nil
 		case errors.Is(err, io.EOF):
-			// Shorter than its Content-Length said, or than body
-			// without one: cut short, or another object.
-			if out.ContentLength != nil {
-				return storedUnknown, incompleteAnswer{io.ErrUnexpectedEOF}
-			}
-			return storedOther, nil
+			return storeutil.StoredUnknown, incompleteAnswer{io.ErrUnexpectedEOF}
 		case err != nil:
-			return storedUnknown, incompleteAnswer{err}
+			return storeutil.StoredUnknown, incompleteAnswer{err}
 		}
 	}
 }
@@ -561,7 +556,7 @@ func checkRange(out *s3.GetObjectOutput, offset, length int64) *rangeError {
 		}
 		return &rangeError{kind: walstore.ErrUnavailable, err: fmt.Errorf("server ignored the Range header (no Content-Range, Content-Length %d)", contentLength)}
 	}
-	start, end, size, err := parseContentRange(cr)
+	start, end, size, err := storeutil.ParseContentRange(cr)
 	if err != nil {
 		return &rangeError{kind: walstore.ErrUnavailable, err: err}
 	}
@@ -586,44 +581,29 @@ type rangeError struct {
 func (e *rangeError) Error() string { return e.err.Error() }
 func (e *rangeError) Unwrap() error { return e.err }
 
-// parseContentRange parses "bytes first-last/size" (size may be "*", -1).
-func parseContentRange(s string) (first, last, size int64, err error) {
-	spec, ok := strings.CutPrefix(s, "bytes ")
-	rng, total, ok2 := strings.Cut(spec, "/")
-	a, b, ok3 := strings.Cut(rng, "-")
-	if !ok || !ok2 || !ok3 {
-		return 0, 0, 0, fmt.Errorf("malformed Content-Range %q", s)
-	}
-	if first, err = strconv.ParseInt(a, 10, 64); err == nil {
-		last, err = strconv.ParseInt(b, 10, 64)
-	}
-	if err == nil {
-		size = -1
-		if total != "*" {
-			size, err = strconv.ParseInt(total, 10, 64)
-		}
-	}
-	if err != nil || first < 0 || last < first {
-		return 0, 0, 0, fmt.Errorf("malformed Content-Range %q", s)
-	}
-	return first, last, size, nil
-}
-
 // Delete removes the objects refs name, grouped per bucket into
-// DeleteObjects requests of up to 1000 keys. Every ref is checked before
-// any request. Missing objects are not errors. A failed request stops the
-// deletes of its bucket, not of the others; keys S3 could not delete are
-// reported, at most ten of them by name (the rest counted).
+// DeleteObjects requests of up to 1000 keys. Every ref's bucket is checked
+// before any request. A key S3 could not take (ErrInvalidKey) is reported
+// and the other keys are still deleted, so that one bad name, listed from
+// a bucket another writer shares, never blocks garbage collection.
+// Missing objects are not errors. A request that fails as unavailable
+// stops the deletes of its bucket, not of the others; one refused goes on
+// with the bucket's next batch. Keys S3 could not delete are reported, at
+// most ten of them by name (the rest counted).
 func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 	const op = "Delete"
 	perBucket := map[string][]string{}
 	seen := map[metadata.ObjectRef]bool{}
+	var errs []error
 	for _, ref := range refs {
 		if err := s.checkRef(op, ref); err != nil {
 			return err
 		}
+	}
+	for _, ref := range refs {
 		if err := s.checkKey(op, ref.Bucket, ref.Key); err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		k := metadata.ObjectRef{Bucket: ref.Bucket, Key: ref.Key}
 		if !seen[k] {
@@ -632,12 +612,11 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 		}
 	}
 	if len(perBucket) == 0 {
-		return nil
+		return errors.Join(errs...)
 	}
 	if err := ctx.Err(); err != nil {
 		return &Error{Op: op, Bucket: refs[0].Bucket, Key: refs[0].Key, Err: err}
 	}
-	var errs []error
 	for _, b := range slices.Sorted(maps.Keys(perBucket)) {
 		keys := perBucket[b]
 		for batch := range slices.Chunk(keys, maxDeleteObjects) {
@@ -645,7 +624,11 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 			errs = append(errs, failed...)
 			if err != nil {
 				errs = append(errs, err)
-				break
+				if !errors.Is(err, walstore.ErrPermanent) {
+					// Unavailable, or the caller gave up: the
+					// bucket's later batches would fare no better.
+					break
+				}
 			}
 		}
 		if ctx.Err() != nil {
@@ -773,8 +756,18 @@ func (s *Store) checkKey(op, bucketName, key string) error {
 		why = "key is not valid UTF-8"
 	case len(s.prefix)+len(key) > maxKeyBytes:
 		why = fmt.Sprintf("key is %d bytes with the key prefix; S3 allows %d", len(s.prefix)+len(key), maxKeyBytes)
+	case hasControl(key):
+		r, _ := storeutil.ControlChar(key)
+		why = fmt.Sprintf("key has control character %U", r)
+	case s.buckets[bucketName].kind == directoryBucket && strings.TrimSpace(s.prefix+key) == "":
+		why = "directory buckets refuse keys made only of whitespace"
 	default:
 		return nil
 	}
 	return &Error{Op: op, Bucket: bucketName, Key: key, Kind: ErrInvalidKey, Err: errors.New(why)}
+}
+
+func hasControl(key string) bool {
+	_, ok := storeutil.ControlChar(key)
+	return ok
 }

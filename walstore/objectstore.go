@@ -12,8 +12,9 @@ import (
 // broker's view of the object store. Writes go to the broker's own AZ's
 // bucket; reads and deletes may address any bucket the store was configured
 // with. Implementations are safe for concurrent use and return errors that
-// match ErrNotFound, ErrAlreadyExists, ErrUnavailable, ErrInvalidRange or
-// ErrUnknownBucket under errors.Is, wrapped with the bucket and key involved.
+// match ErrNotFound, ErrAlreadyExists, ErrUnavailable, ErrInvalidRange,
+// ErrPermanent or ErrUnknownBucket under errors.Is, wrapped with the bucket
+// and key involved.
 type ObjectStore interface {
 	// Local returns the AZ and bucket Put writes to; Key is empty.
 	Local() metadata.ObjectRef
@@ -58,4 +59,12 @@ var (
 	// ErrUnknownBucket: a reference to a bucket the store was not
 	// configured with. No request is made for it.
 	ErrUnknownBucket = errors.New("walstore: bucket not configured")
+	// ErrPermanent: the object store refused the request in a way that
+	// retrying will not change: access denied, a missing bucket, an
+	// operation the server does not implement (HTTP 501), a request it
+	// calls malformed. An operator must act; the error names the bucket
+	// and the server's own code. Retrying is harmless but futile, so a
+	// caller that retries anyway should report it (Health) rather than
+	// wait for a timeout to say that something is wrong.
+	ErrPermanent = errors.New("walstore: object store refused the request permanently")
 )
