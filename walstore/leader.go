@@ -1051,9 +1051,16 @@ func (l *Leader) healthLocked(now time.Time) bool {
 			oldest = op
 		}
 	}
+	for op := range l.ops {
+		// A store that refuses for good will not answer otherwise later:
+		// the broker hears of it at once, and why.
+		if errors.Is(op.err, ErrPermanent) && (oldest == nil || !errors.Is(oldest.err, ErrPermanent) || op.start.Before(oldest.start)) {
+			oldest = op
+		}
+	}
 	before := l.health.Degraded
 	l.health = Health{}
-	if oldest != nil && now.Sub(oldest.start) >= l.cfg.DegradedAfter {
+	if oldest != nil && (now.Sub(oldest.start) >= l.cfg.DegradedAfter || errors.Is(oldest.err, ErrPermanent)) {
 		l.health = Health{Degraded: true, Since: oldest.start, Err: oldest.err}
 		if oldest.err == nil {
 			l.health.Err = fmt.Errorf("walstore: %s: %w: no answer for %v", oldest.what, ErrUnavailable, now.Sub(oldest.start))
