@@ -1,7 +1,6 @@
 package walstore_test
 
 import (
-	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
-	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -22,23 +20,13 @@ import (
 func TestBufferHoldsUntilPublished(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
-		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1"}})
-		require.NoError(t, err)
-		store, err := cluster.Store("az1")
-		require.NoError(t, err)
-		inner, err := memstore.NewLog(1)
-		require.NoError(t, err)
-		defer inner.Close()
-		meta := &flakyLog{Log: inner}
+		tp := tpA
+		w := newWorld(t)
+		meta := &flakyLog{Log: w.meta}
 		local := memstore.NewLocalLog()
 		const bufferBytes = 64 << 10
-		n, err := walstore.NewNode(walstore.NodeConfig{BrokerID: 1, Store: store, Log: meta, Local: local, Logger: discard(),
+		n := w.start(1, walstore.NodeConfig{Log: meta, Local: local,
 			Leader: walstore.LeaderConfig{Interval: time.Millisecond, ObjectBytes: 8 << 10, BufferBytes: bufferBytes, Overflow: walstore.Reject}})
-		require.NoError(t, err)
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- n.Run(runCtx) }()
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
 		require.NoError(t, n.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 		time.Sleep(time.Second) // the markers are out
@@ -66,7 +54,5 @@ func TestBufferHoldsUntilPublished(t *testing.T) {
 		meta.down.Store(false)
 		require.NoError(t, n.WaitDurable(ctx, tp, next-1))
 		require.Zero(t, n.Stats().Leader.BufferedBytes)
-		stop()
-		require.NoError(t, <-done)
 	})
 }

@@ -1,7 +1,6 @@
 package walstore_test
 
 import (
-	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -27,15 +26,7 @@ func TestFollowerDropsAnEpochItNeverWrote(t *testing.T) {
 		batch := func(epoch int32, first, last int64) combiner.Batch {
 			return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1_000_000 + last, Data: []byte{byte(epoch), byte(first), byte(last)}}
 		}
-		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az2": "b2", "az3": "b3"}})
-		require.NoError(t, err)
-		store2, err := cluster.Store("az2")
-		require.NoError(t, err)
-		store3, err := cluster.Store("az3")
-		require.NoError(t, err)
-		meta, err := memstore.NewLog(4)
-		require.NoError(t, err)
-		defer meta.Close()
+		w := newWorld(t)
 		log2, log3 := memstore.NewLocalLog(), memstore.NewLocalLog()
 		for _, l := range []*memstore.LocalLog{log2, log3} {
 			require.NoError(t, l.Truncate(ctx, tp, 100))
@@ -48,19 +39,9 @@ func TestFollowerDropsAnEpochItNeverWrote(t *testing.T) {
 		// Broker 3 leads epoch 7 from 160 and republishes from 100.
 		require.NoError(t, log3.AssignEpoch(tp, 7, 160))
 
-		nodes := map[int32]*walstore.Node{}
-		for id, c := range map[int32]struct {
-			store walstore.ObjectStore
-			log   *memstore.LocalLog
-		}{2: {store2, log2}, 3: {store3, log3}} {
-			nodes[id], err = walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: c.store, Log: meta, Local: c.log, Logger: discard(),
-				Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond}})
-			require.NoError(t, err)
-		}
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 2)
-		for _, n := range nodes {
-			go func() { done <- n.Run(runCtx) }()
+		nodes := map[int32]*walstore.Node{
+			2: w.start(2, walstore.NodeConfig{Local: log2}),
+			3: w.start(3, walstore.NodeConfig{Local: log3}),
 		}
 		require.NoError(t, nodes[3].BecomeLeader(ctx, tp, 7, []int32{2}, 100))
 		require.NoError(t, nodes[2].BecomeFollower(ctx, tp, 7, 3))
@@ -76,8 +57,5 @@ func TestFollowerDropsAnEpochItNeverWrote(t *testing.T) {
 		e3, err := log3.Epochs(tp)
 		require.NoError(t, err)
 		require.Equal(t, e3, e2, "epoch caches")
-		stop()
-		require.NoError(t, <-done)
-		require.NoError(t, <-done)
 	})
 }

@@ -38,23 +38,13 @@ func (s *refusingStore) Put(ctx context.Context, key string, body []byte) (metad
 func TestPermanentRefusalDegradesAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
-		cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1"}})
-		require.NoError(t, err)
-		inner, err := cluster.Store("az1")
-		require.NoError(t, err)
-		store := &refusingStore{ObjectStore: inner}
+		tp := tpA
+		w := newWorld(t)
+		store := &refusingStore{ObjectStore: w.store(1)}
 		store.refuse.Store(true)
-		meta, err := memstore.NewLog(1)
-		require.NoError(t, err)
-		defer meta.Close()
 		local := memstore.NewLocalLog()
-		n, err := walstore.NewNode(walstore.NodeConfig{BrokerID: 1, Store: store, Log: meta, Local: local, Logger: discard(),
+		n := w.start(1, walstore.NodeConfig{Store: store, Local: local,
 			Leader: walstore.LeaderConfig{Interval: time.Millisecond, DegradedAfter: time.Hour}})
-		require.NoError(t, err)
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- n.Run(runCtx) }()
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
 		require.NoError(t, n.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 		b := combiner.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 0, MaxTimestamp: 1, Data: []byte("x")}
@@ -70,7 +60,5 @@ func TestPermanentRefusalDegradesAtOnce(t *testing.T) {
 		require.NoError(t, n.WaitDurable(ctx, tp, 0))
 		synctest.Wait()
 		require.False(t, n.Health().Degraded)
-		stop()
-		require.NoError(t, <-done)
 	})
 }
