@@ -967,6 +967,14 @@ func (f *Follower) count(fn func(*followerCounters)) {
 // whose retry time and bucket allow a fetch now, newest publisher first (a
 // republishing leader's bucket is the one most likely up).
 func (f *Follower) candidate(p *fpart, at int64, now time.Time) (*pendingEntry, fencing.Decision, bool) {
+	if latest, ok := p.leader.Latest(); !ok || latest.Epoch < p.known {
+		// The broker knows of a leader epoch whose markers have not
+		// arrived: until they do, where the epochs before it ended is
+		// unknown, and an entry of an earlier leader may be one that epoch
+		// fenced (a zombie's). A Kafka follower likewise fetches only from
+		// the leader of the epoch it was told.
+		return nil, fencing.Decision{}, false
+	}
 	var best *pendingEntry
 	var bestD fencing.Decision
 	// readyAt is when pe may be fetched again, after its own and its

@@ -503,17 +503,23 @@ func TestRegressionProgressOfRecordsToBeTruncatedIsNotCredited(t *testing.T) {
 		produce(t, n2, log2, tpA, 2, 50, 59)
 		require.NoError(t, n2.WaitDurable(ctx, tpA, 59))
 
-		// Broker 3, which lags, reads the metadata slowly from epoch 2's
-		// first message on; its progress goes to broker 2.
+		// Broker 3 lags: its broker has not heard of epoch 2 yet, and it
+		// reads the metadata slowly from epoch 2's first message on. It
+		// applies epoch 1's 0-69, and its fetch (the broker's progress
+		// path) tells broker 2 so, with its last epoch, 1.
 		n3 := w.start(3, walstore.NodeConfig{Local: log3, Log: slowMarkers{w.meta, high}})
-		require.NoError(t, n3.BecomeFollower(ctx, tpA, 2, 2))
+		require.NoError(t, n3.BecomeFollower(ctx, tpA, 1, 1))
 		settle(500 * time.Millisecond)
 		end, err := log3.EndOffset(tpA)
 		require.NoError(t, err)
-		require.Equal(t, int64(70), end, "broker 3 applied epoch 1's 0-69 before reading epoch 2's marker")
+		require.Equal(t, int64(70), end, "broker 3 applied epoch 1's 0-69 before learning of epoch 2")
+		n2.RecordProgress(walstore.Progress{Partition: tpA, Leader: 2, Follower: 3, EndOffset: end, LastEpoch: 1})
 		_, err = n2.CollectGarbage(ctx)
 		require.NoError(t, err)
 
+		// Its broker learns of epoch 2: it truncates 50-69 and needs
+		// broker 2's objects of 50-59, which must still be there.
+		require.NoError(t, n3.BecomeFollower(ctx, tpA, 2, 2))
 		settle(time.Minute)
 		requireSameLog(t, log2, log3, tpA)
 	})
