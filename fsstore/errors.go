@@ -2,11 +2,10 @@ package fsstore
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
-	"strings"
 	"syscall"
 
+	"github.com/activetier/activetier/internal/storeutil"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -41,30 +40,11 @@ type Error struct {
 
 // Error formats the error as "fsstore: Op bucket/key: kind: cause".
 func (e *Error) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "fsstore: %s %s/%s", e.Op, e.Bucket, e.Key)
-	if e.Kind != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Kind.Error())
-	}
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
-	return b.String()
+	return storeutil.ErrorText("fsstore", e.Op, e.Bucket, e.Key, e.Kind, e.Err)
 }
 
 // Unwrap returns Kind and Err, so errors.Is and errors.As see both.
-func (e *Error) Unwrap() []error {
-	errs := make([]error, 0, 2)
-	if e.Kind != nil {
-		errs = append(errs, e.Kind)
-	}
-	if e.Err != nil {
-		errs = append(errs, e.Err)
-	}
-	return errs
-}
+func (e *Error) Unwrap() []error { return storeutil.KindAndCause(e.Kind, e.Err) }
 
 // classify maps an error of a file system call to the walstore sentinel
 // it means, or nil when an operator must act. This is the one place the

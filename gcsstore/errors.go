@@ -51,15 +51,7 @@ type Error struct {
 // Error formats the error as "gcsstore: Op bucket/key: kind: cause".
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "gcsstore: %s %s/%s", e.Op, e.Bucket, e.Key)
-	if e.Kind != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Kind.Error())
-	}
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
+	b.WriteString(storeutil.ErrorText("gcsstore", e.Op, e.Bucket, e.Key, e.Kind, e.Err))
 	if e.Attempts > 1 {
 		fmt.Fprintf(&b, " (after %d attempts)", e.Attempts)
 	}
@@ -67,16 +59,7 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns Kind and Err, so errors.Is and errors.As see both.
-func (e *Error) Unwrap() []error {
-	errs := make([]error, 0, 2)
-	if e.Kind != nil {
-		errs = append(errs, e.Kind)
-	}
-	if e.Err != nil {
-		errs = append(errs, e.Err)
-	}
-	return errs
-}
+func (e *Error) Unwrap() []error { return storeutil.KindAndCause(e.Kind, e.Err) }
 
 // newError classifies err, the last attempt's error of op, into an
 // *Error. The caller has checked that its own context has not ended.

@@ -53,15 +53,7 @@ type Error struct {
 // Error formats the error as "s3express: Op bucket/key: kind: cause".
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "s3express: %s %s/%s", e.Op, e.Bucket, e.Key)
-	if e.Kind != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Kind.Error())
-	}
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	}
+	b.WriteString(storeutil.ErrorText("s3express", e.Op, e.Bucket, e.Key, e.Kind, e.Err))
 	if e.RequestID != "" && (e.Err == nil || !strings.Contains(e.Err.Error(), e.RequestID)) {
 		fmt.Fprintf(&b, " (request id %s)", e.RequestID)
 	}
@@ -69,16 +61,7 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns Kind and Err, so errors.Is and errors.As see both.
-func (e *Error) Unwrap() []error {
-	errs := make([]error, 0, 2)
-	if e.Kind != nil {
-		errs = append(errs, e.Kind)
-	}
-	if e.Err != nil {
-		errs = append(errs, e.Err)
-	}
-	return errs
-}
+func (e *Error) Unwrap() []error { return storeutil.KindAndCause(e.Kind, e.Err) }
 
 // requestError wraps an error returned by the SDK for one operation,
 // classifying it. ctx is the caller's: when it is done, the error is the

@@ -89,3 +89,29 @@ const (
 	StoredOurs                  // exactly the body the write sent
 	StoredOther                 // another object
 )
+
+// ErrorText formats a store's error as "store: op bucket/key: kind: cause",
+// leaving out the kind or the cause when it is nil.
+func ErrorText(store, op, bucket, key string, kind, cause error) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s %s/%s", store, op, bucket, key)
+	for _, e := range []error{kind, cause} {
+		if e != nil {
+			b.WriteString(": ")
+			b.WriteString(e.Error())
+		}
+	}
+	return b.String()
+}
+
+// KindAndCause returns those of kind and cause that are not nil: what a
+// store error's Unwrap returns, so that errors.Is and errors.As see both.
+func KindAndCause(kind, cause error) []error {
+	errs := make([]error, 0, 2)
+	for _, e := range []error{kind, cause} {
+		if e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}

@@ -106,3 +106,24 @@ func FuzzControlChar(f *testing.F) {
 		}
 	})
 }
+
+func TestErrorTextAndKindAndCause(t *testing.T) {
+	kind, cause := errors.New("kind"), errors.New("cause")
+	for _, tc := range []struct {
+		kind, cause error
+		text        string
+		n           int
+	}{
+		{kind, cause, "st: Put b/k: kind: cause", 2},
+		{kind, nil, "st: Put b/k: kind", 1},
+		{nil, cause, "st: Put b/k: cause", 1},
+		{nil, nil, "st: Put b/k", 0},
+	} {
+		if got := ErrorText("st", "Put", "b", "k", tc.kind, tc.cause); got != tc.text {
+			t.Errorf("ErrorText = %q, want %q", got, tc.text)
+		}
+		if got := KindAndCause(tc.kind, tc.cause); len(got) != tc.n {
+			t.Errorf("KindAndCause(%v, %v) has %d errors, want %d", tc.kind, tc.cause, len(got), tc.n)
+		}
+	}
+}
