@@ -379,7 +379,8 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	// Whatever it looked like, the key is read back: our exact bytes
 	// mean success (a retry then finds the key taken by itself), another
 	// object ErrAlreadyExists, and no way to tell ErrUnavailable.
-	switch s.readBack(ctx, ref.Bucket, *in.Key, body) {
+	stored, readErr := s.readBack(ctx, ref.Bucket, *in.Key, body)
+	switch stored {
 	case storeutil.StoredOurs:
 		return ref, nil
 	case storeutil.StoredOther:
@@ -387,7 +388,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 		e.Err = fmt.Errorf("the key holds another object (read back after: %w)", e.Err)
 	default:
 		e.Kind = walstore.ErrUnavailable
-		e.Err = fmt.Errorf("the object may or may not be stored; reading it back did not tell: %w", e.Err)
+		e.Err = fmt.Errorf("the object may or may not be stored; reading it back did not tell (%v): %w", readErr, e.Err)
 	}
 	return metadata.ObjectRef{}, e
 }
@@ -413,10 +414,11 @@ func noteMaybeStored(maybe *bool) func(*s3.Options) {
 
 // readBack reads the object at wireKey and compares it with body without
 // buffering it. It reads within each attempt of the bucket's retryer, so a
-// transient failure of the read-back is retried like any request.
-func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body []byte) storeutil.Stored {
-	if ctx.Err() != nil {
-		return storeutil.StoredUnknown
+// transient failure of the read-back is retried like any request. With
+// StoredUnknown comes the reason it could not tell, for the caller's error.
+func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body []byte) (storeutil.Stored, error) {
+	if err := ctx.Err(); err != nil {
+		return storeutil.StoredUnknown, err
 	}
 	found := storeutil.StoredUnknown
 	_, err := s.buckets[bucketName].client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucketName), Key: aws.String(wireKey)},
@@ -426,9 +428,9 @@ func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body [
 			return err
 		}))
 	if err != nil {
-		return storeutil.StoredUnknown
+		return storeutil.StoredUnknown, err
 	}
-	return found
+	return found, nil
 }
 
 // compareBody compares a GET answer's body with body, by the bytes alone:
