@@ -99,10 +99,10 @@ func (f *Follower) Stats() FollowerStats {
 	}
 	f.mu.Unlock()
 	return FollowerStats{
-		Messages: c.messages, Poisoned: c.poisoned, Forged: c.forged, LocalErrors: c.localErrors, Entries: c.entries,
-		Applied: c.applied, AppliedBytes: c.appliedBytes, Held: c.held,
-		Skipped: c.skipped, Dropped: c.dropped, Truncations: c.truncations, Evicted: c.evicted,
-		FetchErrors: c.fetchErrors, Corrupt: c.corrupt, NotFound: c.notFound,
+		Messages: c.Messages, Poisoned: c.Poisoned, Forged: c.Forged, LocalErrors: c.LocalErrors, Entries: c.Entries,
+		Applied: c.Applied, AppliedBytes: c.AppliedBytes, Held: c.Held,
+		Skipped: c.Skipped, Dropped: c.Dropped, Truncations: c.Truncations, Evicted: c.Evicted,
+		FetchErrors: c.FetchErrors, Corrupt: c.Corrupt, NotFound: c.NotFound,
 		FetchLatency: f.fetchLat.snapshot(), ApplyLag: f.applyLat.snapshot(),
 		Lag: lag,
 	}

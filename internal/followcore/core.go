@@ -1,0 +1,671 @@
+package followcore
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/metadata"
+)
+
+// Config configures a Core. Every field but Seed and Logger must be set;
+// walstore's FollowerConfig documents their meaning and defaults.
+type Config struct {
+	BrokerID         int32
+	Readahead        int
+	MaxHeld          int
+	FetchConcurrency int
+	HedgeAfter       time.Duration
+	BackoffInitial   time.Duration
+	BackoffMax       time.Duration
+	Seed             uint64
+	// Logger receives the core's decisions worth telling an operator.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+// ErrContractViolation marks an answer of the local log that breaks its
+// contract (an end offset the request cannot have produced, epochs that
+// are not a lineage). The driver wraps it in its own error type.
+var ErrContractViolation = errors.New("followcore: the local log's answer breaks its contract")
+
+// maxWaiting bounds the marker publications a partition keeps while its
+// broker has not learned their epoch; the leader republishes its markers
+// periodically, so dropping the oldest loses nothing for good.
+const maxWaiting = 8
+
+// gapReport is how long a gap at a log's end must last to be logged, and
+// how often it is logged again.
+const gapReport = 30 * time.Second
+
+// Core is the follower's state machine. It is not safe for concurrent use.
+type Core struct {
+	cfg Config
+	log *slog.Logger
+	rng *rand.Rand
+
+	now    time.Time
+	nextID uint64
+	list   []*part // followed partitions, in an order fixed by the events
+	parts  map[metadata.TopicPartition]*part
+	ops    map[uint64]*part // local-log requests outstanding
+	rounds []*round         // fetch rounds outstanding, oldest first
+
+	bucketBackoff map[string]time.Time
+	retryAt       time.Time // earliest time something passed over may proceed
+	evicted       bool      // held entries were forgotten: re-read when idle
+	lastRewind    time.Time
+
+	out Ready
+	Counters
+}
+
+type role struct {
+	epoch  int32
+	leader int32
+}
+
+type partState uint8
+
+const (
+	loading partState = iota // a Load (and maybe a truncation) outstanding
+	ready
+	resting // the local log failed; waits until restUntil
+)
+
+// opKind is what a partition's outstanding local-log request is for.
+type opKind uint8
+
+const (
+	opLoad opKind = iota
+	opTrimEmptyEpoch
+	opTruncateDiverged
+	opBootstrap
+	opAppend
+)
+
+// part is the core's state for one followed partition.
+type part struct {
+	tp    metadata.TopicPartition
+	role  role
+	state partState
+
+	op        uint64 // the outstanding local-log request, 0 if none
+	opKind    opKind
+	opTo      int64         // a truncation's target
+	appending *pendingEntry // an append's entry
+	loaded    LocalState    // a load's answer, while its empty epoch is trimmed
+	restUntil time.Time
+	missed    bool // metadata for it was passed over while it loaded or rested
+
+	leo      int64
+	local    fencing.Lineage       // epochs of the local log
+	leader   fencing.LeaderLineage // epochs learned from markers
+	held     []*pendingEntry       // by first offset, then arrival
+	pending  map[pendingKey]*pendingEntry
+	maxSeen  int64
+	lag      int64
+	checkDiv bool // markers were merged: check for divergence
+	// known is the leader epoch the broker knows; waiting holds marker
+	// publications of later epochs until it does, newest last.
+	known   int32
+	waiting [][]metadata.EpochStart
+	gapLog  time.Time
+}
+
+// pendingKey identifies an entry by where its bytes are, so the same
+// section announced twice is held once.
+type pendingKey struct {
+	object   metadata.ObjectRef
+	position int64
+}
+
+type pendingEntry struct {
+	e         metadata.Entry
+	fetching  bool
+	batches   []combiner.Batch // set once fetched and verified
+	attempts  int
+	notBefore time.Time
+	// applyFrom and applyTo delimit the batches an append outstanding
+	// carries.
+	applyFrom, applyTo int
+}
+
+func (pe *pendingEntry) key() pendingKey { return pendingKey{pe.e.Object, pe.e.Position} }
+
+// round is one fetch round outstanding.
+type round struct {
+	id     uint64
+	bucket string
+	start  time.Time
+}
+
+// New returns a Core following nothing.
+func New(cfg Config) (*Core, error) {
+	switch {
+	case cfg.BrokerID < 0:
+		return nil, fmt.Errorf("followcore: negative BrokerID %d", cfg.BrokerID)
+	case cfg.Readahead <= 0, cfg.MaxHeld <= 0, cfg.FetchConcurrency <= 0:
+		return nil, fmt.Errorf("followcore: Readahead %d, MaxHeld %d and FetchConcurrency %d must be positive", cfg.Readahead, cfg.MaxHeld, cfg.FetchConcurrency)
+	case cfg.HedgeAfter <= 0, cfg.BackoffInitial <= 0, cfg.BackoffMax < cfg.BackoffInitial:
+		return nil, fmt.Errorf("followcore: HedgeAfter %v and BackoffInitial %v must be positive, BackoffMax %v at least BackoffInitial", cfg.HedgeAfter, cfg.BackoffInitial, cfg.BackoffMax)
+	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &Core{
+		cfg:           cfg,
+		log:           lg,
+		rng:           rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		parts:         make(map[metadata.TopicPartition]*part),
+		ops:           make(map[uint64]*part),
+		bucketBackoff: make(map[string]time.Time),
+	}, nil
+}
+
+func (c *Core) id() uint64 {
+	c.nextID++
+	return c.nextID
+}
+
+// Follow makes the core follow tp, whose leader at epoch is leader, as the
+// broker learned from its controller. A partition not followed before
+// starts from its local log (a Load) and the metadata is read again from
+// its start; a later epoch lets the core act on that epoch's markers,
+// which it holds back until the broker knows the epoch (a marker of an
+// epoch the broker has not heard of may be forged). An epoch below the
+// one the core has is an error; the same epoch again changes nothing.
+func (c *Core) Follow(now time.Time, tp metadata.TopicPartition, epoch, leader int32) error {
+	c.now = now
+	switch err := tp.Validate(); {
+	case err != nil:
+		return err
+	case epoch < 0:
+		return fmt.Errorf("negative epoch %d", epoch)
+	case leader < 0 || leader == c.cfg.BrokerID:
+		return fmt.Errorf("leader %d is not another broker", leader)
+	}
+	if p, ok := c.parts[tp]; ok {
+		if epoch < p.role.epoch {
+			return fmt.Errorf("epoch %d is below the epoch %d the engine has", epoch, p.role.epoch)
+		}
+		p.role = role{epoch: epoch, leader: leader}
+		return nil
+	}
+	p := &part{tp: tp, role: role{epoch: epoch, leader: leader}}
+	c.parts[tp] = p
+	c.list = append(c.list, p)
+	c.load(p)
+	c.out.Rewind = true
+	return nil
+}
+
+// Unfollow makes the core forget tp. Answers to its outstanding requests
+// are ignored; following it again starts afresh from the local log.
+func (c *Core) Unfollow(now time.Time, tp metadata.TopicPartition) {
+	c.now = now
+	p, ok := c.parts[tp]
+	if !ok {
+		return
+	}
+	delete(c.parts, tp)
+	delete(c.ops, p.op)
+	i := slices.Index(c.list, p)
+	c.list = slices.Delete(c.list, i, i+1)
+}
+
+// Tick tells the core the time.
+func (c *Core) Tick(now time.Time) { c.now = now }
+
+// load asks for p's local state.
+func (c *Core) load(p *part) {
+	p.state, p.op, p.opKind = loading, c.id(), opLoad
+	c.ops[p.op] = p
+	c.out.Loads = append(c.out.Loads, Load{ID: p.op, Partition: p.tp})
+}
+
+// answer returns the partition whose outstanding request id is, and
+// clears it; nil for an answer nobody waits for.
+func (c *Core) answer(id uint64) *part {
+	p := c.ops[id]
+	if p == nil {
+		return nil
+	}
+	delete(c.ops, id)
+	p.op = 0
+	return p
+}
+
+// Loaded answers Load id with the partition's local state, or err.
+func (c *Core) Loaded(now time.Time, id uint64, st LocalState, err error) {
+	c.now = now
+	p := c.answer(id)
+	if p == nil {
+		return
+	}
+	if err == nil {
+		err = checkLocal(st)
+	}
+	if err != nil {
+		c.localFailed(p, fmt.Errorf("loading the local log: %w", err))
+		return
+	}
+	if n := len(st.Epochs); n > 0 && st.Epochs[n-1].StartOffset == st.EndOffset {
+		// An epoch with no records: the broker led it and wrote nothing
+		// (or its records were truncated). As a follower the broker no
+		// longer writes it, and kept, it would make every entry of an
+		// earlier epoch wait for good (the local log looks ahead of it).
+		// Kafka's follower truncation drops it too.
+		p.loaded = st
+		c.truncate(p, opTrimEmptyEpoch, st.EndOffset, false)
+		return
+	}
+	c.ready(p, st)
+}
+
+// checkLocal checks a local state against the LocalLog contract.
+func checkLocal(st LocalState) error {
+	if st.EndOffset < 0 {
+		return fmt.Errorf("%w: negative end offset %d", ErrContractViolation, st.EndOffset)
+	}
+	var l fencing.Lineage
+	for i, e := range st.Epochs {
+		if e.StartOffset > st.EndOffset || i > 0 && (e.Epoch <= st.Epochs[i-1].Epoch || e.StartOffset < st.Epochs[i-1].StartOffset) {
+			return fmt.Errorf("%w: epochs %v are not an ascending lineage within the log end %d", ErrContractViolation, st.Epochs, st.EndOffset)
+		}
+		if err := l.Assign(e.Epoch, e.StartOffset); err != nil {
+			return fmt.Errorf("%w: %w", ErrContractViolation, err)
+		}
+	}
+	return nil
+}
+
+// ready starts p from its local state. The leader lineage starts as the
+// local one: epochs the local log holds were validated against a leader
+// lineage when applied.
+func (c *Core) ready(p *part, st LocalState) {
+	p.state, p.leo, p.maxSeen, p.known = ready, st.EndOffset, st.EndOffset-1, p.role.epoch
+	p.local, p.leader = fencing.Lineage{}, fencing.LeaderLineage{}
+	p.held, p.pending, p.waiting, p.gapLog, p.checkDiv = nil, make(map[pendingKey]*pendingEntry), nil, time.Time{}, false
+	markers := make([]metadata.EpochStart, 0, len(st.Epochs))
+	for _, e := range st.Epochs {
+		_ = p.local.Assign(e.Epoch, e.StartOffset) // checked by checkLocal
+		markers = append(markers, metadata.EpochStart{Partition: p.tp, Epoch: e.Epoch, StartOffset: e.StartOffset})
+	}
+	if err := p.leader.Merge(markers...); err != nil {
+		c.localFailed(p, fmt.Errorf("%w: epochs %v: %w", ErrContractViolation, st.Epochs, err))
+		return
+	}
+	if p.missed {
+		// Metadata for it went by while it loaded or rested.
+		p.missed = false
+		c.out.Rewind = true
+	}
+}
+
+// localFailed sets p aside for the longest backoff after its local log
+// failed; it then starts again from what the log says.
+func (c *Core) localFailed(p *part, err error) {
+	c.log.Error("activetier: the local log failed; the partition rests and starts again", "partition", p.tp.String(), "err", err)
+	delete(c.ops, p.op)
+	p.state, p.op, p.appending = resting, 0, nil
+	p.held, p.pending, p.waiting = nil, nil, nil
+	p.restUntil = c.now.Add(c.cfg.BackoffMax)
+	p.missed = true
+	c.wakeAt(p.restUntil)
+	c.LocalErrors++
+}
+
+// truncate asks for p's log to be truncated to end at to.
+func (c *Core) truncate(p *part, kind opKind, to int64, atBatch bool) {
+	p.op, p.opKind, p.opTo = c.id(), kind, to
+	c.ops[p.op] = p
+	c.out.Truncates = append(c.out.Truncates, Truncate{ID: p.op, Partition: p.tp, To: to, AtBatch: atBatch})
+}
+
+// Truncated answers Truncate id: the log was truncated to end at to (the
+// request's To, or with AtBatch the first offset of the batch holding it)
+// and now ends at end; or err.
+func (c *Core) Truncated(now time.Time, id uint64, to, end int64, err error) {
+	c.now = now
+	p := c.answer(id)
+	if p == nil {
+		return
+	}
+	switch {
+	case err != nil:
+	case to > p.opTo || to < 0:
+		err = fmt.Errorf("%w: truncated to %d when asked for %d", ErrContractViolation, to, p.opTo)
+	case end != to:
+		err = fmt.Errorf("%w: truncated to %d, the log ends at %d afterwards", ErrContractViolation, to, end)
+	}
+	if err != nil {
+		c.localFailed(p, fmt.Errorf("truncating to %d: %w", p.opTo, err))
+		return
+	}
+	switch p.opKind {
+	case opTrimEmptyEpoch:
+		st := p.loaded
+		p.loaded = LocalState{}
+		st.Epochs = st.Epochs[:len(st.Epochs)-1]
+		c.ready(p, st)
+	case opTruncateDiverged:
+		c.log.Info("activetier: truncated diverged log", "partition", p.tp.String(), "from", p.leo, "to", end)
+		p.local.TruncateFromEnd(end)
+		p.leo = end
+		// Entries for offsets at and above the truncation point were
+		// forgotten once applied; read the metadata again to find them.
+		// What is still applied is skipped as duplicate.
+		c.out.Rewind = true
+		c.Truncations++
+	case opBootstrap:
+		p.leo = end
+	}
+}
+
+// Records hands the core what a read of the broker's metadata partition
+// returned. A record that does not decode is counted and skipped: a
+// poisoned message cannot be trusted for anything; the data it named is
+// reached through republished entries.
+func (c *Core) Records(now time.Time, recs []metadata.Record) {
+	c.now = now
+	for _, r := range recs {
+		m, err := metadata.DecodeMessage(r.Value)
+		if err != nil {
+			c.log.Error("activetier: skipping undecodable metadata message", "offset", r.Offset, "err", err)
+			c.Poisoned++
+			continue
+		}
+		c.message(m)
+	}
+}
+
+func (c *Core) message(m *metadata.Message) {
+	c.Messages++
+	// The markers one message carries for a partition are one leader's
+	// lineage, merged as one publication.
+	var pubs [][]metadata.EpochStart
+	for _, mk := range m.Markers {
+		if c.parts[mk.Partition] == nil {
+			continue
+		}
+		i := slices.IndexFunc(pubs, func(pub []metadata.EpochStart) bool { return pub[0].Partition == mk.Partition })
+		if i < 0 {
+			pubs = append(pubs, nil)
+			i = len(pubs) - 1
+		}
+		pubs[i] = append(pubs[i], mk)
+	}
+	for _, pub := range pubs {
+		if p := c.usable(pub[0].Partition); p != nil {
+			c.mergeMarkers(p, pub)
+		}
+	}
+	for _, e := range m.Entries {
+		c.entry(e)
+	}
+}
+
+// usable returns tp's state if it is followed and loaded, noting that
+// metadata went by a partition that is loading or resting.
+func (c *Core) usable(tp metadata.TopicPartition) *part {
+	p := c.parts[tp]
+	if p == nil {
+		return nil
+	}
+	if p.state != ready {
+		p.missed = true
+		return nil
+	}
+	return p
+}
+
+func (c *Core) entry(e metadata.Entry) {
+	p := c.parts[e.Partition]
+	if p == nil {
+		return
+	}
+	if e.PublisherEpoch == p.role.epoch && e.WriterBrokerID != p.role.leader {
+		c.log.Warn("activetier: dropping an entry published at the current epoch by a broker that is not its leader",
+			"partition", e.Partition.String(), "epoch", e.PublisherEpoch, "writer", e.WriterBrokerID, "leader", p.role.leader)
+		c.Forged++
+		return
+	}
+	if c.usable(e.Partition) == nil {
+		return
+	}
+	k := pendingKey{object: e.Object, position: e.Position}
+	if _, dup := p.pending[k]; dup {
+		return
+	}
+	pe := &pendingEntry{e: e}
+	p.pending[k] = pe
+	i, _ := slices.BinarySearchFunc(p.held, e.FirstOffset+1, func(h *pendingEntry, off int64) int { return cmp.Compare(h.e.FirstOffset, off) })
+	p.held = slices.Insert(p.held, i, pe)
+	p.maxSeen = max(p.maxSeen, e.LastOffset)
+	c.Entries++
+}
+
+// forget drops a held entry.
+func (p *part) forget(pe *pendingEntry) {
+	delete(p.pending, pe.key())
+	if i := slices.Index(p.held, pe); i >= 0 {
+		p.held = slices.Delete(p.held, i, i+1)
+	}
+}
+
+// mergeMarkers merges one publication of p's markers, or keeps it waiting
+// if its latest epoch is later than the broker knows. A publication whose
+// latest epoch is the known one must come from that epoch's leader.
+func (c *Core) mergeMarkers(p *part, pub []metadata.EpochStart) {
+	top, writer := pub[0].Epoch, pub[0].LeaderBrokerID
+	for _, mk := range pub {
+		if mk.Epoch > top {
+			top, writer = mk.Epoch, mk.LeaderBrokerID
+		}
+	}
+	switch {
+	case top > p.known:
+		if len(p.waiting) == maxWaiting {
+			p.waiting = p.waiting[1:]
+		}
+		p.waiting = append(p.waiting, pub)
+		return
+	case top == p.role.epoch && writer != p.role.leader:
+		c.log.Warn("activetier: ignoring epoch markers of the current epoch from a broker that is not its leader",
+			"partition", p.tp.String(), "epoch", top, "writer", writer, "leader", p.role.leader)
+		c.Forged++
+		return
+	}
+	if err := p.leader.Merge(pub...); err != nil {
+		c.log.Error("activetier: ignoring invalid epoch markers", "partition", p.tp.String(), "err", err)
+		c.Poisoned++
+		return
+	}
+	p.checkDiv = true
+}
+
+// learnEpoch acts on a later epoch the broker has learned for p: the
+// marker publications waiting for it are merged, in the order they came.
+func (c *Core) learnEpoch(p *part) {
+	if p.role.epoch <= p.known {
+		return
+	}
+	p.known = p.role.epoch
+	waiting := p.waiting
+	p.waiting = nil
+	for _, pub := range waiting {
+		c.mergeMarkers(p, pub)
+	}
+}
+
+// Appended answers Append id: the local log now ends at end, or err.
+func (c *Core) Appended(now time.Time, id uint64, end int64, err error) {
+	c.now = now
+	p := c.answer(id)
+	if p == nil {
+		return
+	}
+	pe := p.appending
+	p.appending = nil
+	batches := pe.batches[pe.applyFrom:pe.applyTo]
+	want := batches[len(batches)-1].LastOffset + 1
+	if err == nil && end != want {
+		// The progress reported next lets the leader delete what it
+		// covers: it must describe the log as it is.
+		err = fmt.Errorf("%w: the log ends at %d afterwards, not %d", ErrContractViolation, end, want)
+	}
+	if err != nil {
+		c.localFailed(p, fmt.Errorf("appending at %d: %w", p.leo, err))
+		return
+	}
+	var bytes int
+	for _, b := range batches {
+		if latest, ok := p.local.Latest(); !ok || b.Epoch > latest.Epoch {
+			if err := p.local.Assign(b.Epoch, b.FirstOffset); err != nil {
+				c.localFailed(p, fmt.Errorf("local epochs: %w", err))
+				return
+			}
+		}
+		bytes += len(b.Data)
+	}
+	p.leo = want
+	if p.leo > pe.e.LastOffset {
+		p.forget(pe)
+	}
+	c.Applied++
+	c.AppliedBytes += uint64(bytes)
+	latest, _ := p.local.Latest()
+	c.out.Applied = append(c.out.Applied, Applied{Partition: p.tp, Leader: p.role.leader, EndOffset: p.leo,
+		LastEpoch: latest.Epoch, Bytes: bytes, MaxTimestamp: pe.e.MaxTimestamp})
+}
+
+// Fetched answers Fetch id with one result per entry of the round.
+// Fetched sections are kept for their turn; an unreachable bucket backs
+// off every entry in it, so the core turns to republished copies
+// elsewhere if there are any and otherwise waits; what does not exist is
+// given up on, since no retry can bring it back.
+func (c *Core) Fetched(now time.Time, id uint64, results []Result) {
+	c.now = now
+	i := slices.IndexFunc(c.rounds, func(r *round) bool { return r.id == id })
+	if i < 0 {
+		return
+	}
+	c.rounds = slices.Delete(c.rounds, i, i+1)
+	for _, r := range results {
+		p := c.parts[r.Entry.Partition]
+		if p == nil || p.state != ready {
+			continue
+		}
+		pe := p.pending[pendingKey{r.Entry.Object, r.Entry.Position}]
+		if pe == nil {
+			continue
+		}
+		pe.fetching = false
+		c.fetched(p, pe, r)
+	}
+}
+
+func (c *Core) fetched(p *part, pe *pendingEntry, r Result) {
+	if r.Outcome == Fetched {
+		if err := checkSection(r.Entry, r.Batches); err != nil {
+			// The section's checksum held, so this is what its writer
+			// stored: no other copy of it can be better. Appending it
+			// would fail, again on every retry; a valid entry for the
+			// same offsets may still come.
+			c.log.Error("activetier: dropping entry whose batches do not match it", "err", err)
+			p.forget(pe)
+			c.Dropped++
+			return
+		}
+		pe.batches = r.Batches
+		return
+	}
+	c.FetchErrors++
+	switch r.Outcome {
+	case Gone:
+		c.log.Warn("activetier: giving up on entry", "err", r.Err)
+		p.forget(pe)
+		c.NotFound++
+		return
+	case Corrupt:
+		c.log.Error("activetier: fetched section failed verification; not applied", "err", r.Err)
+		c.Corrupt++
+	case Unavailable:
+		c.bucketBackoff[pe.e.Object.Bucket] = c.now.Add(c.jitter(pe.attempts))
+	case Refused:
+		c.log.Error("activetier: the store refuses to read the object; retrying after the longest backoff", "err", r.Err)
+		c.bucketBackoff[pe.e.Object.Bucket] = c.now.Add(c.cfg.BackoffMax)
+	default:
+		c.log.Warn("activetier: fetch failed; retrying", "err", r.Err)
+	}
+	pe.notBefore = c.now.Add(c.jitter(pe.attempts))
+	pe.attempts++
+}
+
+// checkSection checks that a fetched section's batches are what its entry
+// announces: whole batches, each continuing the one before, from the
+// entry's first offset to its last.
+func checkSection(e metadata.Entry, batches []combiner.Batch) error {
+	next := e.FirstOffset
+	for _, b := range batches {
+		if b.FirstOffset != next || b.LastOffset < b.FirstOffset {
+			return fmt.Errorf("walstore: %s section in %s at %d: batch %d-%d where offset %d was due", e.Partition, e.Object, e.Position, b.FirstOffset, b.LastOffset, next)
+		}
+		next = b.LastOffset + 1
+	}
+	if next != e.LastOffset+1 {
+		return fmt.Errorf("walstore: %s section in %s at %d: batches end at %d, the entry at %d", e.Partition, e.Object, e.Position, next-1, e.LastOffset)
+	}
+	return nil
+}
+
+// jitter returns the wait before retry number attempt (0-based): uniformly
+// random in [0, min(BackoffMax, BackoffInitial*2^attempt)].
+func (c *Core) jitter(attempt int) time.Duration {
+	ceil := c.cfg.BackoffInitial
+	for i := 0; i < attempt && ceil < c.cfg.BackoffMax; i++ {
+		ceil *= 2
+	}
+	ceil = min(ceil, c.cfg.BackoffMax)
+	return time.Duration(c.rng.Int64N(int64(ceil) + 1))
+}
+
+// wakeAt makes the core ask for a Tick at t, at the latest.
+func (c *Core) wakeAt(t time.Time) {
+	if c.retryAt.IsZero() || t.Before(c.retryAt) {
+		c.retryAt = t
+	}
+}
+
+// gapOf returns the first offset of p's held entries when they all start
+// past its log end: offsets no entry covers, which only a leader that
+// skipped offsets, or a metadata log that lost messages, would leave.
+func gapOf(p *part) (int64, bool) {
+	if len(p.held) == 0 || p.held[0].e.FirstOffset <= p.leo {
+		return 0, false
+	}
+	return p.held[0].e.FirstOffset, true
+}
+
+// reportGap logs, at most every gapReport per partition, that p cannot go
+// on because of a gap at its log end.
+func (c *Core) reportGap(p *part) {
+	next, gap := gapOf(p)
+	switch {
+	case !gap:
+		p.gapLog = time.Time{}
+	case p.gapLog.IsZero():
+		p.gapLog = c.now // a gap that lasts a moment is reordering, not news
+	case c.now.Sub(p.gapLog) >= gapReport:
+		p.gapLog = c.now
+		c.log.Warn("activetier: no entry continues the log; waiting", "partition", p.tp.String(), "end", p.leo, "next", next, "held", len(p.held))
+	}
+}

@@ -1,0 +1,31 @@
+// Package followcore is the follower side of activetier's replication
+// protocol as a state machine: no goroutines, no clock, no I/O, randomness
+// only from a seed. It is what walstore's Follower runs underneath, and
+// what the simulation drives directly.
+//
+// The broker and the world reach the core as events, each a method taking
+// the current time: Follow and Unfollow (role changes), Records (metadata
+// read from the broker's metadata partition), Fetched (the outcome of a
+// fetch round), Loaded, Appended and Truncated (the local log's answers)
+// and Tick (time passing). What the core wants done comes out of Ready:
+// local-log loads, truncations and appends, fetch rounds, a request to
+// read the metadata again from its start, the progress to report to
+// leaders, and the time at which it wants a Tick. Every request carries an
+// id; its answer comes back as an event with that id. Advance tells the
+// core the Ready was taken. The model is etcd-io/raft's RawNode and its
+// Ready/Advance hand-off.
+//
+// The same events in the same order give the same Ready, byte for byte:
+// the core iterates only over slices in an order its events fix, and its
+// backoff jitter comes from a PCG seeded by Config.Seed.
+//
+// What the core decides for each entry is package fencing's decision
+// (apply, skip, drop, hold, truncate); the rest is bookkeeping: which
+// entries are held, which to fetch next and from which bucket, when to
+// retry, when a partition whose local log failed may start again.
+//
+// One partition has at most one local-log request outstanding: the core
+// does not decide anything for a partition while its log is busy, so a
+// driver that executes requests one after another sees the same decisions
+// as one that answers them later.
+package followcore

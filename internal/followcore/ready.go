@@ -1,0 +1,166 @@
+package followcore
+
+import (
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/metadata"
+)
+
+// Ready is the work the core wants done, handed out by Core.Ready.
+type Ready struct {
+	// Loads asks for partitions' local log state: its end offset and
+	// epochs. Answer each with Core.Loaded.
+	Loads []Load
+	// Truncates asks for local-log truncations. Answer each with
+	// Core.Truncated.
+	Truncates []Truncate
+	// Appends asks for local-log appends, in the order given. Answer each
+	// with Core.Appended.
+	Appends []Append
+	// Fetches asks for fetch rounds: one round per bucket, each its
+	// entries' sections read (coalesced) and verified. Answer each with
+	// Core.Fetched.
+	Fetches []Fetch
+	// Applied is the progress of the appends answered since the last
+	// Ready, for the partitions' leaders.
+	Applied []Applied
+	// Lags are the partitions whose lag (offsets announced, not yet
+	// applied) changed since the last Ready, with the new value.
+	Lags []Lag
+	// Rewind asks for the metadata partition to be read again from its
+	// low watermark: entries the core forgot are needed again.
+	Rewind bool
+	// WakeAt, if not zero, is when the core wants a Tick at the latest.
+	WakeAt time.Time
+}
+
+// Empty reports whether rd asks for nothing but, perhaps, a Tick.
+func (rd *Ready) Empty() bool {
+	return len(rd.Loads) == 0 && len(rd.Truncates) == 0 && len(rd.Appends) == 0 &&
+		len(rd.Fetches) == 0 && len(rd.Applied) == 0 && len(rd.Lags) == 0 && !rd.Rewind
+}
+
+// Load asks for a partition's local log state.
+type Load struct {
+	ID        uint64
+	Partition metadata.TopicPartition
+}
+
+// Truncate asks for a partition's local log to be truncated so that it
+// ends at To. With AtBatch, To may fall inside a batch (a marker may be
+// wrong about batch boundaries): the driver then truncates at that
+// batch's first offset instead, removing it whole, as Kafka's truncateTo
+// does. Without it, To is exact (a log holding no records starts over at
+// To).
+type Truncate struct {
+	ID        uint64
+	Partition metadata.TopicPartition
+	To        int64
+	AtBatch   bool
+}
+
+// Append asks for batches to be appended to a partition's local log. They
+// continue the log from its end, whole, in order.
+type Append struct {
+	ID        uint64
+	Partition metadata.TopicPartition
+	Batches   []combiner.Batch
+}
+
+// Fetch asks for the sections of Entries, all in one bucket, to be read
+// and verified.
+type Fetch struct {
+	ID      uint64
+	Bucket  string
+	Entries []metadata.Entry
+}
+
+// Applied is a partition's progress after an append: what a follower
+// reports to the partition's leader, plus what the append carried.
+type Applied struct {
+	Partition metadata.TopicPartition
+	// Leader is the leader the broker knows for the partition.
+	Leader int32
+	// EndOffset and LastEpoch describe the local log after the append.
+	EndOffset int64
+	LastEpoch int32
+	// Bytes is the size of the batches appended; MaxTimestamp the newest
+	// record timestamp of the entry they came from (Unix ms), for the
+	// replication lag.
+	Bytes        int
+	MaxTimestamp int64
+}
+
+// Lag is a partition's count of offsets announced but not applied.
+type Lag struct {
+	Partition metadata.TopicPartition
+	Offsets   int64
+}
+
+// LocalState is a partition's local log as Loaded reports it.
+type LocalState struct {
+	EndOffset int64
+	Epochs    []fencing.EpochEntry
+}
+
+// Outcome classifies how fetching one entry's section went.
+type Outcome uint8
+
+// The outcomes.
+const (
+	// Fetched: the section was read and verified; its batches are in the
+	// result.
+	Fetched Outcome = iota
+	// Gone: the object, its bucket or the range does not exist; no retry
+	// can bring it back.
+	Gone
+	// Corrupt: the bytes read failed verification.
+	Corrupt
+	// Unavailable: the bucket did not answer, or answered that it cannot
+	// now; its entries back off, and copies elsewhere may be used.
+	Unavailable
+	// Refused: the store refused the request for good as it is (for
+	// example, access denied): retried only after the longest backoff.
+	Refused
+	// Failed: any other failure, retried after a backoff.
+	Failed
+)
+
+// Result is the outcome of fetching one entry's section.
+type Result struct {
+	Entry   metadata.Entry
+	Outcome Outcome
+	// Batches is the section's batches when Outcome is Fetched.
+	Batches []combiner.Batch
+	// Err says what went wrong otherwise, for the log.
+	Err error
+}
+
+// Counters are the core's running totals.
+type Counters struct {
+	// Messages counts metadata messages handled; Poisoned those that did
+	// not decode, and marker publications that were invalid.
+	Messages, Poisoned uint64
+	// Forged counts entries and marker publications of the known epoch
+	// from a broker that is not its leader.
+	Forged uint64
+	// LocalErrors counts local-log failures that set a partition aside.
+	LocalErrors uint64
+	// Entries counts entries received for followed partitions.
+	Entries uint64
+	// Applied and AppliedBytes count appends and their bytes.
+	Applied, AppliedBytes uint64
+	// Held is the number of entries held now.
+	Held int
+	// Skipped counts duplicates, Dropped entries fenced or malformed.
+	Skipped, Dropped uint64
+	// Truncations counts truncations on divergence.
+	Truncations uint64
+	// Evicted counts held entries forgotten to stay within MaxHeld.
+	Evicted uint64
+	// FetchErrors counts failed section fetches, of which Corrupt failed
+	// verification and NotFound named something that does not exist.
+	FetchErrors, Corrupt, NotFound uint64
+}

@@ -1,0 +1,337 @@
+package followcore
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/metadata"
+)
+
+// Ready does all the work the core's state allows at the time of the last
+// event, and hands out what it wants done: every request exactly once.
+// It drops and skips entries fencing rules out, truncates diverged logs,
+// appends fetched entries in offset order, and starts fetches for the
+// entries that come next.
+func (c *Core) Ready() Ready {
+	c.step()
+	rd := c.out
+	c.out = Ready{}
+	rd.WakeAt = c.nextWake()
+	return rd
+}
+
+func (c *Core) step() {
+	c.retryAt = time.Time{}
+	for _, p := range c.list {
+		if p.state != resting {
+			continue
+		}
+		if c.now.Before(p.restUntil) {
+			c.wakeAt(p.restUntil)
+		} else {
+			c.load(p) // its rest is over
+		}
+	}
+	for _, r := range c.rounds {
+		if hedge := r.start.Add(c.cfg.HedgeAfter); c.now.Before(hedge) {
+			c.wakeAt(hedge)
+		} else if t := c.now.Add(c.cfg.BackoffMax); t.After(c.bucketBackoff[r.bucket]) {
+			// Unanswered for too long: let copies elsewhere be used.
+			c.bucketBackoff[r.bucket] = t
+		}
+	}
+	var want []*pendingEntry
+	held := 0
+	for _, p := range c.list {
+		if p.state == ready && p.op == 0 {
+			c.advance(p)
+		}
+		if p.state != ready {
+			continue
+		}
+		c.sweep(p)
+		c.reportGap(p)
+		want = c.chain(p, want)
+		held += len(p.held)
+		if lag := max(0, p.maxSeen+1-p.leo); lag != p.lag {
+			p.lag = lag
+			c.out.Lags = append(c.out.Lags, Lag{Partition: p.tp, Offsets: lag})
+		}
+	}
+	if held > c.cfg.MaxHeld {
+		held -= c.evict(held - c.cfg.MaxHeld)
+	}
+	c.Held = held
+	if c.evicted && len(want) == 0 && len(c.rounds) == 0 && c.now.Sub(c.lastRewind) >= c.cfg.BackoffMax {
+		// Nothing left to do with what is held: read the metadata again
+		// for what was forgotten.
+		c.evicted, c.lastRewind = false, c.now
+		c.out.Rewind = true
+	}
+	c.startRounds(want)
+}
+
+// advance takes p, whose log is idle, one step: markers waiting for the
+// epoch the broker learned, a truncation where the log diverged, the start
+// of an empty replica, or the next append.
+func (c *Core) advance(p *part) {
+	c.learnEpoch(p)
+	if p.checkDiv {
+		p.checkDiv = false
+		// KIP-320: truncate where the local log disagrees with the leader
+		// lineage, e.g. records of an old epoch applied before the
+		// follower learned that a new leader started below them.
+		if to, diverged := fencing.Divergence(p.leo, &p.local, &p.leader); diverged {
+			c.truncate(p, opTruncateDiverged, to, true)
+			return
+		}
+	}
+	if _, ok := p.local.Latest(); !ok {
+		// An empty log starts where the leader's lineage begins: a new
+		// replica has nothing to continue from, and waiting at offset 0
+		// for data the leader no longer retains would hold it forever.
+		if first, ok := p.leader.Lineage().Earliest(); ok && first.StartOffset > p.leo {
+			c.log.Info("activetier: starting empty replica at the leader's earliest epoch", "partition", p.tp.String(), "offset", first.StartOffset)
+			c.truncate(p, opBootstrap, first.StartOffset, false)
+			return
+		}
+	}
+	c.appendNext(p)
+}
+
+// appendNext asks for the next fetched entry that continues p's log to be
+// appended, re-deciding it against the current state first: markers that
+// arrived during the fetch may have fenced it.
+func (c *Core) appendNext(p *part) {
+	for {
+		pe, d, ok := c.candidate(p, p.leo)
+		if !ok || pe.batches == nil {
+			return
+		}
+		from, to, straddles := applyRange(pe, d)
+		if straddles {
+			// Batch boundaries are the leader's and every replica's; one
+			// straddling the log end or an epoch boundary means the entry
+			// does not describe this lineage.
+			c.log.Warn("activetier: dropping entry whose batches straddle the apply range", "partition", p.tp.String(), "object", pe.e.Object.String(), "from", d.From, "limit", d.Limit)
+			p.forget(pe)
+			c.Dropped++
+			continue
+		}
+		if from == to {
+			p.forget(pe)
+			continue
+		}
+		pe.applyFrom, pe.applyTo = from, to
+		p.op, p.opKind, p.appending = c.id(), opAppend, pe
+		c.ops[p.op] = p
+		c.out.Appends = append(c.out.Appends, Append{ID: p.op, Partition: p.tp, Batches: pe.batches[from:to]})
+		return
+	}
+}
+
+// applyRange returns the batches of pe to append under d, as indices
+// [from, to): those from the log end up to the end of the record epoch.
+func applyRange(pe *pendingEntry, d fencing.Decision) (from, to int, straddles bool) {
+	from = len(pe.batches)
+	to = from
+	for i, b := range pe.batches {
+		if b.LastOffset < d.From {
+			continue // below the log end: already applied
+		}
+		if b.FirstOffset >= d.Limit {
+			break // past the end of the record epoch: superseded
+		}
+		if b.FirstOffset < d.From || b.LastOffset >= d.Limit {
+			return 0, 0, true
+		}
+		from = min(from, i)
+		to = i + 1
+	}
+	if to < from {
+		to = from
+	}
+	return from, to, false
+}
+
+// sweep forgets entries fencing says are duplicates or stale.
+func (c *Core) sweep(p *part) {
+	kept := p.held[:0]
+	for _, pe := range p.held {
+		d := fencing.Decision{Action: fencing.Hold}
+		if !pe.fetching && pe != p.appending {
+			d = fencing.Decide(p.leo, &p.local, &p.leader, pe.e)
+		}
+		switch d.Action {
+		case fencing.Skip:
+			delete(p.pending, pe.key())
+			c.Skipped++
+		case fencing.Drop:
+			c.log.Debug("activetier: dropping stale entry", "partition", p.tp.String(), "first", pe.e.FirstOffset, "epoch", pe.e.RecordEpoch, "reason", d.Reason)
+			delete(p.pending, pe.key())
+			c.Dropped++
+		default:
+			kept = append(kept, pe)
+		}
+	}
+	clear(p.held[len(kept):])
+	p.held = kept
+}
+
+// candidate picks the entry to use for offset at: one fencing says to
+// apply there, preferring one already fetched or being fetched, then one
+// whose retry time and bucket allow a fetch now, newest publisher first (a
+// republishing leader's bucket is the one most likely up).
+func (c *Core) candidate(p *part, at int64) (*pendingEntry, fencing.Decision, bool) {
+	if latest, ok := p.leader.Latest(); !ok || latest.Epoch < p.known {
+		// The broker knows of a leader epoch whose markers have not
+		// arrived: until they do, where the epochs before it ended is
+		// unknown, and an entry of an earlier leader may be one that epoch
+		// fenced (a zombie's). A Kafka follower likewise fetches only from
+		// the leader of the epoch it was told.
+		return nil, fencing.Decision{}, false
+	}
+	var best *pendingEntry
+	var bestD fencing.Decision
+	bestRank := 0
+	for _, pe := range p.held {
+		if pe.e.FirstOffset > at {
+			break
+		}
+		if pe.e.LastOffset < at {
+			continue
+		}
+		d := fencing.Decide(at, &p.local, &p.leader, pe.e)
+		if d.Action != fencing.Apply {
+			continue
+		}
+		r := c.rank(pe)
+		if r == 0 {
+			// Passed over for its backoff: wake when it ends.
+			c.wakeAt(c.readyAt(pe))
+		}
+		if best == nil || r > bestRank || (r == bestRank && pe.e.PublisherEpoch > best.e.PublisherEpoch) {
+			best, bestD, bestRank = pe, d, r
+		}
+	}
+	if best == nil || bestRank == 0 {
+		return nil, fencing.Decision{}, false
+	}
+	return best, bestD, true
+}
+
+// readyAt is when pe may be fetched again, after its own and its bucket's
+// backoff.
+func (c *Core) readyAt(pe *pendingEntry) time.Time {
+	if bt := c.bucketBackoff[pe.e.Object.Bucket]; bt.After(pe.notBefore) {
+		return bt
+	}
+	return pe.notBefore
+}
+
+func (c *Core) rank(pe *pendingEntry) int {
+	switch {
+	case pe.batches != nil:
+		return 3
+	case pe.fetching && !c.now.Before(c.bucketBackoff[pe.e.Object.Bucket]):
+		return 2
+	case pe.fetching:
+		return 0 // its bucket stopped answering: prefer a copy elsewhere
+	case !c.now.Before(c.readyAt(pe)):
+		return 1
+	}
+	return 0
+}
+
+// chain appends to want the entries of p to fetch now: the run of entries
+// that continue the log from its end, up to Readahead of them, skipping
+// ones already fetched or in flight.
+func (c *Core) chain(p *part, want []*pendingEntry) []*pendingEntry {
+	at := p.leo
+	for range c.cfg.Readahead {
+		pe, d, ok := c.candidate(p, at)
+		if !ok {
+			break
+		}
+		if pe.batches == nil && !pe.fetching {
+			want = append(want, pe)
+		}
+		at = min(pe.e.LastOffset+1, d.Limit)
+	}
+	return want
+}
+
+// evict forgets n held entries, those furthest ahead of their partition's
+// log end (the last to be needed), and returns how many it forgot.
+func (c *Core) evict(n int) int {
+	type ahead struct {
+		p    *part
+		pe   *pendingEntry
+		dist int64
+	}
+	var cands []ahead
+	for _, p := range c.list {
+		for _, pe := range p.held {
+			if !pe.fetching && pe.batches == nil {
+				cands = append(cands, ahead{p, pe, pe.e.FirstOffset - p.leo})
+			}
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b ahead) int { return cmp.Compare(b.dist, a.dist) })
+	n = min(n, len(cands))
+	for _, a := range cands[:n] {
+		a.p.forget(a.pe)
+	}
+	if n > 0 {
+		c.evicted = true
+		c.Evicted += uint64(n)
+	}
+	return n
+}
+
+// startRounds starts fetch rounds for want: one per bucket, so that a
+// bucket that does not answer holds up only its own entries, within the
+// concurrency bound.
+func (c *Core) startRounds(want []*pendingEntry) {
+	var buckets []string
+	byBucket := make(map[string][]metadata.Entry)
+	for _, pe := range want {
+		b := pe.e.Object.Bucket
+		if _, ok := byBucket[b]; !ok {
+			buckets = append(buckets, b)
+		}
+		byBucket[b] = append(byBucket[b], pe.e)
+	}
+	started := make(map[string]bool)
+	for _, b := range buckets {
+		if len(c.rounds) >= c.cfg.FetchConcurrency {
+			break
+		}
+		r := &round{id: c.id(), bucket: b, start: c.now}
+		c.rounds = append(c.rounds, r)
+		c.out.Fetches = append(c.out.Fetches, Fetch{ID: r.id, Bucket: b, Entries: byBucket[b]})
+		started[b] = true
+	}
+	for _, pe := range want {
+		if started[pe.e.Object.Bucket] {
+			pe.fetching = true
+		}
+	}
+}
+
+// nextWake returns when the core wants a Tick: when the earliest entry
+// the last step passed over for its backoff may be fetched, a hedge or a
+// rest ends, or a re-read of forgotten entries is due.
+func (c *Core) nextWake() time.Time {
+	earliest := c.retryAt
+	if c.evicted && len(c.rounds) == 0 {
+		// A re-read is due once the rate limit allows (a fetch in flight
+		// wakes the driver by itself).
+		if t := c.lastRewind.Add(c.cfg.BackoffMax); earliest.IsZero() || t.Before(earliest) {
+			earliest = t
+		}
+	}
+	return earliest
+}
