@@ -311,6 +311,9 @@ func (c *Core) startRounds(want []*pendingEntry) {
 		}
 		r := &round{id: c.id(), bucket: b, start: c.now}
 		c.rounds = append(c.rounds, r)
+		// A round unanswered by then lets copies elsewhere be used: that
+		// takes a Tick, whether or not anything else happens.
+		c.wakeAt(r.start.Add(c.cfg.HedgeAfter))
 		c.out.Fetches = append(c.out.Fetches, Fetch{ID: r.id, Bucket: b, Entries: byBucket[b]})
 		started[b] = true
 	}

@@ -1,0 +1,189 @@
+package followcore
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/metadata"
+)
+
+// The tests drive a Core through tables of events and compare what each
+// Ready hands out, rendered as text, with what the table expects: the
+// style of etcd-io/raft's interaction tests. Times are offsets from t0 in
+// milliseconds; ids are the core's, in the order it hands them out.
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func tp(p int32) metadata.TopicPartition { return metadata.TopicPartition{Topic: "t", Partition: p} }
+
+func testConfig() Config {
+	return Config{BrokerID: 1, Readahead: 4, MaxHeld: 100, FetchConcurrency: 4,
+		HedgeAfter: time.Second, BackoffInitial: 10 * time.Millisecond, BackoffMax: 2 * time.Second, Seed: 1}
+}
+
+// ent is an entry of partition p for offsets [first, last] at record and
+// publisher epoch, in object key of bucket, at byte position pos.
+func ent(p int32, first, last int64, epoch int32, bucket, key string, pos int64) metadata.Entry {
+	return metadata.Entry{Partition: tp(p), RecordEpoch: epoch, PublisherEpoch: epoch, FirstOffset: first, LastOffset: last,
+		MaxTimestamp: t0.UnixMilli(), Object: metadata.ObjectRef{AZ: "az-" + bucket, Bucket: bucket, Key: key},
+		Position: pos, Length: 10, UncompressedSize: 10, WriterBrokerID: 2}
+}
+
+// mark is epoch epoch of partition p starting at start, led by broker 2.
+func mark(p int32, epoch int32, start int64) metadata.EpochStart {
+	return metadata.EpochStart{Partition: tp(p), Epoch: epoch, StartOffset: start, LeaderBrokerID: 2}
+}
+
+// rec encodes a message of entries (all in one object) and markers.
+func rec(t testing.TB, entries []metadata.Entry, markers ...metadata.EpochStart) metadata.Record {
+	t.Helper()
+	m := metadata.Message{WriterBrokerID: 2, Entries: entries, Markers: markers}
+	if len(entries) > 0 {
+		m.Object = entries[0].Object
+	}
+	b, err := metadata.AppendMessage(nil, &m)
+	require.NoError(t, err)
+	return metadata.Record{Value: b}
+}
+
+// batchesOf is the section an entry announces: one batch per entry.
+func batchesOf(e metadata.Entry) []combiner.Batch {
+	return []combiner.Batch{{Epoch: e.RecordEpoch, FirstOffset: e.FirstOffset, LastOffset: e.LastOffset, MaxTimestamp: e.MaxTimestamp,
+		Data: []byte(fmt.Sprintf("%s/%d-%d@%d", e.Partition, e.FirstOffset, e.LastOffset, e.RecordEpoch))}}
+}
+
+// ok is a fetch result carrying e's section.
+func ok(e metadata.Entry) Result { return Result{Entry: e, Outcome: Fetched, Batches: batchesOf(e)} }
+
+// failed is a fetch result of outcome o for e.
+func failed(e metadata.Entry, o Outcome) Result {
+	return Result{Entry: e, Outcome: o, Err: fmt.Errorf("injected %d", o)}
+}
+
+// event is one step of a table: something that happens to the core at a
+// time, and the Ready it must hand out afterwards.
+type event struct {
+	ms   int
+	do   func(t testing.TB, c *Core, now time.Time)
+	want string
+}
+
+func follow(p, epoch, leader int32) func(testing.TB, *Core, time.Time) {
+	return func(t testing.TB, c *Core, now time.Time) { require.NoError(t, c.Follow(now, tp(p), epoch, leader)) }
+}
+
+func unfollow(p int32) func(testing.TB, *Core, time.Time) {
+	return func(t testing.TB, c *Core, now time.Time) { c.Unfollow(now, tp(p)) }
+}
+
+func loaded(id uint64, end int64, epochs ...fencing.EpochEntry) func(testing.TB, *Core, time.Time) {
+	return func(t testing.TB, c *Core, now time.Time) {
+		c.Loaded(now, id, LocalState{EndOffset: end, Epochs: epochs}, nil)
+	}
+}
+
+func loadFailed(id uint64) func(testing.TB, *Core, time.Time) {
+	return func(t testing.TB, c *Core, now time.Time) { c.Loaded(now, id, LocalState{}, fmt.Errorf("disk gone")) }
+}
+
+func records(rs ...func(testing.TB) metadata.Record) func(testing.TB, *Core, time.Time) {
+	return func(t testing.TB, c *Core, now time.Time) {
+		var recs []metadata.Record
+		for _, r := range rs {
+			recs = append(recs, r(t))
+		}
+		c.Records(now, recs)
+	}
+}
+
+func msg(entries []metadata.Entry, markers ...metadata.EpochStart) func(testing.TB) metadata.Record {
+	return func(t testing.TB) metadata.Record { return rec(t, entries, markers...) }
+}
+
+func garbage() func(testing.TB) metadata.Record {
+	return func(testing.TB) metadata.Record { return metadata.Record{Value: []byte{0xff, 0, 1}} }
+}
+
+func fetched(id uint64, rs ...Result) func(testing.TB, *Core, time.Time) {
+	return func(t testing.TB, c *Core, now time.Time) { c.Fetched(now, id, rs) }
+}
+
+func appended(id uint64, end int64) func(testing.TB, *Core, time.Time) {
+	return func(t testing.TB, c *Core, now time.Time) { c.Appended(now, id, end, nil) }
+}
+
+func appendFailed(id uint64) func(testing.TB, *Core, time.Time) {
+	return func(t testing.TB, c *Core, now time.Time) { c.Appended(now, id, 0, fmt.Errorf("disk full")) }
+}
+
+func truncated(id uint64, to, end int64) func(testing.TB, *Core, time.Time) {
+	return func(t testing.TB, c *Core, now time.Time) { c.Truncated(now, id, to, end, nil) }
+}
+
+func tick() func(testing.TB, *Core, time.Time) {
+	return func(t testing.TB, c *Core, now time.Time) { c.Tick(now) }
+}
+
+// run plays events on a new core with cfg and checks each Ready.
+func run(t *testing.T, cfg Config, events []event) *Core {
+	t.Helper()
+	c, err := New(cfg)
+	require.NoError(t, err)
+	for i, ev := range events {
+		ev.do(t, c, at(ev.ms))
+		got := render(c.Ready())
+		require.Equal(t, ev.want, got, "after event %d (at %d ms)", i, ev.ms)
+	}
+	return c
+}
+
+// render prints a Ready in one line per request, in a fixed order, with
+// times as milliseconds from t0.
+func render(rd Ready) string {
+	var b strings.Builder
+	for _, l := range rd.Loads {
+		fmt.Fprintf(&b, "load %d %s\n", l.ID, l.Partition)
+	}
+	for _, tr := range rd.Truncates {
+		fmt.Fprintf(&b, "truncate %d %s to %d", tr.ID, tr.Partition, tr.To)
+		if tr.AtBatch {
+			b.WriteString(" at batch")
+		}
+		b.WriteString("\n")
+	}
+	for _, a := range rd.Appends {
+		fmt.Fprintf(&b, "append %d %s", a.ID, a.Partition)
+		for _, bt := range a.Batches {
+			fmt.Fprintf(&b, " %d-%d@%d", bt.FirstOffset, bt.LastOffset, bt.Epoch)
+		}
+		b.WriteString("\n")
+	}
+	for _, f := range rd.Fetches {
+		fmt.Fprintf(&b, "fetch %d %s", f.ID, f.Bucket)
+		for _, e := range f.Entries {
+			fmt.Fprintf(&b, " %s:%d-%d@%d", e.Partition, e.FirstOffset, e.LastOffset, e.RecordEpoch)
+		}
+		b.WriteString("\n")
+	}
+	for _, a := range rd.Applied {
+		fmt.Fprintf(&b, "applied %s end %d epoch %d leader %d\n", a.Partition, a.EndOffset, a.LastEpoch, a.Leader)
+	}
+	for _, l := range rd.Lags {
+		fmt.Fprintf(&b, "lag %s %d\n", l.Partition, l.Offsets)
+	}
+	if rd.Rewind {
+		b.WriteString("rewind\n")
+	}
+	if !rd.WakeAt.IsZero() {
+		fmt.Fprintf(&b, "wake %d\n", rd.WakeAt.Sub(t0).Milliseconds())
+	}
+	return b.String()
+}
