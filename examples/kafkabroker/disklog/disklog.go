@@ -1,0 +1,795 @@
+package disklog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// Errors of this package, to be tested with errors.Is.
+var (
+	// ErrInvalidPartition: a topic name Kafka would not accept (it becomes
+	// a directory name, so "../x" must never reach the file system) or a
+	// negative partition.
+	ErrInvalidPartition = errors.New("disklog: invalid topic partition")
+	// ErrCorrupt: bytes on disk that fail their checksum when read.
+	ErrCorrupt = errors.New("disklog: corrupt frame")
+	// ErrClosed: a call after Close.
+	ErrClosed = errors.New("disklog: log closed")
+)
+
+const (
+	frameHeader    = 36 // length, crc, epoch, first, last, maxTs
+	maxFrameData   = 1 << 30
+	checkpointName = "leader-epoch-checkpoint"
+	segmentSuffix  = ".log"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Options tunes a Log. Zero values mean the defaults.
+type Options struct {
+	// SegmentBytes is the size at which a new segment file is started.
+	// Default 64 MiB.
+	SegmentBytes int64
+	// Sync fsyncs the segment after every Append. Default off, as Kafka's
+	// flush settings are: a crash loses the unsynced tail, which recovery
+	// truncates and replication fetches again.
+	Sync bool
+	// Logger receives recovery reports. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Log is a walstore.LocalLog on local disk. It is safe for concurrent use.
+type Log struct {
+	dir  string
+	opts Options
+
+	mu     sync.Mutex
+	parts  map[metadata.TopicPartition]*partition
+	closed bool
+}
+
+var _ walstore.LocalLog = (*Log)(nil)
+
+// partition is one partition's files and in-memory index.
+type partition struct {
+	tp  metadata.TopicPartition
+	dir string
+
+	mu      sync.RWMutex
+	start   int64 // the log start offset: the first record's, or where an empty log starts
+	segs    []*segment
+	batches []batchPos
+	epochs  fencing.Lineage
+	closed  bool
+}
+
+type segment struct {
+	base int64
+	f    *os.File
+	size int64
+}
+
+// batchPos locates one batch's frame.
+type batchPos struct {
+	epoch       int32
+	first, last int64
+	maxTs       int64
+	seg         *segment
+	pos         int64 // of the frame header
+	size        int32 // of the data
+}
+
+// Open opens (creating if needed) the log in dir and recovers every
+// partition found there.
+func Open(dir string, opts Options) (*Log, error) {
+	if opts.SegmentBytes < 0 {
+		return nil, fmt.Errorf("disklog: SegmentBytes %d is negative", opts.SegmentBytes)
+	}
+	if opts.SegmentBytes == 0 {
+		opts.SegmentBytes = 64 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("disklog: %w", err)
+	}
+	l := &Log{dir: dir, opts: opts, parts: make(map[metadata.TopicPartition]*partition)}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("disklog: %w", err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		tp, ok := parseDirName(e.Name())
+		if !ok {
+			continue
+		}
+		p, err := l.recover(tp)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.parts[tp] = p
+	}
+	return l, nil
+}
+
+// Dir returns the directory the log lives in.
+func (l *Log) Dir() string { return l.dir }
+
+// Close syncs and closes every file. Calls after it fail with ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	var errs []error
+	for _, p := range l.parts {
+		p.mu.Lock()
+		for _, s := range p.segs {
+			if err := s.f.Sync(); err != nil {
+				errs = append(errs, fmt.Errorf("disklog: sync %s: %w", s.f.Name(), err))
+			}
+			if err := s.f.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("disklog: close %s: %w", s.f.Name(), err))
+			}
+		}
+		p.segs, p.closed = nil, true
+		p.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Partitions returns the partitions the log holds files for.
+func (l *Log) Partitions() []metadata.TopicPartition {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]metadata.TopicPartition, 0, len(l.parts))
+	for tp := range l.parts {
+		out = append(out, tp)
+	}
+	slices.SortFunc(out, func(a, b metadata.TopicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	return out
+}
+
+// part returns tp's partition, creating its directory on first use.
+func (l *Log) part(tp metadata.TopicPartition) (*partition, error) {
+	if err := validTP(tp); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	if p := l.parts[tp]; p != nil {
+		return p, nil
+	}
+	dir := filepath.Join(l.dir, dirName(tp))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("disklog: %s: %w", tp, err)
+	}
+	p := &partition{tp: tp, dir: dir}
+	l.parts[tp] = p
+	return p, nil
+}
+
+// validTP refuses what Kafka refuses as a topic name: it becomes a path.
+func validTP(tp metadata.TopicPartition) error {
+	t := tp.Topic
+	ok := t != "" && len(t) <= 249 && t != "." && t != ".." && tp.Partition >= 0
+	for i := 0; ok && i < len(t); i++ {
+		c := t[i]
+		ok = c == '.' || c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	}
+	if !ok {
+		return fmt.Errorf("%w: topic %q partition %d", ErrInvalidPartition, t, tp.Partition)
+	}
+	return nil
+}
+
+func dirName(tp metadata.TopicPartition) string {
+	return tp.Topic + "-" + strconv.Itoa(int(tp.Partition))
+}
+
+func parseDirName(name string) (metadata.TopicPartition, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return metadata.TopicPartition{}, false
+	}
+	n, err := strconv.ParseInt(name[i+1:], 10, 32)
+	tp := metadata.TopicPartition{Topic: name[:i], Partition: int32(n)}
+	return tp, err == nil && validTP(tp) == nil && dirName(tp) == name
+}
+
+func (p *partition) end() int64 {
+	if n := len(p.batches); n > 0 {
+		return p.batches[n-1].last + 1
+	}
+	return p.start
+}
+
+// EndOffset returns the offset the next record of tp will get.
+func (l *Log) EndOffset(tp metadata.TopicPartition) (int64, error) {
+	p, err := l.part(tp)
+	if err != nil {
+		return 0, err
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.end(), nil
+}
+
+// StartOffset returns the offset of the first record tp holds, or where
+// an empty log starts.
+func (l *Log) StartOffset(tp metadata.TopicPartition) (int64, error) {
+	p, err := l.part(tp)
+	if err != nil {
+		return 0, err
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.start, nil
+}
+
+// Epochs returns tp's leader-epoch entries.
+func (l *Log) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+	p, err := l.part(tp)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.epochs.Entries(), nil
+}
+
+// AssignEpoch starts epoch at tp's end offset in its epoch cache, as
+// Kafka's makeLeader does before the new leader appends: the Node's
+// BecomeLeader requires it. An epoch not above the latest is refused.
+func (l *Log) AssignEpoch(tp metadata.TopicPartition, epoch int32) error {
+	p, err := l.part(tp)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if latest, ok := p.epochs.Latest(); ok && epoch <= latest.Epoch {
+		if epoch == latest.Epoch {
+			return nil
+		}
+		return fmt.Errorf("disklog: assign epoch %d to %s: below its latest epoch %d: %w", epoch, p.tp, latest.Epoch, walstore.ErrNotContiguous)
+	}
+	old := p.epochs.Clone()
+	if err := p.epochs.Assign(epoch, p.end()); err != nil {
+		return fmt.Errorf("disklog: assign epoch %d to %s: %w", epoch, p.tp, err)
+	}
+	if err := p.writeCheckpoint(len(p.batches) == 0); err != nil {
+		p.epochs = *old
+		return err
+	}
+	return nil
+}
+
+// Append adds batches at the end of tp's log, all or none.
+func (l *Log) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(batches) == 0 {
+		return nil
+	}
+	p, err := l.part(tp)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	next := p.end()
+	epoch := int32(-1)
+	if latest, ok := p.epochs.Latest(); ok {
+		epoch = latest.Epoch
+	}
+	size := 0
+	for i, b := range batches {
+		switch {
+		case b.LastOffset < b.FirstOffset || b.Epoch < 0 || b.FirstOffset < 0:
+			return fmt.Errorf("disklog: append to %s: batch %d (epoch %d, offsets %d-%d): %w", tp, i, b.Epoch, b.FirstOffset, b.LastOffset, walstore.ErrInvalidBatch)
+		case len(b.Data) > maxFrameData:
+			return fmt.Errorf("disklog: append to %s: batch %d of %d bytes, over %d: %w", tp, i, len(b.Data), maxFrameData, walstore.ErrInvalidBatch)
+		case b.FirstOffset != next:
+			return fmt.Errorf("disklog: append to %s: batch %d starts at %d, want %d: %w", tp, i, b.FirstOffset, next, walstore.ErrNotContiguous)
+		case b.Epoch < epoch:
+			return fmt.Errorf("disklog: append to %s: batch %d at %d has epoch %d, below epoch %d before it: %w", tp, i, b.FirstOffset, b.Epoch, epoch, walstore.ErrNotContiguous)
+		}
+		next, epoch = b.LastOffset+1, b.Epoch
+		size += frameHeader + len(b.Data)
+	}
+
+	seg, rolled, err := p.activeSegment(l.opts.SegmentBytes, batches[0].FirstOffset)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 0, size)
+	pos := seg.size
+	var added []batchPos
+	for _, b := range batches {
+		added = append(added, batchPos{epoch: b.Epoch, first: b.FirstOffset, last: b.LastOffset, maxTs: b.MaxTimestamp, seg: seg, pos: pos + int64(len(buf)), size: int32(len(b.Data))})
+		buf = appendFrame(buf, b)
+	}
+	undo := func() {
+		_ = seg.f.Truncate(seg.size)
+		if rolled {
+			p.dropLastSegment()
+		}
+	}
+	if _, err := seg.f.WriteAt(buf, pos); err != nil {
+		undo()
+		return fmt.Errorf("disklog: append to %s: %w", tp, err)
+	}
+	if l.opts.Sync {
+		if err := seg.f.Sync(); err != nil {
+			undo()
+			return fmt.Errorf("disklog: append to %s: sync: %w", tp, err)
+		}
+	}
+	old := p.epochs.Clone()
+	newEpoch := false
+	for _, b := range batches {
+		if latest, ok := p.epochs.Latest(); !ok || b.Epoch > latest.Epoch {
+			if err := p.epochs.Assign(b.Epoch, b.FirstOffset); err != nil {
+				p.epochs = *old
+				undo()
+				return fmt.Errorf("disklog: append to %s: %w", tp, err)
+			}
+			newEpoch = true
+		}
+	}
+	// The first records of an empty log clear the checkpoint's empty
+	// flag, which would otherwise make recovery drop them.
+	if newEpoch || len(p.batches) == 0 {
+		if err := p.writeCheckpoint(false); err != nil {
+			p.epochs = *old
+			undo()
+			return err
+		}
+	}
+	seg.size += int64(len(buf))
+	p.batches = append(p.batches, added...)
+	return nil
+}
+
+// activeSegment returns the segment to append to, starting a new one at
+// base when there is none or the last is full.
+func (p *partition) activeSegment(segmentBytes, base int64) (*segment, bool, error) {
+	if n := len(p.segs); n > 0 && p.segs[n-1].size < segmentBytes {
+		return p.segs[n-1], false, nil
+	}
+	name := filepath.Join(p.dir, fmt.Sprintf("%020d%s", base, segmentSuffix))
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, false, fmt.Errorf("disklog: %s: new segment: %w", p.tp, err)
+	}
+	s := &segment{base: base, f: f}
+	p.segs = append(p.segs, s)
+	return s, true, nil
+}
+
+func (p *partition) dropLastSegment() {
+	s := p.segs[len(p.segs)-1]
+	p.segs = p.segs[:len(p.segs)-1]
+	_ = s.f.Close()
+	_ = os.Remove(s.f.Name())
+}
+
+func appendFrame(buf []byte, b combiner.Batch) []byte {
+	at := len(buf)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(frameHeader-4+len(b.Data)))
+	buf = binary.BigEndian.AppendUint32(buf, 0) // crc, below
+	buf = binary.BigEndian.AppendUint32(buf, uint32(b.Epoch))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(b.FirstOffset))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(b.LastOffset))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(b.MaxTimestamp))
+	buf = append(buf, b.Data...)
+	binary.BigEndian.PutUint32(buf[at+4:], crc32.Checksum(buf[at+8:], castagnoli))
+	return buf
+}
+
+// Truncate removes tp's records at and after offset, and the epochs that
+// start there or later; see walstore.LocalLog.
+func (l *Log) Truncate(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if offset < 0 {
+		return fmt.Errorf("disklog: truncate %s to %d: %w", tp, offset, walstore.ErrInvalidOffset)
+	}
+	p, err := l.part(tp)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
+	old, oldStart := p.epochs.Clone(), p.start
+	if len(p.batches) == 0 || offset <= p.batches[0].first {
+		// The checkpoint goes first: recovery drops the segments of a
+		// log it says is empty, so a crash between the two finishes this.
+		p.start = offset
+		p.epochs.TruncateFromEnd(offset)
+		if err := p.writeCheckpoint(true); err != nil {
+			p.start, p.epochs = oldStart, *old
+			return err
+		}
+		for _, s := range p.segs {
+			_ = s.f.Close()
+			if err := os.Remove(s.f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+				l.opts.Logger.Warn("disklog: removing a truncated segment", "partition", tp.String(), "err", err)
+			}
+		}
+		p.segs, p.batches = nil, nil
+		return nil
+	}
+	i := p.find(offset)
+	if i < len(p.batches) && p.batches[i].first != offset {
+		return fmt.Errorf("disklog: truncate %s to %d: batch %d-%d: %w", tp, offset, p.batches[i].first, p.batches[i].last, walstore.ErrNotBatchBoundary)
+	}
+	p.epochs.TruncateFromEnd(offset)
+	if err := p.writeCheckpoint(false); err != nil {
+		p.epochs = *old
+		return err
+	}
+	if i == len(p.batches) {
+		return nil
+	}
+	cut := p.batches[i]
+	if err := cut.seg.f.Truncate(cut.pos); err != nil {
+		// The epochs are already cut; recovery rebuilds them from the
+		// frames, which still hold the records.
+		return fmt.Errorf("disklog: truncate %s to %d: %w", tp, offset, err)
+	}
+	cut.seg.size = cut.pos
+	for len(p.segs) > 0 && p.segs[len(p.segs)-1] != cut.seg {
+		p.dropLastSegment()
+	}
+	if cut.seg.size == 0 {
+		p.dropLastSegment()
+	}
+	p.batches = p.batches[:i]
+	return nil
+}
+
+// find returns the index of the batch holding offset, or of the first
+// batch after it.
+func (p *partition) find(offset int64) int {
+	i, _ := slices.BinarySearchFunc(p.batches, offset, func(b batchPos, off int64) int {
+		switch {
+		case b.last < off:
+			return -1
+		case b.first > off:
+			return 1
+		}
+		return 0
+	})
+	return i
+}
+
+// Read returns whole batches of tp from the one holding from; see
+// walstore.LocalLog.
+func (l *Log) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := l.part(tp)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	var out []combiner.Batch
+	size := 0
+	for i := p.find(from); i < len(p.batches) && (len(out) == 0 || size+int(p.batches[i].size) <= maxBytes); i++ {
+		bp := p.batches[i]
+		frame := make([]byte, frameHeader+int(bp.size))
+		if _, err := bp.seg.f.ReadAt(frame, bp.pos); err != nil {
+			return nil, fmt.Errorf("disklog: read %s at %d from %s: %w", tp, bp.first, bp.seg.f.Name(), err)
+		}
+		b, err := parseFrame(frame)
+		if err != nil || b.FirstOffset != bp.first || b.LastOffset != bp.last || b.Epoch != bp.epoch {
+			return nil, fmt.Errorf("disklog: read %s at %d: %s position %d: %w", tp, bp.first, bp.seg.f.Name(), bp.pos, ErrCorrupt)
+		}
+		out = append(out, b)
+		size += len(b.Data)
+	}
+	return out, nil
+}
+
+// parseFrame decodes one whole frame and checks its checksum.
+func parseFrame(frame []byte) (combiner.Batch, error) {
+	if len(frame) < frameHeader || int(binary.BigEndian.Uint32(frame)) != len(frame)-4 {
+		return combiner.Batch{}, ErrCorrupt
+	}
+	if crc32.Checksum(frame[8:], castagnoli) != binary.BigEndian.Uint32(frame[4:]) {
+		return combiner.Batch{}, ErrCorrupt
+	}
+	return combiner.Batch{
+		Epoch:        int32(binary.BigEndian.Uint32(frame[8:])),
+		FirstOffset:  int64(binary.BigEndian.Uint64(frame[12:])),
+		LastOffset:   int64(binary.BigEndian.Uint64(frame[20:])),
+		MaxTimestamp: int64(binary.BigEndian.Uint64(frame[28:])),
+		Data:         frame[frameHeader:],
+	}, nil
+}
+
+// writeCheckpoint replaces the partition's checkpoint atomically. empty
+// says the log holds no records: segments found beside it are the remains
+// of a truncation that a crash interrupted.
+func (p *partition) writeCheckpoint(empty bool) error {
+	var b bytes.Buffer
+	entries := p.epochs.Entries()
+	flag := 0
+	if empty {
+		flag = 1
+	}
+	fmt.Fprintf(&b, "0\n%d\n%d\n%d\n", p.start, flag, len(entries))
+	for _, e := range entries {
+		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
+	}
+	if err := writeAtomic(p.dir, checkpointName, b.Bytes()); err != nil {
+		return fmt.Errorf("disklog: %s: checkpoint: %w", p.tp, err)
+	}
+	return nil
+}
+
+func writeAtomic(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// checkpoint is what a partition's checkpoint file holds.
+type checkpoint struct {
+	start   int64
+	empty   bool
+	entries []fencing.EpochEntry
+}
+
+// readCheckpoint reads a partition's checkpoint; a missing one is a log
+// starting at 0.
+func readCheckpoint(dir string) (checkpoint, error) {
+	f, err := os.Open(filepath.Join(dir, checkpointName))
+	if errors.Is(err, os.ErrNotExist) {
+		return checkpoint{}, nil
+	}
+	if err != nil {
+		return checkpoint{}, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		return checkpoint{}, err
+	}
+	bad := fmt.Errorf("%s: malformed checkpoint", f.Name())
+	if len(lines) < 4 || lines[0] != "0" || lines[2] != "0" && lines[2] != "1" {
+		return checkpoint{}, bad
+	}
+	var c checkpoint
+	var err1, err2 error
+	c.start, err1 = strconv.ParseInt(lines[1], 10, 64)
+	c.empty = lines[2] == "1"
+	n, err2 := strconv.Atoi(lines[3])
+	if err1 != nil || err2 != nil || c.start < 0 || n != len(lines)-4 {
+		return checkpoint{}, bad
+	}
+	for _, line := range lines[4:] {
+		var e fencing.EpochEntry
+		if _, err := fmt.Sscanf(line, "%d %d", &e.Epoch, &e.StartOffset); err != nil {
+			return checkpoint{}, bad
+		}
+		c.entries = append(c.entries, e)
+	}
+	return c, nil
+}
+
+// recover opens tp's files and rebuilds its index, truncating a torn or
+// damaged tail.
+func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
+	p := &partition{tp: tp, dir: filepath.Join(l.dir, dirName(tp))}
+	cp, err := readCheckpoint(p.dir)
+	if err != nil {
+		return nil, fmt.Errorf("disklog: %s: %w", tp, err)
+	}
+	p.start = cp.start
+	ents, err := os.ReadDir(p.dir)
+	if err != nil {
+		return nil, fmt.Errorf("disklog: %s: %w", tp, err)
+	}
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), segmentSuffix) {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names) // zero-padded base offsets sort as numbers
+	stop, damaged := false, false
+	for _, name := range names {
+		path := filepath.Join(p.dir, name)
+		if stop {
+			l.opts.Logger.Warn("disklog: recovery removes a segment after a damaged one", "partition", tp.String(), "segment", path)
+			if err := os.Remove(path); err != nil {
+				return nil, fmt.Errorf("disklog: %s: %w", tp, err)
+			}
+			continue
+		}
+		base, err := strconv.ParseInt(strings.TrimSuffix(name, segmentSuffix), 10, 64)
+		if err != nil {
+			continue
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("disklog: %s: %w", tp, err)
+		}
+		s := &segment{base: base, f: f}
+		p.segs = append(p.segs, s)
+		stop, err = p.scan(s, l.opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		damaged = damaged || stop
+		if s.size == 0 {
+			p.dropLastSegment()
+		}
+	}
+	if len(p.batches) > 0 && (cp.empty || p.batches[0].first < p.start) {
+		// A truncation to a new start whose checkpoint was written but
+		// whose segments were not yet removed: finish it.
+		for len(p.segs) > 0 {
+			p.dropLastSegment()
+		}
+		p.batches = nil
+	}
+	if len(p.batches) > 0 {
+		p.start = p.batches[0].first
+	}
+	// The frames say which epoch wrote what; the checkpoint adds only an
+	// epoch assigned at the end before any record of it, if nothing was
+	// lost: after damage, an entry at the recovered end may be the epoch
+	// of the records lost, as Kafka's recovery truncates its epoch cache
+	// to the log end.
+	for _, b := range p.batches {
+		if latest, ok := p.epochs.Latest(); !ok || b.epoch > latest.Epoch {
+			if err := p.epochs.Assign(b.epoch, b.first); err != nil {
+				return nil, fmt.Errorf("disklog: %s: %w", tp, err)
+			}
+		}
+	}
+	end := p.end()
+	for _, e := range cp.entries {
+		latest, ok := p.epochs.Latest()
+		if !damaged && e.StartOffset == end && (!ok || e.Epoch > latest.Epoch) {
+			if err := p.epochs.Assign(e.Epoch, e.StartOffset); err != nil {
+				return nil, fmt.Errorf("disklog: %s: %w", tp, err)
+			}
+		}
+	}
+	return p, nil
+}
+
+// scan indexes s's frames, truncating the file at the first one that is
+// torn, damaged or does not continue the log; it reports whether it did.
+func (p *partition) scan(s *segment, logger *slog.Logger) (bool, error) {
+	st, err := s.f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("disklog: %s: %w", p.tp, err)
+	}
+	r := bufio.NewReaderSize(io.NewSectionReader(s.f, 0, st.Size()), 1<<20)
+	var pos int64
+	hdr := make([]byte, 4)
+	why := ""
+	for {
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			if !errors.Is(err, io.EOF) {
+				why = "torn frame length"
+			}
+			break
+		}
+		n := int64(binary.BigEndian.Uint32(hdr))
+		if n < frameHeader-4 || n > maxFrameData+frameHeader || pos+4+n > st.Size() {
+			why = "torn or impossible frame length"
+			break
+		}
+		frame := make([]byte, 4+n)
+		copy(frame, hdr)
+		if _, err := io.ReadFull(r, frame[4:]); err != nil {
+			why = "short frame"
+			break
+		}
+		b, err := parseFrame(frame)
+		if err != nil {
+			why = "checksum mismatch"
+			break
+		}
+		if len(p.batches) > 0 {
+			prev := p.batches[len(p.batches)-1]
+			if b.FirstOffset != prev.last+1 || b.Epoch < prev.epoch || b.LastOffset < b.FirstOffset {
+				why = "frame does not continue the log"
+				break
+			}
+		} else if b.LastOffset < b.FirstOffset || b.Epoch < 0 {
+			why = "invalid first frame"
+			break
+		}
+		p.batches = append(p.batches, batchPos{epoch: b.Epoch, first: b.FirstOffset, last: b.LastOffset, maxTs: b.MaxTimestamp, seg: s, pos: pos, size: int32(len(b.Data))})
+		pos += 4 + n
+	}
+	s.size = pos
+	if why == "" {
+		return false, nil
+	}
+	logger.Warn("disklog: recovery truncates a damaged tail", "partition", p.tp.String(), "segment", s.f.Name(), "position", pos, "size", st.Size(), "reason", why)
+	if err := s.f.Truncate(pos); err != nil {
+		return true, fmt.Errorf("disklog: %s: truncating a damaged tail: %w", p.tp, err)
+	}
+	return true, nil
+}
