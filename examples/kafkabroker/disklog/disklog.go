@@ -183,7 +183,7 @@ func (l *Log) Partitions() []metadata.TopicPartition {
 
 // part returns tp's partition, creating its directory on first use.
 func (l *Log) part(tp metadata.TopicPartition) (*partition, error) {
-	if err := validTP(tp); err != nil {
+	if err := ValidPartition(tp); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -203,8 +203,10 @@ func (l *Log) part(tp metadata.TopicPartition) (*partition, error) {
 	return p, nil
 }
 
-// validTP refuses what Kafka refuses as a topic name: it becomes a path.
-func validTP(tp metadata.TopicPartition) error {
+// ValidPartition returns an error wrapping ErrInvalidPartition for a
+// partition the log refuses: a negative partition, or a topic name Kafka
+// would refuse (the name becomes a directory).
+func ValidPartition(tp metadata.TopicPartition) error {
 	t := tp.Topic
 	ok := t != "" && len(t) <= 249 && t != "." && t != ".." && tp.Partition >= 0
 	for i := 0; ok && i < len(t); i++ {
@@ -228,7 +230,7 @@ func parseDirName(name string) (metadata.TopicPartition, bool) {
 	}
 	n, err := strconv.ParseInt(name[i+1:], 10, 32)
 	tp := metadata.TopicPartition{Topic: name[:i], Partition: int32(n)}
-	return tp, err == nil && validTP(tp) == nil && dirName(tp) == name
+	return tp, err == nil && ValidPartition(tp) == nil && dirName(tp) == name
 }
 
 func (p *partition) end() int64 {

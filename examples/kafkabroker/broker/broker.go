@@ -1,0 +1,360 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/examples/kafkabroker/disklog"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// Config configures a Broker.
+type Config struct {
+	// ID is this broker's id, AZ its availability zone (its rack).
+	ID int32
+	AZ string
+	// Kafka and Control are the listeners for Kafka clients and for the
+	// control protocol. Required.
+	Kafka, Control net.Listener
+	// Log is the broker's own log. Required.
+	Log *disklog.Log
+	// Node configures the broker's walstore.Node: Store and Log are
+	// required; BrokerID, Local and OnProgress are set by the broker.
+	Node walstore.NodeConfig
+	// ProgressInterval is how often a follower reports progress that its
+	// leader has not yet answered with a high watermark at its log end.
+	// Default 10ms.
+	ProgressInterval time.Duration
+	// Logger receives the broker's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Broker is one Kafka-protocol broker replicating through activetier.
+type Broker struct {
+	cfg  Config
+	node *walstore.Node
+	log  *disklog.Log
+	lg   *slog.Logger
+
+	// transitions serializes the controller's decisions.
+	transitions sync.Mutex
+
+	mu      sync.Mutex
+	brokers map[int32]BrokerInfo
+	topics  map[string]int32 // partition counts
+	parts   map[metadata.TopicPartition]*partition
+	changed chan struct{} // closed and replaced whenever a partition's visible end moves
+
+	reporter *reporter
+
+	// Record bytes served to consumers, as leader and as follower.
+	servedLeader, servedFollower atomic.Int64
+}
+
+// role of this broker for a partition.
+type role int
+
+const (
+	roleNone role = iota
+	roleLeader
+	roleFollower
+)
+
+func (r role) String() string {
+	return [...]string{"none", "leader", "follower"}[r]
+}
+
+// partition is the broker's state of one partition.
+type partition struct {
+	tp metadata.TopicPartition
+
+	// appendMu serializes produce appends with each other and with role
+	// changes, so offsets are assigned in order and no append straddles
+	// a transition.
+	appendMu sync.Mutex
+
+	mu       sync.Mutex
+	role     role
+	leader   int32
+	epoch    int32
+	replicas []int32
+	hw       int64           // high watermark: every in-sync replica holds the log below it
+	credit   map[int32]int64 // leader: what each follower holds of this leader's log
+}
+
+// New validates cfg and returns a Broker. Nothing runs until Run.
+func New(cfg Config) (*Broker, error) {
+	if cfg.Kafka == nil || cfg.Control == nil || cfg.Log == nil {
+		return nil, errors.New("broker: Kafka, Control and Log are required")
+	}
+	if cfg.ID < 0 {
+		return nil, fmt.Errorf("broker: ID %d is negative", cfg.ID)
+	}
+	if cfg.ProgressInterval < 0 {
+		return nil, fmt.Errorf("broker: ProgressInterval %v is negative", cfg.ProgressInterval)
+	}
+	if cfg.ProgressInterval == 0 {
+		cfg.ProgressInterval = 10 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	b := &Broker{
+		cfg: cfg, log: cfg.Log, lg: cfg.Logger.With("broker", cfg.ID),
+		brokers: make(map[int32]BrokerInfo),
+		topics:  make(map[string]int32),
+		parts:   make(map[metadata.TopicPartition]*partition),
+		changed: make(chan struct{}),
+	}
+	b.reporter = newReporter(b)
+	nc := cfg.Node
+	nc.BrokerID, nc.Local = cfg.ID, cfg.Log
+	nc.OnProgress = func(walstore.Progress) { b.reporter.wake() }
+	if nc.Logger == nil {
+		nc.Logger = b.lg
+	}
+	node, err := walstore.NewNode(nc)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	b.node = node
+	return b, nil
+}
+
+// Node returns the broker's Node, for its stats.
+func (b *Broker) Node() *walstore.Node { return b.node }
+
+// Run serves until ctx ends, then closes the listeners and waits for
+// every goroutine it started.
+func (b *Broker) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	wg.Go(func() { errs <- b.node.Run(ctx) })
+	wg.Go(func() { errs <- b.serveKafka(ctx) })
+	wg.Go(func() { errs <- b.serveControl(ctx) })
+	wg.Go(func() { b.reporter.run(ctx) })
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errs:
+		cancel()
+	}
+	wg.Wait()
+	return first
+}
+
+// notify wakes fetches and produce waits: some partition's visible end or
+// role changed.
+func (b *Broker) notify() {
+	b.mu.Lock()
+	close(b.changed)
+	b.changed = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// changes returns the channel the next notify closes.
+func (b *Broker) changes() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
+func (b *Broker) partition(tp metadata.TopicPartition) *partition {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.parts[tp]
+}
+
+// snapshot is a consistent copy of a partition's replication state.
+type snapshot struct {
+	role     role
+	leader   int32
+	epoch    int32
+	replicas []int32
+	hw       int64
+}
+
+func (p *partition) snapshot() snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return snapshot{p.role, p.leader, p.epoch, slices.Clone(p.replicas), p.hw}
+}
+
+// errNotLeader and friends map to Kafka error codes in the handlers.
+var (
+	errNotLeader = errors.New("broker: not the partition's leader")
+	errUnknownTP = errors.New("broker: unknown topic or partition")
+	errTimedOut  = errors.New("broker: timed out waiting for followers")
+)
+
+// produce appends one partition's batches as its leader: each gets the
+// next offsets and the leadership's epoch, goes to the local log, then to
+// the Node. It returns the first batch's base offset, the last offset and
+// the epoch they were appended at: acks=1 needs nothing more, acks=all
+// waits for the high watermark to pass the last offset in that epoch.
+func (b *Broker) produce(ctx context.Context, tp metadata.TopicPartition, batches []producedBatch) (base, last int64, epoch int32, err error) {
+	p := b.partition(tp)
+	if p == nil {
+		return 0, 0, 0, errUnknownTP
+	}
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	s := p.snapshot()
+	if s.role != roleLeader {
+		return 0, 0, 0, errNotLeader
+	}
+	next, err := b.log.EndOffset(tp)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	base = next
+	for _, pb := range batches {
+		pb.stamp(next, s.epoch)
+		cb := combiner.Batch{Epoch: s.epoch, FirstOffset: next, LastOffset: next + pb.lastDelta, MaxTimestamp: pb.maxTimestamp, Data: pb.data}
+		if err := b.log.Append(ctx, tp, []combiner.Batch{cb}); err != nil {
+			return 0, 0, 0, err
+		}
+		if err := b.node.Append(ctx, tp, cb); err != nil {
+			// Nothing acknowledged it and the Node does not have it:
+			// take it out of the log, or every later append would
+			// fail the Node's contiguity check.
+			if terr := b.log.Truncate(context.WithoutCancel(ctx), tp, cb.FirstOffset); terr != nil {
+				b.lg.Error("undoing an append the Node refused", "partition", tp.String(), "err", terr)
+			}
+			if errors.Is(err, walstore.ErrNotLeader) {
+				return 0, 0, 0, errNotLeader
+			}
+			return 0, 0, 0, err
+		}
+		next = cb.LastOffset + 1
+	}
+	b.advanceHW(p)
+	return base, next - 1, s.epoch, nil
+}
+
+// waitHW waits until tp's high watermark passes last, as acks=all does.
+func (b *Broker) waitHW(ctx context.Context, tp metadata.TopicPartition, epoch int32, last int64) error {
+	p := b.partition(tp)
+	for {
+		ch := b.changes()
+		s := p.snapshot()
+		if s.role != roleLeader || s.epoch != epoch {
+			return errNotLeader
+		}
+		if s.hw > last {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return errTimedOut
+		}
+	}
+}
+
+// advanceHW recomputes a leader's high watermark: the lowest log end of
+// the in-sync replicas, each follower's credited only for what it holds of
+// this leader's log (Kafka's rule: its log end, but no further than where
+// its last epoch ends here).
+func (b *Broker) advanceHW(p *partition) {
+	end, err := b.log.EndOffset(p.tp)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	if p.role != roleLeader {
+		p.mu.Unlock()
+		return
+	}
+	hw := end
+	for _, r := range p.replicas {
+		if r == b.cfg.ID {
+			continue
+		}
+		hw = min(hw, p.credit[r]) // zero until the follower reports
+	}
+	moved := hw > p.hw
+	if moved {
+		p.hw = hw
+	}
+	p.mu.Unlock()
+	if moved {
+		b.notify()
+	}
+}
+
+// recordProgress takes a follower's report, made while it followed the
+// leader of epoch, as the leader's fetch handling does, and returns the
+// high watermark to answer it with.
+func (b *Broker) recordProgress(epoch int32, pr walstore.Progress) (int64, error) {
+	p := b.partition(pr.Partition)
+	if p == nil {
+		return 0, errUnknownTP
+	}
+	s := p.snapshot()
+	if s.role != roleLeader {
+		return 0, errNotLeader
+	}
+	if epoch != s.epoch {
+		return 0, fmt.Errorf("%w: %d, the leader's is %d", errStaleEpoch, epoch, s.epoch)
+	}
+	b.node.RecordProgress(pr)
+	entries, err := b.log.Epochs(pr.Partition)
+	if err != nil {
+		return 0, err
+	}
+	end, err := b.log.EndOffset(pr.Partition)
+	if err != nil {
+		return 0, err
+	}
+	credit := int64(-1)
+	if lin, err := fencing.NewLineage(entries...); err == nil {
+		if _, epochEnd := lin.EndOffsetFor(pr.LastEpoch, end); epochEnd >= 0 {
+			credit = min(pr.EndOffset, epochEnd)
+		}
+	}
+	if pr.EndOffset == 0 && len(entries) == 0 {
+		credit = 0
+	}
+	p.mu.Lock()
+	if credit > p.credit[pr.Follower] {
+		p.credit[pr.Follower] = credit
+	}
+	p.mu.Unlock()
+	b.advanceHW(p)
+	return p.snapshot().hw, nil
+}
+
+// followerHW takes the high watermark a leader answered with.
+func (b *Broker) followerHW(tp metadata.TopicPartition, leader, epoch int32, hw int64) {
+	p := b.partition(tp)
+	if p == nil {
+		return
+	}
+	end, err := b.log.EndOffset(tp)
+	if err != nil {
+		return
+	}
+	hw = min(hw, end)
+	p.mu.Lock()
+	moved := p.role == roleFollower && p.leader == leader && p.epoch == epoch && hw > p.hw
+	if moved {
+		p.hw = hw
+	}
+	p.mu.Unlock()
+	if moved {
+		b.notify()
+	}
+}

@@ -1,0 +1,324 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// ProgressReport is one follower's progress on one partition: what
+// Kafka's fetch request carries (the fetch offset and last fetched epoch).
+type ProgressReport struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Follower  int32  `json:"follower"`
+	Epoch     int32  `json:"epoch"` // the leader epoch the follower follows
+	EndOffset int64  `json:"end"`
+	LastEpoch int32  `json:"lastEpoch"`
+}
+
+// ProgressAnswer is the leader's answer for one partition: its high
+// watermark, as Kafka's fetch response carries it, or why it has none.
+type ProgressAnswer struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	HW        int64  `json:"hw"`
+	Error     string `json:"error,omitempty"`
+}
+
+// PartitionStatus is one partition as a broker sees it (GET /v1/status).
+type PartitionStatus struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Role      string  `json:"role"`
+	Leader    int32   `json:"leader"`
+	Epoch     int32   `json:"epoch"`
+	Replicas  []int32 `json:"replicas"`
+	HW        int64   `json:"hw"`
+	End       int64   `json:"end"`
+}
+
+// Status is a broker's answer to GET /v1/status.
+type Status struct {
+	ID         int32             `json:"id"`
+	AZ         string            `json:"az"`
+	Partitions []PartitionStatus `json:"partitions"`
+	Applied    uint64            `json:"applied"`   // entries its follower side applied
+	Objects    uint64            `json:"objects"`   // objects its leader side stored
+	Degraded   bool              `json:"degraded"`  // the leader side's health
+	LagP50Ms   float64           `json:"lagP50Ms"`  // follower apply lag, from the batch's newest timestamp
+	LagP99Ms   float64           `json:"lagP99Ms"`  //
+	UploadP50  float64           `json:"uploadP50"` // leader upload latency, ms
+	UploadP99  float64           `json:"uploadP99"` //
+	// Record bytes served to consumers as a partition's leader and as a
+	// follower (a preferred read replica).
+	ServedLeader   int64 `json:"servedLeader"`
+	ServedFollower int64 `json:"servedFollower"`
+}
+
+const maxControlBody = 16 << 20
+
+func (b *Broker) serveControl(ctx context.Context) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/cluster", func(w http.ResponseWriter, r *http.Request) {
+		var c Cluster
+		if err := decode(r, &c); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := b.applyCluster(r.Context(), c); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /v1/progress", func(w http.ResponseWriter, r *http.Request) {
+		var reports []ProgressReport
+		if err := decode(r, &reports); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		answers := make([]ProgressAnswer, 0, len(reports))
+		for _, rep := range reports {
+			tp := metadata.TopicPartition{Topic: rep.Topic, Partition: rep.Partition}
+			a := ProgressAnswer{Topic: rep.Topic, Partition: rep.Partition}
+			hw, err := b.recordProgress(rep.Epoch, walstore.Progress{Partition: tp, Leader: b.cfg.ID, Follower: rep.Follower, EndOffset: rep.EndOffset, LastEpoch: rep.LastEpoch})
+			if err != nil {
+				a.Error = err.Error()
+			}
+			a.HW = hw
+			answers = append(answers, a)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(answers)
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(b.Status())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: nil}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(b.cfg.Control) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-errc
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("broker: control listener: %w", err)
+	}
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxControlBody))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// Status returns the broker's view of its partitions and its Node's
+// counters.
+func (b *Broker) Status() Status {
+	b.mu.Lock()
+	parts := make([]*partition, 0, len(b.parts))
+	for _, p := range b.parts {
+		parts = append(parts, p)
+	}
+	b.mu.Unlock()
+	st := b.node.Stats()
+	out := Status{
+		ID: b.cfg.ID, AZ: b.cfg.AZ,
+		Applied: st.Follower.Applied, Objects: st.Leader.Objects, Degraded: st.Leader.Health.Degraded,
+		LagP50Ms:  ms(st.Follower.ApplyLag.Quantile(0.5)),
+		LagP99Ms:  ms(st.Follower.ApplyLag.Quantile(0.99)),
+		UploadP50: ms(st.Leader.UploadLatency.Quantile(0.5)),
+		UploadP99: ms(st.Leader.UploadLatency.Quantile(0.99)),
+
+		ServedLeader: b.servedLeader.Load(), ServedFollower: b.servedFollower.Load(),
+	}
+	for _, p := range parts {
+		s := p.snapshot()
+		end, _ := b.log.EndOffset(p.tp)
+		out.Partitions = append(out.Partitions, PartitionStatus{
+			Topic: p.tp.Topic, Partition: p.tp.Partition, Role: s.role.String(),
+			Leader: s.leader, Epoch: s.epoch, Replicas: s.replicas, HW: s.hw, End: end,
+		})
+	}
+	slices.SortFunc(out.Partitions, func(a, b PartitionStatus) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// reporter sends this broker's follower progress to each partition's
+// leader and takes the high watermark it answers with. It reports a
+// partition after each append (the Node's OnProgress wakes it), after a
+// role change, and every ProgressInterval while the leader's answer is
+// below the log end, since another follower's report may since have
+// moved the high watermark.
+type reporter struct {
+	b      *Broker
+	client *http.Client
+	wakeCh chan struct{}
+
+	mu   sync.Mutex
+	sent map[metadata.TopicPartition]sentReport
+}
+
+// sentReport is the last report the leader answered for a partition.
+type sentReport struct {
+	leader, epoch int32
+	end           int64
+	hw            int64
+}
+
+func newReporter(b *Broker) *reporter {
+	return &reporter{
+		b:      b,
+		client: &http.Client{Timeout: 5 * time.Second},
+		wakeCh: make(chan struct{}, 1),
+		sent:   make(map[metadata.TopicPartition]sentReport),
+	}
+}
+
+// wake asks for a round of reports; it never blocks.
+func (r *reporter) wake() {
+	select {
+	case r.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (r *reporter) run(ctx context.Context) {
+	t := time.NewTicker(r.b.cfg.ProgressInterval)
+	defer t.Stop()
+	defer r.client.CloseIdleConnections()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wakeCh:
+		case <-t.C:
+		}
+		r.round(ctx)
+	}
+}
+
+// round sends every report that is due, one request per leader.
+func (r *reporter) round(ctx context.Context) {
+	b := r.b
+	b.mu.Lock()
+	parts := make([]*partition, 0, len(b.parts))
+	for _, p := range b.parts {
+		parts = append(parts, p)
+	}
+	brokers := make(map[int32]BrokerInfo, len(b.brokers))
+	for id, bi := range b.brokers {
+		brokers[id] = bi
+	}
+	b.mu.Unlock()
+
+	due := make(map[int32][]ProgressReport)
+	for _, p := range parts {
+		s := p.snapshot()
+		if s.role != roleFollower {
+			continue
+		}
+		end, err := b.log.EndOffset(p.tp)
+		if err != nil {
+			continue
+		}
+		last := sentReport{leader: s.leader, epoch: s.epoch, end: end}
+		r.mu.Lock()
+		prev, ok := r.sent[p.tp]
+		r.mu.Unlock()
+		if ok && prev.leader == last.leader && prev.epoch == last.epoch && prev.end == end && prev.hw >= end {
+			continue
+		}
+		// The epoch of the last record, not of an entry assigned after
+		// it (a broker that led the partition before).
+		lastEpoch := int32(-1)
+		if entries, err := b.log.Epochs(p.tp); err == nil {
+			for _, e := range entries {
+				if e.StartOffset < end {
+					lastEpoch = e.Epoch
+				}
+			}
+		}
+		due[s.leader] = append(due[s.leader], ProgressReport{
+			Topic: p.tp.Topic, Partition: p.tp.Partition, Follower: b.cfg.ID,
+			Epoch: s.epoch, EndOffset: end, LastEpoch: lastEpoch,
+		})
+	}
+	for leader, reports := range due {
+		bi, ok := brokers[leader]
+		if !ok {
+			continue
+		}
+		answers, err := r.send(ctx, bi.Control, reports)
+		if err != nil {
+			if ctx.Err() == nil {
+				b.lg.Debug("reporting progress", "leader", leader, "err", err)
+			}
+			continue
+		}
+		for i, a := range answers {
+			if i >= len(reports) || a.Topic != reports[i].Topic || a.Partition != reports[i].Partition || a.Error != "" {
+				continue
+			}
+			rep := reports[i]
+			tp := metadata.TopicPartition{Topic: rep.Topic, Partition: rep.Partition}
+			r.mu.Lock()
+			r.sent[tp] = sentReport{leader: leader, epoch: rep.Epoch, end: rep.EndOffset, hw: a.HW}
+			r.mu.Unlock()
+			b.followerHW(tp, leader, rep.Epoch, a.HW)
+		}
+	}
+}
+
+func (r *reporter) send(ctx context.Context, addr string, reports []ProgressReport) ([]ProgressAnswer, error) {
+	body, err := json.Marshal(reports)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/progress", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return nil, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	var answers []ProgressAnswer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxControlBody)).Decode(&answers); err != nil {
+		return nil, err
+	}
+	return answers, nil
+}
+
+var errStaleEpoch = errors.New("broker: progress for another leader epoch")
