@@ -235,6 +235,8 @@ func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 		for _, fp := range t.Partitions {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = fp.Partition
+			// Empty, not null: librdkafka refuses a null record set.
+			rp.RecordBatches = []byte{}
 			tp := metadata.TopicPartition{Topic: t.Topic, Partition: fp.Partition}
 			n := b.fetchPartition(ctx, req, tp, fp, &rp, brokers, budget-size, size == 0)
 			size += n

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/examples/kafkabroker/broker"
+	"github.com/activetier/activetier/examples/kafkabroker/disklog"
+	"github.com/activetier/activetier/metadata"
+)
+
+// The programs the process tests run, built once per test binary.
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func binaries(t *testing.T) (kafkabroker, kfakecluster string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "kafkabroker-bin")
+		if buildErr != nil {
+			return
+		}
+		for _, pkg := range []string{".", "./kfakecluster"} {
+			out, err := exec.Command("go", "build", "-o", binDir, pkg).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+				return
+			}
+		}
+	})
+	require.NoError(t, buildErr)
+	return filepath.Join(binDir, "kafkabroker"), filepath.Join(binDir, "kfakecluster")
+}
+
+// s3Endpoint returns the S3 server scripts/test.sh started.
+func s3Endpoint(t *testing.T) string {
+	t.Helper()
+	ep := os.Getenv("ACTIVETIER_S3_ENDPOINT")
+	if ep == "" {
+		if os.Getenv("ACTIVETIER_REQUIRE_SERVERS") != "" {
+			t.Fatal("ACTIVETIER_S3_ENDPOINT is not set although ACTIVETIER_REQUIRE_SERVERS is")
+		}
+		t.Skip("needs an S3 server: run `bash scripts/test.sh`, which starts versitygw on 127.0.0.1")
+	}
+	return ep
+}
+
+// proc is a child process. Its standard input is its lifeline: it exits
+// when the pipe closes, so it never outlives this test binary, and the
+// test stops it (and kills it if it does not stop) in a cleanup, whatever
+// happened.
+type proc struct {
+	name  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	line  []byte // its first line of stdout
+	done  chan struct{}
+	log   string // its stderr, a file
+}
+
+func start(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logf, err := os.Create(logPath)
+	require.NoError(t, err)
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = logf
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &proc{name: name, cmd: cmd, stdin: stdin, done: make(chan struct{}), log: logPath}
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop(5 * time.Second)
+		if t.Failed() {
+			if b, err := os.ReadFile(logPath); err == nil {
+				t.Logf("%s's log (last 3000 bytes):\n%s", name, tail(b, 3000))
+			}
+		}
+	})
+	lines := make(chan []byte, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- bytes.Clone(sc.Bytes())
+		}
+		close(lines)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l, ok := <-lines:
+		require.True(t, ok, "%s exited before it served", name)
+		p.line = l
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not start in time", name)
+	}
+	return p
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// stop asks the process to stop (SIGTERM) and kills it if it has not
+// within grace.
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	p.stdin.Close()
+}
+
+// kill ends the process at once, as a crash would.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	p.stdin.Close()
+}
+
+// procCluster is a kfake process and three broker processes, in az0, az1
+// and az2, each with its own bucket on the S3 server.
+type procCluster struct {
+	t       *testing.T
+	kfake   *proc
+	brokers []*proc
+	dirs    []string
+	view    broker.Cluster
+	// failedOver gets failover's outcome.
+	failedOver chan error
+}
+
+// startProcCluster starts the processes and assigns each topic's
+// partitions round-robin, partition p led by broker p % 3 at epoch 1 with
+// all three in sync.
+func startProcCluster(t *testing.T, topics map[string]int) *procCluster {
+	t.Helper()
+	endpoint := s3Endpoint(t)
+	kb, kfc := binaries(t)
+	c := &procCluster{t: t, failedOver: make(chan error, 1)}
+	c.kfake = start(t, "kfake", kfc, "-partitions", "3")
+	var kf struct{ Kafka string }
+	require.NoError(t, json.Unmarshal(c.kfake.line, &kf))
+
+	run := rand.Uint32()
+	var buckets []string
+	for az := range 3 {
+		buckets = append(buckets, fmt.Sprintf("az%d=kb%08x-az%d", az, run, az))
+	}
+	for id := range 3 {
+		dir := t.TempDir()
+		c.dirs = append(c.dirs, dir)
+		p := start(t, fmt.Sprintf("broker%d", id), kb, "-id", fmt.Sprint(id), "-az", fmt.Sprintf("az%d", id),
+			"-data", dir, "-buckets", strings.Join(buckets, ","), "-s3-endpoint", endpoint, "-create-bucket",
+			"-metadata-brokers", kf.Kafka, "-interval", "20ms", "-stdin-lifeline")
+		var bi broker.BrokerInfo
+		require.NoError(t, json.Unmarshal(p.line, &bi))
+		c.brokers = append(c.brokers, p)
+		c.view.Brokers = append(c.view.Brokers, bi)
+	}
+	names := make([]string, 0, len(topics))
+	for name := range topics {
+		names = append(names, name)
+	}
+	for _, name := range names {
+		top := broker.Topic{Name: name}
+		for p := range int32(topics[name]) {
+			top.Partitions = append(top.Partitions, broker.Placement{Partition: p, Leader: p % 3, Epoch: 1, Replicas: []int32{0, 1, 2}})
+		}
+		c.view.Topics = append(c.view.Topics, top)
+	}
+	for id := range c.brokers {
+		require.NoError(t, c.post(id))
+	}
+	return c
+}
+
+// post sends the cluster view to broker id, as a controller does. It
+// may run on any goroutine.
+func (c *procCluster) post(id int) error {
+	body, err := json.Marshal(c.view)
+	if err != nil {
+		return err
+	}
+	var addr string
+	for _, b := range c.view.Brokers {
+		if int(b.ID) == id {
+			addr = b.Control
+		}
+	}
+	resp, err := http.Post("http://"+addr+"/v1/cluster", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("broker %d refused the cluster view: %s: %s", id, resp.Status, msg)
+	}
+	return nil
+}
+
+func (c *procCluster) status(id int) broker.Status {
+	c.t.Helper()
+	var addr string
+	for _, b := range c.view.Brokers {
+		if int(b.ID) == id {
+			addr = b.Control
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/v1/status")
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	var st broker.Status
+	require.NoError(c.t, json.NewDecoder(resp.Body).Decode(&st))
+	return st
+}
+
+// seeds returns the Kafka addresses of the brokers in the view.
+func (c *procCluster) seeds() []string {
+	var s []string
+	for _, b := range c.view.Brokers {
+		s = append(s, b.Kafka)
+	}
+	return s
+}
+
+// stopAll stops every broker cleanly, so their logs can be read.
+func (c *procCluster) stopAll() {
+	for _, p := range c.brokers {
+		p.stop(10 * time.Second)
+	}
+}
+
+// readLog returns every batch of tp in broker id's log directory; the
+// broker must be stopped.
+func (c *procCluster) readLog(id int, tp metadata.TopicPartition) []combiner.Batch {
+	c.t.Helper()
+	l, err := disklog.Open(c.dirs[id], disklog.Options{})
+	require.NoError(c.t, err)
+	defer l.Close()
+	var all []combiner.Batch
+	for off := int64(0); ; {
+		bs, err := l.Read(context.Background(), tp, off, 4<<20)
+		require.NoError(c.t, err)
+		if len(bs) == 0 {
+			return all
+		}
+		all = append(all, bs...)
+		off = bs[len(bs)-1].LastOffset + 1
+	}
+}
