@@ -115,6 +115,16 @@ launch_fake_gcs_server() {
 
 [[ $# -eq 0 ]] && go vet ./...
 
+# kcat (librdkafka's command-line client, Debian package kcat) for the
+# example broker's tests in examples/kafkabroker; as root, or with sudo.
+if ! command -v kcat >/dev/null 2>&1; then
+	log "installing kcat (Debian package)"
+	as_root=()
+	[[ $(id -u) -ne 0 ]] && as_root=(sudo)
+	"${as_root[@]}" apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq kcat >&2
+fi
+
 logs=()
 if [[ -z "${ACTIVETIER_S3_ENDPOINT:-}" ]]; then
 	install "$vgw_bin" "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
