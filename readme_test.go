@@ -34,3 +34,49 @@ func TestReadmeSnippet(t *testing.T) {
 	}
 	require.Equal(t, strings.Join(lines, "\n"), block, "README.md's snippet differs from Example_broker in example_test.go")
 }
+
+// TestReadmeBrokerSnippets keeps the Go blocks of the README's "Embedding
+// activetier in a broker" section true to the example broker they walk
+// through: each must appear, line for line (indentation aside), in one of
+// the example's source files, which the compiler checks.
+func TestReadmeBrokerSnippets(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "## Embedding activetier in a broker\n")
+	require.True(t, ok, "README has no \"Embedding activetier in a broker\" section")
+	section, _, _ = strings.Cut(section, "\n## ")
+
+	var sources []string
+	for _, f := range []string{"main.go", "broker/broker.go", "broker/cluster.go", "broker/control.go", "broker/handlers.go"} {
+		src, err := os.ReadFile("examples/kafkabroker/" + f)
+		require.NoError(t, err)
+		sources = append(sources, trimLines(string(src)))
+	}
+	blocks := 0
+	for {
+		var block string
+		_, section, ok = strings.Cut(section, "```go\n")
+		if !ok {
+			break
+		}
+		block, section, ok = strings.Cut(section, "```")
+		require.True(t, ok, "a Go block does not end")
+		blocks++
+		want := trimLines(block)
+		found := false
+		for _, src := range sources {
+			found = found || strings.Contains(src, want)
+		}
+		require.True(t, found, "README block not found in examples/kafkabroker:\n%s", block)
+	}
+	require.Positive(t, blocks, "the section has no Go block")
+}
+
+// trimLines trims every line's surrounding white space.
+func trimLines(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+	}
+	return "\n" + strings.Join(lines, "\n") + "\n"
+}

@@ -262,4 +262,8 @@ func measureLatency(t *testing.T, c *procCluster, topic string, partitions int) 
 		rate, size, float64(rate*size)/1e6, q(0.5), q(0.99), lat[len(lat)-1].Round(100*time.Microsecond), len(lat))
 	st := c.status(1)
 	t.Logf("broker 1's follower side: apply lag p50 %.1f ms, p99 %.1f ms (from the batch's newest timestamp to its append)", st.LagP50Ms, st.LagP99Ms)
+	for id := range 3 {
+		st := c.status(id)
+		t.Logf("broker %d's leader side: upload p50 %.1f ms, p99 %.1f ms; append to publication p50 %.1f ms, p99 %.1f ms", id, st.UploadP50, st.UploadP99, st.PublishP50, st.PublishP99)
+	}
 }

@@ -53,13 +53,15 @@ type Status struct {
 	ID         int32             `json:"id"`
 	AZ         string            `json:"az"`
 	Partitions []PartitionStatus `json:"partitions"`
-	Applied    uint64            `json:"applied"`   // entries its follower side applied
-	Objects    uint64            `json:"objects"`   // objects its leader side stored
-	Degraded   bool              `json:"degraded"`  // the leader side's health
-	LagP50Ms   float64           `json:"lagP50Ms"`  // follower apply lag, from the batch's newest timestamp
-	LagP99Ms   float64           `json:"lagP99Ms"`  //
-	UploadP50  float64           `json:"uploadP50"` // leader upload latency, ms
-	UploadP99  float64           `json:"uploadP99"` //
+	Applied    uint64            `json:"applied"`    // entries its follower side applied
+	Objects    uint64            `json:"objects"`    // objects its leader side stored
+	Degraded   bool              `json:"degraded"`   // the leader side's health
+	LagP50Ms   float64           `json:"lagP50Ms"`   // follower apply lag, from the batch's newest timestamp
+	LagP99Ms   float64           `json:"lagP99Ms"`   //
+	UploadP50  float64           `json:"uploadP50"`  // leader upload latency, ms
+	UploadP99  float64           `json:"uploadP99"`  //
+	PublishP50 float64           `json:"publishP50"` // leader: from a batch's append to its entry's publication, ms
+	PublishP99 float64           `json:"publishP99"` //
 	// Record bytes served to consumers as a partition's leader and as a
 	// follower (a preferred read replica).
 	ServedLeader   int64 `json:"servedLeader"`
@@ -140,10 +142,12 @@ func (b *Broker) Status() Status {
 	out := Status{
 		ID: b.cfg.ID, AZ: b.cfg.AZ,
 		Applied: st.Follower.Applied, Objects: st.Leader.Objects, Degraded: st.Leader.Health.Degraded,
-		LagP50Ms:  ms(st.Follower.ApplyLag.Quantile(0.5)),
-		LagP99Ms:  ms(st.Follower.ApplyLag.Quantile(0.99)),
-		UploadP50: ms(st.Leader.UploadLatency.Quantile(0.5)),
-		UploadP99: ms(st.Leader.UploadLatency.Quantile(0.99)),
+		LagP50Ms:   ms(st.Follower.ApplyLag.Quantile(0.5)),
+		LagP99Ms:   ms(st.Follower.ApplyLag.Quantile(0.99)),
+		UploadP50:  ms(st.Leader.UploadLatency.Quantile(0.5)),
+		UploadP99:  ms(st.Leader.UploadLatency.Quantile(0.99)),
+		PublishP50: ms(st.Leader.PublishLatency.Quantile(0.5)),
+		PublishP99: ms(st.Leader.PublishLatency.Quantile(0.99)),
 
 		ServedLeader: b.servedLeader.Load(), ServedFollower: b.servedFollower.Load(),
 	}
