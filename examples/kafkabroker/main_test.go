@@ -109,6 +109,7 @@ func consumeAll(t *testing.T, seeds []string, rack, topic string, want map[int32
 // and byte for byte; kcat round-trips a file through them; and the three
 // brokers' logs are equal.
 func TestThreeBrokers(t *testing.T) {
+	t.Parallel() // its own processes, buckets and metadata cluster
 	const topic, partitions, n = "orders", 12, 100_000
 	c := startProcCluster(t, map[string]int{topic: partitions, "kcat": 1, "latency": partitions})
 
