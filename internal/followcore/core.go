@@ -57,8 +57,16 @@ type Core struct {
 	ops    map[uint64]*part // local-log requests outstanding
 	rounds []*round         // fetch rounds outstanding, oldest first
 
+	// dirty are the partitions the next step visits: those an event
+	// touched, whose timer fell due, or that waited for a fetch slot. A
+	// step costs in proportion to them, not to every partition followed.
+	dirty    []*part
+	timers   timerHeap
+	timerSeq uint64
+	starved  []*part // entries left unfetched for want of a slot
+
 	bucketBackoff map[string]time.Time
-	retryAt       time.Time // earliest time something passed over may proceed
+	retryAt       time.Time // the earliest hedge of a round outstanding
 	evicted       bool      // held entries were forgotten: re-read when idle
 	lastRewind    time.Time
 
@@ -96,6 +104,12 @@ type part struct {
 	role  role
 	state partState
 
+	dirty   bool      // in Core.dirty
+	starved bool      // in Core.starved
+	gone    bool      // unfollowed: events and timers that name it are stale
+	timerAt time.Time // the earliest timer pending for it, if any
+	counted int       // its held entries as Core.Held counts them
+
 	op        uint64 // the outstanding local-log request, 0 if none
 	opKind    opKind
 	opTo      int64         // a truncation's target
@@ -103,6 +117,9 @@ type part struct {
 	loaded    LocalState    // a load's answer, while its empty epoch is trimmed
 	restUntil time.Time
 	missed    bool // metadata for it was passed over while it loaded or rested
+	// stash keeps what metadata brings while the partition loads, to
+	// handle once it has: a message handled is handled whole.
+	stash []stashed
 
 	leo      int64
 	local    fencing.Lineage       // epochs of the local log
@@ -117,6 +134,12 @@ type part struct {
 	known   int32
 	waiting [][]metadata.EpochStart
 	gapLog  time.Time
+}
+
+// stashed is one marker publication or one entry.
+type stashed struct {
+	pub   []metadata.EpochStart
+	entry metadata.Entry
 }
 
 // pendingKey identifies an entry by where its bytes are, so the same
@@ -144,6 +167,25 @@ type round struct {
 	id     uint64
 	bucket string
 	start  time.Time
+	parts  []*part // whose entries it fetches
+}
+
+// touch makes the next step visit p.
+func (c *Core) touch(p *part) {
+	if !p.dirty && !p.gone {
+		p.dirty = true
+		c.dirty = append(c.dirty, p)
+	}
+}
+
+// timer makes the step at or after t visit p.
+func (c *Core) timer(p *part, t time.Time) {
+	if !p.timerAt.IsZero() && !p.timerAt.After(t) && p.timerAt.After(c.now) {
+		return // an earlier one is pending
+	}
+	p.timerAt = t
+	c.timerSeq++
+	c.timers.push(timer{at: t, seq: c.timerSeq, p: p})
 }
 
 // New returns a Core following nothing.
@@ -197,6 +239,7 @@ func (c *Core) Follow(now time.Time, tp metadata.TopicPartition, epoch, leader i
 			return fmt.Errorf("epoch %d is below the epoch %d the engine has", epoch, p.role.epoch)
 		}
 		p.role = role{epoch: epoch, leader: leader}
+		c.touch(p)
 		return nil
 	}
 	p := &part{tp: tp, role: role{epoch: epoch, leader: leader}}
@@ -219,6 +262,8 @@ func (c *Core) Unfollow(now time.Time, tp metadata.TopicPartition) {
 	delete(c.ops, p.op)
 	i := slices.Index(c.list, p)
 	c.list = slices.Delete(c.list, i, i+1)
+	p.gone = true
+	c.Held -= p.counted
 }
 
 // Tick tells the core the time.
@@ -240,6 +285,7 @@ func (c *Core) answer(id uint64) *part {
 	}
 	delete(c.ops, id)
 	p.op = 0
+	c.touch(p)
 	return p
 }
 
@@ -303,8 +349,18 @@ func (c *Core) ready(p *part, st LocalState) {
 		c.localFailed(p, fmt.Errorf("%w: epochs %v: %w", ErrContractViolation, st.Epochs, err))
 		return
 	}
+	stash := p.stash
+	p.stash = nil
+	for _, st := range stash {
+		if st.pub != nil {
+			c.mergeMarkers(p, st.pub)
+		} else {
+			c.hold(p, st.entry)
+		}
+	}
 	if p.missed {
-		// Metadata for it went by while it loaded or rested.
+		// Metadata for it went by while it rested or while its stash was
+		// full.
 		p.missed = false
 		c.out.Rewind = true
 	}
@@ -316,10 +372,10 @@ func (c *Core) localFailed(p *part, err error) {
 	c.log.Error("activetier: the local log failed; the partition rests and starts again", "partition", p.tp.String(), "err", err)
 	delete(c.ops, p.op)
 	p.state, p.op, p.appending = resting, 0, nil
-	p.held, p.pending, p.waiting = nil, nil, nil
+	p.held, p.pending, p.waiting, p.stash = nil, nil, nil, nil
 	p.restUntil = c.now.Add(c.cfg.BackoffMax)
 	p.missed = true
-	c.wakeAt(p.restUntil)
+	c.timer(p, p.restUntil)
 	c.LocalErrors++
 }
 
@@ -392,19 +448,24 @@ func (c *Core) message(m *metadata.Message) {
 	// The markers one message carries for a partition are one leader's
 	// lineage, merged as one publication.
 	var pubs [][]metadata.EpochStart
+	var index map[metadata.TopicPartition]int
 	for _, mk := range m.Markers {
 		if c.parts[mk.Partition] == nil {
 			continue
 		}
-		i := slices.IndexFunc(pubs, func(pub []metadata.EpochStart) bool { return pub[0].Partition == mk.Partition })
-		if i < 0 {
+		if index == nil {
+			index = make(map[metadata.TopicPartition]int)
+		}
+		i, ok := index[mk.Partition]
+		if !ok {
+			i = len(pubs)
+			index[mk.Partition] = i
 			pubs = append(pubs, nil)
-			i = len(pubs) - 1
 		}
 		pubs[i] = append(pubs[i], mk)
 	}
 	for _, pub := range pubs {
-		if p := c.usable(pub[0].Partition); p != nil {
+		if p := c.usable(pub[0].Partition, stashed{pub: pub}); p != nil {
 			c.mergeMarkers(p, pub)
 		}
 	}
@@ -413,14 +474,18 @@ func (c *Core) message(m *metadata.Message) {
 	}
 }
 
-// usable returns tp's state if it is followed and loaded, noting that
-// metadata went by a partition that is loading or resting.
-func (c *Core) usable(tp metadata.TopicPartition) *part {
+// usable returns tp's state if it is followed and loaded. What comes for
+// a partition that is loading is stashed until it has; what comes for one
+// that rests is passed over, and read again once it starts again.
+func (c *Core) usable(tp metadata.TopicPartition, st stashed) *part {
 	p := c.parts[tp]
-	if p == nil {
+	switch {
+	case p == nil:
 		return nil
-	}
-	if p.state != ready {
+	case p.state == loading && len(p.stash) < c.cfg.MaxHeld:
+		p.stash = append(p.stash, st)
+		return nil
+	case p.state != ready:
 		p.missed = true
 		return nil
 	}
@@ -438,9 +503,14 @@ func (c *Core) entry(e metadata.Entry) {
 		c.Forged++
 		return
 	}
-	if c.usable(e.Partition) == nil {
+	if c.usable(e.Partition, stashed{entry: e}) == nil {
 		return
 	}
+	c.hold(p, e)
+}
+
+// hold keeps e, an entry for p, unless p holds it already.
+func (c *Core) hold(p *part, e metadata.Entry) {
 	k := pendingKey{object: e.Object, position: e.Position}
 	if _, dup := p.pending[k]; dup {
 		return
@@ -451,6 +521,7 @@ func (c *Core) entry(e metadata.Entry) {
 	p.held = slices.Insert(p.held, i, pe)
 	p.maxSeen = max(p.maxSeen, e.LastOffset)
 	c.Entries++
+	c.touch(p)
 }
 
 // forget drops a held entry.
@@ -490,6 +561,7 @@ func (c *Core) mergeMarkers(p *part, pub []metadata.EpochStart) {
 		return
 	}
 	p.checkDiv = true
+	c.touch(p)
 }
 
 // learnEpoch acts on a later epoch the broker has learned for p: the
@@ -559,6 +631,12 @@ func (c *Core) Fetched(now time.Time, id uint64, results []Result) {
 		return
 	}
 	c.rounds = slices.Delete(c.rounds, i, i+1)
+	// A slot is free: entries left for want of one may be fetched.
+	for _, p := range c.starved {
+		p.starved = false
+		c.touch(p)
+	}
+	c.starved = c.starved[:0]
 	for _, r := range results {
 		p := c.parts[r.Entry.Partition]
 		if p == nil || p.state != ready {
@@ -569,6 +647,7 @@ func (c *Core) Fetched(now time.Time, id uint64, results []Result) {
 			continue
 		}
 		pe.fetching = false
+		c.touch(p)
 		c.fetched(p, pe, r)
 	}
 }
@@ -664,8 +743,10 @@ func (c *Core) reportGap(p *part) {
 		p.gapLog = time.Time{}
 	case p.gapLog.IsZero():
 		p.gapLog = c.now // a gap that lasts a moment is reordering, not news
+		c.timer(p, c.now.Add(gapReport))
 	case c.now.Sub(p.gapLog) >= gapReport:
 		p.gapLog = c.now
+		c.timer(p, c.now.Add(gapReport))
 		c.log.Warn("activetier: no entry continues the log; waiting", "partition", p.tp.String(), "end", p.leo, "next", next, "held", len(p.held))
 	}
 }

@@ -73,6 +73,14 @@ func TestInteractions(t *testing.T) {
 			{6, fetched(4, ok(a0next)), "append 5 t-0 10-19@1\n"},
 		},
 	}, {
+		name: "metadata that comes while the partition loads is handled once it has",
+		events: []event{
+			{0, follow(0, 2, 2), "load 1 t-0\nrewind\n"},
+			{1, records(msg(nil, mark(0, 1, 0), mark(0, 2, 5))), ""},
+			// The marker of epoch 2 fences the log's tail at once.
+			{2, loaded(1, 10, ep(1, 0)), "truncate 2 t-0 to 5 at batch\n"},
+		},
+	}, {
 		name: "an entry of the known epoch from a broker that is not its leader is ignored",
 		events: []event{
 			{0, follow(0, 1, 2), "load 1 t-0\nrewind\n"},
@@ -169,9 +177,9 @@ func TestInteractions(t *testing.T) {
 			{1, loaded(1, 0), ""},
 			{2, records(msg(entries(a0), mark(0, 1, 0)), msg(entries(b0))), "fetch 2 a t-0:0-9@1\nlag t-0 10\nwake 1002\n"},
 			{1002, tick(), "fetch 3 b t-0:0-9@1\nwake 2002\n"},
-			// The round to a still counts as backing off: the core looks again
-			// when that ends.
-			{1010, fetched(3, ok(b0)), "append 4 t-0 0-9@1\nwake 3010\n"},
+			// The entry in a was passed over until its bucket's backoff
+			// (3002) ends: the core looks at it again then.
+			{1010, fetched(3, ok(b0)), "append 4 t-0 0-9@1\nwake 3002\n"},
 		},
 	}, {
 		name: "a section whose batches do not match its entry is dropped",
@@ -213,7 +221,8 @@ func TestInteractions(t *testing.T) {
 			{1, loaded(1, 0), ""},
 			// Three entries past a gap at 0-9.
 			{2, records(msg(entries(ent(0, 10, 19, 1, "a", "k6", 0))), msg(entries(ent(0, 20, 29, 1, "a", "k7", 0))), msg(entries(ent(0, 30, 39, 1, "a", "k8", 0)), mark(0, 1, 0))),
-				"lag t-0 40\nrewind\n"},
+				// The gap at 0 is reported if it lasts 30 s.
+				"lag t-0 40\nrewind\nwake 30002\n"},
 		},
 		check: func(t *testing.T, c *Core) {
 			require.Equal(t, uint64(1), c.Evicted)

@@ -23,47 +23,28 @@ func (c *Core) Ready() Ready {
 }
 
 func (c *Core) step() {
-	c.retryAt = time.Time{}
-	for _, p := range c.list {
-		if p.state != resting {
-			continue
+	c.timers.due(c.now, func(t timer) {
+		if t.p.timerAt.Equal(t.at) {
+			t.p.timerAt = time.Time{}
 		}
-		if c.now.Before(p.restUntil) {
-			c.wakeAt(p.restUntil)
-		} else {
-			c.load(p) // its rest is over
-		}
-	}
-	for _, r := range c.rounds {
-		if hedge := r.start.Add(c.cfg.HedgeAfter); c.now.Before(hedge) {
-			c.wakeAt(hedge)
-		} else if t := c.now.Add(c.cfg.BackoffMax); t.After(c.bucketBackoff[r.bucket]) {
-			// Unanswered for too long: let copies elsewhere be used.
-			c.bucketBackoff[r.bucket] = t
-		}
-	}
+		c.touch(t.p)
+	})
+	c.hedge()
 	var want []*pendingEntry
-	held := 0
-	for _, p := range c.list {
-		if p.state == ready && p.op == 0 {
-			c.advance(p)
-		}
-		if p.state != ready {
+	visit := c.dirty
+	c.dirty = nil
+	for _, p := range visit {
+		p.dirty = false
+		if p.gone {
 			continue
 		}
-		c.sweep(p)
-		c.reportGap(p)
-		want = c.chain(p, want)
-		held += len(p.held)
-		if lag := max(0, p.maxSeen+1-p.leo); lag != p.lag {
-			p.lag = lag
-			c.out.Lags = append(c.out.Lags, Lag{Partition: p.tp, Offsets: lag})
-		}
+		want = c.visit(p, want)
+		c.Held += len(p.held) - p.counted
+		p.counted = len(p.held)
 	}
-	if held > c.cfg.MaxHeld {
-		held -= c.evict(held - c.cfg.MaxHeld)
+	if c.Held > c.cfg.MaxHeld {
+		c.evict(c.Held - c.cfg.MaxHeld)
 	}
-	c.Held = held
 	if c.evicted && len(want) == 0 && len(c.rounds) == 0 && c.now.Sub(c.lastRewind) >= c.cfg.BackoffMax {
 		// Nothing left to do with what is held: read the metadata again
 		// for what was forgotten.
@@ -71,6 +52,49 @@ func (c *Core) step() {
 		c.out.Rewind = true
 	}
 	c.startRounds(want)
+}
+
+// hedge lets copies elsewhere be used for the entries of rounds
+// unanswered for HedgeAfter, and notes when the next round falls due.
+func (c *Core) hedge() {
+	c.retryAt = time.Time{}
+	for _, r := range c.rounds {
+		if hedge := r.start.Add(c.cfg.HedgeAfter); c.now.Before(hedge) {
+			c.wakeAt(hedge)
+		} else if t := c.now.Add(c.cfg.BackoffMax); t.After(c.bucketBackoff[r.bucket]) {
+			c.bucketBackoff[r.bucket] = t
+			for _, p := range r.parts {
+				c.touch(p)
+			}
+		}
+	}
+}
+
+// visit does the work p's state allows and appends to want the entries of
+// p to fetch.
+func (c *Core) visit(p *part, want []*pendingEntry) []*pendingEntry {
+	if p.state == resting {
+		if c.now.Before(p.restUntil) {
+			c.timer(p, p.restUntil)
+		} else {
+			c.load(p) // its rest is over
+		}
+		return want
+	}
+	if p.state == ready && p.op == 0 {
+		c.advance(p)
+	}
+	if p.state != ready {
+		return want
+	}
+	c.sweep(p)
+	c.reportGap(p)
+	want = c.chain(p, want)
+	if lag := max(0, p.maxSeen+1-p.leo); lag != p.lag {
+		p.lag = lag
+		c.out.Lags = append(c.out.Lags, Lag{Partition: p.tp, Offsets: lag})
+	}
+	return want
 }
 
 // advance takes p, whose log is idle, one step: markers waiting for the
@@ -209,8 +233,8 @@ func (c *Core) candidate(p *part, at int64) (*pendingEntry, fencing.Decision, bo
 		}
 		r := c.rank(pe)
 		if r == 0 {
-			// Passed over for its backoff: wake when it ends.
-			c.wakeAt(c.readyAt(pe))
+			// Passed over for its backoff: look again when it ends.
+			c.timer(p, c.readyAt(pe))
 		}
 		if best == nil || r > bestRank || (r == bestRank && pe.e.PublisherEpoch > best.e.PublisherEpoch) {
 			best, bestD, bestRank = pe, d, r
@@ -283,6 +307,8 @@ func (c *Core) evict(n int) int {
 	n = min(n, len(cands))
 	for _, a := range cands[:n] {
 		a.p.forget(a.pe)
+		c.Held--
+		a.p.counted--
 	}
 	if n > 0 {
 		c.evicted = true
@@ -293,34 +319,41 @@ func (c *Core) evict(n int) int {
 
 // startRounds starts fetch rounds for want: one per bucket, so that a
 // bucket that does not answer holds up only its own entries, within the
-// concurrency bound.
+// concurrency bound. Entries left out wait for a slot to free.
 func (c *Core) startRounds(want []*pendingEntry) {
-	var buckets []string
-	byBucket := make(map[string][]metadata.Entry)
+	var order []*round
+	byBucket := make(map[string]*round)
+	var entries [][]metadata.Entry
 	for _, pe := range want {
 		b := pe.e.Object.Bucket
-		if _, ok := byBucket[b]; !ok {
-			buckets = append(buckets, b)
+		r := byBucket[b]
+		if r == nil && len(c.rounds)+len(order) < c.cfg.FetchConcurrency {
+			r = &round{id: c.id(), bucket: b, start: c.now}
+			byBucket[b] = r
+			order = append(order, r)
+			entries = append(entries, nil)
 		}
-		byBucket[b] = append(byBucket[b], pe.e)
+		p := c.parts[pe.e.Partition]
+		if r == nil {
+			if !p.starved {
+				p.starved = true
+				c.starved = append(c.starved, p)
+			}
+			continue
+		}
+		pe.fetching = true
+		i := slices.Index(order, r)
+		entries[i] = append(entries[i], pe.e)
+		if len(r.parts) == 0 || r.parts[len(r.parts)-1] != p {
+			r.parts = append(r.parts, p)
+		}
 	}
-	started := make(map[string]bool)
-	for _, b := range buckets {
-		if len(c.rounds) >= c.cfg.FetchConcurrency {
-			break
-		}
-		r := &round{id: c.id(), bucket: b, start: c.now}
+	for i, r := range order {
 		c.rounds = append(c.rounds, r)
 		// A round unanswered by then lets copies elsewhere be used: that
 		// takes a Tick, whether or not anything else happens.
 		c.wakeAt(r.start.Add(c.cfg.HedgeAfter))
-		c.out.Fetches = append(c.out.Fetches, Fetch{ID: r.id, Bucket: b, Entries: byBucket[b]})
-		started[b] = true
-	}
-	for _, pe := range want {
-		if started[pe.e.Object.Bucket] {
-			pe.fetching = true
-		}
+		c.out.Fetches = append(c.out.Fetches, Fetch{ID: r.id, Bucket: r.bucket, Entries: entries[i]})
 	}
 }
 
@@ -329,6 +362,9 @@ func (c *Core) startRounds(want []*pendingEntry) {
 // rest ends, or a re-read of forgotten entries is due.
 func (c *Core) nextWake() time.Time {
 	earliest := c.retryAt
+	if t := c.timers.next(); !t.IsZero() && (earliest.IsZero() || t.Before(earliest)) {
+		earliest = t
+	}
 	if c.evicted && len(c.rounds) == 0 {
 		// A re-read is due once the rate limit allows (a fetch in flight
 		// wakes the driver by itself).

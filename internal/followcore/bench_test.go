@@ -1,0 +1,79 @@
+package followcore
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/activetier/activetier/metadata"
+)
+
+// BenchmarkCoreStep measures one round of replication for 10 partitions
+// (a message announcing one entry each, its fetch answered, the appends
+// answered) on a core following n partitions in all. Its cost should not
+// grow with n: a step visits the partitions that have work.
+func BenchmarkCoreStep(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			cfg := testConfig()
+			cfg.MaxHeld = 1 << 20
+			c, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := t0
+			answer := func(rd Ready) {
+				for _, l := range rd.Loads {
+					c.Loaded(now, l.ID, LocalState{}, nil)
+				}
+				for _, a := range rd.Appends {
+					c.Appended(now, a.ID, a.Batches[len(a.Batches)-1].LastOffset+1, nil)
+				}
+			}
+			markers := make([]metadata.EpochStart, 0, n)
+			for p := range n {
+				if err := c.Follow(now, tp(int32(p)), 1, 2); err != nil {
+					b.Fatal(err)
+				}
+				markers = append(markers, mark(int32(p), 1, 0))
+			}
+			answer(c.Ready())
+			c.Records(now, []metadata.Record{rec(b, nil, markers...)})
+			c.Ready()
+			next := make([]int64, n)
+			const k = 10
+			msgs := make([][]metadata.Record, 0, 64)
+			b.ResetTimer()
+			for i := range b.N {
+				if i%64 == 0 {
+					// Encoding is the leader's cost; build the next 64
+					// messages outside the timer.
+					b.StopTimer()
+					msgs = msgs[:0]
+					for j := range 64 {
+						es := make([]metadata.Entry, 0, k)
+						for q := range k {
+							p := ((i+j)*k + q) % n
+							es = append(es, ent(int32(p), next[p], next[p]+9, 1, "a", fmt.Sprintf("o%d", i+j), int64(q)*10))
+							next[p] += 10
+						}
+						msgs = append(msgs, []metadata.Record{rec(b, es)})
+					}
+					b.StartTimer()
+				}
+				now = now.Add(time.Millisecond)
+				c.Records(now, msgs[i%64])
+				rd := c.Ready()
+				for _, f := range rd.Fetches {
+					rs := make([]Result, len(f.Entries))
+					for j, e := range f.Entries {
+						rs[j] = ok(e)
+					}
+					c.Fetched(now, f.ID, rs)
+				}
+				answer(c.Ready())
+				c.Ready()
+			}
+		})
+	}
+}
