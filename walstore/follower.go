@@ -58,10 +58,13 @@ type FollowerConfig struct {
 	PollInterval time.Duration
 	// Backoff paces retries of failed fetches and metadata reads.
 	Backoff Backoff
-	// OnApplied, if set, is called after each append with the partition's
-	// progress, for the broker to deliver to the leader's RecordProgress,
-	// whose garbage collector waits for it. It is called on the engine's
-	// goroutine and must not block.
+	// OnApplied, if set, is called with a partition's progress after each
+	// append, once the partition starts from its local log, and when its
+	// leader or epoch changes (a follower that holds everything already
+	// appends nothing, and its leader must still learn how far it is), for
+	// the broker to deliver to the leader's RecordProgress, whose garbage
+	// collector waits for it. It is called on the engine's goroutine and
+	// must not block.
 	OnApplied func(Progress)
 	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
 	Clock Clock
@@ -352,22 +355,25 @@ func (f *Follower) drive(ctx context.Context, wg *sync.WaitGroup, results chan<-
 			}
 			f.core.Appended(f.cfg.Clock.Now(), a.ID, end, err)
 		}
-		f.report(rd.Applied)
+		f.report(rd.Progress, rd.Applied)
 		if local == 0 {
 			return rd.WakeAt
 		}
 	}
 }
 
-// report delivers the progress of appends to OnApplied and the lag to the
+// report delivers progress to OnApplied, and the lag of appends to the
 // histogram.
-func (f *Follower) report(applied []followcore.Applied) {
+func (f *Follower) report(progress []followcore.Progress, applied []followcore.Applied) {
 	now := f.cfg.Clock.Now()
 	for _, a := range applied {
 		f.applyLat.observe(now.Sub(time.UnixMilli(a.MaxTimestamp)))
-		if f.cfg.OnApplied != nil {
-			f.cfg.OnApplied(Progress{Partition: a.Partition, Leader: a.Leader, Follower: f.cfg.BrokerID, EndOffset: a.EndOffset, LastEpoch: a.LastEpoch})
-		}
+	}
+	if f.cfg.OnApplied == nil {
+		return
+	}
+	for _, p := range progress {
+		f.cfg.OnApplied(Progress{Partition: p.Partition, Leader: p.Leader, Follower: f.cfg.BrokerID, EndOffset: p.EndOffset, LastEpoch: p.LastEpoch})
 	}
 }
 

@@ -26,7 +26,8 @@ type Progress struct {
 	// EndOffset is the follower's log end offset: it holds every offset
 	// below it.
 	EndOffset int64
-	// LastEpoch is the leader epoch of the follower's last record.
+	// LastEpoch is the leader epoch of the follower's last record; -1
+	// for a log that holds no epoch.
 	LastEpoch int32
 }
 

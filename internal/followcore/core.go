@@ -238,8 +238,12 @@ func (c *Core) Follow(now time.Time, tp metadata.TopicPartition, epoch, leader i
 		if epoch < p.role.epoch {
 			return fmt.Errorf("epoch %d is below the epoch %d the engine has", epoch, p.role.epoch)
 		}
+		changed := p.role != role{epoch: epoch, leader: leader}
 		p.role = role{epoch: epoch, leader: leader}
 		c.touch(p)
+		if changed && p.state == ready {
+			c.report(p) // to the new leader, or for the new epoch
+		}
 		return nil
 	}
 	p := &part{tp: tp, role: role{epoch: epoch, leader: leader}}
@@ -364,6 +368,9 @@ func (c *Core) ready(p *part, st LocalState) {
 		p.missed = false
 		c.out.Rewind = true
 	}
+	// A follower that holds everything already appends nothing: without
+	// this its leader would never learn how far it is.
+	c.report(p)
 }
 
 // localFailed sets p aside for the longest backoff after its local log
@@ -421,8 +428,10 @@ func (c *Core) Truncated(now time.Time, id uint64, to, end int64, err error) {
 		// What is still applied is skipped as duplicate.
 		c.out.Rewind = true
 		c.Truncations++
+		c.report(p)
 	case opBootstrap:
 		p.leo = end
+		c.report(p)
 	}
 }
 
@@ -614,9 +623,17 @@ func (c *Core) Appended(now time.Time, id uint64, end int64, err error) {
 	}
 	c.Applied++
 	c.AppliedBytes += uint64(bytes)
-	latest, _ := p.local.Latest()
-	c.out.Applied = append(c.out.Applied, Applied{Partition: p.tp, Leader: p.role.leader, EndOffset: p.leo,
-		LastEpoch: latest.Epoch, Bytes: bytes, MaxTimestamp: pe.e.MaxTimestamp})
+	c.report(p)
+	c.out.Applied = append(c.out.Applied, Applied{Partition: p.tp, Bytes: bytes, MaxTimestamp: pe.e.MaxTimestamp})
+}
+
+// report tells p's leader where p's log is.
+func (c *Core) report(p *part) {
+	last := int32(-1)
+	if latest, ok := p.local.Latest(); ok {
+		last = latest.Epoch
+	}
+	c.out.Progress = append(c.out.Progress, Progress{Partition: p.tp, Leader: p.role.leader, EndOffset: p.leo, LastEpoch: last})
 }
 
 // Fetched answers Fetch id with one result per entry of the round.

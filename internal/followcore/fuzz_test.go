@@ -249,8 +249,8 @@ func play(t *testing.T, in []byte) string {
 			seen[fe.ID] = true
 		}
 		loads, truncs, appends, fetches = append(loads, rd.Loads...), append(truncs, rd.Truncates...), append(appends, rd.Appends...), append(fetches, rd.Fetches...)
-		for _, a := range rd.Applied {
-			require.Equal(t, logOf(a.Partition).end(), a.EndOffset, "progress reported for %s", a.Partition)
+		for _, pr := range rd.Progress {
+			require.Equal(t, logOf(pr.Partition).end(), pr.EndOffset, "progress reported for %s", pr.Partition)
 		}
 	}
 	return out.String()

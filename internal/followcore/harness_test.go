@@ -173,8 +173,11 @@ func render(rd Ready) string {
 		}
 		b.WriteString("\n")
 	}
+	for _, pr := range rd.Progress {
+		fmt.Fprintf(&b, "progress %s end %d epoch %d leader %d\n", pr.Partition, pr.EndOffset, pr.LastEpoch, pr.Leader)
+	}
 	for _, a := range rd.Applied {
-		fmt.Fprintf(&b, "applied %s end %d epoch %d leader %d\n", a.Partition, a.EndOffset, a.LastEpoch, a.Leader)
+		fmt.Fprintf(&b, "applied %s %d bytes\n", a.Partition, a.Bytes)
 	}
 	for _, l := range rd.Lags {
 		fmt.Fprintf(&b, "lag %s %d\n", l.Partition, l.Offsets)

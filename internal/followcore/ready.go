@@ -23,8 +23,12 @@ type Ready struct {
 	// entries' sections read (coalesced) and verified. Answer each with
 	// Core.Fetched.
 	Fetches []Fetch
-	// Applied is the progress of the appends answered since the last
-	// Ready, for the partitions' leaders.
+	// Progress is what to report to partitions' leaders, as a Kafka
+	// follower's fetch does: after every append, after a partition
+	// starts from its local log, and when its leader changes.
+	Progress []Progress
+	// Applied are the appends answered since the last Ready, for the
+	// replication lag.
 	Applied []Applied
 	// Lags are the partitions whose lag (offsets announced, not yet
 	// applied) changed since the last Ready, with the new value.
@@ -39,7 +43,7 @@ type Ready struct {
 // Empty reports whether rd asks for nothing but, perhaps, a Tick.
 func (rd *Ready) Empty() bool {
 	return len(rd.Loads) == 0 && len(rd.Truncates) == 0 && len(rd.Appends) == 0 &&
-		len(rd.Fetches) == 0 && len(rd.Applied) == 0 && len(rd.Lags) == 0 && !rd.Rewind
+		len(rd.Fetches) == 0 && len(rd.Progress) == 0 && len(rd.Applied) == 0 && len(rd.Lags) == 0 && !rd.Rewind
 }
 
 // Load asks for a partition's local log state.
@@ -77,18 +81,22 @@ type Fetch struct {
 	Entries []metadata.Entry
 }
 
-// Applied is a partition's progress after an append: what a follower
-// reports to the partition's leader, plus what the append carried.
-type Applied struct {
+// Progress is a partition's local log as its follower reports it to the
+// partition's leader.
+type Progress struct {
 	Partition metadata.TopicPartition
 	// Leader is the leader the broker knows for the partition.
 	Leader int32
-	// EndOffset and LastEpoch describe the local log after the append.
+	// EndOffset and LastEpoch describe the local log; LastEpoch is -1
+	// for a log without epochs.
 	EndOffset int64
 	LastEpoch int32
-	// Bytes is the size of the batches appended; MaxTimestamp the newest
-	// record timestamp of the entry they came from (Unix ms), for the
-	// replication lag.
+}
+
+// Applied is one append: its size, and the newest record timestamp of the
+// entry it came from (Unix ms), for the replication lag.
+type Applied struct {
+	Partition    metadata.TopicPartition
 	Bytes        int
 	MaxTimestamp int64
 }
