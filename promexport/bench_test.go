@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,19 +24,56 @@ import (
 // BenchmarkReplication is walstore's BenchmarkReplication (a leader and two
 // followers on memstore with no latency, codec none, 100 partitions, 2048
 // batches of 4 KiB per op, appended until both followers have applied
-// them) run twice: bare, and with every broker's store and metadata log
-// wrapped by a Meter and a Collector registered over the Meter and the
-// Nodes. metered/bare of the two throughputs is what the export costs.
+// them) on two clusters side by side: bare, and with every broker's store
+// and metadata log wrapped by a Meter and a Collector registered over the
+// Meter and the Nodes. Each op runs once on each, in alternating order, so
+// that a machine whose load drifts slows both alike; metered/bare is the
+// ratio of their median throughputs per op (medians, because a shared
+// machine's load spikes hit single ops), what the export costs.
 func BenchmarkReplication(b *testing.B) {
-	for _, metered := range []bool{false, true} {
-		b.Run(map[bool]string{false: "bare", true: "metered"}[metered], func(b *testing.B) {
-			benchReplication(b, metered)
-		})
+	const opBytes = 2048 * 4096
+	bare, metered := newRig(b, false), newRig(b, true)
+	var took [2][]time.Duration
+	b.SetBytes(2 * opBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		for k := range 2 {
+			k ^= i & 1
+			start := time.Now()
+			[]*rig{bare, metered}[k].op(b)
+			took[k] = append(took[k], time.Since(start))
+		}
+	}
+	b.StopTimer()
+	median := func(d []time.Duration) float64 { slices.Sort(d); return d[len(d)/2].Seconds() }
+	bareS, meteredS := median(took[0]), median(took[1])
+	b.ReportMetric(opBytes/1e6/bareS, "bare-MB/s")
+	b.ReportMetric(opBytes/1e6/meteredS, "metered-MB/s")
+	b.ReportMetric(bareS/meteredS, "metered/bare")
+	// One scrape, to show the registry is live and not only registered.
+	if _, err := metered.reg.Gather(); err != nil {
+		b.Fatal(err)
 	}
 }
 
-func benchReplication(b *testing.B, metered bool) {
-	const partitions, batchBytes, batchesPerOp = 100, 4096, 2048
+// rig is one cluster of BenchmarkReplication.
+type rig struct {
+	nodes map[int32]*walstore.Node
+	logs  map[int32]*memstore.LocalLog
+	data  [][]byte
+	end   []int64
+	reg   *prometheus.Registry
+}
+
+const rigPartitions = 100
+
+func rigTP(i int) metadata.TopicPartition {
+	return metadata.TopicPartition{Topic: "bench", Partition: int32(i)}
+}
+
+func newRig(b *testing.B, metered bool) *rig {
+	const batchBytes, batchesPerOp = 4096, 2048
 	objects, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1", "az2": "b2", "az3": "b3"}, Seed: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -88,14 +126,13 @@ func benchReplication(b *testing.B, metered bool) {
 		}
 		meta.Close()
 	})
-	tp := func(i int) metadata.TopicPartition { return metadata.TopicPartition{Topic: "bench", Partition: int32(i)} }
-	for i := range partitions {
+	for i := range rigPartitions {
 		for _, id := range []int32{2, 3} {
-			if err := nodes[id].BecomeFollower(ctx, tp(i), 1, 1); err != nil {
+			if err := nodes[id].BecomeFollower(ctx, rigTP(i), 1, 1); err != nil {
 				b.Fatal(err)
 			}
 		}
-		if err := nodes[1].BecomeLeader(ctx, tp(i), 1, []int32{2, 3}, -1); err != nil {
+		if err := nodes[1].BecomeLeader(ctx, rigTP(i), 1, []int32{2, 3}, -1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -108,32 +145,26 @@ func benchReplication(b *testing.B, metered bool) {
 		}
 		data[i] = buf[:batchBytes]
 	}
-	end := make([]int64, partitions)
-	b.SetBytes(batchesPerOp * batchBytes)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		for i, d := range data {
-			p := i % partitions
-			batch := combiner.Batch{Epoch: 1, FirstOffset: end[p], LastOffset: end[p] + 9, MaxTimestamp: time.Now().UnixMilli(), Data: d}
-			if err := nodes[1].Append(ctx, tp(p), batch); err != nil {
-				b.Fatal(err)
-			}
-			end[p] += 10
-		}
-		for _, id := range []int32{2, 3} {
-			for i := range partitions {
-				for e, _ := logs[id].EndOffset(tp(i)); e < end[i]; e, _ = logs[id].EndOffset(tp(i)) {
-					time.Sleep(100 * time.Microsecond)
-				}
-			}
-		}
-	}
-	b.StopTimer()
-	if metered {
-		// One scrape, to show the registry is live and not only registered.
-		if _, err := reg.Gather(); err != nil {
+	return &rig{nodes: nodes, logs: logs, data: data, end: make([]int64, rigPartitions), reg: reg}
+}
+
+// op appends the batches round robin and waits until both followers have
+// applied them.
+func (r *rig) op(b *testing.B) {
+	ctx := context.Background()
+	for i, d := range r.data {
+		p := i % rigPartitions
+		batch := combiner.Batch{Epoch: 1, FirstOffset: r.end[p], LastOffset: r.end[p] + 9, MaxTimestamp: time.Now().UnixMilli(), Data: d}
+		if err := r.nodes[1].Append(ctx, rigTP(p), batch); err != nil {
 			b.Fatal(err)
+		}
+		r.end[p] += 10
+	}
+	for _, id := range []int32{2, 3} {
+		for i := range rigPartitions {
+			for e, _ := r.logs[id].EndOffset(rigTP(i)); e < r.end[i]; e, _ = r.logs[id].EndOffset(rigTP(i)) {
+				time.Sleep(100 * time.Microsecond)
+			}
 		}
 	}
 }
