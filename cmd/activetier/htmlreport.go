@@ -67,9 +67,10 @@ func chart(id, title, unit string, xs []float64, series []chartSeries, marks []t
 		fmt.Fprintf(&b, `<text x="%.1f" y="%g" class="tick" text-anchor="middle">%gs</text>`, px(x), h-bottom+16, x)
 	}
 	fmt.Fprintf(&b, `<line x1="%g" x2="%g" y1="%g" y2="%g" class="axis"/>`, left, w-right, h-bottom, h-bottom)
-	for _, m := range marks {
+	for i, m := range marks {
+		// Labels one under the other: marks are often close in time.
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%g" y2="%g" class="mark"/><text x="%.1f" y="%g" class="marklabel">%s</text>`,
-			px(m.AtS), px(m.AtS), top, h-bottom, px(m.AtS)+3, top+10, esc(m.Label))
+			px(m.AtS), px(m.AtS), top, h-bottom, px(m.AtS)+3, top+10+12*float64(i), esc(m.Label))
 	}
 	for _, s := range series {
 		var pts strings.Builder
