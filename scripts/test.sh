@@ -145,6 +145,11 @@ if [[ -z "${ACTIVETIER_GCS_ENDPOINT:-}" ]]; then
 else
 	log "using the Cloud Storage emulator at ACTIVETIER_GCS_ENDPOINT=$ACTIVETIER_GCS_ENDPOINT"
 fi
+# The demo's HTML report is checked in Debian's chromium.
+if ! command -v chromium >/dev/null; then
+	log "installing chromium (apt-get)"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 export ACTIVETIER_REQUIRE_SERVERS=1
 # No instance metadata lookups for region or credentials in tests.
 export AWS_EC2_METADATA_DISABLED=true

@@ -17,6 +17,7 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/metering"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -40,6 +41,8 @@ type demoOptions struct {
 	verbose      bool
 	s3           s3DemoOptions
 	store        storeFlag
+	metricsAddr  string
+	report       string
 }
 
 func demoFlags() (*demoOptions, *flag.FlagSet) {
@@ -61,6 +64,8 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs.BoolVar(&o.json, "json", false, "print only the final report, as one JSON object")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait, after producing, for followers to catch up")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engines' events (truncations, retries, ...) to stderr")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`HOST:PORT`/metrics while the demo runs (port 0: any free port, printed on stderr)")
+	fs.StringVar(&o.report, "report", "", "write a self-contained HTML report of the run, with charts, to `FILE`")
 	o.s3.register(fs)
 	fs.Var(&o.store, "store", "keep the buckets in another object store, as `KIND=VALUE`: "+storeKindsHelp()+
 		" (a directory per AZ, made below PATH for the run, on a local disk, NFS, EFS or FSx; the filesystem price list)")
@@ -187,6 +192,15 @@ func runDemo(ctx context.Context, e env, args []string) error {
 		return err
 	}
 
+	var metrics *metricsServer
+	if o.metricsAddr != "" {
+		if metrics, err = serveMetrics(o.metricsAddr); err != nil {
+			return err
+		}
+		defer metrics.close()
+		fmt.Fprintf(e.stderr, "serving metrics at http://%s/metrics\n", metrics.addr)
+	}
+
 	// Progress goes where a person is looking: stdout normally; with
 	// --json, stdout is for the report, so stderr if it is a terminal.
 	var prog *progress
@@ -198,9 +212,14 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	default:
 		prog = newProgress(io.Discard, false)
 	}
-	rep, err := runSimulation(ctx, o, cfg, prog)
+	rep, err := runSimulation(ctx, o, cfg, prog, metrics)
 	if err != nil {
 		return err
+	}
+	if o.report != "" {
+		if err := writeHTMLReport(o.report, rep); err != nil {
+			return err
+		}
 	}
 	if o.json {
 		enc := json.NewEncoder(e.stdout)
@@ -223,7 +242,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 
 // runSimulation runs the whole demo: start the cluster, produce for the
 // duration (failing an AZ halfway if asked), drain, compare, and report.
-func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress) (rep *demoReport, err error) {
+func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress, metrics *metricsServer) (rep *demoReport, err error) {
 	var objects objectBackend
 	var onS3 *s3Objects
 	var onStore storeBackend
@@ -276,20 +295,40 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 			}
 		}()
 	}
-	s, err := newSim(cfg, objects)
+	prices := demoPrices(o, onStore)
+	meter, err := metering.New(metering.Config{Prices: prices})
+	if err != nil {
+		return nil, err
+	}
+	sample, err := newCompressionSample(cfg.codec)
+	if err != nil {
+		return nil, err
+	}
+	defer sample.close()
+	s, err := newSim(cfg, meteredObjects{objects, meter})
 	if err != nil {
 		return nil, err
 	}
 	if err := s.start(ctx); err != nil {
 		return nil, errors.Join(err, s.close())
 	}
+	if metrics != nil {
+		if err := metrics.register(meter, s); err != nil {
+			return nil, errors.Join(err, s.close())
+		}
+	}
 	prog.header(o, cfg, where)
 	p := &producer{
 		s: s, gen: newRecordGen(o.seed), pick: rand.New(rand.NewPCG(o.seed, 0x7069636b)), // "pick"
-		rate: o.rate * 1e6, batchBytes: int(o.batchBytes),
+		rate: o.rate * 1e6, batchBytes: int(o.batchBytes), sample: sample,
 	}
 	start := time.Now()
 	prog.start(s, p, start)
+	var tl *timeline
+	if o.report != "" {
+		tl = startTimeline(s, p, start, prices, o.duration)
+		defer tl.stop()
+	}
 
 	// The failover runs beside the producer, which keeps producing to the
 	// partitions that still have a leader, as clients do.
@@ -308,8 +347,14 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 			how = "every store refuses requests to its bucket (a simulated outage)"
 		}
 		prog.event(fmt.Sprintf("%s goes down: %s and its brokers crash", o.failAZ, how))
+		if tl != nil {
+			tl.mark(now, o.failAZ+" down")
+		}
 		go func() {
 			fo, done, err := s.failAZ(ctx, o.failAZ, failureDetection, start)
+			if err == nil && tl != nil {
+				tl.mark(time.Now(), "new leaders")
+			}
 			if err == nil {
 				prog.event(fmt.Sprintf("%d partitions have new leaders at epoch %d after %.0f ms offline; republishing what followers may lack",
 					fo.PartitionsMoved, fo.NewEpoch, fo.OfflineMS))
@@ -331,6 +376,9 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 		prog.event("producing stopped; waiting for followers to catch up")
 		drain, err = waitCaughtUp(ctx, s, o.drainTimeout)
 	}
+	if tl != nil {
+		tl.stop()
+	}
 	if err != nil {
 		return nil, errors.Join(err, s.close())
 	}
@@ -338,12 +386,15 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	for _, b := range s.brokers {
 		b.halt()
 	}
-	rep = newDemoReport(o, s, p, produced, drain, fo)
+	rep = newDemoReport(o, s, p, produced, drain, fo, prices)
+	if tl != nil {
+		rep.timeline, rep.marks = tl.result()
+	}
 	if onS3 != nil {
 		rep.S3 = onS3.report()
 	}
 	if onStore != nil {
-		rep.Store, rep.prices, rep.Profile = onStore.report(), onStore.prices(), ""
+		rep.Store, rep.Profile = onStore.report(), ""
 	}
 	rep.ReplicasCompared, rep.ReplicasDiverged = compared, len(diffs)
 	rep.Diverged = diffs[:min(len(diffs), maxDiverged)]
@@ -352,6 +403,9 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 		return nil, err
 	}
 	if err := rep.price(); err != nil {
+		return nil, err
+	}
+	if err := rep.addLedger(meter); err != nil {
 		return nil, err
 	}
 	return rep, nil
@@ -400,6 +454,8 @@ type producer struct {
 	pick       *rand.Rand
 	rate       float64 // bytes per second
 	batchBytes int
+	// sample measures what the batches would be compressed by producers.
+	sample *compressionSample
 
 	// bytes, batches and records count what leader engines accepted.
 	bytes, batches, records atomic.Int64
@@ -468,6 +524,7 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 		}
 		return 0, fmt.Errorf("broker %d producing to %s: %w", b.id, tp, err)
 	}
+	p.sample.add(batch.Data)
 	p.bytes.Add(int64(len(batch.Data)))
 	p.batches.Add(1)
 	p.records.Add(batch.LastOffset - batch.FirstOffset + 1)

@@ -29,6 +29,7 @@
 //	                [--azs 3] [--rf 3] [--interval 100ms] [--object-bytes 4MiB]
 //	                [--batch-bytes 16KiB] [--codec zstd] [--profile s3express]
 //	                [--fail-az AZ] [--seed 1] [--drain-timeout 30s] [--json] [--verbose]
+//	                [--metrics-addr HOST:PORT] [--report FILE.html]
 //	                [--s3-endpoint URL [--buckets AZ=BUCKET,...] [--create-buckets]
 //	                 [--keep-objects] [--s3-compatible=true] [--region R]]
 //	                [--store KIND=VALUE [--keep-objects]]
@@ -54,7 +55,16 @@
 // requests, metadata bytes, replication lag (p50, p99, max, from the records'
 // produce time to a follower's append), whether the followers are consistent,
 // and the run's cost priced by package costmodel next to replicating the same
-// bytes broker to broker across AZs at the same RF. With --json only the
+// batches broker to broker across AZs at the same RF, like with like: the
+// batches are generated uncompressed, so the broker-to-broker side is priced
+// on them as producers compressing with the sections' codec would send them
+// (measured on a sample), and the report says so, with the comparison
+// against the uncompressed batches beside it. It also lists the cost by
+// topic and the costliest partitions, from a metering.Meter around every
+// broker's store (the "ledger" of --json, which sums to cost_usd). With
+// --metrics-addr the run's Prometheus metrics (package promexport) are
+// served at /metrics while it runs; --report writes one self-contained HTML
+// file with charts of the run over time. With --json only the
 // report is printed, as one JSON object with snake_case fields
 // (followers_consistent, lag_p50_ms, lag_p99_ms, puts, gets, metadata_bytes,
 // bytes_produced, cost_usd, cross_az_cost_usd, ...). Followers that do not

@@ -82,6 +82,26 @@ type demoReport struct {
 	usage                  costmodel.Usage  // what price charges for
 	prices                 costmodel.Prices // the list it uses
 
+	// Comparison says what the two paths are compared on. Broker-to-broker
+	// replication copies batches as producers sent them, so it is priced
+	// on the produced bytes compressed with the sections' codec (producers
+	// with compression.type set to it), at ProducerCompressionRatio
+	// measured on a sample of the batches: like with like.
+	// SavingsRatioUncompressed is the saving against replicating the
+	// batches uncompressed, as they were generated: not like with like
+	// unless the codec is none.
+	Comparison               string  `json:"comparison"`
+	ProducerCompressionRatio float64 `json:"producer_compression_ratio"`
+	BytesProducedCompressed  int64   `json:"bytes_produced_compressed"`
+	SavingsRatioUncompressed float64 `json:"savings_ratio_uncompressed_baseline"`
+
+	// Ledger is the run's cost by topic and partition.
+	Ledger *ledgerJSON `json:"ledger"`
+	// timeline is the run sampled over time, and marks its moments, for
+	// --report.
+	timeline []timelineSample
+	marks    []timelineMark
+
 	// PricesNote says what the price list leaves out, if anything.
 	PricesNote string `json:"prices_note,omitempty"`
 
@@ -102,7 +122,7 @@ type demoReport struct {
 	Diverged []string `json:"diverged,omitempty"`
 }
 
-func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Duration, fo *failover) *demoReport {
+func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Duration, fo *failover, prices costmodel.Prices) *demoReport {
 	r := &demoReport{
 		Brokers: s.cfg.brokers, AZs: len(s.cfg.azs), Partitions: s.cfg.partitions, RF: s.cfg.rf,
 		DurationS: o.duration.Seconds(), RateMBPerSec: o.rate, IntervalMS: ms(o.interval),
@@ -138,23 +158,45 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Dur
 
 	ml := s.meta.Stats().Total
 	r.MetadataBytes, r.MetadataBytesRead, r.MetadataMessages = ml.AppendedBytes, ml.BytesRead, ml.Appends
-	// Each published byte crosses to the log's partition leader and to its
-	// other replicas; each byte read crosses once more (the demo's log has
-	// no AZs, so this counts the same crossings a Kafka topic at
-	// DefaultMetadataRF would make).
-	r.MetadataCrossAZBytes = ml.AppendedBytes*costmodel.DefaultMetadataRF + ml.BytesRead
-
-	r.prices = costmodel.S3Express2025()
-	if o.profile == "s3standard" {
-		r.prices = costmodel.S3Standard2025()
-	}
-	r.usage = costmodel.Usage{
-		Puts: st.puts, Gets: st.gets, BytesUp: st.bytesUp, BytesDown: st.bytesDown,
-		MetadataBytes: r.MetadataCrossAZBytes,
-		ControlBytes:  s.applied.Load() * costmodel.DefaultControlBytesPerPartition,
-		ProducedBytes: r.BytesProduced, RF: s.cfg.rf,
-	}
+	r.prices = prices
+	r.usage = usageOf(s, p)
+	r.MetadataCrossAZBytes = r.usage.MetadataBytes
+	r.ProducerCompressionRatio = p.sample.ratio()
+	r.BytesProducedCompressed = r.usage.ProducedBytes
+	r.Comparison = comparisonOf(s.cfg.codec.String(), r.ProducerCompressionRatio)
 	return r
+}
+
+// usageOf is the run's usage so far. Broker-to-broker replication is
+// priced on the produced bytes as producers compressing with the sections'
+// codec would have sent them: like with like.
+func usageOf(s *sim, p *producer) costmodel.Usage {
+	st := s.objects.requests()
+	ml := s.meta.Stats().Total
+	return costmodel.Usage{
+		Puts: st.puts, Gets: st.gets, BytesUp: st.bytesUp, BytesDown: st.bytesDown,
+		// Each published byte crosses to the log's partition leader and
+		// to its other replicas; each byte read crosses once more (the
+		// demo's log has no AZs, so this counts the same crossings a
+		// Kafka topic at DefaultMetadataRF would make).
+		MetadataBytes: ml.AppendedBytes*costmodel.DefaultMetadataRF + ml.BytesRead,
+		ControlBytes:  s.applied.Load() * costmodel.DefaultControlBytesPerPartition,
+		ProducedBytes: int64(float64(p.bytes.Load()) * p.sample.ratio()),
+		RF:            s.cfg.rf,
+	}
+}
+
+// comparisonOf says, in the report's words, what the two paths are
+// compared on.
+func comparisonOf(codec string, ratio float64) string {
+	if codec == "none" {
+		return "like for like: objects and broker-to-broker batches both uncompressed"
+	}
+	// Kafka producers have zstd; S2 extends Snappy, the nearest they have.
+	kafka := map[string]string{"zstd": "zstd", "s2": "snappy"}[codec]
+	return fmt.Sprintf("like for like: objects with %s sections against broker-to-broker batches compressed with %s "+
+		"by their producers (as with compression.type=%s; %.1f%% of their size, measured on 1 batch in %d)",
+		codec, codec, kafka, 100*ratio, sampleEvery)
 }
 
 // price fills the cost fields from the run's usage.
@@ -166,6 +208,13 @@ func (r *demoReport) price() error {
 	r.Prices, r.PricesNote = r.prices.Name, r.prices.Note
 	r.Cost = newComparisonJSON(c)
 	r.CostUSD, r.CrossAZCostUSD, r.SavingsRatio = c.ActiveTier.TotalUSD, c.BrokerToBroker.TotalUSD, c.SavingsRatio
+	raw := r.usage
+	raw.ProducedBytes = r.BytesProduced
+	u, err := costmodel.RunCost(r.prices, raw)
+	if err != nil {
+		return err
+	}
+	r.SavingsRatioUncompressed = u.SavingsRatio
 	month := c.Scale(costmodel.SecondsPerMonth / r.DurationS)
 	r.CostUSDPerMonth, r.CrossAZCostUSDPerMonth = month.ActiveTier.TotalUSD, month.BrokerToBroker.TotalUSD
 	return nil
@@ -227,23 +276,9 @@ func (r *demoReport) writeText(w io.Writer) error {
 	}
 	fmt.Fprintln(tw)
 
-	at, bb := r.Cost.ActiveTier, r.Cost.BrokerToBroker
 	fmt.Fprintf(tw, "cost of this run (%s)\tactivetier\tcross-AZ replication\n", r.Prices)
-	for _, l := range []struct {
-		name   string
-		at, bb string
-	}{
-		{"PUT requests", usd(at.PutUSD), "-"},
-		{"GET requests", usd(at.GetUSD), "-"},
-		{"upload", usd(at.UploadUSD), "-"},
-		{"retrieval", usd(at.RetrievalUSD), "-"},
-		{"metadata (cross-AZ)", usd(at.MetadataUSD), "-"},
-		{"control (cross-AZ)", usd(at.ControlUSD), usd(bb.ControlUSD)},
-		{fmt.Sprintf("replication (RF %d, cross-AZ)", r.RF), "-", usd(bb.ReplicationUSD)},
-		{"total", usd(r.CostUSD), usd(r.CrossAZCostUSD)},
-		{"a month at this rate", usd(r.CostUSDPerMonth), usd(r.CrossAZCostUSDPerMonth)},
-	} {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", l.name, l.at, l.bb)
+	for _, l := range costLines(r) {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", l.Name, l.AT, l.BB)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -253,12 +288,30 @@ func (r *demoReport) writeText(w io.Writer) error {
 			return err
 		}
 	}
-	if r.SavingsRatio >= 0 {
-		_, err := fmt.Fprintf(w, "\nactivetier cost %.1f%% less than replicating the same bytes across AZs.\n", 100*r.SavingsRatio)
+	if err := r.Ledger.writeText(w); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nactivetier cost %.1f%% MORE than replicating the same bytes across AZs.\n", -100*r.SavingsRatio)
+	_, err := fmt.Fprintf(w, "\n%s.\n(%s", headline(r.SavingsRatio, "replicating the same batches across AZs"), r.Comparison)
+	if r.Codec != "none" {
+		_, err = fmt.Fprintf(w, "; against the batches uncompressed, as generated, it would be %s", lessOrMore(r.SavingsRatioUncompressed))
+	}
+	if err == nil {
+		_, err = fmt.Fprintln(w, ".)")
+	}
 	return err
+}
+
+// headline is the report's last line: how much less (or more) activetier
+// cost than the alternative.
+func headline(ratio float64, than string) string {
+	return "activetier cost " + lessOrMore(ratio) + " than " + than
+}
+
+func lessOrMore(ratio float64) string {
+	if ratio >= 0 {
+		return fmt.Sprintf("%.1f%% less", 100*ratio)
+	}
+	return fmt.Sprintf("%.1f%% MORE", -100*ratio)
 }
 
 func percent(part, whole int64) string {

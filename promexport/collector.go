@@ -1,0 +1,290 @@
+package promexport
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/activetier/activetier/costmodel"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/metering"
+	"github.com/activetier/activetier/walstore"
+)
+
+// ErrInvalidConfig is returned by New for a Config it cannot use.
+var ErrInvalidConfig = errors.New("promexport: invalid config")
+
+// DefaultMaxTopics bounds the topics given cost series of their own.
+const DefaultMaxTopics = 1000
+
+// Engine is what the Collector reads of a walstore.Node at scrape time.
+type Engine interface {
+	Stats() walstore.NodeStats
+	Health() walstore.Health
+}
+
+// Node is one broker's engines, labelled broker=Broker.
+type Node struct {
+	Broker string
+	Engine Engine
+}
+
+// Config configures a Collector. Meter and Nodes may each be left out, not
+// both.
+type Config struct {
+	// Meter supplies the request, byte, latency and cost metrics.
+	Meter *metering.Meter
+	// Nodes supply the engine metrics, one set per broker.
+	Nodes []Node
+	// PartitionSeries is how many partitions get series of their own
+	// (cost, and lag per broker); 0, the default, exports none, since a
+	// broker may lead thousands. The first partitions the ledger saw (for
+	// lag, the first in topic and partition order) are chosen, so the set
+	// stays the same from scrape to scrape.
+	PartitionSeries int
+	// MaxTopics bounds the topics with cost series of their own; the cost
+	// of later ones is exported under topic metering.OverflowTopic. 0
+	// means DefaultMaxTopics.
+	MaxTopics int
+}
+
+// Collector is a prometheus.Collector over a Meter and Nodes. Everything is
+// read at scrape time: nothing it exports costs the replication path more
+// than the Meter's own counting.
+type Collector struct {
+	cfg Config
+}
+
+// New returns a Collector, or an error wrapping ErrInvalidConfig.
+func New(cfg Config) (*Collector, error) {
+	switch {
+	case cfg.Meter == nil && len(cfg.Nodes) == 0:
+		return nil, fmt.Errorf("%w: neither a Meter nor Nodes", ErrInvalidConfig)
+	case cfg.PartitionSeries < 0:
+		return nil, fmt.Errorf("%w: PartitionSeries is %d, must not be negative", ErrInvalidConfig, cfg.PartitionSeries)
+	case cfg.MaxTopics < 0:
+		return nil, fmt.Errorf("%w: MaxTopics is %d, must not be negative", ErrInvalidConfig, cfg.MaxTopics)
+	}
+	seen := map[string]bool{}
+	for i, n := range cfg.Nodes {
+		if n.Engine == nil {
+			return nil, fmt.Errorf("%w: Nodes[%d] has no Engine", ErrInvalidConfig, i)
+		}
+		if seen[n.Broker] {
+			return nil, fmt.Errorf("%w: broker %q appears twice in Nodes", ErrInvalidConfig, n.Broker)
+		}
+		seen[n.Broker] = true
+	}
+	if cfg.MaxTopics == 0 {
+		cfg.MaxTopics = DefaultMaxTopics
+	}
+	cfg.Nodes = slices.Clone(cfg.Nodes)
+	return &Collector{cfg: cfg}, nil
+}
+
+// metric describes one exported metric; its doc line is the table in
+// doc.go.
+type metric struct {
+	name, help string
+	labels     []string
+	kind       prometheus.ValueType // GaugeValue, CounterValue; UntypedValue marks a histogram
+	fromNode   bool
+}
+
+const histogram = prometheus.UntypedValue
+
+var metrics = []metric{
+	{"activetier_store_requests_total", "Object store requests made, failed ones included, by operation.", []string{"op"}, prometheus.CounterValue, false},
+	{"activetier_store_errors_total", "Object store requests that failed, by operation and kind of error.", []string{"op", "kind"}, prometheus.CounterValue, false},
+	{"activetier_store_request_duration_seconds", "Time per object store request (put: upload, get: fetch), by operation.", []string{"op"}, histogram, false},
+	{"activetier_store_uploaded_bytes_total", "Body bytes of every PUT made.", nil, prometheus.CounterValue, false},
+	{"activetier_store_downloaded_bytes_total", "Bytes returned by successful range GETs.", nil, prometheus.CounterValue, false},
+	{"activetier_metadata_requests_total", "Metadata log calls made, by operation.", []string{"op"}, prometheus.CounterValue, false},
+	{"activetier_metadata_errors_total", "Metadata log calls that failed, by operation and kind of error.", []string{"op", "kind"}, prometheus.CounterValue, false},
+	{"activetier_metadata_request_duration_seconds", "Time per metadata log call, by operation.", []string{"op"}, histogram, false},
+	{"activetier_metadata_appended_bytes_total", "Bytes of metadata messages appended.", nil, prometheus.CounterValue, false},
+	{"activetier_metadata_read_bytes_total", "Bytes of metadata messages read.", nil, prometheus.CounterValue, false},
+	{"activetier_cost_usd_total", "Cost attributed to each topic, in US dollars, by bill line (put, get, upload, retrieval, metadata, control).", []string{"topic", "line"}, prometheus.CounterValue, false},
+	{"activetier_partition_cost_usd_total", "Cost attributed to each partition, by bill line; only with PartitionSeries.", []string{"topic", "partition", "line"}, prometheus.CounterValue, false},
+
+	{"activetier_produced_bytes_total", "Batch bytes appended to the leader engine.", []string{"broker"}, prometheus.CounterValue, true},
+	{"activetier_objects_total", "Combined objects stored by the leader engine.", []string{"broker"}, prometheus.CounterValue, true},
+	{"activetier_object_bytes_total", "Bytes of the combined objects stored.", []string{"broker"}, prometheus.CounterValue, true},
+	{"activetier_objects_deleted_total", "Combined objects removed by garbage collection.", []string{"broker"}, prometheus.CounterValue, true},
+	{"activetier_retries_total", "Failed attempts that were retried, by kind (upload, publish).", []string{"broker", "kind"}, prometheus.CounterValue, true},
+	{"activetier_replicated_bytes_total", "Bytes the follower engine appended to the local log.", []string{"broker"}, prometheus.CounterValue, true},
+	{"activetier_applied_entries_total", "Metadata entries (or parts) the follower engine applied.", []string{"broker"}, prometheus.CounterValue, true},
+	{"activetier_fetch_errors_total", "Failed section fetches, by kind (corrupt, not_found, other).", []string{"broker", "kind"}, prometheus.CounterValue, true},
+	{"activetier_truncations_total", "Local log truncations on divergence from the leader.", []string{"broker"}, prometheus.CounterValue, true},
+	{"activetier_buffered_bytes", "Bytes appended to the leader engine and not yet published.", []string{"broker"}, prometheus.GaugeValue, true},
+	{"activetier_uploads_in_flight", "Objects cut and not yet stored.", []string{"broker"}, prometheus.GaugeValue, true},
+	{"activetier_held_entries", "Entries the follower engine holds, waiting for a gap, a marker or a retry.", []string{"broker"}, prometheus.GaugeValue, true},
+	{"activetier_lag_offsets", "Offsets announced in metadata and not yet applied, over the partitions followed.", []string{"broker"}, prometheus.GaugeValue, true},
+	{"activetier_partition_lag_offsets", "Offsets announced and not yet applied, per partition; only with PartitionSeries.", []string{"broker", "topic", "partition"}, prometheus.GaugeValue, true},
+	{"activetier_degraded", "1 while uploads or publishes have failed for longer than DegradedAfter: replicate the ordinary way.", []string{"broker"}, prometheus.GaugeValue, true},
+	{"activetier_replication_lag_seconds", "Time from a section's newest record timestamp to its append on this follower.", []string{"broker"}, histogram, true},
+}
+
+// descs maps each metric's name to its Desc.
+var descs = func() map[string]*prometheus.Desc {
+	m := make(map[string]*prometheus.Desc, len(metrics))
+	for _, d := range metrics {
+		m[d.name] = prometheus.NewDesc(d.name, d.help, d.labels, nil)
+	}
+	return m
+}()
+
+// MetricNames returns the name of every metric a Collector may export, as
+// documented in the package's table.
+func MetricNames() []string {
+	names := make([]string, len(metrics))
+	for i, m := range metrics {
+		names[i] = m.name
+	}
+	return names
+}
+
+// Describe sends the Desc of every metric the Collector may export.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range metrics {
+		if (m.fromNode && len(c.cfg.Nodes) > 0) || (!m.fromNode && c.cfg.Meter != nil) {
+			ch <- descs[m.name]
+		}
+	}
+}
+
+// Collect reads the Meter and the Nodes and sends their metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	if c.cfg.Meter != nil {
+		c.collectMeter(ch, c.cfg.Meter.Snapshot())
+	}
+	for _, n := range c.cfg.Nodes {
+		c.collectNode(ch, n.Broker, n.Engine.Stats(), n.Engine.Health())
+	}
+}
+
+func send(ch chan<- prometheus.Metric, name string, kind prometheus.ValueType, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(descs[name], kind, v, labels...)
+}
+
+func (c *Collector) collectMeter(ch chan<- prometheus.Metric, s metering.Snapshot) {
+	for _, group := range []struct {
+		prefix string
+		ops    []metering.OpStats
+	}{{"activetier_store_", s.Store}, {"activetier_metadata_", s.Log}} {
+		for _, op := range group.ops {
+			send(ch, group.prefix+"requests_total", prometheus.CounterValue, float64(op.Requests), string(op.Op))
+			for _, k := range metering.ErrorKinds() {
+				if n := op.Errors[k]; n > 0 {
+					send(ch, group.prefix+"errors_total", prometheus.CounterValue, float64(n), string(op.Op), string(k))
+				}
+			}
+			ch <- latencyHistogram(descs[group.prefix+"request_duration_seconds"], op.Latency, string(op.Op))
+		}
+	}
+	send(ch, "activetier_store_uploaded_bytes_total", prometheus.CounterValue, float64(s.BytesUp))
+	send(ch, "activetier_store_downloaded_bytes_total", prometheus.CounterValue, float64(s.BytesDown))
+	send(ch, "activetier_metadata_appended_bytes_total", prometheus.CounterValue, float64(s.MetadataAppendedBytes))
+	send(ch, "activetier_metadata_read_bytes_total", prometheus.CounterValue, float64(s.MetadataReadBytes))
+	c.collectLedger(ch, s.Ledger)
+}
+
+// lines names a Breakdown's lines as the cost metrics label them.
+func lines(b costmodel.Breakdown) [6]struct {
+	name string
+	usd  float64
+} {
+	return [6]struct {
+		name string
+		usd  float64
+	}{{"put", b.PutUSD}, {"get", b.GetUSD}, {"upload", b.UploadUSD}, {"retrieval", b.RetrievalUSD}, {"metadata", b.MetadataUSD}, {"control", b.ControlUSD}}
+}
+
+func (c *Collector) collectLedger(ch chan<- prometheus.Metric, l metering.Ledger) {
+	// Topics in the order the ledger first saw them, the first MaxTopics
+	// under their names and the rest under the overflow row's.
+	var order []string
+	shares := map[string]costmodel.Share{}
+	add := func(topic string, s costmodel.Share) {
+		if _, ok := shares[topic]; !ok {
+			if len(order) >= c.cfg.MaxTopics {
+				topic = metering.OverflowTopic
+			}
+			if _, ok := shares[topic]; !ok {
+				order = append(order, topic)
+			}
+		}
+		shares[topic] = shares[topic].Add(s)
+	}
+	for i, p := range l.Partitions {
+		topic := metering.TopicName(p.Partition)
+		add(topic, p.Share)
+		if i < c.cfg.PartitionSeries {
+			part := strconv.Itoa(int(p.Partition.Partition))
+			for _, ln := range lines(p.Cost) {
+				send(ch, "activetier_partition_cost_usd_total", prometheus.CounterValue, ln.usd, topic, part, ln.name)
+			}
+		}
+	}
+	for _, row := range []metering.Charge{l.Overflow, l.Unattributed} {
+		if row.Share != (costmodel.Share{}) {
+			add(row.Partition.Topic, row.Share)
+		}
+	}
+	for _, topic := range order {
+		b, _ := costmodel.PriceShare(l.Prices, shares[topic]) // the Meter validated the prices
+		for _, ln := range lines(b) {
+			send(ch, "activetier_cost_usd_total", prometheus.CounterValue, ln.usd, topic, ln.name)
+		}
+	}
+}
+
+func (c *Collector) collectNode(ch chan<- prometheus.Metric, broker string, s walstore.NodeStats, h walstore.Health) {
+	ls, fs := s.Leader, s.Follower
+	counter := func(name string, v uint64, labels ...string) {
+		send(ch, name, prometheus.CounterValue, float64(v), append([]string{broker}, labels...)...)
+	}
+	gauge := func(name string, v float64, labels ...string) {
+		send(ch, name, prometheus.GaugeValue, v, append([]string{broker}, labels...)...)
+	}
+	counter("activetier_produced_bytes_total", ls.AppendedBytes)
+	counter("activetier_objects_total", ls.Objects)
+	counter("activetier_object_bytes_total", ls.ObjectBytes)
+	counter("activetier_objects_deleted_total", ls.ObjectsDeleted)
+	counter("activetier_retries_total", ls.UploadRetries, "upload")
+	counter("activetier_retries_total", ls.PublishRetries, "publish")
+	counter("activetier_replicated_bytes_total", fs.AppliedBytes)
+	counter("activetier_applied_entries_total", fs.Applied)
+	counter("activetier_fetch_errors_total", fs.Corrupt, "corrupt")
+	counter("activetier_fetch_errors_total", fs.NotFound, "not_found")
+	counter("activetier_fetch_errors_total", fs.FetchErrors-min(fs.FetchErrors, fs.Corrupt+fs.NotFound), "other")
+	counter("activetier_truncations_total", fs.Truncations)
+	gauge("activetier_buffered_bytes", float64(ls.BufferedBytes))
+	gauge("activetier_uploads_in_flight", float64(ls.UploadsInFlight))
+	gauge("activetier_held_entries", float64(fs.Held))
+	degraded := 0.0
+	if h.Degraded {
+		degraded = 1
+	}
+	gauge("activetier_degraded", degraded)
+	var lag int64
+	tps := make([]metadata.TopicPartition, 0, len(fs.Lag))
+	for tp, n := range fs.Lag {
+		lag += n
+		tps = append(tps, tp)
+	}
+	gauge("activetier_lag_offsets", float64(lag))
+	if c.cfg.PartitionSeries > 0 {
+		slices.SortFunc(tps, func(a, b metadata.TopicPartition) int {
+			return cmp.Or(cmp.Compare(metering.TopicName(a), metering.TopicName(b)), cmp.Compare(a.Partition, b.Partition))
+		})
+		for _, tp := range tps[:min(len(tps), c.cfg.PartitionSeries)] {
+			gauge("activetier_partition_lag_offsets", float64(fs.Lag[tp]), metering.TopicName(tp), strconv.Itoa(int(tp.Partition)))
+		}
+	}
+	ch <- engineHistogram(descs["activetier_replication_lag_seconds"], fs.ApplyLag, broker)
+}
