@@ -254,8 +254,11 @@ func (c *Core) Follow(now time.Time, tp metadata.TopicPartition, epoch, leader i
 	return nil
 }
 
-// Unfollow makes the core forget tp. Answers to its outstanding requests
-// are ignored; following it again starts afresh from the local log.
+// Unfollow makes the core forget tp; following it again starts afresh
+// from the local log. The driver must not perform a request of tp handed
+// out before that it has not performed yet: the core would load the log
+// as it is and then not know of the change. Answers to requests it did
+// perform are ignored.
 func (c *Core) Unfollow(now time.Time, tp metadata.TopicPartition) {
 	c.now = now
 	p, ok := c.parts[tp]

@@ -95,15 +95,8 @@ func play(t *testing.T, in []byte) string {
 	var appends []Append
 	var fetches []Fetch
 	seen := map[uint64]bool{}
-	// Requests outstanding per partition; those of a partition unfollowed
-	// since are orphans, answered but no longer counted.
-	outstanding := map[metadata.TopicPartition]int{}
-	orphan := map[uint64]bool{}
-	done := func(id uint64, tp metadata.TopicPartition) {
-		if !orphan[id] {
-			outstanding[tp]--
-		}
-	}
+	outstanding := map[metadata.TopicPartition]int{} // local-log requests
+	done := func(id uint64, tp metadata.TopicPartition) { outstanding[tp]-- }
 	var out strings.Builder
 	now := t0
 	next := func() byte {
@@ -136,18 +129,15 @@ func play(t *testing.T, in []byte) string {
 			}
 			_ = c.Follow(now, tp(p), epoch, leader)
 		case 1:
+			// The driver performs no request of a partition it unfollowed
+			// after it did: those not performed yet are dropped.
 			p := tp(int32(next() % 3))
 			c.Unfollow(now, p)
 			outstanding[p] = 0
-			for _, l := range loads {
-				orphan[l.ID] = orphan[l.ID] || l.Partition == p
-			}
-			for _, tr := range truncs {
-				orphan[tr.ID] = orphan[tr.ID] || tr.Partition == p
-			}
-			for _, a := range appends {
-				orphan[a.ID] = orphan[a.ID] || a.Partition == p
-			}
+			mine := func(q metadata.TopicPartition) bool { return q == p }
+			loads = slices.DeleteFunc(loads, func(l Load) bool { return mine(l.Partition) })
+			truncs = slices.DeleteFunc(truncs, func(tr Truncate) bool { return mine(tr.Partition) })
+			appends = slices.DeleteFunc(appends, func(a Append) bool { return mine(a.Partition) })
 		case 2: // a message of markers
 			p := int32(next() % 3)
 			var mks []metadata.EpochStart
