@@ -41,9 +41,9 @@ VERSITYGW_VERSION=v1.8.0
 FAKE_GCS_SERVER_VERSION=v1.56.1
 # MinIO release RELEASE.2025-09-07T16-13-09Z: MinIO tags no semantic
 # versions, so this is the release commit's pseudo-version. Its build takes
-# most of the script's first run (about 20 minutes on two cores; older
-# releases have as many dependencies and build no faster), then it is
-# cached. MinIO is under the AGPL: it is only built and run here as a test
+# most of the script's first run (about 20 minutes on two shared cores),
+# then it is cached; older releases require nearly as many modules (220 in
+# late 2022, 259 here), so none would build much faster. MinIO is under the AGPL: it is only built and run here as a test
 # server, in its own process, never linked into anything of this module.
 MINIO_VERSION=v0.0.0-20250907161309-07c3a429bfed
 cache="${ACTIVETIER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/activetier}"
