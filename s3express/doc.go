@@ -97,8 +97,13 @@
 // For an S3-compatible server (versitygw, MinIO) set aws.Config.BaseEndpoint
 // and Options.S3Compatible, which selects path-style addressing and, for
 // directory-style bucket names, turns off S3 Express session auth and signs
-// as service "s3". The tests run this way against versitygw, with both
-// naming styles. It is never right for AWS itself.
+// as service "s3". The tests run this way against versitygw and MinIO
+// (scripts/test.sh runs them against each), with both naming styles; both
+// keep directory-style names as ordinary buckets. MinIO without a KMS
+// answers every PUT that carries an encryption header with 501
+// NotImplemented, which the store reports as walstore.ErrPermanent; leave
+// Options.SSE at its default there. S3Compatible is never right for AWS
+// itself.
 //
 // # Checksums, encryption and performance
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptrace"
 	"os"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
@@ -311,4 +313,72 @@ func TestServerReusesConnections(t *testing.T) {
 	require.NoError(t, s.Delete(ctx, refs))
 	assert.Equal(t, int64(1), fresh.Load(), "connections dialled for 11 sequential requests")
 	assert.Equal(t, int64(10), reused.Load())
+}
+
+// serverEnv names the S3 server at ACTIVETIER_S3_ENDPOINT, for the tests
+// that check what a particular server does: scripts/test.sh sets it to
+// versitygw or minio.
+const serverEnv = "ACTIVETIER_S3_SERVER"
+
+// TestServerEncryptionHeader checks what a server does with each
+// encryption setting. The default sends no header, so the bucket's own
+// encryption applies, and every server stores the object. An explicit
+// SSE-S3 or SSE-KMS header is up to the server: versitygw accepts it and
+// stores the object; MinIO without a KMS refuses it with 501
+// NotImplemented, which AWS documents as a request that will never
+// succeed, so the store reports walstore.ErrPermanent after one attempt
+// and the engines do not retry it as an outage. Another server must do one
+// of the two.
+func TestServerEncryptionHeader(t *testing.T) {
+	cfg := serverConfig(t)
+	server := os.Getenv(serverEnv)
+	createBuckets(t, cfg, standardBuckets)
+	for _, c := range []struct {
+		name string
+		mod  func(*s3express.Options)
+	}{
+		{"bucket-default", func(o *s3express.Options) {}},
+		{"sse-s3", func(o *s3express.Options) { o.SSE = s3express.SSES3 }},
+		{"sse-kms", func(o *s3express.Options) { o.SSE = s3express.SSEKMS }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var requests atomic.Int64
+			s := newServerStore(t, cfg, standardBuckets, azA, func(o *s3express.Options) {
+				c.mod(o)
+				o.ClientOptions = append(o.ClientOptions, countRequests(&requests))
+			})
+			body := []byte("encrypted or not")
+			key := uniqueKey(t, "object")
+			ref, err := s.Put(t.Context(), key, body)
+			t.Logf("%s on %q: %v after %d requests", c.name, server, err, requests.Load())
+			refused := err != nil // another server may do either
+			switch server {
+			case "minio":
+				refused = c.name != "bucket-default"
+			case "versitygw":
+				refused = false
+			}
+			switch {
+			case refused:
+				requireKind(t, err, walstore.ErrPermanent, c.name)
+				var se *s3express.Error
+				require.ErrorAs(t, err, &se)
+				if server == "minio" {
+					assert.Equal(t, "NotImplemented", se.Code)
+					var re *awshttp.ResponseError
+					require.ErrorAs(t, err, &re)
+					assert.Equal(t, http.StatusNotImplemented, re.HTTPStatusCode())
+				}
+				assert.Equal(t, int64(1), requests.Load(), "a permanent refusal is not retried")
+				_, err = s.GetRange(t.Context(), metadata.ObjectRef{AZ: azA, Bucket: standardBuckets[azA], Key: key}, 0, 1)
+				requireKind(t, err, walstore.ErrNotFound, "nothing was stored")
+			default:
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = s.Delete(context.Background(), []metadata.ObjectRef{ref}) })
+				got, err := s.GetRange(t.Context(), ref, 0, int64(len(body)))
+				require.NoError(t, err)
+				assert.Equal(t, body, got)
+			}
+		})
+	}
 }

@@ -67,8 +67,7 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`HOST:PORT`/metrics while the demo runs (port 0: any free port, printed on stderr)")
 	fs.StringVar(&o.report, "report", "", "write a self-contained HTML report of the run, with charts, to `FILE`")
 	o.s3.register(fs)
-	fs.Var(&o.store, "store", "keep the buckets in another object store, as `KIND=VALUE`: "+storeKindsHelp()+
-		" (a directory per AZ, made below PATH for the run, on a local disk, NFS, EFS or FSx; the filesystem price list)")
+	fs.Var(&o.store, "store", "keep the buckets in another object store, as `KIND=VALUE`: "+storeKindsUsage())
 	return o, fs
 }
 
@@ -250,7 +249,7 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	switch {
 	case o.store.kind != "":
 		kind, _ := findStoreKind(o.store.kind)
-		if onStore, err = kind.open(o.store.value, cfg.azs); err != nil {
+		if onStore, err = kind.open(ctx, o.store.value, cfg.azs); err != nil {
 			return nil, err
 		}
 		objects, where = onStore, onStore.describe()
@@ -258,11 +257,12 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			defer cancel()
 			left, cerr := onStore.cleanup(cctx, o.s3.keep)
+			closeErr := onStore.close()
 			if rep == nil {
-				err = errors.Join(err, cerr)
+				err = errors.Join(err, cerr, closeErr)
 				return
 			}
-			rep.Store.ObjectsLeft, rep.Store.ObjectsKept, rep.cleanupErr = left, o.s3.keep, cerr
+			rep.Store.ObjectsLeft, rep.Store.ObjectsKept, rep.cleanupErr = left, o.s3.keep, errors.Join(cerr, closeErr)
 			if cerr != nil {
 				rep.Store.CleanupError = cerr.Error()
 			}

@@ -29,15 +29,32 @@ type storeKind struct {
 	name string
 	// value is what VALUE is, for help and errors.
 	value string
+	// help says what the kind keeps the buckets in, for --store's help.
+	help string
 	// open makes the demo's backend for the AZs from VALUE.
-	open func(value string, azs []string) (storeBackend, error)
+	open func(ctx context.Context, value string, azs []string) (storeBackend, error)
 }
 
 // storeKinds are the kinds --store accepts. A new store adds its kind
 // here, with a backend that implements storeBackend.
 func storeKinds() []storeKind {
 	return []storeKind{
-		{name: "dir", value: "PATH", open: func(value string, azs []string) (storeBackend, error) { return openDirObjects(value, azs) }},
+		{
+			name: "dir", value: "PATH",
+			help: "a directory per AZ, made below PATH for the run, on a local disk, NFS, EFS or FSx; the filesystem price list",
+			open: func(_ context.Context, value string, azs []string) (storeBackend, error) {
+				return openDirObjects(value, azs)
+			},
+		},
+		{
+			name: "gcs", value: "PREFIX",
+			help: "Cloud Storage buckets PREFIX-az1, PREFIX-az2, ..., created when missing, in project " + gcsProjectEnv + "; " +
+				"on the emulator at " + gcsEndpointEnv + " when that is set, else on Cloud Storage with the standard Google credentials; " +
+				"the regional Standard price list",
+			open: func(ctx context.Context, value string, azs []string) (storeBackend, error) {
+				return openGCSObjects(ctx, value, os.Getenv(gcsEndpointEnv), os.Getenv(gcsProjectEnv), azs)
+			},
+		},
 	}
 }
 
@@ -55,6 +72,9 @@ type storeBackend interface {
 	report() *storeReport
 	// prices are the store's price list, for the report.
 	prices() costmodel.Prices
+	// close releases the stores' clients and connections, after
+	// cleanup.
+	close() error
 }
 
 func (s *storeFlag) String() string {
@@ -88,7 +108,17 @@ func findStoreKind(name string) (storeKind, bool) {
 	return storeKind{}, false
 }
 
-// storeKindsHelp lists the kinds as they are written: "dir=PATH".
+// storeKindsUsage is --store's help: each kind as it is written, and what
+// it keeps the buckets in.
+func storeKindsUsage() string {
+	var kinds []string
+	for _, k := range storeKinds() {
+		kinds = append(kinds, k.name+"="+k.value+" ("+k.help+")")
+	}
+	return strings.Join(kinds, "; ")
+}
+
+// storeKindsHelp lists the kinds as they are written: "dir=PATH, ...".
 func storeKindsHelp() string {
 	var forms []string
 	for _, k := range storeKinds() {
@@ -99,8 +129,9 @@ func storeKindsHelp() string {
 
 // storeReport is what the report says of a run on a --store backend.
 type storeReport struct {
-	// Kind and Location are --store's KIND and where the run's buckets
-	// were in it: for dir, the run's directory below PATH.
+	// Kind and Location are --store's KIND and where the run's objects
+	// were in it: for dir, the run's directory below PATH; for gcs, the
+	// endpoint and the run's key prefix.
 	Kind     string `json:"kind"`
 	Location string `json:"location"`
 	// Buckets maps each AZ to its bucket.
@@ -120,13 +151,9 @@ type storeReport struct {
 // wrapped to count its calls and to refuse those to a failed AZ's bucket.
 type dirObjects struct {
 	root, runDir string
-	azs          []string
 	opts         fsstore.Options // LocalAZ is set per store
 	admin        *fsstore.Store
-	counters     requestCounters
-
-	mu   sync.Mutex
-	down map[string]bool // by bucket
+	*storeCalls
 }
 
 var _ storeBackend = (*dirObjects)(nil)
@@ -151,15 +178,18 @@ func openDirObjects(root string, azs []string) (*dirObjects, error) {
 	if err := os.Mkdir(runDir, 0o777); err != nil {
 		return nil, fmt.Errorf("--store dir=%s: %w", root, err)
 	}
-	d := &dirObjects{root: root, runDir: runDir, azs: azs, down: make(map[string]bool)}
+	d := &dirObjects{root: root, runDir: runDir}
 	d.opts.Buckets = make(map[string]fsstore.Bucket, len(azs))
+	names := make(map[string]string, len(azs))
 	for _, az := range azs {
 		dir := filepath.Join(runDir, az)
 		if err := os.Mkdir(dir, 0o777); err != nil {
 			return nil, errors.Join(err, os.RemoveAll(runDir))
 		}
 		d.opts.Buckets[az] = fsstore.Bucket{Name: bucketName(az), Dir: dir}
+		names[az] = bucketName(az)
 	}
+	d.storeCalls = newStoreCalls(azs, names, false)
 	opts := d.opts
 	opts.LocalAZ = azs[0]
 	if d.admin, err = fsstore.New(opts); err != nil {
@@ -175,27 +205,8 @@ func (d *dirObjects) store(az string) (walstore.ObjectStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &countingStore{next: st, d: d}, nil
+	return &countingStore{next: st, c: d.storeCalls}, nil
 }
-
-func (d *dirObjects) setOutage(az string) error {
-	b, ok := d.opts.Buckets[az]
-	if !ok {
-		return fmt.Errorf("no AZ %q (want one of %s)", az, strings.Join(d.azs, ", "))
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.down[b.Name] = true
-	return nil
-}
-
-func (d *dirObjects) isDown(bucket string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.down[bucket]
-}
-
-func (d *dirObjects) requests() requestCounts { return d.counters.load() }
 
 func (d *dirObjects) describe() string {
 	return fmt.Sprintf("a directory per AZ (%s) in %s", strings.Join(d.azs, ", "), d.runDir)
@@ -203,24 +214,39 @@ func (d *dirObjects) describe() string {
 
 func (d *dirObjects) prices() costmodel.Prices { return costmodel.Filesystem() }
 
+// close has nothing to release: an fsstore.Store holds no open files
+// between calls.
+func (d *dirObjects) close() error { return nil }
+
 // cleanup counts the objects left in every AZ's directory, the failed
 // AZ's included, and removes the run's directory unless keep.
 func (d *dirObjects) cleanup(ctx context.Context, keep bool) (int, error) {
-	var left int
-	for _, az := range d.azs {
-		infos, err := d.admin.List(ctx, d.opts.Buckets[az].Name, "")
-		if err != nil {
-			return 0, fmt.Errorf("listing what the run left: %w", err)
-		}
-		left += len(infos)
-	}
-	if keep {
-		return left, nil
+	refs, err := objectsLeft(ctx, d.admin, d.storeCalls)
+	if err != nil || keep {
+		return len(refs), err
 	}
 	if err := os.RemoveAll(d.runDir); err != nil {
-		return left, fmt.Errorf("removing the run's directory %s: %w", d.runDir, err)
+		return len(refs), fmt.Errorf("removing the run's directory %s: %w", d.runDir, err)
 	}
-	return left, nil
+	return len(refs), nil
+}
+
+// objectsLeft lists, through admin, what the run left in every AZ's
+// bucket, the failed AZ's included: garbage collection has deleted every
+// object all followers applied, so what remains is the run's last objects
+// and a failed AZ's.
+func objectsLeft(ctx context.Context, admin walstore.ObjectStore, c *storeCalls) ([]metadata.ObjectRef, error) {
+	var refs []metadata.ObjectRef
+	for _, az := range c.azs {
+		infos, err := admin.List(ctx, c.buckets[az], "")
+		if err != nil {
+			return nil, fmt.Errorf("listing what the run left: %w", err)
+		}
+		for _, info := range infos {
+			refs = append(refs, info.Ref)
+		}
+	}
+	return refs, nil
 }
 
 func (d *dirObjects) report() *storeReport {
@@ -231,13 +257,54 @@ func (d *dirObjects) report() *storeReport {
 	return &storeReport{Kind: "dir", Location: d.runDir, Buckets: buckets}
 }
 
+// storeCalls is what the brokers' stores on a --store backend share: the
+// calls they made, counted as the requests an object store would bill, and
+// the AZ the demo took down. It gives a backend its setOutage and
+// requests.
+type storeCalls struct {
+	azs     []string
+	buckets map[string]string // by AZ
+	// deletePerObject counts a Delete call as one request per reference
+	// (Cloud Storage deletes one object per request) instead of one.
+	deletePerObject bool
+	counters        requestCounters
+
+	mu   sync.Mutex
+	down map[string]bool // by bucket
+}
+
+func newStoreCalls(azs []string, buckets map[string]string, deletePerObject bool) *storeCalls {
+	return &storeCalls{azs: azs, buckets: buckets, deletePerObject: deletePerObject, down: make(map[string]bool)}
+}
+
+func (c *storeCalls) setOutage(az string) error {
+	b, ok := c.buckets[az]
+	if !ok {
+		return fmt.Errorf("no AZ %q (want one of %s)", az, strings.Join(c.azs, ", "))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down[b] = true
+	return nil
+}
+
+func (c *storeCalls) isDown(bucket string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.down[bucket]
+}
+
+func (c *storeCalls) requests() requestCounts { return c.counters.load() }
+
 // countingStore is a broker's store on a --store backend: it counts each
 // call as the request an object store would bill (a Delete call as one
-// request), and refuses calls to a bucket whose AZ is down, as if its file
-// system had become unreachable, with walstore.ErrUnavailable.
+// request, or one per object where the store deletes them one by one; a
+// store's own retries are not seen), and refuses calls to a bucket whose
+// AZ is down, as if the store had become unreachable, with
+// walstore.ErrUnavailable.
 type countingStore struct {
 	next walstore.ObjectStore
-	d    *dirObjects
+	c    *storeCalls
 }
 
 // errOutage is a call refused because its AZ is down in the demo.
@@ -246,10 +313,10 @@ var errOutage = fmt.Errorf("AZ down (simulated outage): %w", walstore.ErrUnavail
 func (c *countingStore) Local() metadata.ObjectRef { return c.next.Local() }
 
 func (c *countingStore) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
-	n := &c.d.counters
+	n := &c.c.counters
 	n.puts.Add(1)
 	n.bytesUp.Add(int64(len(body)))
-	if c.d.isDown(c.next.Local().Bucket) {
+	if c.c.isDown(c.next.Local().Bucket) {
 		n.failed.Add(1)
 		return metadata.ObjectRef{}, fmt.Errorf("Put %s/%s: %w", c.next.Local().Bucket, key, errOutage)
 	}
@@ -261,9 +328,9 @@ func (c *countingStore) Put(ctx context.Context, key string, body []byte) (metad
 }
 
 func (c *countingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
-	n := &c.d.counters
+	n := &c.c.counters
 	n.gets.Add(1)
-	if c.d.isDown(ref.Bucket) {
+	if c.c.isDown(ref.Bucket) {
 		n.failed.Add(1)
 		return nil, fmt.Errorf("GetRange %s: %w", ref, errOutage)
 	}
@@ -277,10 +344,14 @@ func (c *countingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, of
 }
 
 func (c *countingStore) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
-	n := &c.d.counters
-	n.deletes.Add(1)
+	n := &c.c.counters
+	if c.c.deletePerObject {
+		n.deletes.Add(int64(len(refs)))
+	} else {
+		n.deletes.Add(1)
+	}
 	for _, r := range refs {
-		if c.d.isDown(r.Bucket) {
+		if c.c.isDown(r.Bucket) {
 			n.failed.Add(1)
 			return fmt.Errorf("Delete %s: %w", r, errOutage)
 		}
@@ -293,9 +364,9 @@ func (c *countingStore) Delete(ctx context.Context, refs []metadata.ObjectRef) e
 }
 
 func (c *countingStore) List(ctx context.Context, bucket, prefix string) ([]walstore.ObjectInfo, error) {
-	n := &c.d.counters
+	n := &c.c.counters
 	n.lists.Add(1)
-	if c.d.isDown(bucket) {
+	if c.c.isDown(bucket) {
 		n.failed.Add(1)
 		return nil, fmt.Errorf("List %s: %w", bucket, errOutage)
 	}

@@ -106,10 +106,10 @@ func TestDemoStoreUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--store", "dir"}, `invalid value "dir" for flag -store: "dir" is not KIND=VALUE (want dir=PATH)`},
+		{[]string{"--store", "dir"}, `invalid value "dir" for flag -store: "dir" is not KIND=VALUE (want dir=PATH, gcs=PREFIX)`},
 		{[]string{"--store", "dir="}, `invalid value "dir=" for flag -store: "dir=" is not KIND=VALUE`},
 		{[]string{"--store", "=x"}, `invalid value "=x" for flag -store: "=x" is not KIND=VALUE`},
-		{[]string{"--store", "gcs=bucket"}, `invalid value "gcs=bucket" for flag -store: unknown store kind "gcs" (want dir=PATH)`},
+		{[]string{"--store", "s3=bucket"}, `invalid value "s3=bucket" for flag -store: unknown store kind "s3" (want dir=PATH, gcs=PREFIX)`},
 		{[]string{"--store", ""}, `invalid value "" for flag -store: "" is not KIND=VALUE`},
 		{[]string{"--store", "dir=/tmp", "--s3-endpoint", "http://127.0.0.1:1"}, "--store dir=/tmp: cannot be combined with --s3-endpoint"},
 		{[]string{"--store", "dir=/tmp", "--profile", "none"}, "--profile none: has no effect with --store"},

@@ -108,8 +108,8 @@
 // outages fail.
 //
 // --store KIND=VALUE keeps the buckets in another object store; KIND names
-// the store and VALUE where it keeps them, in its own terms. The one kind
-// so far is dir=PATH: package fsstore, a directory per AZ, made for the run
+// the store and VALUE where it keeps them, in its own terms. dir=PATH is
+// package fsstore, a directory per AZ, made for the run
 // below PATH (activetier-demo-TIME-RANDOM/az1, ...), which must be an
 // existing directory on a local disk, NFS, EFS or FSx. Every broker has an
 // fsstore.Store of its own. The latency is the file system's, so --profile
@@ -120,8 +120,27 @@
 // calls to that AZ's directory fail with walstore.ErrUnavailable. At the
 // end the run's directory is removed, unless --keep-objects; the report's
 // "dir" line (JSON: "store": kind, location, buckets, objects_left) says
-// how many objects garbage collection had left. --store and --s3-endpoint
-// exclude each other.
+// how many objects garbage collection had left.
+//
+// gcs=PREFIX is package gcsstore: bucket PREFIX-az1 for az1, and so on,
+// each checked with one request and created when missing (in the project
+// GOOGLE_CLOUD_PROJECT names; on an emulator any), every object under a
+// key prefix of the run's own, as with --s3-endpoint. With
+// ACTIVETIER_GCS_ENDPOINT set (the variable scripts/test.sh sets for
+// fake-gcs-server) the buckets are on that emulator, without
+// authentication; otherwise on Cloud Storage with the standard Google
+// credentials (Application Default Credentials). Every broker has a
+// gcsstore.Store of its own, closed at the end. The run is priced with
+// costmodel's "gcsstandard-2026" list, since the buckets the demo creates
+// are regional Standard buckets reached over HTTP, not zonal ones. Calls
+// are counted as requests (a Delete as one per object, as Cloud Storage
+// deletes them; a store's own retries are not seen), and --fail-az refuses
+// every broker's calls to that AZ's bucket with walstore.ErrUnavailable.
+// At the end what garbage collection left under the run's prefix is
+// deleted, unless --keep-objects; the buckets stay. The report's "gcs"
+// line names the endpoint and the prefix.
+//
+// --store and --s3-endpoint exclude each other.
 //
 // # inspect
 //
