@@ -3,7 +3,6 @@ package gcsstore_test
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/activetier/activetier/gcsstore"
+	"github.com/activetier/activetier/internal/testenv"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -21,21 +21,12 @@ import (
 // `go test` without the endpoint they skip.
 const (
 	endpointEnv = "ACTIVETIER_GCS_ENDPOINT"
-	requireEnv  = "ACTIVETIER_REQUIRE_SERVERS"
 )
 
-// gcsEndpoint returns the emulator's URL, or skips the test (fails it
-// under scripts/test.sh).
+// gcsEndpoint returns the emulator's URL, or ends the test (see testenv).
 func gcsEndpoint(t testing.TB) string {
 	t.Helper()
-	ep := os.Getenv(endpointEnv)
-	if ep == "" {
-		if os.Getenv(requireEnv) != "" {
-			t.Fatalf("%s is not set, but %s says the test script started the servers", endpointEnv, requireEnv)
-		}
-		t.Skipf("needs a Cloud Storage emulator: %s is not set; run `bash scripts/test.sh`, which starts fake-gcs-server on 127.0.0.1", endpointEnv)
-	}
-	return ep
+	return testenv.Server(t, endpointEnv, "a Cloud Storage emulator")
 }
 
 // Zones and buckets of a three-zone deployment.

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/internal/testenv"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
 	"github.com/activetier/activetier/walstore"
@@ -33,17 +34,10 @@ import (
 // ACTIVETIER_REQUIRE_SERVERS (which the script sets) says they must run.
 const endpointEnv = "ACTIVETIER_S3_ENDPOINT"
 
-// s3Endpoint returns the server's URL or skips the test.
+// s3Endpoint returns the server's URL or ends the test (see testenv).
 func s3Endpoint(t testing.TB) string {
 	t.Helper()
-	ep := os.Getenv(endpointEnv)
-	if ep == "" {
-		if os.Getenv("ACTIVETIER_REQUIRE_SERVERS") != "" {
-			t.Fatalf("%s is not set, but ACTIVETIER_REQUIRE_SERVERS says the test script started the servers", endpointEnv)
-		}
-		t.Skipf("needs an S3 server: %s is not set; run `bash scripts/test.sh`, which starts versitygw on 127.0.0.1", endpointEnv)
-	}
-	return ep
+	return testenv.Server(t, testenv.S3Endpoint, "an S3 server")
 }
 
 // serverConfig loads the AWS configuration the way a user does, pointed

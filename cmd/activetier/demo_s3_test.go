@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/internal/testenv"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
 	"github.com/activetier/activetier/walstore"
@@ -34,11 +34,7 @@ const endpointEnv = "ACTIVETIER_S3_ENDPOINT"
 
 func s3TestEndpoint(t *testing.T) string {
 	t.Helper()
-	ep := os.Getenv(endpointEnv)
-	if ep == "" {
-		t.Skipf("needs an S3 server: %s is not set; run `bash scripts/test.sh go test ./cmd/activetier/`, which starts versitygw on 127.0.0.1", endpointEnv)
-	}
-	return ep
+	return testenv.Server(t, endpointEnv, "an S3 server")
 }
 
 // testBuckets names fresh buckets on the server for the given AZs (a

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/activetier/activetier/gcsstore"
+	"github.com/activetier/activetier/internal/testenv"
 )
 
 // gcsTestEndpoint returns the Cloud Storage emulator scripts/test.sh
@@ -25,14 +25,7 @@ import (
 // endpoint fails the test instead.
 func gcsTestEndpoint(t *testing.T) string {
 	t.Helper()
-	ep := os.Getenv(gcsEndpointEnv)
-	if ep == "" {
-		if os.Getenv("ACTIVETIER_REQUIRE_SERVERS") != "" {
-			t.Fatalf("%s is not set, but ACTIVETIER_REQUIRE_SERVERS says the test script started the servers", gcsEndpointEnv)
-		}
-		t.Skipf("needs a Cloud Storage emulator: %s is not set; run `bash scripts/test.sh go test ./cmd/activetier/`, which starts fake-gcs-server on 127.0.0.1", gcsEndpointEnv)
-	}
-	return ep
+	return testenv.Server(t, gcsEndpointEnv, "a Cloud Storage emulator")
 }
 
 // gcsTestPrefix returns a bucket prefix no other test uses, the buckets

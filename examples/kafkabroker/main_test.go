@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/activetier/activetier/internal/testenv"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -180,13 +181,7 @@ func TestThreeBrokers(t *testing.T) {
 // kcatRoundTrip produces a file of records with kcat (librdkafka) and
 // consumes it back from a follower's rack, byte for byte.
 func kcatRoundTrip(t *testing.T, c *procCluster) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		if os.Getenv("ACTIVETIER_REQUIRE_SERVERS") != "" {
-			t.Fatal("kcat is not installed although scripts/test.sh installs it")
-		}
-		t.Skip("needs kcat: run `bash scripts/test.sh`, which installs it")
-	}
+	kcat := testenv.Tool(t, "kcat")
 	var file bytes.Buffer
 	for i := range 2000 {
 		fmt.Fprintf(&file, "line %04d %s\n", i, strings.Repeat(string(rune('a'+i%26)), i%90))

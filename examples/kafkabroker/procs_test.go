@@ -23,6 +23,7 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/examples/kafkabroker/broker"
 	"github.com/activetier/activetier/examples/kafkabroker/disklog"
+	"github.com/activetier/activetier/internal/testenv"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -55,14 +56,7 @@ func binaries(t *testing.T) (kafkabroker, kfakecluster string) {
 // s3Endpoint returns the S3 server scripts/test.sh started.
 func s3Endpoint(t *testing.T) string {
 	t.Helper()
-	ep := os.Getenv("ACTIVETIER_S3_ENDPOINT")
-	if ep == "" {
-		if os.Getenv("ACTIVETIER_REQUIRE_SERVERS") != "" {
-			t.Fatal("ACTIVETIER_S3_ENDPOINT is not set although ACTIVETIER_REQUIRE_SERVERS is")
-		}
-		t.Skip("needs an S3 server: run `bash scripts/test.sh`, which starts versitygw on 127.0.0.1")
-	}
-	return ep
+	return testenv.Server(t, testenv.S3Endpoint, "an S3 server")
 }
 
 // proc is a child process. Its standard input is its lifeline: it exits
