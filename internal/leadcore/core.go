@@ -461,6 +461,13 @@ func (c *Core) take(id uint64) *request {
 	return r
 }
 
+// Live reports whether request id is still under way: handed out, and
+// neither finished nor cancelled.
+func (c *Core) Live(id uint64) bool {
+	_, ok := c.reqs[id]
+	return ok
+}
+
 // retry schedules the next attempt of r after a failure at now.
 func (c *Core) retry(now time.Time, r *request) {
 	c.reqs[r.id] = r
