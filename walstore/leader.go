@@ -1,20 +1,16 @@
 package walstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/leadcore"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -184,135 +180,78 @@ type Health struct {
 // and publishes each partition's entries in offset order once their object
 // is stored. Most brokers use it through a Node; create it with NewLeader
 // and drive it with Run.
+//
+// The protocol is a leadcore.Core, a state machine without I/O; the
+// Leader feeds it the broker's calls and the results of the work it hands
+// out, and performs that work: encoding, uploads (several at once, each
+// attempt bounded by RequestTimeout and retried after the core's backoff),
+// metadata appends, local-log reads and deletes.
 type Leader struct {
-	cfg    LeaderConfig
-	mgr    *Manager
-	jitter *jitter
-	gc     *collector
+	cfg LeaderConfig
+	mgr *Manager
 
-	ran atomic.Bool // Run was called
+	ran      atomic.Bool // Run was called
+	reportMu sync.Mutex  // serializes OnHealth calls; taken before mu
 
-	mu        sync.Mutex
-	builder   *combiner.Builder // where Append adds; guarded by mu
-	spare     *combiner.Builder // empty, or being cut by Run outside mu
-	leading   map[metadata.TopicPartition]*leadership
-	gens      uint64                                                   // leaderships begun
-	accepted  map[*combiner.Builder]map[metadata.TopicPartition]uint64 // leadership each partition's pending data was appended under
-	buffered  int
-	space     chan struct{} // closed when buffered bytes drop; then replaced
-	queue     []*upload     // cut, not yet published, in cut order
-	durableCh chan struct{} // closed when a durable offset advances or a leadership ends; then replaced
-	ops       map[*operation]struct{}
-	okCh      map[string]chan struct{} // per kind, closed when one succeeds; then replaced
-	health    Health
-	reported  bool       // the Degraded last given to OnHealth
-	reportMu  sync.Mutex // serializes OnHealth calls; taken before mu
-	stopped   bool
-	stats     leaderCounters
+	mu       sync.Mutex
+	core     *leadcore.Core
+	running  bool            // Run performs the core's requests
+	stopped  bool            // Run has returned, or is returning
+	ctx      context.Context // Run's, while running
+	wg       sync.WaitGroup  // Run's goroutines
+	ops      map[uint64]*opCtl
+	calls    map[uint64]chan error // Republish calls by task id
+	space    chan struct{}         // closed when buffered bytes drop; then replaced
+	durable  chan struct{}         // closed when a durable offset advances or a leadership ends; then replaced
+	done     chan struct{}         // closed when Run stops
+	wakeAt   time.Time             // when Run next ticks the core
+	reported bool                  // the Degraded last given to OnHealth
 
-	fmu       sync.RWMutex // guards followers, read by the builder and the collector
-	followers map[metadata.TopicPartition][]int32
-
-	flushCh    chan struct{}
-	publishCh  chan struct{}
-	slots      chan struct{}
-	uploadLat  histogram
-	publishLat histogram
+	wake                  chan struct{} // wakeAt changed
+	uploadLat, publishLat histogram
 }
 
-type leaderCounters struct {
-	appends, appendedBytes        uint64
-	objects, objectBytes          uint64
-	uploadRetries, publishRetries uint64
-	fenced, republished           uint64
-	inflight                      int
+// opCtl is the driver's handle on a request in flight.
+type opCtl struct {
+	cancel context.CancelFunc
+	next   chan time.Time // when to make the next attempt; zero: stop
 }
 
-// leadership is the engine's state for one partition it leads. A
-// leadership spans re-elections of this broker at higher epochs as long as
-// the broker never stopped leading in between: the log is the same, so
-// data accepted at the earlier epoch is published at the later one.
-type leadership struct {
-	epoch int32
-	gen   uint64
-	// next is the offset the next Append must start at.
-	next int64
-	// durable: every offset below it is stored and published by this
-	// leadership, or was on every follower when it began. above holds the
-	// ranges published beyond a hole (a republish still under way),
-	// merged and ascending.
-	durable int64
-	above   []offsetRange
-	// failed is set when data of this leadership can never be published;
-	// WaitDurable beyond durable then returns it.
-	failed error
-	chore  *chore
+// send replaces the op's pending directive with at.
+func (o *opCtl) send(at time.Time) {
+	select {
+	case <-o.next:
+	default:
+	}
+	o.next <- at
 }
 
-type offsetRange struct{ from, to int64 } // [from, to)
-
-// published records that [from, to) is stored and published and reports
-// whether the durable offset advanced.
-func (ld *leadership) published(from, to int64) bool {
-	if to <= ld.durable {
+// wait waits for the time of the next attempt and reports whether to make
+// it. A new directive while waiting replaces the old: a success of another
+// operation of its kind makes the retry go at once.
+func (o *opCtl) wait(ctx context.Context, clock Clock) bool {
+	var at time.Time
+	select {
+	case <-ctx.Done():
 		return false
+	case at = <-o.next:
 	}
-	if from > ld.durable {
-		ld.above = mergeRange(ld.above, offsetRange{from, to})
-		return false
-	}
-	ld.durable = to
-	for len(ld.above) > 0 && ld.above[0].from <= ld.durable {
-		ld.durable = max(ld.durable, ld.above[0].to)
-		ld.above = ld.above[1:]
-	}
-	return true
-}
-
-func mergeRange(rs []offsetRange, r offsetRange) []offsetRange {
-	i, _ := slices.BinarySearchFunc(rs, r, func(a, b offsetRange) int { return cmp.Compare(a.from, b.from) })
-	rs = slices.Insert(rs, i, r)
-	out := rs[:1]
-	for _, r := range rs[1:] {
-		if last := &out[len(out)-1]; r.from <= last.to {
-			last.to = max(last.to, r.to)
-			continue
+	for {
+		if at.IsZero() {
+			return false
 		}
-		out = append(out, r)
+		d := at.Sub(clock.Now())
+		if d <= 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-clock.After(d):
+			return true
+		case at = <-o.next:
+		}
 	}
-	return out
-}
-
-// chore is the background work a new leadership starts: publishing the
-// epoch markers, then republishing the log from an offset.
-type chore struct {
-	gen   uint64
-	epoch int32
-	from  int64 // republish from here; -1 for none. Advanced by the chore as it goes
-	// republish: from was set; unlike from, never written by the chore.
-	republish bool
-	started   bool
-	cancel    context.CancelFunc
-}
-
-// operation is one upload or metadata publish, from its first attempt to
-// its success, for health: one that takes DegradedAfter degrades the engine
-// whether its attempts fail or never return.
-type operation struct {
-	what  string
-	start time.Time
-	err   error
-}
-
-// upload is one cut object on its way to being stored and published.
-type upload struct {
-	obj        combiner.Object
-	gens       []uint64 // per section: the leadership that accepted its data
-	bytes      int      // buffer bytes this object accounts for
-	appendedAt time.Time
-	ref        metadata.ObjectRef
-	uploaded   bool
-	publishing bool
 }
 
 // NewLeader validates cfg and returns a Leader. Nothing runs until Run.
@@ -327,41 +266,33 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Leader{
-		cfg:       cfg,
-		mgr:       mgr,
-		jitter:    newJitter(cfg.Seed ^ 0x1eade7),
-		leading:   make(map[metadata.TopicPartition]*leadership),
-		accepted:  make(map[*combiner.Builder]map[metadata.TopicPartition]uint64),
-		space:     make(chan struct{}),
-		durableCh: make(chan struct{}),
-		ops:       make(map[*operation]struct{}),
-		okCh:      make(map[string]chan struct{}),
-		followers: make(map[metadata.TopicPartition][]int32),
-		flushCh:   make(chan struct{}, 1),
-		publishCh: make(chan struct{}, 1),
-		slots:     make(chan struct{}, cfg.MaxInflight),
+	core, err := leadcore.New(leadcore.Config{
+		BrokerID: cfg.BrokerID, MetadataPartitions: cfg.Log.Partitions(), Codec: cfg.Codec,
+		Interval: cfg.Interval, ObjectBytes: cfg.ObjectBytes, MaxPartitions: cfg.MaxPartitions,
+		BufferBytes: cfg.BufferBytes, MaxInflight: cfg.MaxInflight, DegradedAfter: cfg.DegradedAfter,
+		MarkerRefresh: cfg.MarkerRefresh, GCInterval: cfg.GCInterval,
+		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max, Seed: cfg.Seed ^ 0x1eade7,
+		Logger: cfg.Logger,
+		Violation: func(dep, detail string) error {
+			return &DependencyError{Dependency: dep, Err: fmt.Errorf("%w: %s", ErrContractViolation, detail)}
+		},
+		NoAnswer: func(what string, d time.Duration) error {
+			return fmt.Errorf("walstore: %s: %w: no answer for %v", what, ErrUnavailable, d)
+		},
+	})
+	if err != nil {
+		mgr.Close()
+		return nil, fmt.Errorf("walstore: leader: %w", err)
 	}
-	var builders [2]*combiner.Builder
-	for i := range builders {
-		builders[i], err = combiner.NewBuilder(combiner.BuilderConfig{
-			Interval:      cfg.Interval,
-			TargetBytes:   cfg.ObjectBytes,
-			MaxPartitions: cfg.MaxPartitions,
-			Encoder:       combiner.EncoderOptions{Codec: cfg.Codec},
-			Followers:     l.followersOf,
-		})
-		if err != nil {
-			mgr.Close()
-			if builders[0] != nil {
-				builders[0].Close()
-			}
-			return nil, fmt.Errorf("walstore: leader: %w", err)
-		}
-	}
-	l.builder, l.spare = builders[0], builders[1]
-	l.gc = newCollector(l)
-	return l, nil
+	return &Leader{
+		cfg: cfg, mgr: mgr, core: core,
+		ops:     make(map[uint64]*opCtl),
+		calls:   make(map[uint64]chan error),
+		space:   make(chan struct{}),
+		durable: make(chan struct{}),
+		done:    make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+	}, nil
 }
 
 func notify(ch chan struct{}) {
@@ -371,11 +302,228 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// followersOf is the placement the broker gave with BecomeLeader.
-func (l *Leader) followersOf(tp metadata.TopicPartition) []int32 {
-	l.fmu.RLock()
-	defer l.fmu.RUnlock()
-	return l.followers[tp]
+// step feeds the core one event and performs what it hands out.
+func (l *Leader) step(event func(c *leadcore.Core, now time.Time)) {
+	l.mu.Lock()
+	event(l.core, l.cfg.Clock.Now())
+	changed := l.takeLocked()
+	l.mu.Unlock()
+	if changed {
+		l.report()
+	}
+}
+
+// takeLocked takes the core's Ready, if Run is running, and performs it:
+// wakes waiters, starts the requests' goroutines, routes retries and
+// cancellations. It reports whether the health changed; the caller then
+// calls report, outside mu.
+func (l *Leader) takeLocked() bool {
+	if !l.running || !l.core.HasReady() {
+		return false
+	}
+	rd := l.core.Ready()
+	l.core.Advance()
+	if rd.DurableChanged {
+		close(l.durable)
+		l.durable = make(chan struct{})
+	}
+	if rd.SpaceFreed {
+		close(l.space)
+		l.space = make(chan struct{})
+	}
+	for _, d := range rd.UploadLatency {
+		l.uploadLat.observe(d)
+	}
+	for _, d := range rd.PublishLatency {
+		l.publishLat.observe(d)
+	}
+	for _, e := range rd.Encodes {
+		l.startEncode(e)
+	}
+	for _, u := range rd.Uploads {
+		l.startUpload(u)
+	}
+	for _, p := range rd.Publishes {
+		l.startPublish(p)
+	}
+	for _, r := range rd.Reads {
+		l.startRead(r)
+	}
+	for _, d := range rd.Deletes {
+		l.startDelete(d)
+	}
+	l.directLocked(rd)
+	if !rd.WakeAt.Equal(l.wakeAt) {
+		l.wakeAt = rd.WakeAt
+		notify(l.wake)
+	}
+	return rd.HealthChanged
+}
+
+// directLocked routes rd's retries, cancellations and finished calls.
+func (l *Leader) directLocked(rd leadcore.Ready) {
+	for _, r := range rd.Retries {
+		if op := l.ops[r.ID]; op != nil {
+			op.send(r.At)
+		}
+	}
+	for _, id := range rd.Cancels {
+		if op := l.ops[id]; op != nil {
+			op.cancel()
+			op.send(time.Time{})
+			delete(l.ops, id)
+		}
+	}
+	for _, d := range rd.Done {
+		if ch := l.calls[d.ID]; ch != nil {
+			ch <- d.Err
+			delete(l.calls, d.ID)
+		}
+	}
+}
+
+// spawnLocked runs f on a goroutine of Run's, with a context the core can
+// cancel as request id.
+func (l *Leader) spawnLocked(id uint64, f func(ctx context.Context, op *opCtl)) {
+	ctx, cancel := context.WithCancel(l.ctx)
+	op := &opCtl{cancel: cancel, next: make(chan time.Time, 1)}
+	l.ops[id] = op
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer cancel()
+		f(ctx, op)
+		l.mu.Lock()
+		if l.ops[id] == op {
+			delete(l.ops, id)
+		}
+		l.mu.Unlock()
+	}()
+}
+
+// retrying makes attempts of a request until one succeeds, the core stops
+// it, or Run ends; each attempt's result goes to the core.
+func (l *Leader) retrying(id uint64, what string, try func(context.Context) error, result func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind)) {
+	l.spawnLocked(id, func(ctx context.Context, op *opCtl) {
+		for {
+			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: "+what, try)
+			if ctx.Err() != nil {
+				return
+			}
+			live := false
+			l.step(func(c *leadcore.Core, now time.Time) {
+				result(c, now, err, classify(err))
+				live = c.Live(id) // the core judged the attempt a failure to retry
+			})
+			if !live || !op.wait(ctx, l.cfg.Clock) {
+				return
+			}
+		}
+	})
+}
+
+// classify judges err for the core.
+func classify(err error) leadcore.Kind {
+	switch {
+	case errors.Is(err, metadata.ErrClosed):
+		return leadcore.Closed
+	case errors.Is(err, ErrPermanent):
+		return leadcore.Permanent
+	case errors.Is(err, ErrUnavailable):
+		return leadcore.Unavailable
+	}
+	return leadcore.Other
+}
+
+// startEncode cuts the builder outside the lock, so that Append never
+// waits for an object to be encoded.
+func (l *Leader) startEncode(e leadcore.Encode) {
+	l.spawnLocked(e.ID, func(context.Context, *opCtl) {
+		objs, err := e.Builder.Cut(nil)
+		l.step(func(c *leadcore.Core, now time.Time) { c.Encoded(now, e.ID, objs, err) })
+	})
+}
+
+func (l *Leader) startUpload(u leadcore.Upload) {
+	var ref metadata.ObjectRef
+	l.retrying(u.ID, u.What, func(ctx context.Context) (err error) {
+		ref, err = l.mgr.put(ctx, u.Data)
+		return err
+	}, func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind) {
+		c.Uploaded(now, u.ID, ref, err, kind)
+	})
+}
+
+func (l *Leader) startPublish(p leadcore.Publish) {
+	var off int64
+	l.retrying(p.ID, leadcore.WhatPublish, func(ctx context.Context) (err error) {
+		off, err = l.cfg.Log.Append(ctx, p.Partition, p.Data)
+		return err
+	}, func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind) {
+		c.Published(now, p.ID, off, err, kind)
+	})
+}
+
+func (l *Leader) startRead(r leadcore.LocalRead) {
+	l.spawnLocked(r.ID, func(ctx context.Context, _ *opCtl) {
+		var res leadcore.LocalResult
+		dep := func(call string, err error) error {
+			if err == nil {
+				return nil
+			}
+			return &DependencyError{Dependency: call, Err: err}
+		}
+		switch r.What {
+		case leadcore.ReadLineage:
+			epochs, err := l.cfg.Local.Epochs(r.Partition)
+			res.Epochs, res.EpochsErr = epochs, dep("LocalLog.Epochs", err)
+			if err == nil {
+				end, err := l.cfg.Local.EndOffset(r.Partition)
+				res.End, res.EndErr = end, dep("LocalLog.EndOffset", err)
+			}
+		case leadcore.ReadEnd:
+			end, err := l.cfg.Local.EndOffset(r.Partition)
+			res.End, res.EndErr = end, dep("LocalLog.EndOffset", err)
+		case leadcore.ReadBatches:
+			batches, err := l.cfg.Local.Read(ctx, r.Partition, r.From, r.MaxBytes)
+			res.Batches, res.ReadErr = batches, dep("LocalLog.Read", err)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		l.step(func(c *leadcore.Core, now time.Time) { c.Read(now, r.ID, r.What, res) })
+	})
+}
+
+func (l *Leader) startDelete(d leadcore.Delete) {
+	l.spawnLocked(d.ID, func(ctx context.Context, _ *opCtl) {
+		err := l.mgr.Delete(ctx, d.Refs)
+		if err != nil {
+			err = fmt.Errorf("walstore: collecting garbage: %w", &DependencyError{Dependency: "ObjectStore.Delete", Err: err})
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		l.step(func(c *leadcore.Core, now time.Time) { c.Deleted(now, d.ID, err) })
+	})
+}
+
+// report calls OnHealth, outside the engine's lock, if the health it last
+// reported is no longer the current one. Reports are made one at a time
+// and always of the current health, so that two goroutines that saw the
+// health change never deliver their news out of order: the last report
+// is always the engine's health.
+func (l *Leader) report() {
+	l.reportMu.Lock()
+	defer l.reportMu.Unlock()
+	l.mu.Lock()
+	h := Health(l.core.Health())
+	changed := h.Degraded != l.reported
+	l.reported = h.Degraded
+	l.mu.Unlock()
+	if changed && l.cfg.OnHealth != nil {
+		l.cfg.OnHealth(h)
+	}
 }
 
 // BecomeLeader makes this engine tp's leader at epoch, with followers as
@@ -394,94 +542,30 @@ func (l *Leader) followersOf(tp metadata.TopicPartition) []int32 {
 // republishFrom, or at the log end if republishFrom is negative (the
 // broker says every follower holds the log up to there).
 func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
-	if err := tp.Validate(); err != nil {
-		return fmt.Errorf("walstore: BecomeLeader: %w", err)
-	}
-	if epoch < 0 {
-		return fmt.Errorf("walstore: BecomeLeader %s: negative epoch %d", tp, epoch)
-	}
-	followers = slices.Compact(slices.Sorted(slices.Values(followers)))
-	if slices.Contains(followers, l.cfg.BrokerID) {
-		return fmt.Errorf("walstore: BecomeLeader %s: the leader, broker %d, is among its followers %v", tp, l.cfg.BrokerID, followers)
-	}
-	if len(followers) > 0 && followers[0] < 0 {
-		return fmt.Errorf("walstore: BecomeLeader %s: negative follower id in %v", tp, followers)
+	l.mu.Lock()
+	_, err := l.core.CheckLeader(tp, epoch, followers)
+	l.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
 	}
 	leo, err := l.cfg.Local.EndOffset(tp)
 	if err != nil {
 		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err})
 	}
-	if leo < 0 {
-		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: fmt.Errorf("%w: negative end offset %d", ErrContractViolation, leo)})
-	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.stopped {
+		l.mu.Unlock()
 		return ErrStopped
 	}
-	l.fmu.Lock()
-	before := l.followers[tp]
-	l.followers[tp] = followers
-	l.fmu.Unlock()
-	ld := l.leading[tp]
-	if ld != nil {
-		// A follower that joins may have held the partition before and
-		// deleted it since (a reassignment): what it reported then is
-		// not what it holds now. One that lacks the log from
-		// republishFrom holds nothing above it.
-		l.gc.followersChanged(tp, before, followers, republishFrom)
+	err = l.core.BecomeLeader(l.cfg.Clock.Now(), tp, epoch, followers, republishFrom, leo)
+	changed := l.takeLocked()
+	l.mu.Unlock()
+	if changed {
+		l.report()
 	}
-	switch {
-	case ld != nil && epoch == ld.epoch && republishFrom < 0:
-		return nil
-	case ld != nil && epoch < ld.epoch:
-		return fmt.Errorf("walstore: BecomeLeader %s: epoch %d is below the current epoch %d", tp, epoch, ld.epoch)
-	case ld != nil && ld.next <= leo:
-		// Re-elected without a break: the same log goes on. A republish
-		// asked for now is for followers that lack the log from there (a
-		// reassignment): until it is done, only this broker is sure to
-		// hold it, so the durable offset goes back to where it starts.
-		ld.epoch = epoch
-		if republishFrom >= 0 && republishFrom < ld.durable {
-			ld.durable, ld.above = max(republishFrom, 0), nil
-		}
-	default:
-		if ld != nil {
-			// The local log is behind what was appended here: the
-			// broker broke the contract, and nothing pending can be
-			// trusted to be in its log. Start afresh.
-			l.endLocked(tp)
-		}
-		l.gens++
-		start := leo
-		if republishFrom >= 0 {
-			start = min(republishFrom, leo)
-		}
-		ld = &leadership{epoch: epoch, gen: l.gens, next: leo, durable: start}
-		l.leading[tp] = ld
-		l.gc.newLeadership(tp, ld.gen)
+	if err != nil {
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
 	}
-	from := int64(-1)
-	if republishFrom >= 0 {
-		from = min(republishFrom, leo)
-	}
-	if c := ld.chore; c != nil {
-		if c.cancel != nil {
-			c.cancel()
-		}
-		if c.republish {
-			// The republish it replaces is unfinished: it has published
-			// up to the durable offset (it fills the lowest hole), and
-			// the rest must still be, or the followers that lacked the
-			// log never get it and the durable offset never moves on.
-			if from < 0 || ld.durable < from {
-				from = ld.durable
-			}
-		}
-	}
-	ld.chore = &chore{gen: ld.gen, epoch: epoch, from: from, republish: from >= 0}
-	l.durableAdvancedLocked()
-	notify(l.flushCh)
 	return nil
 }
 
@@ -490,100 +574,7 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 // return an error matching ErrNotLeader. Resigning a partition the engine
 // does not lead does nothing.
 func (l *Leader) Resign(tp metadata.TopicPartition) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.leading[tp] != nil {
-		l.endLocked(tp)
-		// Objects cut while leading keep their followers; the collector
-		// needs no current ones for a partition it no longer leads.
-		l.fmu.Lock()
-		delete(l.followers, tp)
-		l.fmu.Unlock()
-	}
-}
-
-// endLocked ends tp's leadership: its pending data is dropped and its
-// chores stopped; waiters learn of it.
-func (l *Leader) endLocked(tp metadata.TopicPartition) {
-	ld := l.leading[tp]
-	if ld.chore != nil && ld.chore.cancel != nil {
-		ld.chore.cancel()
-	}
-	delete(l.leading, tp)
-	if n := l.builder.Remove(tp); n > 0 {
-		delete(l.accepted[l.builder], tp)
-		l.stats.fenced++
-		l.releaseLocked(n)
-	}
-	l.gc.endLeadership(tp)
-	l.durableAdvancedLocked()
-}
-
-// releaseLocked frees n bytes of buffer space.
-func (l *Leader) releaseLocked(n int) {
-	l.buffered -= n
-	close(l.space)
-	l.space = make(chan struct{})
-}
-
-// leaderEpoch is the epoch at which this engine leads tp right now.
-func (l *Leader) leaderEpoch(tp metadata.TopicPartition) (int32, uint64, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ld := l.leading[tp]
-	if ld == nil {
-		return 0, 0, false
-	}
-	return ld.epoch, ld.gen, true
-}
-
-// markersFor returns tp's lineage as markers, from the local log's epoch
-// cache, ensuring the current epoch is among them.
-func (l *Leader) markersFor(tp metadata.TopicPartition, epoch int32) ([]metadata.EpochStart, error) {
-	epochs, err := l.cfg.Local.Epochs(tp)
-	if err != nil {
-		return nil, fmt.Errorf("walstore: epochs of %s: %w", tp, &DependencyError{Dependency: "LocalLog.Epochs", Err: err})
-	}
-	lin, err := fencing.NewLineage(epochs...)
-	if err != nil || len(lin.Entries()) != len(epochs) {
-		return nil, fmt.Errorf("walstore: epochs of %s: %w", tp, &DependencyError{Dependency: "LocalLog.Epochs",
-			Err: fmt.Errorf("%w: %v is not an ascending epoch lineage (%v)", ErrContractViolation, epochs, err)})
-	}
-	markers := make([]metadata.EpochStart, 0, len(epochs)+1)
-	for _, e := range epochs {
-		if e.Epoch > epoch {
-			break // a later epoch is not this leadership's to announce
-		}
-		markers = append(markers, metadata.EpochStart{Partition: tp, Epoch: e.Epoch, StartOffset: e.StartOffset, LeaderBrokerID: l.cfg.BrokerID})
-	}
-	if len(markers) == 0 || markers[len(markers)-1].Epoch < epoch {
-		leo, err := l.cfg.Local.EndOffset(tp)
-		if err != nil {
-			return nil, fmt.Errorf("walstore: end offset of %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err})
-		}
-		if n := len(markers); n > 0 && markers[n-1].StartOffset > leo {
-			return nil, fmt.Errorf("walstore: epochs of %s: %w", tp, &DependencyError{Dependency: "LocalLog",
-				Err: fmt.Errorf("%w: epoch %d starts at %d, past the end offset %d", ErrContractViolation, markers[n-1].Epoch, markers[n-1].StartOffset, leo)})
-		}
-		if n := len(markers); n > 0 && markers[n-1].StartOffset == leo {
-			markers = markers[:n-1] // an epoch with no records is superseded at once
-		}
-		markers = append(markers, metadata.EpochStart{Partition: tp, Epoch: epoch, StartOffset: leo, LeaderBrokerID: l.cfg.BrokerID})
-	}
-	return markers, nil
-}
-
-func (l *Leader) publishMarkers(ctx context.Context, tp metadata.TopicPartition, epoch int32) error {
-	markers, err := l.markersFor(tp, epoch)
-	if err != nil {
-		return err
-	}
-	offsets, err := l.publish(ctx, metadata.Message{WriterBrokerID: l.cfg.BrokerID, Markers: markers})
-	if err != nil {
-		return err
-	}
-	l.gc.trackMarkers(offsets)
-	return nil
+	l.step(func(c *leadcore.Core, now time.Time) { c.Resign(now, tp) })
 }
 
 // Append queues one batch of tp for upload. The broker appends the batch
@@ -596,45 +587,26 @@ func (l *Leader) publishMarkers(ctx context.Context, tp metadata.TopicPartition,
 // (Overflow Block) until space frees or ctx ends, or returns
 // ErrBufferFull (Overflow Reject).
 func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combiner.Batch) error {
-	n := len(b.Data)
-	switch {
-	case n == 0:
-		return fmt.Errorf("walstore: append to %s: %w: no data", tp, ErrInvalidBatch)
-	case b.FirstOffset < 0 || b.LastOffset < b.FirstOffset || b.LastOffset == math.MaxInt64:
-		return fmt.Errorf("walstore: append to %s: %w: offsets %d-%d", tp, ErrInvalidBatch, b.FirstOffset, b.LastOffset)
-	case b.Epoch < 0:
-		return fmt.Errorf("walstore: append to %s: %w: negative epoch %d", tp, ErrInvalidBatch, b.Epoch)
-	case n > l.cfg.BufferBytes:
-		return fmt.Errorf("walstore: append to %s: batch of %d bytes exceeds BufferBytes %d: %w", tp, n, l.cfg.BufferBytes, ErrBufferFull)
-	}
 	for {
 		l.mu.Lock()
 		if l.stopped {
 			l.mu.Unlock()
 			return ErrStopped
 		}
-		ld := l.leading[tp]
-		switch {
-		case ld == nil:
-			l.mu.Unlock()
-			return fmt.Errorf("walstore: append to %s: %w", tp, ErrNotLeader)
-		case b.Epoch != ld.epoch:
-			l.mu.Unlock()
-			return fmt.Errorf("walstore: append to %s: %w: batch epoch %d is not the leader epoch %d", tp, ErrInvalidBatch, b.Epoch, ld.epoch)
-		case b.FirstOffset != ld.next:
-			l.mu.Unlock()
-			return fmt.Errorf("walstore: append to %s: %w: batch starts at %d, the log continues at %d", tp, ErrInvalidBatch, b.FirstOffset, ld.next)
+		err := l.core.Append(l.cfg.Clock.Now(), tp, b)
+		changed, space := false, l.space
+		if err == nil {
+			changed = l.takeLocked()
 		}
-		if l.buffered+n <= l.cfg.BufferBytes {
-			err := l.addLocked(tp, b, ld)
-			l.mu.Unlock()
-			return err
-		}
-		space := l.space
-		buffered := l.buffered
 		l.mu.Unlock()
-		if l.cfg.Overflow == Reject {
-			return fmt.Errorf("walstore: append to %s: %d bytes buffered of %d: %w", tp, buffered, l.cfg.BufferBytes, ErrBufferFull)
+		if changed {
+			l.report()
+		}
+		if err == nil {
+			return nil
+		}
+		if leadcore.CodeOf(err) != leadcore.BufferFull || l.cfg.Overflow == Reject {
+			return fmt.Errorf("walstore: append to %s: %w", tp, refusal(err))
 		}
 		select {
 		case <-ctx.Done():
@@ -644,27 +616,17 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 	}
 }
 
-func (l *Leader) addLocked(tp metadata.TopicPartition, b combiner.Batch, ld *leadership) error {
-	now := l.cfg.Clock.Now()
-	first := l.builder.Stats().Batches == 0
-	if err := l.builder.Add(tp, b, now); err != nil {
-		return fmt.Errorf("walstore: append to %s: %w: %w", tp, ErrInvalidBatch, err)
+// refusal is err, a refusal of the core, as the typed error it means.
+func refusal(err error) error {
+	switch leadcore.CodeOf(err) {
+	case leadcore.NotLeader:
+		return ErrNotLeader
+	case leadcore.InvalidBatch:
+		return fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+	case leadcore.BufferFull, leadcore.TooLarge:
+		return fmt.Errorf("%w: %w", ErrBufferFull, err)
 	}
-	acc := l.accepted[l.builder]
-	if acc == nil {
-		acc = make(map[metadata.TopicPartition]uint64)
-		l.accepted[l.builder] = acc
-	}
-	acc[tp] = ld.gen
-	ld.next = b.LastOffset + 1
-	l.buffered += len(b.Data)
-	l.stats.appends++
-	l.stats.appendedBytes += uint64(len(b.Data))
-	if first || l.builder.Due(now) {
-		// Wake Run: to cut now, or to time the first batch's interval.
-		notify(l.flushCh)
-	}
-	return nil
+	return err
 }
 
 // DurableOffset returns the offset below which tp's log is stored in
@@ -674,16 +636,8 @@ func (l *Leader) addLocked(tp metadata.TopicPartition, b combiner.Batch, ld *lea
 func (l *Leader) DurableOffset(tp metadata.TopicPartition) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ld := l.leading[tp]; ld != nil {
-		return ld.durable
-	}
-	return -1
-}
-
-// durableAdvancedLocked wakes WaitDurable callers.
-func (l *Leader) durableAdvancedLocked() {
-	close(l.durableCh)
-	l.durableCh = make(chan struct{})
+	_, durable, _, _ := l.core.Leadership(tp)
+	return durable
 }
 
 // WaitDurable blocks until tp's data up to and including offset is stored
@@ -696,24 +650,20 @@ func (l *Leader) WaitDurable(ctx context.Context, tp metadata.TopicPartition, of
 	var gen uint64
 	for {
 		l.mu.Lock()
-		ld := l.leading[tp]
-		switch {
-		case l.stopped:
-			l.mu.Unlock()
-			return ErrStopped
-		case ld == nil || gen != 0 && ld.gen != gen:
-			l.mu.Unlock()
-			return fmt.Errorf("walstore: waiting for %s offset %d to be durable: %w", tp, offset, ErrNotLeader)
-		case ld.durable > offset:
-			l.mu.Unlock()
-			return nil
-		case ld.failed != nil:
-			l.mu.Unlock()
-			return fmt.Errorf("walstore: waiting for %s offset %d to be durable: %w", tp, offset, ld.failed)
-		}
-		gen = ld.gen
-		ch := l.durableCh
+		g, durable, failed, ok := l.core.Leadership(tp)
+		stopped, ch := l.stopped, l.durable
 		l.mu.Unlock()
+		switch {
+		case stopped:
+			return ErrStopped
+		case !ok || gen != 0 && g != gen:
+			return fmt.Errorf("walstore: waiting for %s offset %d to be durable: %w", tp, offset, ErrNotLeader)
+		case durable > offset:
+			return nil
+		case failed != nil:
+			return fmt.Errorf("walstore: waiting for %s offset %d to be durable: %w", tp, offset, failed)
+		}
+		gen = g
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("walstore: waiting for %s offset %d to be durable: %w", tp, offset, ctx.Err())
@@ -726,7 +676,22 @@ func (l *Leader) WaitDurable(ctx context.Context, tp metadata.TopicPartition, of
 func (l *Leader) Health() Health {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.health
+	return Health(l.core.Health())
+}
+
+// snapshot returns the engine's counters; see Stats.
+func (l *Leader) snapshot() LeaderStats {
+	l.mu.Lock()
+	s, h := l.core.Stats(), l.core.Health()
+	l.mu.Unlock()
+	return LeaderStats{
+		Appends: s.Appends, AppendedBytes: s.AppendedBytes, BufferedBytes: s.BufferedBytes,
+		Objects: s.Objects, ObjectBytes: s.ObjectBytes, UploadsInFlight: s.UploadsInFlight,
+		UploadRetries: s.UploadRetries, PublishRetries: s.PublishRetries,
+		Fenced: s.Fenced, Republished: s.Republished, ObjectsDeleted: s.ObjectsDeleted,
+		UploadLatency: l.uploadLat.snapshot(), PublishLatency: l.publishLat.snapshot(),
+		Health: Health(h),
+	}
 }
 
 // Run drives the engine: it cuts objects when they are due, uploads them,
@@ -739,547 +704,55 @@ func (l *Leader) Run(ctx context.Context) error {
 	if !l.ran.CompareAndSwap(false, true) {
 		return fmt.Errorf("walstore: leader: Run called twice: %w", ErrStopped)
 	}
-	var wg sync.WaitGroup
-	defer func() {
-		wg.Wait()
-		l.mu.Lock()
-		l.stopped = true
-		// Wake Append and WaitDurable callers to find the engine stopped.
-		// The channels are replaced, not left closed: a Resign after Run
-		// closes them again.
-		l.releaseLocked(0)
-		l.durableAdvancedLocked()
-		l.mu.Unlock()
-		l.release()
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		l.publishLoop(ctx)
-	}()
-	markersDue := l.cfg.Clock.Now().Add(l.cfg.MarkerRefresh)
-	gcDue := l.cfg.Clock.Now().Add(l.cfg.GCInterval)
+	l.mu.Lock()
+	l.running, l.ctx = true, ctx
+	l.core.Start(l.cfg.Clock.Now())
+	changed := l.takeLocked()
+	l.mu.Unlock()
+	if changed {
+		l.report()
+	}
 	for {
-		now := l.cfg.Clock.Now()
-		l.startChores(ctx, &wg)
-		if !now.Before(markersDue) {
-			l.refreshMarkers(ctx)
-			markersDue = now.Add(l.cfg.MarkerRefresh)
-		}
-		if !now.Before(gcDue) {
-			if _, err := l.CollectGarbage(ctx); err != nil && ctx.Err() == nil {
-				l.cfg.Logger.Warn("activetier: garbage collection failed", "err", err)
-			}
-			gcDue = now.Add(l.cfg.GCInterval)
-		}
-		wait := min(markersDue.Sub(now), gcDue.Sub(now))
 		l.mu.Lock()
-		if l.healthLocked(now) {
-			l.mu.Unlock()
-			l.report()
-			l.mu.Lock()
-		}
-		if len(l.ops) > 0 {
-			// Look again when the oldest operation may cross DegradedAfter.
-			wait = min(wait, l.cfg.DegradedAfter/4)
-		}
-		due := l.builder.Due(now)
-		if p := l.builder.Stats(); p.Batches > 0 {
-			wait = min(wait, p.Oldest.Add(l.cfg.Interval).Sub(now))
-		}
+		at := l.wakeAt
 		l.mu.Unlock()
-		if due {
-			select {
-			case l.slots <- struct{}{}:
-				// A slot is free: cut now. The slot is handed to the
-				// first upload of this cut.
-				l.cut(ctx, &wg)
-				continue
-			case <-ctx.Done():
-				return nil
-			case <-l.cfg.Clock.After(max(wait, time.Millisecond)):
-				continue // uploads hang: keep judging health and running chores
-			case <-l.flushCh:
-				continue
-			}
+		var timer <-chan time.Time
+		if !at.IsZero() {
+			timer = l.cfg.Clock.After(max(at.Sub(l.cfg.Clock.Now()), time.Millisecond))
 		}
 		select {
 		case <-ctx.Done():
+			l.stop()
 			return nil
-		case <-l.flushCh:
-		case <-l.cfg.Clock.After(max(wait, time.Millisecond)):
+		case <-l.wake:
+		case <-timer:
+			l.step(func(c *leadcore.Core, now time.Time) { c.Tick(now) })
 		}
 	}
 }
 
-// release frees the encoder and builders.
+// stop waits for Run's goroutines, wakes every caller waiting to find the
+// engine stopped, and releases its resources. The channels are replaced,
+// not left closed: a Resign after Run closes them again.
+func (l *Leader) stop() {
+	l.mu.Lock()
+	l.running, l.stopped = false, true
+	l.mu.Unlock()
+	l.wg.Wait()
+	l.mu.Lock()
+	close(l.space)
+	l.space = make(chan struct{})
+	close(l.durable)
+	l.durable = make(chan struct{})
+	close(l.done)
+	l.mu.Unlock()
+	l.release()
+}
+
+// release frees the encoders and builders.
 func (l *Leader) release() {
 	l.mgr.Close()
-	l.builder.Close()
-	l.spare.Close()
-}
-
-// startChores starts the markers-and-republish work of new leaderships.
-func (l *Leader) startChores(ctx context.Context, wg *sync.WaitGroup) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for tp, ld := range l.leading {
-		c := ld.chore
-		if c == nil || c.started {
-			continue
-		}
-		c.started = true
-		cctx, cancel := context.WithCancel(ctx)
-		c.cancel = cancel
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer cancel()
-			l.runChore(cctx, tp, c)
-		}()
-	}
-}
-
-// runChore publishes the markers of c's leadership and republishes from
-// c.from, retrying until done or the leadership ends.
-func (l *Leader) runChore(ctx context.Context, tp metadata.TopicPartition, c *chore) {
-	markers := false
-	for attempt := 0; ctx.Err() == nil; attempt++ {
-		err := error(nil)
-		if !markers {
-			if err = l.publishMarkers(ctx, tp, c.epoch); err == nil {
-				markers = true
-			}
-		}
-		if err == nil && c.from >= 0 {
-			err = l.republish(ctx, tp, c.gen, c.epoch, &c.from)
-		}
-		if err == nil {
-			l.mu.Lock()
-			if ld := l.leading[tp]; ld != nil && ld.chore == c {
-				ld.chore = nil
-			}
-			l.mu.Unlock()
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		l.cfg.Logger.Warn("activetier: taking up leadership failed; retrying", "partition", tp.String(), "epoch", c.epoch, "err", err)
-		if sleep(ctx, l.cfg.Clock, l.jitter.delay(l.cfg.Backoff, attempt)) != nil {
-			return
-		}
-	}
-}
-
-// cut encodes the builder's pending data into objects and starts their
-// uploads. The caller holds one upload slot, given to the first object.
-func (l *Leader) cut(ctx context.Context, wg *sync.WaitGroup) {
-	// Swap in the empty builder and encode the full one outside the lock,
-	// so that Append never waits for an object to be encoded.
-	l.mu.Lock()
-	full := l.builder
-	l.builder, l.spare = l.spare, full
-	l.mu.Unlock()
-	appendedAt := full.Stats().Oldest
-	objs, err := full.Cut(nil)
-	if err != nil {
-		// The builder validated every batch on Add, so this is a bug in
-		// the engine or the combiner; the data stays in the builder, to be
-		// tried again, and the error is said loudly.
-		<-l.slots
-		l.cfg.Logger.Error("activetier: cutting an object failed", "err", err)
-		return
-	}
-	l.mu.Lock()
-	acc := l.accepted[full]
-	delete(l.accepted, full) // Cut took all of full's pending data
-	ups := make([]*upload, 0, len(objs))
-	for _, o := range objs {
-		u := &upload{obj: o, appendedAt: appendedAt, gens: make([]uint64, len(o.Sections))}
-		for i, s := range o.Sections {
-			u.gens[i] = acc[s.Partition]
-			u.bytes += int(s.UncompressedSize)
-		}
-		l.queue = append(l.queue, u)
-		ups = append(ups, u)
-	}
-	l.stats.inflight += len(ups)
-	l.mu.Unlock()
-	if len(ups) == 0 {
-		<-l.slots
-		return
-	}
-	for i, u := range ups {
-		wg.Add(1)
-		go func(haveSlot bool) {
-			defer wg.Done()
-			if !haveSlot {
-				select {
-				case l.slots <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-			}
-			defer func() { <-l.slots }()
-			l.upload(ctx, u)
-		}(i == 0)
-	}
-}
-
-// begin registers an operation for health; end removes it, saying
-// whether it succeeded.
-func (l *Leader) begin(what string) *operation {
-	op := &operation{what: what, start: l.cfg.Clock.Now()}
-	l.mu.Lock()
-	l.ops[op] = struct{}{}
-	l.mu.Unlock()
-	return op
-}
-
-func (l *Leader) end(op *operation, ok bool) {
-	l.mu.Lock()
-	delete(l.ops, op)
-	if ok {
-		if ch := l.okCh[op.what]; ch != nil {
-			close(ch)
-			delete(l.okCh, op.what)
-		}
-	}
-	changed := l.healthLocked(l.cfg.Clock.Now())
-	l.mu.Unlock()
-	if changed {
-		l.report()
-	}
-}
-
-// failed records a failed attempt of op.
-func (l *Leader) failed(op *operation, err error) {
-	l.mu.Lock()
-	op.err = err
-	changed := l.healthLocked(l.cfg.Clock.Now())
-	l.mu.Unlock()
-	if changed {
-		l.report()
-	}
-}
-
-// retryAfter waits out the backoff before attempt n+1 of an operation of
-// kind what, or less: a success of another operation of its kind means the
-// dependency answers again, and the retry goes at once. Without that, an
-// operation asleep in its backoff when the dependency recovers would keep
-// the engine degraded, or degrade it anew, after every other succeeded.
-func (l *Leader) retryAfter(ctx context.Context, what string, n int) error {
-	l.mu.Lock()
-	ch := l.okCh[what]
-	if ch == nil {
-		ch = make(chan struct{})
-		l.okCh[what] = ch
-	}
-	l.mu.Unlock()
-	d := l.jitter.delay(l.cfg.Backoff, n)
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-ch:
-		return nil
-	case <-l.cfg.Clock.After(d):
-		return nil
-	}
-}
-
-// attempt runs one attempt of a store or log call with RequestTimeout. An
-// attempt that runs out while ctx is live fails with ErrUnavailable.
-func attempt[T any](ctx context.Context, timeout time.Duration, what string, fn func(context.Context) (T, error)) (T, error) {
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	v, err := fn(actx)
-	if err != nil && ctx.Err() == nil && actx.Err() != nil {
-		err = fmt.Errorf("%s: %w: no answer within %v (%w)", what, ErrUnavailable, timeout, err)
-	}
-	return v, err
-}
-
-// upload stores u's object, retrying with backoff until it succeeds or ctx
-// ends. Failures are never dropped: they keep the data queued, count against
-// the buffer, and degrade the engine after DegradedAfter.
-func (l *Leader) upload(ctx context.Context, u *upload) {
-	op := l.begin("upload")
-	ok := false
-	defer func() { l.end(op, ok) }()
-	start := l.cfg.Clock.Now()
-	for n := 0; ; n++ {
-		ref, err := attempt(ctx, l.cfg.RequestTimeout, "walstore: upload", func(ctx context.Context) (metadata.ObjectRef, error) {
-			return l.mgr.put(ctx, u.obj.Data)
-		})
-		if err == nil {
-			l.uploadLat.observe(l.cfg.Clock.Now().Sub(start))
-			l.mu.Lock()
-			u.ref, u.uploaded = ref, true
-			l.stats.objectBytes += uint64(len(u.obj.Data))
-			u.obj.Data = nil
-			l.stats.inflight--
-			l.stats.objects++
-			l.mu.Unlock()
-			notify(l.publishCh)
-			ok = true
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		l.mu.Lock()
-		l.stats.uploadRetries++
-		l.mu.Unlock()
-		l.failed(op, err)
-		l.cfg.Logger.Warn("activetier: upload failed; retrying", "attempt", n+1, "err", err)
-		if l.retryAfter(ctx, op.what, n) != nil {
-			return
-		}
-	}
-}
-
-// healthLocked recomputes the health at now and says whether Degraded
-// changed. The engine is degraded while some upload or publish has gone
-// DegradedAfter without succeeding: data that cannot be uploaded, or
-// uploaded data followers cannot learn of, both mean the broker should
-// replicate the ordinary way.
-func (l *Leader) healthLocked(now time.Time) bool {
-	var oldest *operation
-	for op := range l.ops {
-		if oldest == nil || op.start.Before(oldest.start) {
-			oldest = op
-		}
-	}
-	for op := range l.ops {
-		// A store that refuses for good will not answer otherwise later:
-		// the broker hears of it at once, and why.
-		if errors.Is(op.err, ErrPermanent) && (oldest == nil || !errors.Is(oldest.err, ErrPermanent) || op.start.Before(oldest.start)) {
-			oldest = op
-		}
-	}
-	before := l.health.Degraded
-	l.health = Health{}
-	if oldest != nil && (now.Sub(oldest.start) >= l.cfg.DegradedAfter || errors.Is(oldest.err, ErrPermanent)) {
-		l.health = Health{Degraded: true, Since: oldest.start, Err: oldest.err}
-		if oldest.err == nil {
-			l.health.Err = fmt.Errorf("walstore: %s: %w: no answer for %v", oldest.what, ErrUnavailable, now.Sub(oldest.start))
-		}
-	}
-	return l.health.Degraded != before
-}
-
-// report calls OnHealth, outside the engine's lock, if the health it last
-// reported is no longer the current one. Reports are made one at a time
-// and always of the current health, so that two goroutines that saw the
-// health change never deliver their news out of order: the last report
-// is always the engine's health.
-func (l *Leader) report() {
-	l.reportMu.Lock()
-	defer l.reportMu.Unlock()
-	l.mu.Lock()
-	h := l.health
-	changed := h.Degraded != l.reported
-	l.reported = h.Degraded
-	l.mu.Unlock()
-	if changed && l.cfg.OnHealth != nil {
-		l.cfg.OnHealth(h)
-	}
-}
-
-// publishLoop publishes uploaded objects' entries. One goroutine publishes
-// so that the metadata log sees each partition's entries in offset order.
-func (l *Leader) publishLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.publishCh:
-		}
-		for _, u := range l.publishable() {
-			if err := l.publishUpload(ctx, u); err != nil && ctx.Err() != nil {
-				return
-			}
-		}
-	}
-}
-
-// publishable returns, in cut order, the uploaded objects none of whose
-// partitions has data in an earlier object still unpublished. That is what
-// keeps each partition's entries in offset order when uploads finish out of
-// order, without making unrelated partitions wait.
-func (l *Leader) publishable() []*upload {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	blocked := make(map[metadata.TopicPartition]bool)
-	var ready []*upload
-	for _, u := range l.queue {
-		ok := u.uploaded && !u.publishing
-		for _, s := range u.obj.Sections {
-			if blocked[s.Partition] {
-				ok = false
-			}
-		}
-		if ok {
-			u.publishing = true
-			ready = append(ready, u)
-			continue
-		}
-		for _, s := range u.obj.Sections {
-			blocked[s.Partition] = true
-		}
-	}
-	return ready
-}
-
-// publishUpload publishes the entries of u's sections whose leadership is
-// still on, at its current epoch. An entry the metadata codec rejects (an
-// engine bug) fails its own partition's leadership, not the others'.
-func (l *Leader) publishUpload(ctx context.Context, u *upload) error {
-	entries := make([]metadata.Entry, 0, len(u.obj.Sections))
-	sections := make([]combiner.SectionInfo, 0, len(u.obj.Sections))
-	followers := make([][]int32, 0, len(u.obj.Sections))
-	gens := make([]uint64, 0, len(u.obj.Sections))
-	l.mu.Lock()
-	for i, s := range u.obj.Sections {
-		ld := l.leading[s.Partition]
-		if ld == nil || ld.gen != u.gens[i] {
-			// The leadership that accepted the data is over: it is no
-			// longer this broker's to publish. Followers would fence it.
-			l.stats.fenced++
-			continue
-		}
-		e := s.Entry(u.ref, ld.epoch, l.cfg.BrokerID)
-		if err := e.Validate(); err != nil {
-			ld.failed = fmt.Errorf("walstore: %s: entry for offsets %d-%d cannot be published: %w", s.Partition, s.FirstOffset, s.LastOffset, err)
-			l.cfg.Logger.Error("activetier: withholding an entry the metadata codec rejects", "partition", s.Partition.String(), "err", err)
-			l.durableAdvancedLocked()
-			continue
-		}
-		entries = append(entries, e)
-		sections = append(sections, s)
-		followers = append(followers, u.obj.Followers[i])
-		gens = append(gens, ld.gen)
-	}
-	l.mu.Unlock()
-	if len(entries) == 0 {
-		// Every section was withheld: no entry names the object, which
-		// is left for Sweep. Publishing nothing is not an error.
-		l.mu.Lock()
-		l.removeLocked(u)
-		l.mu.Unlock()
-		return nil
-	}
-	offsets, err := l.publish(ctx, metadata.Message{Object: u.ref, WriterBrokerID: l.cfg.BrokerID, Entries: entries})
-	if err != nil {
-		if ctx.Err() == nil {
-			l.cfg.Logger.Error("activetier: publishing an object's entries failed", "object", u.ref.String(), "err", err)
-		}
-		l.mu.Lock()
-		l.removeLocked(u)
-		for _, e := range entries {
-			if ld := l.leading[e.Partition]; ld != nil && ld.failed == nil {
-				ld.failed = err
-			}
-		}
-		l.durableAdvancedLocked()
-		l.mu.Unlock()
-		return err
-	}
-	l.publishLat.observe(l.cfg.Clock.Now().Sub(u.appendedAt))
-	l.gc.track(u.ref, sections, followers, offsets)
-	l.mu.Lock()
-	l.removeLocked(u)
-	for i, e := range entries {
-		if ld := l.leading[e.Partition]; ld != nil && ld.gen == gens[i] {
-			ld.published(e.FirstOffset, e.LastOffset+1)
-		}
-	}
-	l.durableAdvancedLocked()
-	l.mu.Unlock()
-	return nil
-}
-
-// removeLocked takes u off the queue, published or withheld, and frees its
-// buffer space: space is held until then, not only until the upload, so
-// that a metadata log that stops accepting pushes back on Append instead
-// of letting the queue of stored, unpublished objects grow without bound.
-func (l *Leader) removeLocked(u *upload) {
-	for i, q := range l.queue {
-		if q == u {
-			l.queue = append(l.queue[:i], l.queue[i+1:]...)
-			l.releaseLocked(u.bytes)
-			return
-		}
-	}
-}
-
-// publish routes msg to the metadata partitions of the followers of its
-// entries' and markers' partitions and appends one message to each,
-// retrying until it succeeds or ctx ends. It returns the metadata offset of
-// each message by metadata partition.
-func (l *Leader) publish(ctx context.Context, msg metadata.Message) (map[int32]int64, error) {
-	n := l.cfg.Log.Partitions()
-	part, err := metadata.NewPartitioner(n)
-	if err != nil {
-		return nil, fmt.Errorf("walstore: %w", &DependencyError{Dependency: "metadata.Log.Partitions", Err: fmt.Errorf("%w: %w", ErrContractViolation, err)})
-	}
-	routed, err := part.Split(&msg, l.followersOf)
-	if err != nil {
-		return nil, fmt.Errorf("walstore: routing metadata: %w", err)
-	}
-	offsets := make(map[int32]int64, len(routed))
-	var buf []byte
-	for _, r := range routed {
-		buf, err = metadata.AppendMessage(buf[:0], r.Message)
-		if err != nil {
-			return nil, fmt.Errorf("walstore: encoding metadata: %w", err)
-		}
-		op := l.begin("metadata publish")
-		for n := 0; ; n++ {
-			off, err := attempt(ctx, l.cfg.RequestTimeout, "walstore: metadata publish", func(ctx context.Context) (int64, error) {
-				return l.cfg.Log.Append(ctx, r.Partition, buf)
-			})
-			if err == nil && off < 0 {
-				err = &DependencyError{Dependency: "metadata.Log.Append", Err: fmt.Errorf("%w: negative offset %d", ErrContractViolation, off)}
-			}
-			if err == nil {
-				offsets[r.Partition] = off
-				break
-			}
-			if ctx.Err() != nil || errors.Is(err, metadata.ErrClosed) {
-				l.end(op, false)
-				return nil, fmt.Errorf("walstore: publishing to metadata partition %d: %w", r.Partition, err)
-			}
-			l.mu.Lock()
-			l.stats.publishRetries++
-			l.mu.Unlock()
-			l.failed(op, err)
-			l.cfg.Logger.Warn("activetier: publishing metadata failed; retrying", "partition", r.Partition, "err", err)
-			if err := l.retryAfter(ctx, op.what, n); err != nil {
-				l.end(op, false)
-				return nil, err
-			}
-		}
-		l.end(op, true)
-	}
-	return offsets, nil
-}
-
-func (l *Leader) refreshMarkers(ctx context.Context) {
-	l.mu.Lock()
-	led := make(map[metadata.TopicPartition]int32, len(l.leading))
-	for tp, ld := range l.leading {
-		if ld.chore == nil { // a chore publishes them itself
-			led[tp] = ld.epoch
-		}
-	}
-	l.mu.Unlock()
-	for _, tp := range slices.SortedFunc(maps.Keys(led), compareTP) {
-		if err := l.publishMarkers(ctx, tp, led[tp]); err != nil && ctx.Err() == nil {
-			l.cfg.Logger.Warn("activetier: refreshing epoch markers failed", "partition", tp.String(), "err", err)
-		}
-	}
+	l.core.Close()
 }
 
 // Republish copies tp's local log from offset from to its end into this
@@ -1287,139 +760,51 @@ func (l *Leader) refreshMarkers(ctx context.Context) {
 // that could not read the previous leader's objects (an AZ outage) or that
 // start empty (a reassignment). Records keep their original epochs; the
 // entries name this leader's epoch as publisher. It returns when all of it
-// is published, or ctx ends, or the leadership does.
+// is published, or ctx ends, or the leadership does; the work is done by
+// Run.
 func (l *Leader) Republish(ctx context.Context, tp metadata.TopicPartition, from int64) error {
 	l.mu.Lock()
-	stopped := l.stopped
-	l.mu.Unlock()
-	if stopped {
+	if l.stopped {
+		l.mu.Unlock()
 		return ErrStopped
 	}
-	epoch, gen, ok := l.leaderEpoch(tp)
-	if !ok {
-		return fmt.Errorf("walstore: republish %s: %w", tp, ErrNotLeader)
-	}
-	if from < 0 {
-		return fmt.Errorf("walstore: republish %s: negative offset %d", tp, from)
-	}
-	return l.republish(ctx, tp, gen, epoch, &from)
-}
-
-// republish copies tp's log from *from to its end, advancing *from as it
-// goes, for leadership gen at epoch.
-func (l *Leader) republish(ctx context.Context, tp metadata.TopicPartition, gen uint64, epoch int32, from *int64) error {
-	end, err := l.cfg.Local.EndOffset(tp)
+	id, err := l.core.Republish(l.cfg.Clock.Now(), tp, from)
 	if err != nil {
-		return fmt.Errorf("walstore: republish %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err})
-	}
-	for *from < end {
-		batches, err := l.cfg.Local.Read(ctx, tp, *from, l.cfg.ObjectBytes)
-		if err != nil {
-			return fmt.Errorf("walstore: republish %s from %d: %w", tp, *from, &DependencyError{Dependency: "LocalLog.Read", Err: err})
-		}
-		if err := checkRead(batches, *from, end); err != nil {
-			return fmt.Errorf("walstore: republish %s from %d: %w", tp, *from, err)
-		}
-		// What was appended after the republish began is published the
-		// ordinary way.
-		batches = slices.DeleteFunc(batches, func(b combiner.Batch) bool { return b.FirstOffset >= end })
-		if len(batches) == 0 {
-			return nil
-		}
-		var inputs []CopyInput
-		for _, b := range batches {
-			if n := len(inputs); n > 0 && inputs[n-1].Batches[0].Epoch == b.Epoch {
-				inputs[n-1].Batches = append(inputs[n-1].Batches, b)
-				continue
-			}
-			inputs = append(inputs, CopyInput{Partition: tp, PublisherEpoch: epoch, Batches: []combiner.Batch{b}})
-		}
-		entries, err := l.copyWithRetry(ctx, inputs)
-		if err != nil {
-			return fmt.Errorf("walstore: republish %s from %d: %w", tp, *from, err)
-		}
-		if _, g, ok := l.leaderEpoch(tp); !ok || g != gen {
-			return fmt.Errorf("walstore: republish %s: %w", tp, ErrNotLeader)
-		}
-		offsets, err := l.publish(ctx, metadata.Message{Object: entries[0].Object, WriterBrokerID: l.cfg.BrokerID, Entries: entries})
-		if err != nil {
-			return err
-		}
-		sections := make([]combiner.SectionInfo, len(entries))
-		followers := make([][]int32, len(entries))
-		for i, e := range entries {
-			sections[i] = combiner.SectionOf(e)
-			followers[i] = l.followersOf(tp)
-		}
-		l.gc.track(entries[0].Object, sections, followers, offsets)
-		next := batches[len(batches)-1].LastOffset + 1
-		l.mu.Lock()
-		l.stats.republished += uint64(len(entries))
-		if ld := l.leading[tp]; ld != nil && ld.gen == gen && ld.published(*from, next) {
-			l.durableAdvancedLocked()
-		}
 		l.mu.Unlock()
-		*from = next
+		return fmt.Errorf("walstore: republish %s: %w", tp, refusal(err))
 	}
-	return nil
-}
-
-// checkRead checks what LocalLog.Read returned for offset from of a log
-// ending at end: whole batches in offset order, the first holding from or
-// starting above it (records below the log start are gone). Batches past
-// end are records appended since; the caller leaves them out.
-func checkRead(batches []combiner.Batch, from, end int64) error {
-	bad := func(format string, args ...any) error {
-		return &DependencyError{Dependency: "LocalLog.Read", Err: fmt.Errorf("%w: "+format, append([]any{ErrContractViolation}, args...)...)}
+	ch := make(chan error, 1)
+	l.calls[id] = ch
+	changed, done := l.takeLocked(), l.done
+	l.mu.Unlock()
+	if changed {
+		l.report()
 	}
-	if len(batches) == 0 {
-		return bad("nothing at %d below the end offset %d", from, end)
-	}
-	if batches[0].LastOffset < from {
-		return bad("first batch %d-%d ends below %d", batches[0].FirstOffset, batches[0].LastOffset, from)
-	}
-	for i, b := range batches {
-		switch {
-		case b.FirstOffset < 0 || b.LastOffset < b.FirstOffset || b.Epoch < 0 || len(b.Data) == 0:
-			return bad("invalid batch (epoch %d, offsets %d-%d, %d bytes)", b.Epoch, b.FirstOffset, b.LastOffset, len(b.Data))
-		case i > 0 && (b.FirstOffset != batches[i-1].LastOffset+1 || b.Epoch < batches[i-1].Epoch):
-			return bad("batch %d-%d (epoch %d) does not continue %d-%d (epoch %d)", b.FirstOffset, b.LastOffset, b.Epoch,
-				batches[i-1].FirstOffset, batches[i-1].LastOffset, batches[i-1].Epoch)
+	select {
+	case err := <-ch:
+		if err != nil {
+			return fmt.Errorf("walstore: %w", refusal(err))
 		}
-	}
-	return nil
-}
-
-func (l *Leader) copyWithRetry(ctx context.Context, inputs []CopyInput) ([]metadata.Entry, error) {
-	op := l.begin("republish upload")
-	ok := false
-	defer func() { l.end(op, ok) }()
-	for n := 0; ; n++ {
-		entries, err := attempt(ctx, l.cfg.RequestTimeout, "walstore: republish upload", func(ctx context.Context) ([]metadata.Entry, error) {
-			return l.mgr.Copy(ctx, inputs)
-		})
-		if err == nil || !errors.Is(err, ErrUnavailable) {
-			ok = err == nil
-			return entries, err
-		}
+		return nil
+	case <-ctx.Done():
+		l.step(func(c *leadcore.Core, _ time.Time) { c.CancelTask(id) })
 		l.mu.Lock()
-		l.stats.uploadRetries++
+		delete(l.calls, id)
 		l.mu.Unlock()
-		l.failed(op, err)
-		if err := l.retryAfter(ctx, op.what, n); err != nil {
-			return nil, err
-		}
+		return fmt.Errorf("walstore: republish %s: %w", tp, ctx.Err())
+	case <-done:
+		return ErrStopped
 	}
 }
 
-// compareTP orders partitions by topic name, topic ID and number, so that
-// work over many partitions happens in the same order on every run.
-func compareTP(a, b metadata.TopicPartition) int {
-	if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
-		return c
+// attempt runs one attempt of a store or log call with RequestTimeout. An
+// attempt that runs out while ctx is live fails with ErrUnavailable.
+func attempt(ctx context.Context, timeout time.Duration, what string, fn func(context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := fn(actx)
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		err = fmt.Errorf("%s: %w: no answer within %v (%w)", what, ErrUnavailable, timeout, err)
 	}
-	if c := slices.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Partition, b.Partition)
+	return err
 }

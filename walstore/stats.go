@@ -30,25 +30,7 @@ type LeaderStats struct {
 }
 
 // Stats returns a snapshot of the engine's counters.
-func (l *Leader) Stats() LeaderStats {
-	l.mu.Lock()
-	s := LeaderStats{
-		Appends: l.stats.appends, AppendedBytes: l.stats.appendedBytes,
-		BufferedBytes: l.buffered,
-		Objects:       l.stats.objects, ObjectBytes: l.stats.objectBytes,
-		UploadsInFlight: l.stats.inflight,
-		UploadRetries:   l.stats.uploadRetries, PublishRetries: l.stats.publishRetries,
-		Fenced: l.stats.fenced, Republished: l.stats.republished,
-		Health: l.health,
-	}
-	l.mu.Unlock()
-	l.gc.mu.Lock()
-	s.ObjectsDeleted = l.gc.deleted
-	l.gc.mu.Unlock()
-	s.UploadLatency = l.uploadLat.snapshot()
-	s.PublishLatency = l.publishLat.snapshot()
-	return s
-}
+func (l *Leader) Stats() LeaderStats { return l.snapshot() }
 
 // FollowerStats is a snapshot of a follower engine's counters.
 type FollowerStats struct {

@@ -1,0 +1,24 @@
+// Package leadcore is the leader side of activetier's replication as a
+// deterministic state machine: which partitions the broker leads and at
+// which epoch, the batches buffered for the next combined object, when an
+// object is cut and uploaded, in which order each partition's entries are
+// published, when an offset becomes durable, when the engine is degraded,
+// the epoch markers and republishing a leadership owes its followers, and
+// which objects garbage collection may delete.
+//
+// A Core has no goroutines, locks, channels or clock, and does no I/O. Its
+// caller (walstore.Leader, or a simulation) feeds it events, each with the
+// time it happened: the broker's calls (BecomeLeader, Append, Resign,
+// Progress, ...), Tick when a WakeAt it asked for has come, and the results
+// of the work it handed out. The work comes out of Ready: objects to
+// encode and upload, metadata messages to append, local-log reads, deletes,
+// retries and cancellations of requests in flight, and what the caller must
+// tell its own callers (a durable offset advanced, buffer space freed, the
+// health changed). Every request carries an id assigned in order; its
+// result comes back as an event with that id. The same events in the same
+// order give the same Ready, byte for byte.
+//
+// The design follows etcd's raft package: the protocol in one state
+// machine, a thin driver that performs its I/O with the concurrency it
+// wants, and tests that are tables of events and expected outputs.
+package leadcore

@@ -1,0 +1,271 @@
+package leadcore
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/metadata"
+)
+
+// collector decides garbage collection. It tracks, for every object this
+// leader published, the last offset of each partition section, and lets
+// an object go once every section is below what all the partition's
+// followers have applied and below the broker's tiered mark. Because each
+// leader collects only its own objects, no coordination is needed; objects
+// of a previous incarnation are found by Sweep.
+type collector struct {
+	objects map[metadata.ObjectRef]*tracked
+	applied map[metadata.TopicPartition]*progress // of the current leadership
+	tiered  map[metadata.TopicPartition]int64
+	markers map[int32]int64 // metadata partition -> offset of the latest marker message there
+	deleted uint64
+}
+
+type tracked struct {
+	sections []sectionEnd
+	meta     map[int32]int64 // metadata partition -> offset of the message naming the object
+}
+
+type sectionEnd struct {
+	tp        metadata.TopicPartition
+	last      int64
+	followers []int32 // when the object was cut
+}
+
+// progress is what the followers of one leadership reported applied.
+type progress struct {
+	gen     uint64 // 0 once the leadership ended
+	applied map[int32]int64
+}
+
+func newCollector() collector {
+	return collector{
+		objects: make(map[metadata.ObjectRef]*tracked),
+		applied: make(map[metadata.TopicPartition]*progress),
+		tiered:  make(map[metadata.TopicPartition]int64),
+		markers: make(map[int32]int64),
+	}
+}
+
+func (g *collector) track(ref metadata.ObjectRef, sections []combiner.SectionInfo, followers [][]int32, meta map[int32]int64) {
+	t := &tracked{meta: meta, sections: make([]sectionEnd, len(sections))}
+	for i, s := range sections {
+		t.sections[i] = sectionEnd{tp: s.Partition, last: s.LastOffset, followers: followers[i]}
+	}
+	g.objects[ref] = t
+}
+
+func (g *collector) trackMarkers(meta map[int32]int64) {
+	for p, off := range meta {
+		g.markers[p] = max(g.markers[p], off)
+	}
+}
+
+// newLeadership starts afresh what followers reported applied of tp: at a
+// new leadership those reports describe their logs against an earlier
+// log, which this leadership's may have truncated, and only fresh reports
+// can vouch for this leadership's objects.
+func (g *collector) newLeadership(tp metadata.TopicPartition, gen uint64) {
+	g.applied[tp] = &progress{gen: gen, applied: make(map[int32]int64)}
+}
+
+// followersChanged forgets the progress of followers that join tp's
+// follower set, and caps every follower's at republishFrom if it is not
+// negative: what the broker says some follower lacks.
+func (g *collector) followersChanged(tp metadata.TopicPartition, before, after []int32, republishFrom int64) {
+	p := g.applied[tp]
+	if p == nil {
+		return
+	}
+	for _, f := range after {
+		if !slices.Contains(before, f) {
+			delete(p.applied, f)
+		}
+	}
+	if republishFrom >= 0 {
+		for f, off := range p.applied {
+			p.applied[f] = min(off, republishFrom)
+		}
+	}
+}
+
+// endLeadership freezes what followers reported applied of tp: no new
+// report is taken, sections all followers had applied are still
+// collected, and Sweep removes the rest once they are old enough.
+func (g *collector) endLeadership(tp metadata.TopicPartition) {
+	if p := g.applied[tp]; p != nil {
+		p.gen = 0
+	}
+}
+
+func (g *collector) progress(tp metadata.TopicPartition, gen uint64, follower int32, credit int64) {
+	if p := g.applied[tp]; p != nil && p.gen == gen {
+		p.applied[follower] = max(p.applied[follower], credit)
+	}
+}
+
+// safe reports whether a section ending at last is no longer needed:
+// below the tiered mark, and applied by every follower the partition had
+// when the object was cut and has now (a placement that changes, or
+// briefly names nobody, must not make a section look applied by all).
+func (g *collector) safe(s sectionEnd, now []int32) bool {
+	if t, ok := g.tiered[s.tp]; ok && s.last >= t {
+		return false
+	}
+	var applied map[int32]int64
+	if p := g.applied[s.tp]; p != nil {
+		applied = p.applied
+	}
+	for _, set := range [][]int32{s.followers, now} {
+		for _, f := range set {
+			if off, ok := applied[f]; !ok || s.last >= off {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// prune forgets the progress and tiered marks of partitions this engine no
+// longer leads and no tracked object holds, so that a broker that leads
+// ever more partitions over its life (topics come and go) does not keep
+// something for each of them.
+func (g *collector) prune() {
+	held := make(map[metadata.TopicPartition]bool)
+	for _, t := range g.objects {
+		for _, s := range t.sections {
+			held[s.tp] = true
+		}
+	}
+	for tp, p := range g.applied {
+		if p.gen == 0 && !held[tp] {
+			delete(g.applied, tp)
+		}
+	}
+	for tp := range g.tiered {
+		if p := g.applied[tp]; (p == nil || p.gen == 0) && !held[tp] {
+			delete(g.tiered, tp)
+		}
+	}
+}
+
+// Collect returns, in order, the tracked objects whose sections are all
+// safe to delete. They stay tracked until Forget.
+func (c *Core) Collect() []metadata.ObjectRef {
+	var refs []metadata.ObjectRef
+	for ref, t := range c.gc.objects {
+		if !slices.ContainsFunc(t.sections, func(s sectionEnd) bool { return !c.gc.safe(s, c.followers[s.tp]) }) {
+			refs = append(refs, ref)
+		}
+	}
+	c.gc.prune()
+	slices.SortFunc(refs, compareRefs)
+	return refs
+}
+
+// Forget stops tracking refs, which are deleted; collected says they were
+// collected (counted) rather than swept.
+func (c *Core) Forget(refs []metadata.ObjectRef, collected bool) {
+	for _, ref := range refs {
+		delete(c.gc.objects, ref)
+	}
+	if collected {
+		c.gc.deleted += uint64(len(refs))
+	}
+}
+
+// collectDue hands out the periodic collection's deletes, unless the last
+// one is still under way.
+func (c *Core) collectDue(now time.Time) {
+	if c.gcDelete != 0 {
+		return
+	}
+	if refs := c.Collect(); len(refs) > 0 {
+		r := c.newRequest(now, whatDelete)
+		r.refs, c.gcDelete = refs, r.id
+		c.rd.Deletes = append(c.rd.Deletes, Delete{ID: r.id, Refs: refs})
+	}
+}
+
+// Deleted is the result of Delete id.
+func (c *Core) Deleted(now time.Time, id uint64, err error) {
+	r := c.take(id)
+	if r == nil {
+		return
+	}
+	c.gcDelete = 0
+	if err != nil {
+		c.cfg.Logger.Warn("activetier: garbage collection failed", "err", err)
+		return
+	}
+	c.Forget(r.refs, true)
+}
+
+// Listed is one object a store listing returned.
+type Listed struct {
+	Ref          metadata.ObjectRef
+	LastModified time.Time
+}
+
+// Sweepable returns, of the objects a listing of bucket under prefix
+// returned, those older than cutoff that no leadership still needs:
+// untracked (an upload whose acknowledgement was lost, or a previous
+// incarnation's), or abandoned. foreign counts objects outside bucket and
+// prefix (a store that breaks the List contract), which are never swept.
+func (c *Core) Sweepable(listed []Listed, cutoff time.Time, bucket, prefix string) (refs []metadata.ObjectRef, foreign int) {
+	for _, o := range listed {
+		if o.Ref.Bucket != bucket || !strings.HasPrefix(o.Ref.Key, prefix) {
+			foreign++
+			continue
+		}
+		if !o.LastModified.Before(cutoff) {
+			continue
+		}
+		if t, ok := c.gc.objects[o.Ref]; !ok || c.abandoned(t) {
+			refs = append(refs, o.Ref)
+		}
+	}
+	return refs, foreign
+}
+
+// abandoned reports whether every section of t still needed belongs to a
+// partition this engine no longer leads: its followers are now served by
+// the partition's new leader, which republishes what they lack.
+func (c *Core) abandoned(t *tracked) bool {
+	for _, s := range t.sections {
+		if p := c.gc.applied[s.tp]; !c.gc.safe(s, c.followers[s.tp]) && p != nil && p.gen != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// LowMarks returns, per metadata partition this leader has published to,
+// the lowest offset it still needs kept: the oldest message naming an
+// object not yet collected, or else its latest epoch markers.
+func (c *Core) LowMarks() map[int32]int64 {
+	marks := make(map[int32]int64, len(c.gc.markers))
+	for p, off := range c.gc.markers {
+		marks[p] = off
+	}
+	for _, t := range c.gc.objects {
+		for p, off := range t.meta {
+			if cur, ok := marks[p]; !ok || off < cur {
+				marks[p] = off
+			}
+		}
+	}
+	return marks
+}
+
+func compareRefs(a, b metadata.ObjectRef) int {
+	if c := strings.Compare(a.Bucket, b.Bucket); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Key, b.Key); c != 0 {
+		return c
+	}
+	return strings.Compare(a.AZ, b.AZ)
+}

@@ -1,0 +1,281 @@
+package leadcore
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/metadata"
+)
+
+// leadership is the state of one partition the engine leads. A leadership
+// spans re-elections of this broker at higher epochs as long as the broker
+// never stopped leading in between: the log is the same, so data accepted
+// at the earlier epoch is published at the later one.
+type leadership struct {
+	epoch int32
+	gen   uint64
+	// next is the offset the next Append must start at.
+	next int64
+	// durable: every offset below it is stored and published by this
+	// leadership, or was on every follower when it began. above holds the
+	// ranges published beyond a hole (a republish still under way),
+	// merged and ascending.
+	durable int64
+	above   []offsetRange
+	// failed is set when data of this leadership can never be published;
+	// WaitDurable beyond durable then returns it.
+	failed error
+	chore  *task
+}
+
+type offsetRange struct{ from, to int64 } // [from, to)
+
+// published records that [from, to) is stored and published and reports
+// whether the durable offset advanced.
+func (ld *leadership) published(from, to int64) bool {
+	if to <= ld.durable {
+		return false
+	}
+	if from > ld.durable {
+		ld.above = mergeRange(ld.above, offsetRange{from, to})
+		return false
+	}
+	ld.durable = to
+	for len(ld.above) > 0 && ld.above[0].from <= ld.durable {
+		ld.durable = max(ld.durable, ld.above[0].to)
+		ld.above = ld.above[1:]
+	}
+	return true
+}
+
+func mergeRange(rs []offsetRange, r offsetRange) []offsetRange {
+	i, _ := slices.BinarySearchFunc(rs, r, func(a, b offsetRange) int { return cmp.Compare(a.from, b.from) })
+	rs = slices.Insert(rs, i, r)
+	out := rs[:1]
+	for _, r := range rs[1:] {
+		if last := &out[len(out)-1]; r.from <= last.to {
+			last.to = max(last.to, r.to)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// CheckLeader validates the arguments of BecomeLeader that come from the
+// broker, before the driver reads the local log for it, and returns the
+// followers sorted and without duplicates.
+func (c *Core) CheckLeader(tp metadata.TopicPartition, epoch int32, followers []int32) ([]int32, error) {
+	if err := tp.Validate(); err != nil {
+		return nil, err
+	}
+	if epoch < 0 {
+		return nil, fmt.Errorf("negative epoch %d", epoch)
+	}
+	followers = slices.Compact(slices.Sorted(slices.Values(followers)))
+	if slices.Contains(followers, c.cfg.BrokerID) {
+		return nil, fmt.Errorf("the leader, broker %d, is among its followers %v", c.cfg.BrokerID, followers)
+	}
+	if len(followers) > 0 && followers[0] < 0 {
+		return nil, fmt.Errorf("negative follower id in %v", followers)
+	}
+	return followers, nil
+}
+
+// BecomeLeader makes the engine tp's leader at epoch with followers, the
+// local log ending at leo; see walstore.Leader.BecomeLeader for the
+// protocol. Errors do not change anything.
+func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64) error {
+	followers, err := c.CheckLeader(tp, epoch, followers)
+	if err != nil {
+		return err
+	}
+	if leo < 0 {
+		return c.cfg.Violation("LocalLog.EndOffset", fmt.Sprintf("negative end offset %d", leo))
+	}
+	ld := c.leading[tp]
+	if ld != nil && epoch < ld.epoch {
+		return fmt.Errorf("epoch %d is below the current epoch %d", epoch, ld.epoch)
+	}
+	before := c.followers[tp]
+	c.followers[tp] = followers
+	if ld != nil {
+		// A follower that joins may have held the partition before and
+		// deleted it since (a reassignment): what it reported then is
+		// not what it holds now. One that lacks the log from
+		// republishFrom holds nothing above it.
+		c.gc.followersChanged(tp, before, followers, republishFrom)
+	}
+	switch {
+	case ld != nil && epoch == ld.epoch && republishFrom < 0:
+		return nil
+	case ld != nil && ld.next <= leo:
+		// Re-elected without a break: the same log goes on. A republish
+		// asked for now is for followers that lack the log from there (a
+		// reassignment): until it is done, only this broker is sure to
+		// hold it, so the durable offset goes back to where it starts.
+		ld.epoch = epoch
+		if republishFrom >= 0 && republishFrom < ld.durable {
+			ld.durable, ld.above = max(republishFrom, 0), nil
+		}
+	default:
+		if ld != nil {
+			// The local log is behind what was appended here: the
+			// broker broke the contract, and nothing pending can be
+			// trusted to be in its log. Start afresh.
+			c.endLeadership(now, tp)
+		}
+		c.gens++
+		start := leo
+		if republishFrom >= 0 {
+			start = min(republishFrom, leo)
+		}
+		ld = &leadership{epoch: epoch, gen: c.gens, next: leo, durable: start}
+		c.leading[tp] = ld
+		c.gc.newLeadership(tp, ld.gen)
+	}
+	c.newChore(now, tp, ld, republishFrom, leo)
+	c.rd.DurableChanged = true
+	return nil
+}
+
+// Resign ends the leadership of tp, if any: its pending data is withheld
+// and waiters learn of it.
+func (c *Core) Resign(now time.Time, tp metadata.TopicPartition) {
+	if c.leading[tp] != nil {
+		c.endLeadership(now, tp)
+		// Objects cut while leading keep their followers; the collector
+		// needs no current ones for a partition it no longer leads.
+		delete(c.followers, tp)
+	}
+}
+
+// endLeadership ends tp's leadership: its buffered data is dropped, its
+// chore and Republish calls stopped; waiters learn of it.
+func (c *Core) endLeadership(now time.Time, tp metadata.TopicPartition) {
+	ld := c.leading[tp]
+	if ld.chore != nil {
+		c.stopTask(ld.chore)
+	}
+	for _, id := range c.sortedTasks() {
+		if t := c.tasks[id]; t.tp == tp {
+			c.finishTask(now, t, refuse(NotLeader, "republish %s: leadership ended", tp))
+		}
+	}
+	delete(c.leading, tp)
+	if n := c.active.b.Remove(tp); n > 0 {
+		delete(c.active.gens, tp)
+		c.stats.Fenced++
+		c.release(n)
+	}
+	c.gc.endLeadership(tp)
+	c.rd.DurableChanged = true
+}
+
+// release frees n bytes of buffer space.
+func (c *Core) release(n int) {
+	c.stats.BufferedBytes -= n
+	c.rd.SpaceFreed = true
+}
+
+// Leadership returns tp's leadership: its generation (which changes when
+// a new leadership begins), durable offset, and the error that fails
+// waits beyond it; ok is false if the engine does not lead tp.
+func (c *Core) Leadership(tp metadata.TopicPartition) (gen uint64, durable int64, failed error, ok bool) {
+	ld := c.leading[tp]
+	if ld == nil {
+		return 0, -1, nil, false
+	}
+	return ld.gen, ld.durable, ld.failed, true
+}
+
+// Append buffers batch b of tp. Refusals are *Error: NotLeader,
+// InvalidBatch, TooLarge, or BufferFull (the caller may wait for
+// SpaceFreed and call again).
+func (c *Core) Append(now time.Time, tp metadata.TopicPartition, b combiner.Batch) error {
+	n := len(b.Data)
+	switch {
+	case n == 0:
+		return refuse(InvalidBatch, "no data")
+	case b.FirstOffset < 0 || b.LastOffset < b.FirstOffset || b.LastOffset == math.MaxInt64:
+		return refuse(InvalidBatch, "offsets %d-%d", b.FirstOffset, b.LastOffset)
+	case b.Epoch < 0:
+		return refuse(InvalidBatch, "negative epoch %d", b.Epoch)
+	case n > c.cfg.BufferBytes:
+		return refuse(TooLarge, "batch of %d bytes exceeds BufferBytes %d", n, c.cfg.BufferBytes)
+	}
+	ld := c.leading[tp]
+	switch {
+	case ld == nil:
+		return refuse(NotLeader, "not the leader of %s", tp)
+	case b.Epoch != ld.epoch:
+		return refuse(InvalidBatch, "batch epoch %d is not the leader epoch %d", b.Epoch, ld.epoch)
+	case b.FirstOffset != ld.next:
+		return refuse(InvalidBatch, "batch starts at %d, the log continues at %d", b.FirstOffset, ld.next)
+	case c.stats.BufferedBytes+n > c.cfg.BufferBytes:
+		return refuse(BufferFull, "%d bytes buffered of %d", c.stats.BufferedBytes, c.cfg.BufferBytes)
+	}
+	if err := c.active.b.Add(tp, b, now); err != nil {
+		return &Error{Code: InvalidBatch, Err: err}
+	}
+	c.active.gens[tp] = ld.gen
+	ld.next = b.LastOffset + 1
+	c.stats.BufferedBytes += n
+	c.stats.Appends++
+	c.stats.AppendedBytes += uint64(n)
+	c.maybeCut(now)
+	return nil
+}
+
+// NeedLineage reports whether judging p needs tp's epochs from the local
+// log: the follower's last epoch is an earlier one than the leader's.
+func (c *Core) NeedLineage(tp metadata.TopicPartition, lastEpoch int32) bool {
+	ld := c.leading[tp]
+	return ld != nil && lastEpoch >= 0 && lastEpoch < ld.epoch
+}
+
+// Progress records that follower has applied tp below endOffset, its last
+// record at lastEpoch, judged as Kafka's leader does: a follower whose last
+// epoch is not one of this leader's log, or whose log runs past the end of
+// that epoch here, may still truncate, so only what it holds of this
+// leader's log counts; nor is it credited past the end of what was
+// appended here. epochs is tp's local lineage when NeedLineage said so
+// (epochsErr if it could not be read). Other reports are ignored.
+func (c *Core) Progress(tp metadata.TopicPartition, follower int32, endOffset int64, lastEpoch int32, epochs []fencing.EpochEntry, epochsErr error) {
+	ld := c.leading[tp]
+	if follower < 0 || follower == c.cfg.BrokerID || endOffset < 0 || lastEpoch < 0 || ld == nil || lastEpoch > ld.epoch {
+		return
+	}
+	// No follower holds more than the leader's log: a report past its
+	// end is not believed beyond it, or one such report would make every
+	// later object look applied by that follower.
+	credit := min(endOffset, max(ld.next, ld.durable))
+	if lastEpoch < ld.epoch {
+		if epochsErr != nil {
+			c.cfg.Logger.Warn("activetier: cannot judge a follower's progress", "partition", tp.String(), "err", epochsErr)
+			return
+		}
+		lin, err := fencing.NewLineage(epochs...)
+		if err != nil {
+			return
+		}
+		e, end := lin.EndOffsetFor(lastEpoch, math.MaxInt64)
+		if e != lastEpoch {
+			return // the follower's last epoch is not in this log
+		}
+		credit = min(credit, end)
+	}
+	c.gc.progress(tp, ld.gen, follower, credit)
+}
+
+// Tiered records that tp's records below offset are in long-term storage.
+func (c *Core) Tiered(tp metadata.TopicPartition, offset int64) {
+	if offset >= 0 {
+		c.gc.tiered[tp] = max(c.gc.tiered[tp], offset)
+	}
+}
