@@ -54,18 +54,31 @@
 //   - combiner: the combined-object format (sections per partition, footer
 //     index, trailer, xxhash64, none/zstd/s2) and the builder that decides
 //     which partitions go into which object and when to cut. No I/O.
-//   - walstore: the ObjectStore contract with typed errors, the Manager
-//     (copy, fetch, delete combined objects), the Leader and Follower
-//     engines and garbage collection. walstore/walstoretest holds the
-//     conformance suites for ObjectStore and LocalLog implementations.
+//   - walstore: the ObjectStore and LocalLog contracts with typed errors,
+//     the Node (a broker's one entry point), the Manager (copy, fetch,
+//     delete combined objects), the Leader and Follower engines and
+//     garbage collection. walstore/walstoretest holds the conformance
+//     suites for ObjectStore and LocalLog implementations.
+//   - internal/leadcore and internal/followcore: the leader's and the
+//     follower's protocol as state machines without goroutines, clock or
+//     I/O (events in, work out through a Ready, as etcd-io/raft's
+//     RawNode); walstore's Leader and Follower are their drivers.
 //   - memstore: in-memory ObjectStore, metadata.Log and LocalLog, with
 //     latency profiles, fault injection and request accounting: the default
 //     for tests, examples and the demo.
 //   - s3express: the production ObjectStore on aws-sdk-go-v2, one directory
 //     bucket per AZ; standard S3 buckets and S3-compatible servers work too.
+//   - fsstore and gcsstore: ObjectStores on a POSIX filesystem (local disk,
+//     NFS, EFS, FSx) and on Google Cloud Storage.
+//   - metering and promexport: ObjectStore and metadata.Log wrappers that
+//     count requests, bytes, errors and latency and attribute their cost to
+//     partitions, and a Prometheus collector over them and the Nodes.
 //   - metadata/kafkalog: metadata.Log on a Kafka topic through franz-go.
 //   - costmodel: prices and the arithmetic of a workload, and a planner.
 //   - cmd/activetier: the demo, inspect and cost commands.
+//   - examples/kafkabroker: a small Kafka-protocol broker whose replication
+//     is activetier alone, with its log on disk: the wiring a broker
+//     author writes.
 //
 // Lower packages never import higher ones: metadata, fencing and combiner
 // know nothing of storage; walstore knows storage only through ObjectStore,
@@ -88,6 +101,7 @@
 //     its own AZ's bucket; followers wait for it rather than stopping.
 //   - An object is deleted only once every section in it is below what all
 //     the partition's followers applied and below the broker's tiered mark.
-//   - Time and randomness are injected, so tests and simulations replay
-//     exactly.
+//   - Time and randomness are injected: the protocol cores give the same
+//     work for the same events, byte for byte, and their tests are tables
+//     of events and expected output.
 package activetier
