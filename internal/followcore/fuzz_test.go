@@ -83,7 +83,9 @@ func (l *fuzzLog) truncate(to int64) {
 	l.epochs = slices.DeleteFunc(l.epochs, func(e fencing.EpochEntry) bool { return e.StartOffset >= to })
 }
 
-// play runs one sequence and returns every Ready rendered.
+// play runs one sequence and returns every Ready rendered. Its checks are
+// plain comparisons: the fuzzer runs it twice per input, and testify's
+// reflection would cost more than the core.
 func play(t *testing.T, in []byte) string {
 	cfg := testConfig()
 	cfg.MaxHeld = 6
@@ -114,10 +116,14 @@ func play(t *testing.T, in []byte) string {
 		return logs[tp]
 	}
 	take := func(id uint64, tp metadata.TopicPartition) {
-		require.False(t, seen[id], "id %d handed out twice", id)
+		if seen[id] {
+			t.Fatalf("id %d handed out twice", id)
+		}
 		seen[id] = true
 		outstanding[tp]++
-		require.LessOrEqual(t, outstanding[tp], 1, "two local-log requests outstanding for %s", tp)
+		if outstanding[tp] > 1 {
+			t.Fatalf("two local-log requests outstanding for %s", tp)
+		}
 	}
 	for steps := 0; len(in) > 0 && steps < 200; steps++ {
 		now = now.Add(time.Duration(next()%64) * 10 * time.Millisecond)
@@ -209,8 +215,9 @@ func play(t *testing.T, in []byte) string {
 				appends = appends[1:]
 				done(a.ID, a.Partition)
 				for _, b := range a.Batches {
-					require.Equal(t, fmt.Sprintf("%s/%d-%d@%d", a.Partition, b.FirstOffset, b.LastOffset, b.Epoch), string(b.Data),
-						"a batch appended to %s is not its own section", a.Partition)
+					if want := string(batchesOf(metadata.Entry{Partition: a.Partition, FirstOffset: b.FirstOffset, LastOffset: b.LastOffset, RecordEpoch: b.Epoch})[0].Data); string(b.Data) != want {
+						t.Fatalf("a batch appended to %s is not its own section: %q, want %q", a.Partition, b.Data, want)
+					}
 				}
 				lg := logOf(a.Partition)
 				if err := lg.append(a.Batches); err != nil || fail {
@@ -224,7 +231,9 @@ func play(t *testing.T, in []byte) string {
 		}
 		rd := c.Ready()
 		out.WriteString(render(rd))
-		require.LessOrEqual(t, c.Held, cfg.MaxHeld)
+		if c.Held > cfg.MaxHeld {
+			t.Fatalf("%d entries held, more than MaxHeld %d", c.Held, cfg.MaxHeld)
+		}
 		for _, l := range rd.Loads {
 			take(l.ID, l.Partition)
 		}
@@ -235,12 +244,16 @@ func play(t *testing.T, in []byte) string {
 			take(a.ID, a.Partition)
 		}
 		for _, fe := range rd.Fetches {
-			require.False(t, seen[fe.ID], "id %d handed out twice", fe.ID)
+			if seen[fe.ID] {
+				t.Fatalf("id %d handed out twice", fe.ID)
+			}
 			seen[fe.ID] = true
 		}
 		loads, truncs, appends, fetches = append(loads, rd.Loads...), append(truncs, rd.Truncates...), append(appends, rd.Appends...), append(fetches, rd.Fetches...)
 		for _, pr := range rd.Progress {
-			require.Equal(t, logOf(pr.Partition).end(), pr.EndOffset, "progress reported for %s", pr.Partition)
+			if end := logOf(pr.Partition).end(); pr.EndOffset != end {
+				t.Fatalf("progress reported for %s: end %d, the log ends at %d", pr.Partition, pr.EndOffset, end)
+			}
 		}
 	}
 	return out.String()

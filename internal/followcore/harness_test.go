@@ -2,7 +2,7 @@ package followcore
 
 import (
 	"fmt"
-	"strings"
+	"strconv"
 	"testing"
 	"time"
 
@@ -146,47 +146,93 @@ func run(t *testing.T, cfg Config, events []event) *Core {
 }
 
 // render prints a Ready in one line per request, in a fixed order, with
-// times as milliseconds from t0.
+// times as milliseconds from t0. It appends with strconv rather than fmt:
+// the fuzz target renders every Ready twice per input.
 func render(rd Ready) string {
-	var b strings.Builder
+	var b []byte
+	num := func(n int64) { b = append(b, ' '); b = strconv.AppendInt(b, n, 10) }
+	part := func(tp metadata.TopicPartition) {
+		b = append(b, ' ')
+		b = append(b, tp.Topic...)
+		b = append(b, '-')
+		b = strconv.AppendInt(b, int64(tp.Partition), 10)
+	}
+	word := func(w string) { b = append(b, w...) }
 	for _, l := range rd.Loads {
-		fmt.Fprintf(&b, "load %d %s\n", l.ID, l.Partition)
+		word("load")
+		num(int64(l.ID))
+		part(l.Partition)
+		word("\n")
 	}
 	for _, tr := range rd.Truncates {
-		fmt.Fprintf(&b, "truncate %d %s to %d", tr.ID, tr.Partition, tr.To)
+		word("truncate")
+		num(int64(tr.ID))
+		part(tr.Partition)
+		word(" to")
+		num(tr.To)
 		if tr.AtBatch {
-			b.WriteString(" at batch")
+			word(" at batch")
 		}
-		b.WriteString("\n")
+		word("\n")
 	}
 	for _, a := range rd.Appends {
-		fmt.Fprintf(&b, "append %d %s", a.ID, a.Partition)
+		word("append")
+		num(int64(a.ID))
+		part(a.Partition)
 		for _, bt := range a.Batches {
-			fmt.Fprintf(&b, " %d-%d@%d", bt.FirstOffset, bt.LastOffset, bt.Epoch)
+			num(bt.FirstOffset)
+			word("-")
+			b = strconv.AppendInt(b, bt.LastOffset, 10)
+			word("@")
+			b = strconv.AppendInt(b, int64(bt.Epoch), 10)
 		}
-		b.WriteString("\n")
+		word("\n")
 	}
 	for _, f := range rd.Fetches {
-		fmt.Fprintf(&b, "fetch %d %s", f.ID, f.Bucket)
+		word("fetch")
+		num(int64(f.ID))
+		word(" " + f.Bucket)
 		for _, e := range f.Entries {
-			fmt.Fprintf(&b, " %s:%d-%d@%d", e.Partition, e.FirstOffset, e.LastOffset, e.RecordEpoch)
+			part(e.Partition)
+			word(":")
+			b = strconv.AppendInt(b, e.FirstOffset, 10)
+			word("-")
+			b = strconv.AppendInt(b, e.LastOffset, 10)
+			word("@")
+			b = strconv.AppendInt(b, int64(e.RecordEpoch), 10)
 		}
-		b.WriteString("\n")
+		word("\n")
 	}
 	for _, pr := range rd.Progress {
-		fmt.Fprintf(&b, "progress %s end %d epoch %d leader %d\n", pr.Partition, pr.EndOffset, pr.LastEpoch, pr.Leader)
+		word("progress")
+		part(pr.Partition)
+		word(" end")
+		num(pr.EndOffset)
+		word(" epoch")
+		num(int64(pr.LastEpoch))
+		word(" leader")
+		num(int64(pr.Leader))
+		word("\n")
 	}
 	for _, a := range rd.Applied {
-		fmt.Fprintf(&b, "applied %s %d bytes\n", a.Partition, a.Bytes)
+		word("applied")
+		part(a.Partition)
+		num(int64(a.Bytes))
+		word(" bytes\n")
 	}
 	for _, l := range rd.Lags {
-		fmt.Fprintf(&b, "lag %s %d\n", l.Partition, l.Offsets)
+		word("lag")
+		part(l.Partition)
+		num(l.Offsets)
+		word("\n")
 	}
 	if rd.Rewind {
-		b.WriteString("rewind\n")
+		word("rewind\n")
 	}
 	if !rd.WakeAt.IsZero() {
-		fmt.Fprintf(&b, "wake %d\n", rd.WakeAt.Sub(t0).Milliseconds())
+		word("wake")
+		num(rd.WakeAt.Sub(t0).Milliseconds())
+		word("\n")
 	}
-	return b.String()
+	return string(b)
 }
