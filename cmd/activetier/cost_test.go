@@ -48,6 +48,11 @@ func TestCostMatchesModel(t *testing.T) {
 	assert.Equal(t, 6, rep.Workload.Leaders, "leaders derived")
 	assert.Equal(t, int64(8<<20), rep.Workload.MaxObjectBytes)
 	assert.Equal(t, "s3express-2025", rep.Prices.Name)
+	assert.Equal(t, "like for like: objects and broker-to-broker replication priced on the same 50.0 MB/s, "+
+		"the batches as producers sent them (compressed or not)", rep.Comparison)
+	// The same bytes on both sides: what objects upload and what brokers
+	// would send every follower.
+	assert.Equal(t, rep.Rates.UploadBytesPerSecond*float64(rep.Workload.RF-1), rep.Rates.ReplicationBytesPerSecond)
 	require.NotNil(t, rep.BreakEvenMBPerSec)
 	assert.Less(t, *rep.BreakEvenMBPerSec, 50.0, "the workload pays, so it breaks even below its throughput")
 
@@ -73,6 +78,9 @@ func TestCostTable(t *testing.T) {
 		usd(m.ActiveTier.TotalUSD),
 		usd(m.BrokerToBroker.TotalUSD),
 		"activetier saves " + usd(m.SavingsUSD) + " per month",
+		// Both sides are priced on the same bytes, and the report says so.
+		"\ncomparison        like for like: objects and broker-to-broker replication priced on the same 30.0 MB/s, " +
+			"the batches as producers sent them (compressed or not)\n",
 	} {
 		assert.Contains(t, r.stdout, want)
 	}

@@ -20,6 +20,7 @@ func Example_cost() {
 	// range GETs        24/s of 2.50 MB (2 followers per object, 1 GET each)
 	// metadata          40.1 KB/s published, 160 KB/s crossing AZs
 	// broker-to-broker  60.0 MB/s would cross AZs
+	// comparison        like for like: objects and broker-to-broker replication priced on the same 30.0 MB/s, the batches as producers sent them (compressed or not)
 	// break-even        activetier pays above 491 KB/s at these settings
 	//
 	// per month                 activetier  broker-to-broker
