@@ -30,9 +30,6 @@ const maxSpans = 1 << 16
 type account struct {
 	tp    metadata.TopicPartition
 	share costmodel.Share
-	// sections counts the sections of this partition in objects stored,
-	// the key Spread divides by.
-	sections int64
 }
 
 // span is one section's byte range in an object, [pos, end).
@@ -104,7 +101,6 @@ func (l *ledger) put(ref metadata.ObjectRef, size int64, sections []combiner.Sec
 		w := float64(s.Length) / float64(total)
 		a.share.Puts += w
 		a.share.BytesUp += w * float64(size)
-		a.sections++
 		spans = append(spans, span{pos: s.Position, end: s.Position + s.Length, acct: a})
 	}
 	if stored {
@@ -222,28 +218,6 @@ func (l *ledger) message(m *metadata.Message, bytes, controlPerEntry float64) {
 	}
 	for i := range m.Markers {
 		l.account(m.Markers[i].Partition).share.MetadataBytes += each
-	}
-}
-
-// spread attributes s in proportion to the sections each partition had in
-// the objects stored, or leaves it unattributed when there were none.
-func (l *ledger) spread(s costmodel.Share) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	total := l.overflow.sections
-	for _, a := range l.order {
-		total += a.sections
-	}
-	if total == 0 {
-		l.unattributed.share = l.unattributed.share.Add(s)
-		return
-	}
-	for _, a := range append(l.order, &l.overflow) {
-		w := float64(a.sections) / float64(total)
-		a.share = a.share.Add(costmodel.Share{
-			Puts: w * s.Puts, Gets: w * s.Gets, BytesUp: w * s.BytesUp, BytesDown: w * s.BytesDown,
-			MetadataBytes: w * s.MetadataBytes, ControlBytes: w * s.ControlBytes,
-		})
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
@@ -169,17 +168,4 @@ func (m *Meter) message(value []byte, crossings int, read bool) {
 	if msg != nil {
 		m.ledger.learn(msg.Entries)
 	}
-}
-
-// Spread attributes usage the Meter did not see request by request (the
-// traffic of a metadata log it does not wrap, say) to the partitions in
-// proportion to the sections each had in the objects the Meter saw
-// stored; with none seen, it stays unattributed. Negative or non-finite
-// fields are refused with a *costmodel.FieldError.
-func (m *Meter) Spread(s costmodel.Share) error {
-	if err := s.Validate(); err != nil {
-		return err
-	}
-	m.ledger.spread(s)
-	return nil
 }

@@ -26,6 +26,7 @@ type demoOptions struct {
 	duration     time.Duration
 	rate         float64
 	partitions   int
+	topics       int
 	brokers      int
 	azs          int
 	rf           int
@@ -50,7 +51,8 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs := newFlagSet("demo")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long to produce")
 	fs.Float64Var(&o.rate, "rate", 10, "produced `MB/s` across the cluster (1 MB = 10^6 bytes)")
-	fs.IntVar(&o.partitions, "partitions", 300, "partitions of the topic")
+	fs.IntVar(&o.partitions, "partitions", 300, "partitions, divided among the topics")
+	fs.IntVar(&o.topics, "topics", defaultDemoTopics, "topics, sharing the partitions in proportion N, N-1, ..., 1 so that their traffic differs (unless given, no more than --partitions)")
 	fs.IntVar(&o.brokers, "brokers", 3, "brokers, spread over the AZs in turn")
 	fs.IntVar(&o.azs, "azs", 0, "availability zones, one bucket each (0: min(3, brokers))")
 	fs.IntVar(&o.rf, "rf", 3, "replication factor: replicas of a partition are in distinct AZs")
@@ -70,6 +72,9 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs.Var(&o.store, "store", "keep the buckets in another object store, as `KIND=VALUE`: "+storeKindsUsage())
 	return o, fs
 }
+
+// defaultDemoTopics is how many topics the demo has unless told.
+const defaultDemoTopics = 4
 
 // Limits that keep a demo inside one process's memory and CPU.
 const (
@@ -105,11 +110,16 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 	case !isSet(fs, "azs"):
 		o.azs = min(3, o.brokers)
 	}
+	if !isSet(fs, "topics") {
+		o.topics = min(defaultDemoTopics, o.partitions)
+	}
 	switch {
 	case o.duration <= 0:
 		return cfg, flagError(fs, "duration", "must be positive")
 	case o.partitions < 1 || o.partitions > maxDemoPartitions:
 		return cfg, flagError(fs, "partitions", fmt.Sprintf("must be between 1 and %d", maxDemoPartitions))
+	case o.topics < 1 || o.topics > o.partitions:
+		return cfg, flagError(fs, "topics", fmt.Sprintf("must be between 1 and --partitions (%d): each topic has a partition at least", o.partitions))
 	case o.brokers < 1 || o.brokers > maxDemoBrokers:
 		return cfg, flagError(fs, "brokers", fmt.Sprintf("must be between 1 and %d", maxDemoBrokers))
 	case o.azs < 1 || o.azs > o.brokers:
@@ -149,7 +159,7 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	return simConfig{
-		brokers: o.brokers, azs: azs, partitions: o.partitions, rf: o.rf,
+		brokers: o.brokers, azs: azs, topics: o.topics, partitions: o.partitions, rf: o.rf,
 		interval: o.interval, objectBytes: int(o.objectBytes), codec: codec, profile: profile,
 		seed: o.seed, logger: logger,
 	}, nil
@@ -305,6 +315,7 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 		return nil, err
 	}
 	defer sample.close()
+	cfg.wrapLog = meter.Log
 	s, err := newSim(cfg, meteredObjects{objects, meter})
 	if err != nil {
 		return nil, err
@@ -326,7 +337,7 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	prog.start(s, p, start)
 	var tl *timeline
 	if o.report != "" {
-		tl = startTimeline(s, p, start, prices, o.duration)
+		tl = startTimeline(s, p, meter, start, o.duration)
 		defer tl.stop()
 	}
 
@@ -386,7 +397,7 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	for _, b := range s.brokers {
 		b.halt()
 	}
-	rep = newDemoReport(o, s, p, produced, drain, fo, prices)
+	rep = newDemoReport(o, s, p, meter, produced, drain, fo)
 	if tl != nil {
 		rep.timeline, rep.marks = tl.result()
 	}
@@ -405,9 +416,7 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	if err := rep.price(); err != nil {
 		return nil, err
 	}
-	if err := rep.addLedger(meter); err != nil {
-		return nil, err
-	}
+	rep.addLedger(meter)
 	return rep, nil
 }
 

@@ -87,7 +87,7 @@ func TestDemoInconsistentExitsOne(t *testing.T) {
 	assert.Equal(t, exitFailure, r.code)
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 	assert.Contains(t, r.stderr, "activetier demo: ")
-	assert.Contains(t, r.stderr, "follower logs differ from their leader's (first: logs-")
+	assert.Contains(t, r.stderr, "follower logs differ from their leader's (first: topic")
 	var rep demoReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), "the report is printed before the verdict")
 	assert.False(t, rep.FollowersConsistent)
@@ -103,7 +103,7 @@ func TestDemoText(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Empty(t, r.stderr)
 	for _, want := range []string{
-		"activetier demo: 3 brokers in 3 AZs, 6 partitions at RF 3, 1.00 MB/s for 2.2s; none latency, s2 sections",
+		"activetier demo: 3 brokers in 3 AZs, 4 topics, 6 partitions at RF 3, 1.00 MB/s for 2.2s; none latency, s2 sections",
 		"   1.0s  ", "   2.0s  ", "produced (",
 		"az3 goes down",
 		"partitions have new leaders at epoch 1",
@@ -114,8 +114,14 @@ func TestDemoText(t *testing.T) {
 		"a month at this rate",
 		" than replicating the same batches across AZs.\n",
 		"(like for like: objects with s2 sections against broker-to-broker batches compressed with s2",
+		"\ntopics that cost most ",
+		"\ncostliest partitions ",
 	} {
 		assert.Contains(t, r.stdout, want)
+	}
+	// Every topic, with its partitions, its cost and its share of the run's.
+	for _, topic := range []string{`topic1 \(2 partitions\)`, `topic2 \(2 partitions\)`, `topic3 \(1 partition\)`, `topic4 \(1 partition\)`} {
+		assert.Regexp(t, `\n  `+topic+` +\$[0-9.e-]+ +[0-9.]+%\n`, r.stdout)
 	}
 	assert.NotContains(t, r.stdout, "\r", "no redrawing outside a terminal")
 }
@@ -130,6 +136,8 @@ func TestDemoUsageErrors(t *testing.T) {
 		{[]string{"--rate", "0"}, "--rate 0:"},
 		{[]string{"--duration", "0s"}, "--duration 0s: must be positive"},
 		{[]string{"--partitions", "0"}, "--partitions 0: must be between 1 and 100000"},
+		{[]string{"--topics", "0"}, "--topics 0: must be between 1 and --partitions (300)"},
+		{[]string{"--partitions", "3", "--topics", "4"}, "--topics 4: must be between 1 and --partitions (3): each topic has a partition at least"},
 		{[]string{"--brokers", "0"}, "--brokers 0: must be between 1 and 100"},
 		{[]string{"--rf", "4"}, "--rf 4: must be at most --brokers (3)"},
 		{[]string{"--rf", "1"}, "--rf 1: must be at least 2"},
@@ -172,13 +180,14 @@ func TestDemoInterrupted(t *testing.T) {
 // Replicas of a partition are in distinct AZs and leadership is spread
 // evenly, whatever the broker count.
 func TestSimPlacement(t *testing.T) {
-	for _, tc := range []struct{ brokers, azs, rf, partitions int }{
-		{3, 3, 3, 300}, {4, 3, 3, 40}, {6, 3, 2, 60}, {5, 2, 2, 10}, {7, 3, 3, 1},
+	for _, tc := range []struct{ brokers, azs, rf, topics, partitions int }{
+		{3, 3, 3, 4, 300}, {4, 3, 3, 1, 40}, {6, 3, 2, 7, 60}, {5, 2, 2, 10, 10}, {7, 3, 3, 1, 1},
 	} {
 		azs := azNames(tc.azs)
 		objects, err := newMemObjects(azs, memstore.Profile{}, 1)
 		require.NoError(t, err)
-		s, err := newSim(simConfig{brokers: tc.brokers, azs: azs, rf: tc.rf, partitions: tc.partitions, logger: slog.New(slog.DiscardHandler)}, objects)
+		s, err := newSim(simConfig{brokers: tc.brokers, azs: azs, rf: tc.rf, topics: tc.topics, partitions: tc.partitions,
+			logger: slog.New(slog.DiscardHandler)}, objects)
 		require.NoError(t, err)
 		led := make(map[int32]int)
 		for _, tp := range s.tps {

@@ -25,7 +25,7 @@
 //
 // # demo
 //
-//	activetier demo [--duration 10s] [--rate 10] [--partitions 300] [--brokers 3]
+//	activetier demo [--duration 10s] [--rate 10] [--partitions 300] [--topics 4] [--brokers 3]
 //	                [--azs 3] [--rf 3] [--interval 100ms] [--object-bytes 4MiB]
 //	                [--batch-bytes 16KiB] [--codec zstd] [--profile s3express]
 //	                [--fail-az AZ] [--seed 1] [--drain-timeout 30s] [--json] [--verbose]
@@ -38,7 +38,9 @@
 // per AZ, with the chosen latency profile), a metadata log with a partition
 // per broker, and on every broker one walstore Node, leading some partitions
 // and following the others, with rack-aware
-// placement (a partition's replicas are in distinct AZs). A producer appends
+// placement (a partition's replicas are in distinct AZs). The partitions
+// belong to --topics topics, one each and the rest in proportion N, N-1,
+// ..., 1, so that the topics differ in traffic. A producer appends
 // Kafka v2 record batches of JSON log lines, generated from --seed, at --rate
 // MB/s to the partitions' leaders for --duration; followers report their
 // progress to the leaders' garbage collectors. With --fail-az the AZ's bucket
@@ -59,9 +61,11 @@
 // batches are generated uncompressed, so the broker-to-broker side is priced
 // on them as producers compressing with the sections' codec would send them
 // (measured on a sample), and the report says so, with the comparison
-// against the uncompressed batches beside it. It also lists the cost by
-// topic and the costliest partitions, from a metering.Meter around every
-// broker's store (the "ledger" of --json, which sums to cost_usd). With
+// against the uncompressed batches beside it. It also lists the topics that
+// cost most and the costliest partitions, from a metering.Meter around every
+// broker's store and the metadata log, which attributes every request, byte
+// and metadata message to the partitions that caused it (the "ledger" of
+// --json, which sums to cost_usd). With
 // --metrics-addr the run's Prometheus metrics (package promexport) are
 // served at /metrics while it runs; --report writes one self-contained HTML
 // file with charts of the run over time. With --json only the

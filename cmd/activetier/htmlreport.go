@@ -157,8 +157,8 @@ func writeHTMLReport(path string, r *demoReport) error {
 	}
 	const blue, red, green, grey = "#2563eb", "#dc2626", "#16a34a", "#6b7280"
 	data := map[string]any{
-		"Setup": fmt.Sprintf("%d brokers in %d AZs, %d partitions at RF %d, %.0f MB/s for %.0fs, %s sections, prices %s",
-			r.Brokers, r.AZs, r.Partitions, r.RF, r.RateMBPerSec, r.DurationS, r.Codec, r.Prices),
+		"Setup": fmt.Sprintf("%d brokers in %d AZs, %s, %d partitions at RF %d, %.0f MB/s for %.0fs, %s sections, prices %s",
+			r.Brokers, r.AZs, plural(r.Topics, "topic"), r.Partitions, r.RF, r.RateMBPerSec, r.DurationS, r.Codec, r.Prices),
 		"Headline":   headline(r.SavingsRatio, "replicating the same batches across AZs"),
 		"Comparison": r.Comparison,
 		"Prices":     r.Prices,
@@ -185,8 +185,8 @@ func writeHTMLReport(path string, r *demoReport) error {
 	}
 	var rows []reportRow
 	if l := r.Ledger; l != nil {
-		for _, t := range l.Topics {
-			rows = append(rows, ledgerReportRow(t.Topic, t))
+		for _, t := range l.Topics[:min(len(l.Topics), htmlLedgerTopics)] {
+			rows = append(rows, ledgerReportRow(topicLabel(t), t))
 		}
 		for _, p := range l.TopPartitions[:min(len(l.TopPartitions), 5)] {
 			rows = append(rows, ledgerReportRow(fmt.Sprintf("  %s-%d", p.Topic, *p.Partition), p))
@@ -215,6 +215,10 @@ func writeHTMLReport(path string, r *demoReport) error {
 	}
 	return nil
 }
+
+// htmlLedgerTopics is how many of the costliest topics the HTML report
+// lists; --json has them all.
+const htmlLedgerTopics = 10
 
 func ledgerReportRow(name string, r ledgerRow) reportRow {
 	return reportRow{name, usd(r.CostUSD), usd(r.PutUSD), usd(r.GetUSD), usd(r.UploadUSD), usd(r.RetrievalUSD), usd(r.MetadataUSD), usd(r.ControlUSD)}

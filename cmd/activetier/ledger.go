@@ -7,7 +7,6 @@ import (
 	"slices"
 	"text/tabwriter"
 
-	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/metering"
 )
 
@@ -30,10 +29,13 @@ type ledgerJSON struct {
 	UnmeteredUSD float64 `json:"unmetered_usd"`
 }
 
-// ledgerRow is one topic's or partition's cost, by bill line.
+// ledgerRow is one topic's or partition's cost, by bill line. A
+// partition's row has Partition; a topic's has Partitions, how many of its
+// partitions the ledger has a row for.
 type ledgerRow struct {
 	Topic        string  `json:"topic"`
 	Partition    *int32  `json:"partition,omitempty"`
+	Partitions   int     `json:"partitions,omitempty"`
 	CostUSD      float64 `json:"cost_usd"`
 	PutUSD       float64 `json:"put_usd"`
 	GetUSD       float64 `json:"get_usd"`
@@ -43,7 +45,13 @@ type ledgerRow struct {
 	ControlUSD   float64 `json:"control_usd"`
 }
 
-const maxLedgerPartitions = 10
+// How many of the costliest partitions --json lists, and how many topics
+// and partitions the text report shows.
+const (
+	maxLedgerPartitions = 10
+	textLedgerTopics    = 5
+	textLedgerParts     = 3
+)
 
 func newLedgerRow(c metering.Charge, partition bool) ledgerRow {
 	r := ledgerRow{
@@ -58,25 +66,25 @@ func newLedgerRow(c metering.Charge, partition bool) ledgerRow {
 	return r
 }
 
-// addLedger fills the report's ledger from the Meter. The demo's metadata
-// log belongs to the simulated cluster and is not wrapped, so its traffic
-// and the control traffic are spread over the partitions by the sections
-// each had in the objects stored: by entry, since each section is
-// published as one entry.
-func (r *demoReport) addLedger(m *metering.Meter) error {
-	if err := m.Spread(costmodel.Share{
-		MetadataBytes: float64(r.usage.MetadataBytes), ControlBytes: float64(r.usage.ControlBytes),
-	}); err != nil {
-		return err
-	}
+// addLedger fills the report's ledger from the Meter, which wraps every
+// broker's store and the metadata log: every request, byte and message is
+// attributed as it happened.
+func (r *demoReport) addLedger(m *metering.Meter) {
 	l := m.Snapshot().Ledger
 	out := &ledgerJSON{
 		Basis: "object store requests and bytes attributed request by request (a PUT by its sections' bytes, " +
-			"a GET by the sections it covered); metadata and control traffic by entry",
+			"a GET by the sections it covered); metadata message by message, split among the entries and markers it carries; " +
+			"control traffic one follower fetch per entry read",
 		TopPartitions: []ledgerRow{},
 	}
+	partitions := make(map[string]int)
+	for _, p := range l.Partitions {
+		partitions[metering.TopicName(p.Partition)]++
+	}
 	for _, t := range l.Topics() {
-		out.Topics = append(out.Topics, newLedgerRow(t, false))
+		row := newLedgerRow(t, false)
+		row.Partitions = partitions[row.Topic]
+		out.Topics = append(out.Topics, row)
 		out.SumUSD += t.Cost.TotalUSD
 	}
 	parts := slices.Clone(l.Partitions)
@@ -86,24 +94,43 @@ func (r *demoReport) addLedger(m *metering.Meter) error {
 	}
 	out.UnmeteredUSD = r.CostUSD - r.Cost.ActiveTier.StorageUSD - out.SumUSD
 	r.Ledger = out
-	return nil
 }
 
-// writeText lists the topics that cost most, and the partitions.
+// writeText lists the topics that cost most, with their share of the
+// ledger, and the costliest partitions.
 func (l *ledgerJSON) writeText(w io.Writer) error {
 	if l == nil || len(l.Topics) == 0 {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "\ncost by topic\tactivetier\n")
-	for _, t := range l.Topics[:min(len(l.Topics), 5)] {
-		fmt.Fprintf(tw, "  %s\t%s\n", t.Topic, usd(t.CostUSD))
+	fmt.Fprintf(tw, "\ntopics that cost most\tactivetier\tshare\n")
+	for _, t := range l.Topics[:min(len(l.Topics), textLedgerTopics)] {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", topicLabel(t), usd(t.CostUSD), share(t.CostUSD, l.SumUSD))
+	}
+	if more := len(l.Topics) - textLedgerTopics; more > 0 {
+		fmt.Fprintf(tw, "  (%s more in --json)\t\t\n", plural(more, "topic"))
 	}
 	if len(l.TopPartitions) > 0 {
-		fmt.Fprintf(tw, "costliest partitions\t\n")
-		for _, p := range l.TopPartitions[:min(len(l.TopPartitions), 3)] {
-			fmt.Fprintf(tw, "  %s-%d\t%s\n", p.Topic, *p.Partition, usd(p.CostUSD))
+		fmt.Fprintf(tw, "costliest partitions\t\t\n")
+		for _, p := range l.TopPartitions[:min(len(l.TopPartitions), textLedgerParts)] {
+			fmt.Fprintf(tw, "  %s-%d\t%s\t%s\n", p.Topic, *p.Partition, usd(p.CostUSD), share(p.CostUSD, l.SumUSD))
 		}
 	}
 	return tw.Flush()
+}
+
+// topicLabel names a topic's row with its partition count.
+func topicLabel(t ledgerRow) string {
+	if t.Partitions == 0 {
+		return t.Topic // the unattributed row
+	}
+	return fmt.Sprintf("%s (%s)", t.Topic, plural(t.Partitions, "partition"))
+}
+
+// share is part as a percentage of whole, "-" when whole is not positive.
+func share(part, whole float64) string {
+	if whole <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*part/whole)
 }

@@ -23,20 +23,35 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/promexport"
 )
 
-// The ledger in --json: every topic's cost, the partitions that cost most,
-// summing to cost_usd within 0.1%, nothing unattributed; and the headline
-// comparison is like for like.
+// The ledger in --json: every topic's cost, most expensive first, with its
+// partition count, the partitions that cost most, summing to cost_usd
+// within 0.1%, nothing unattributed; the metadata priced is what the Meter
+// around the brokers' metadata log saw, every message the log counted; and
+// the headline comparison is like for like.
 func TestDemoLedgerAndComparison(t *testing.T) {
 	for _, codec := range []string{"zstd", "none"} {
 		t.Run(codec, func(t *testing.T) {
 			rep := demoJSON(t, "--duration", "1500ms", "--partitions", "30", "--rate", "3", "--seed", "5", "--codec", codec)
 			require.NotNil(t, rep.Ledger)
 			l := rep.Ledger
-			require.Len(t, l.Topics, 1, "the demo's one topic, and no unattributed row: %+v", l.Topics)
-			assert.Equal(t, "logs", l.Topics[0].Topic)
+			assert.Equal(t, 4, rep.Topics)
+			require.Len(t, l.Topics, 4, "the demo's topics, and no unattributed row: %+v", l.Topics)
+			partitions := map[string]int{}
+			for _, tr := range l.Topics {
+				partitions[tr.Topic] = tr.Partitions
+				assert.Positive(t, tr.MetadataUSD, tr.Topic)
+				assert.Positive(t, tr.ControlUSD, tr.Topic)
+			}
+			assert.Equal(t, map[string]int{"topic1": 11, "topic2": 9, "topic3": 6, "topic4": 4}, partitions)
+			assert.True(t, slices.IsSortedFunc(l.Topics, func(a, b ledgerRow) int {
+				return -compareFloat(a.CostUSD, b.CostUSD)
+			}), "most expensive first")
+			assert.Equal(t, rep.MetadataBytes*costmodel.DefaultMetadataRF+rep.MetadataBytesRead, rep.MetadataCrossAZBytes,
+				"the Meter saw every message the log counted")
 			assert.LessOrEqual(t, math.Abs(l.SumUSD-rep.CostUSD)/rep.CostUSD, 0.001, "ledger %g, cost_usd %g", l.SumUSD, rep.CostUSD)
 			assert.InDelta(t, rep.CostUSD-l.SumUSD, l.UnmeteredUSD, 1e-15)
 			require.Len(t, l.TopPartitions, maxLedgerPartitions)
@@ -202,6 +217,9 @@ func TestDemoReportInChromium(t *testing.T) {
 	assert.Equal(t, 8, strings.Count(string(dom), `<polyline class="series"`), "two lines a chart")
 	assert.Equal(t, 2*4, strings.Count(string(dom), `class="mark"`), "the AZ going down and the new leaders, on every chart")
 	assert.Contains(t, string(dom), "topics that cost most")
+	for _, topic := range []string{"topic1 (4 partitions)", "topic2 (3 partitions)", "topic3 (3 partitions)", "topic4 (2 partitions)"} {
+		assert.Contains(t, string(dom), "<td>"+topic+"</td>", "every topic's row")
+	}
 
 	shot := filepath.Join(dir, "run.png")
 	out, err := exec.CommandContext(ctx, browser, append(args, "--screenshot="+shot, "file://"+path)...).CombinedOutput()

@@ -46,8 +46,8 @@ func newProgress(w io.Writer, terminal bool) *progress {
 // header describes the run; where is the object store ("s3express
 // latency", or the buckets on an S3 endpoint).
 func (p *progress) header(o *demoOptions, cfg simConfig, where string) {
-	p.line(fmt.Sprintf("activetier demo: %d brokers in %d AZs, %d partitions at RF %d, %s/s for %v; %s, %s sections, flush every %v",
-		cfg.brokers, len(cfg.azs), cfg.partitions, cfg.rf, humanBytes(o.rate*1e6), o.duration, where, cfg.codec, cfg.interval))
+	p.line(fmt.Sprintf("activetier demo: %d brokers in %d AZs, %s, %d partitions at RF %d, %s/s for %v; %s, %s sections, flush every %v",
+		cfg.brokers, len(cfg.azs), plural(cfg.topics, "topic"), cfg.partitions, cfg.rf, humanBytes(o.rate*1e6), o.duration, where, cfg.codec, cfg.interval))
 }
 
 // start begins sampling the cluster; stop ends it and finishes the line.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/costmodel"
+	"github.com/activetier/activetier/metering"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -16,6 +17,7 @@ type demoReport struct {
 	// The run's settings.
 	Brokers          int     `json:"brokers"`
 	AZs              int     `json:"azs"`
+	Topics           int     `json:"topics"`
 	Partitions       int     `json:"partitions"`
 	RF               int     `json:"rf"`
 	DurationS        float64 `json:"duration_s"`
@@ -122,9 +124,9 @@ type demoReport struct {
 	Diverged []string `json:"diverged,omitempty"`
 }
 
-func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Duration, fo *failover, prices costmodel.Prices) *demoReport {
+func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produced, drain time.Duration, fo *failover) *demoReport {
 	r := &demoReport{
-		Brokers: s.cfg.brokers, AZs: len(s.cfg.azs), Partitions: s.cfg.partitions, RF: s.cfg.rf,
+		Brokers: s.cfg.brokers, AZs: len(s.cfg.azs), Topics: s.cfg.topics, Partitions: s.cfg.partitions, RF: s.cfg.rf,
 		DurationS: o.duration.Seconds(), RateMBPerSec: o.rate, IntervalMS: ms(o.interval),
 		ObjectBytesLimit: int64(o.objectBytes), Codec: s.cfg.codec.String(), Profile: o.profile, Seed: o.seed,
 		BytesProduced: p.bytes.Load(), BatchesProduced: p.batches.Load(), RecordsProduced: p.records.Load(),
@@ -158,8 +160,8 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Dur
 
 	ml := s.meta.Stats().Total
 	r.MetadataBytes, r.MetadataBytesRead, r.MetadataMessages = ml.AppendedBytes, ml.BytesRead, ml.Appends
-	r.prices = prices
-	r.usage = usageOf(s, p)
+	r.prices = m.Prices()
+	r.usage = usageOf(s, p, m)
 	r.MetadataCrossAZBytes = r.usage.MetadataBytes
 	r.ProducerCompressionRatio = p.sample.ratio()
 	r.BytesProducedCompressed = r.usage.ProducedBytes
@@ -167,20 +169,21 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, produced, drain time.Dur
 	return r
 }
 
-// usageOf is the run's usage so far. Broker-to-broker replication is
-// priced on the produced bytes as producers compressing with the sections'
-// codec would have sent them: like with like.
-func usageOf(s *sim, p *producer) costmodel.Usage {
+// usageOf is the run's usage so far: object store requests and bytes as
+// the backend counted them; metadata and control traffic as m, around the
+// brokers' metadata log, measured them message by message (each published
+// byte crossing to the log's partition leader and its other replicas, each
+// byte read once more, as on a Kafka topic at costmodel.DefaultMetadataRF;
+// each entry a follower reads standing for one fetch's worth of offsets
+// sent to its leader). Broker-to-broker replication is priced on the
+// produced bytes as producers compressing with the sections' codec would
+// have sent them: like with like.
+func usageOf(s *sim, p *producer, m *metering.Meter) costmodel.Usage {
 	st := s.objects.requests()
-	ml := s.meta.Stats().Total
+	mu := m.Usage()
 	return costmodel.Usage{
 		Puts: st.puts, Gets: st.gets, BytesUp: st.bytesUp, BytesDown: st.bytesDown,
-		// Each published byte crosses to the log's partition leader and
-		// to its other replicas; each byte read crosses once more (the
-		// demo's log has no AZs, so this counts the same crossings a
-		// Kafka topic at DefaultMetadataRF would make).
-		MetadataBytes: ml.AppendedBytes*costmodel.DefaultMetadataRF + ml.BytesRead,
-		ControlBytes:  s.applied.Load() * costmodel.DefaultControlBytesPerPartition,
+		MetadataBytes: mu.MetadataBytes, ControlBytes: mu.ControlBytes,
 		ProducedBytes: int64(float64(p.bytes.Load()) * p.sample.ratio()),
 		RF:            s.cfg.rf,
 	}
@@ -312,6 +315,14 @@ func lessOrMore(ratio float64) string {
 		return fmt.Sprintf("%.1f%% less", 100*ratio)
 	}
 	return fmt.Sprintf("%.1f%% MORE", -100*ratio)
+}
+
+// plural is n of word, with an s unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func percent(part, whole int64) string {

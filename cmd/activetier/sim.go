@@ -2,12 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
@@ -18,7 +19,8 @@ import (
 
 // simConfig describes the simulated cluster.
 type simConfig struct {
-	brokers, partitions, rf int
+	// partitions are divided among topics by topicPartitions.
+	brokers, topics, partitions, rf int
 	// azs names the AZs, in the order brokers are spread over them.
 	azs         []string
 	interval    time.Duration
@@ -29,6 +31,9 @@ type simConfig struct {
 	profile memstore.Profile
 	seed    uint64
 	logger  *slog.Logger
+	// wrapLog, if set, wraps the metadata log the brokers use (a
+	// metering.Meter's Log, so every message is metered).
+	wrapLog func(metadata.Log) metadata.Log
 }
 
 // sim is a cluster of brokers in one process: each broker has a local log
@@ -39,7 +44,10 @@ type simConfig struct {
 type sim struct {
 	cfg     simConfig
 	objects objectBackend
+	// meta is the metadata log, counting its own traffic; log is what the
+	// brokers use: meta, wrapped by cfg.wrapLog.
 	meta    *memstore.Log
+	log     metadata.Log
 	brokers []*simBroker
 	tps     []metadata.TopicPartition
 
@@ -50,9 +58,6 @@ type sim struct {
 	leaders  map[metadata.TopicPartition]leadership
 	offline  map[metadata.TopicPartition]bool
 
-	// applied counts entries followers applied: each is one fetch's worth
-	// of offset/high-watermark traffic from a follower to a leader.
-	applied atomic.Int64
 	// errs receives the error of any engine that stopped by itself.
 	errs chan error
 }
@@ -90,16 +95,23 @@ func azNames(n int) []string {
 // rack-aware assignment in which every partition's replicas are in distinct
 // AZs and leadership is spread evenly.
 func newSim(cfg simConfig, objects objectBackend) (*sim, error) {
+	tps, err := topicPartitions(cfg.topics, cfg.partitions)
+	if err != nil {
+		return nil, err
+	}
 	meta, err := memstore.NewLog(int32(cfg.brokers))
 	if err != nil {
 		return nil, err
 	}
 	s := &sim{
-		cfg: cfg, objects: objects, meta: meta,
+		cfg: cfg, objects: objects, meta: meta, log: meta,
 		replicas: make(map[metadata.TopicPartition][]*simBroker),
 		leaders:  make(map[metadata.TopicPartition]leadership),
 		offline:  make(map[metadata.TopicPartition]bool),
 		errs:     make(chan error, 2*cfg.brokers),
+	}
+	if cfg.wrapLog != nil {
+		s.log = cfg.wrapLog(meta)
 	}
 	for i := range cfg.brokers {
 		az := cfg.azs[i%len(cfg.azs)]
@@ -110,9 +122,8 @@ func newSim(cfg simConfig, objects objectBackend) (*sim, error) {
 		}
 		s.brokers = append(s.brokers, &simBroker{s: s, id: int32(i + 1), az: az, store: store, local: memstore.NewLocalLog()})
 	}
-	for p := range cfg.partitions {
-		tp := metadata.TopicPartition{Topic: "logs", Partition: int32(p)}
-		s.tps = append(s.tps, tp)
+	s.tps = tps
+	for p, tp := range tps {
 		leader := s.brokers[p%cfg.brokers]
 		replicas := []*simBroker{leader}
 		used := map[string]bool{leader.az: true}
@@ -131,6 +142,42 @@ func newSim(cfg simConfig, objects objectBackend) (*sim, error) {
 		s.leaders[tp] = leadership{broker: leader, epoch: 0}
 	}
 	return s, nil
+}
+
+// topicPartitions divides partitions among topics named topic1, topic2,
+// ...: one each, and the rest in proportion to topics, topics-1, ..., 1
+// (largest remainders rounded up, earlier topics first). A cluster's
+// topics differ in traffic, and the producer spreads it evenly over
+// partitions, so the first topic is the busiest and the report's ranking
+// of topics by cost has something to rank.
+func topicPartitions(topics, partitions int) ([]metadata.TopicPartition, error) {
+	if topics < 1 || topics > partitions {
+		return nil, fmt.Errorf("%d topics cannot share %d partitions: each needs one", topics, partitions)
+	}
+	// Topic k weighs topics-k; the weights sum to w. The products fit in
+	// an int: the demo's limits keep both counts at most 100,000.
+	rest, w := partitions-topics, topics*(topics+1)/2
+	counts, rems := make([]int, topics), make([]int, topics)
+	left := rest
+	for k := range counts {
+		counts[k], rems[k] = 1+rest*(topics-k)/w, rest*(topics-k)%w
+		left -= counts[k] - 1
+	}
+	order := make([]int, topics)
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rems[b], rems[a]) })
+	for _, k := range order[:left] {
+		counts[k]++
+	}
+	tps := make([]metadata.TopicPartition, 0, partitions)
+	for k, n := range counts {
+		for p := range n {
+			tps = append(tps, metadata.TopicPartition{Topic: fmt.Sprintf("topic%d", k+1), Partition: int32(p)})
+		}
+	}
+	return tps, nil
 }
 
 // start runs every broker's engines and makes each partition's leader
@@ -166,7 +213,7 @@ func (s *sim) close() error {
 	for _, b := range s.brokers {
 		b.halt()
 	}
-	errs := []error{s.meta.Close()}
+	errs := []error{s.log.Close()}
 	for {
 		select {
 		case err := <-s.errs:
@@ -182,7 +229,7 @@ func (b *simBroker) start() error {
 	backoff := walstore.Backoff{Initial: 5 * time.Millisecond, Max: 500 * time.Millisecond}
 	var err error
 	b.node, err = walstore.NewNode(walstore.NodeConfig{
-		BrokerID: b.id, Store: b.store, Log: s.meta, Local: b.local,
+		BrokerID: b.id, Store: b.store, Log: s.log, Local: b.local,
 		Leader:     walstore.LeaderConfig{Codec: s.cfg.codec, Interval: s.cfg.interval, ObjectBytes: s.cfg.objectBytes, Backoff: backoff},
 		Follower:   walstore.FollowerConfig{Backoff: backoff},
 		OnProgress: b.onProgress,
@@ -243,7 +290,6 @@ func (s *sim) followerIDs(tp metadata.TopicPartition) []int32 {
 // Kafka's fetch requests carry it, so the leader's collector can delete
 // objects every follower has applied.
 func (b *simBroker) onProgress(p walstore.Progress) {
-	b.s.applied.Add(1)
 	for _, o := range b.s.brokers {
 		if o.id == p.Leader && o.node != nil {
 			o.node.RecordProgress(p)

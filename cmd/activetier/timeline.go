@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/costmodel"
+	"github.com/activetier/activetier/metering"
 )
 
 // timelineSample is the run over one sampling interval, for the HTML
@@ -44,7 +45,7 @@ type timeline struct {
 // timelineSamples is how many samples a run is cut into, at most.
 const timelineSamples = 120
 
-func startTimeline(s *sim, p *producer, start time.Time, prices costmodel.Prices, runFor time.Duration) *timeline {
+func startTimeline(s *sim, p *producer, m *metering.Meter, start time.Time, runFor time.Duration) *timeline {
 	every := min(max(runFor/timelineSamples, 100*time.Millisecond), time.Second)
 	tl := &timeline{start: start, stopCh: make(chan struct{}), stopped: make(chan struct{})}
 	go func() {
@@ -73,7 +74,7 @@ func startTimeline(s *sim, p *producer, start time.Time, prices costmodel.Prices
 			}
 			// The prices are the report's own, already validated; a
 			// usage of counters cannot be negative.
-			if c, err := costmodel.RunCost(prices, usageOf(s, p)); err == nil {
+			if c, err := costmodel.RunCost(m.Prices(), usageOf(s, p, m)); err == nil {
 				ts.CostUSD, ts.CrossAZUSD = c.ActiveTier.TotalUSD, c.BrokerToBroker.TotalUSD
 			}
 			tl.mu.Lock()
