@@ -115,7 +115,7 @@ func TestDemoText(t *testing.T) {
 		" than replicating the same batches across AZs.\n",
 		"(like for like: objects with s2 sections against broker-to-broker batches compressed with s2",
 		"\ntopics that cost most ",
-		"\ncostliest partitions ",
+		"\ncostliest partitions\n",
 	} {
 		assert.Contains(t, r.stdout, want)
 	}

@@ -130,12 +130,14 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 {{range .CostLines}}<tr><td>{{.Name}}</td><td class="n">{{.AT}}</td><td class="n">{{.BB}}</td></tr>
 {{end}}</table>
 <table><tr><th>topics that cost most</th><th>cost</th><th>PUT</th><th>GET</th><th>upload</th><th>retrieval</th><th>metadata</th><th>control</th></tr>
-{{range .Rows}}<tr><td>{{.Name}}</td><td class="n">{{.Cost}}</td><td class="n">{{.Put}}</td><td class="n">{{.Get}}</td><td class="n">{{.Upload}}</td><td class="n">{{.Retrieval}}</td><td class="n">{{.Metadata}}</td><td class="n">{{.Control}}</td></tr>
-{{end}}</table>
+{{range .Rows}}{{template "row" .}}{{end}}{{if .PartRows}}<tr><th>costliest partitions</th><th colspan="7"></th></tr>
+{{range .PartRows}}{{template "row" .}}{{end}}{{end}}</table>
 <p class="sub">Ledger: {{.Basis}}. Sum {{.LedgerSum}} against the run's {{.Total}}.</p>
 <table>{{range .Facts}}<tr><td>{{.Name}}</td><td>{{.Value}}</td></tr>
 {{end}}</table>
 </body></html>
+{{define "row"}}<tr><td>{{.Name}}</td><td class="n">{{.Cost}}</td><td class="n">{{.Put}}</td><td class="n">{{.Get}}</td><td class="n">{{.Upload}}</td><td class="n">{{.Retrieval}}</td><td class="n">{{.Metadata}}</td><td class="n">{{.Control}}</td></tr>
+{{end}}
 `))
 
 type reportRow struct{ Name, Cost, Put, Get, Upload, Retrieval, Metadata, Control string }
@@ -183,17 +185,17 @@ func writeHTMLReport(path string, r *demoReport) error {
 		"CostLines": costLines(r),
 		"Total":     usd(r.CostUSD),
 	}
-	var rows []reportRow
+	var rows, partRows []reportRow
 	if l := r.Ledger; l != nil {
 		for _, t := range l.Topics[:min(len(l.Topics), htmlLedgerTopics)] {
 			rows = append(rows, ledgerReportRow(topicLabel(t), t))
 		}
-		for _, p := range l.TopPartitions[:min(len(l.TopPartitions), 5)] {
-			rows = append(rows, ledgerReportRow(fmt.Sprintf("  %s-%d", p.Topic, *p.Partition), p))
+		for _, p := range l.TopPartitions[:min(len(l.TopPartitions), htmlLedgerParts)] {
+			partRows = append(partRows, ledgerReportRow(fmt.Sprintf("%s-%d", p.Topic, *p.Partition), p))
 		}
 		data["Basis"], data["LedgerSum"] = l.Basis, usd(l.SumUSD)
 	}
-	data["Rows"] = rows
+	data["Rows"], data["PartRows"] = rows, partRows
 	facts := []reportFact{
 		{"produced", fmt.Sprintf("%s in %s batches", humanBytes(float64(r.BytesProduced)), thousands(r.BatchesProduced))},
 		{"replicated", fmt.Sprintf("%s applied by followers", humanBytes(float64(r.BytesReplicated)))},
@@ -216,9 +218,12 @@ func writeHTMLReport(path string, r *demoReport) error {
 	return nil
 }
 
-// htmlLedgerTopics is how many of the costliest topics the HTML report
-// lists; --json has them all.
-const htmlLedgerTopics = 10
+// How many of the costliest topics and partitions the HTML report lists;
+// --json has every topic.
+const (
+	htmlLedgerTopics = 10
+	htmlLedgerParts  = 5
+)
 
 func ledgerReportRow(name string, r ledgerRow) reportRow {
 	return reportRow{name, usd(r.CostUSD), usd(r.PutUSD), usd(r.GetUSD), usd(r.UploadUSD), usd(r.RetrievalUSD), usd(r.MetadataUSD), usd(r.ControlUSD)}

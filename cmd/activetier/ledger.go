@@ -1,17 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/activetier/activetier/metering"
 )
 
 // ledgerJSON is the run's cost by topic and partition, from the Meter
-// around every broker's store.
+// around every broker's store and the metadata log.
 type ledgerJSON struct {
 	// Basis says how the rows were attributed.
 	Basis string `json:"basis"`
@@ -102,13 +104,14 @@ func (l *ledgerJSON) writeText(w io.Writer) error {
 	if l == nil || len(l.Topics) == 0 {
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "\ntopics that cost most\tactivetier\tshare\n")
 	for _, t := range l.Topics[:min(len(l.Topics), textLedgerTopics)] {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", topicLabel(t), usd(t.CostUSD), share(t.CostUSD, l.SumUSD))
 	}
 	if more := len(l.Topics) - textLedgerTopics; more > 0 {
-		fmt.Fprintf(tw, "  (%s more in --json)\t\t\n", plural(more, "topic"))
+		fmt.Fprintf(tw, "  (%d more in --json)\t\t\n", more)
 	}
 	if len(l.TopPartitions) > 0 {
 		fmt.Fprintf(tw, "costliest partitions\t\t\n")
@@ -116,7 +119,16 @@ func (l *ledgerJSON) writeText(w io.Writer) error {
 			fmt.Fprintf(tw, "  %s-%d\t%s\t%s\n", p.Topic, *p.Partition, usd(p.CostUSD), share(p.CostUSD, l.SumUSD))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The heading rows have empty cells, which the tabwriter pads.
+	for line := range strings.Lines(buf.String()) {
+		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // topicLabel names a topic's row with its partition count.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,4 +183,38 @@ func TestSimLedgerMetadataByMessage(t *testing.T) {
 	assert.Equal(t, st.AppendedBytes*costmodel.DefaultMetadataRF+st.BytesRead, u.MetadataBytes)
 	assert.InEpsilon(t, float64(u.MetadataBytes), total, 1e-9)
 	assert.Positive(t, u.ControlBytes)
+}
+
+// The text report lists the five costliest topics with their partitions
+// and share, says how many more --json has, and the three costliest
+// partitions; no line ends in padding.
+func TestLedgerText(t *testing.T) {
+	l := &ledgerJSON{SumUSD: 28}
+	for i := 7; i >= 1; i-- {
+		l.Topics = append(l.Topics, ledgerRow{Topic: fmt.Sprintf("topic%d", 8-i), Partitions: i, CostUSD: float64(i)})
+	}
+	for p := range int32(4) {
+		l.TopPartitions = append(l.TopPartitions, ledgerRow{Topic: "topic1", Partition: &p, CostUSD: float64(4 - p)})
+	}
+	var out strings.Builder
+	require.NoError(t, l.writeText(&out))
+	assert.Equal(t, `
+topics that cost most    activetier  share
+  topic1 (7 partitions)  $7.00       25.0%
+  topic2 (6 partitions)  $6.00       21.4%
+  topic3 (5 partitions)  $5.00       17.9%
+  topic4 (4 partitions)  $4.00       14.3%
+  topic5 (3 partitions)  $3.00       10.7%
+  (2 more in --json)
+costliest partitions
+  topic1-0               $4.00       14.3%
+  topic1-1               $3.00       10.7%
+  topic1-2               $2.00       7.1%
+`, out.String())
+
+	out.Reset()
+	require.NoError(t, (&ledgerJSON{}).writeText(&out))
+	assert.Empty(t, out.String(), "no ledger, no lines")
+	require.NoError(t, (*ledgerJSON)(nil).writeText(&out))
+	assert.Empty(t, out.String())
 }

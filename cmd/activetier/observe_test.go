@@ -220,6 +220,9 @@ func TestDemoReportInChromium(t *testing.T) {
 	for _, topic := range []string{"topic1 (4 partitions)", "topic2 (3 partitions)", "topic3 (3 partitions)", "topic4 (2 partitions)"} {
 		assert.Contains(t, string(dom), "<td>"+topic+"</td>", "every topic's row")
 	}
+	_, parts, ok := strings.Cut(string(dom), "<th>costliest partitions</th>")
+	require.True(t, ok, "the partitions have a heading of their own")
+	assert.Equal(t, htmlLedgerParts, len(regexp.MustCompile(`<tr><td>topic[1-4]-[0-9]+</td>`).FindAllString(parts, -1)))
 
 	shot := filepath.Join(dir, "run.png")
 	out, err := exec.CommandContext(ctx, browser, append(args, "--screenshot="+shot, "file://"+path)...).CombinedOutput()
