@@ -45,7 +45,7 @@ func (a *acked) callback(r *kgo.Record, err error) {
 // acks=all may be missing, and the acks=1 records lost (acknowledged by
 // the dead leader, never replicated) are counted and reported.
 func TestFailover(t *testing.T) {
-	t.Parallel() // its own processes, buckets and metadata cluster
+	t.Parallel()                                  // its own processes, buckets and metadata cluster
 	const partitions, rate, seconds = 12, 1000, 5 // records/s per topic
 	c := startProcCluster(t, map[string]int{"all": partitions, "one": partitions})
 
