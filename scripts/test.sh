@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the whole test suite the way CI does: go vet, then every package's
+# Runs the whole test suite the way CI does: go vet and gofmt, then every package's
 # tests with the race detector, with a real S3 server and a real Cloud
 # Storage emulator for the tests that need them, then the s3express
 # package's tests again against a second S3 server.
@@ -161,7 +161,14 @@ if [[ -z "${ACTIVETIER_S3_ENDPOINT:-}" ]]; then
 	esac
 fi
 
-[[ $# -eq 0 ]] && go vet ./...
+if [[ $# -eq 0 ]]; then
+	go vet ./...
+	unformatted=$(gofmt -l .)
+	if [[ -n $unformatted ]]; then
+		log "not gofmt-formatted: $unformatted"
+		exit 1
+	fi
+fi
 
 # kcat (librdkafka's command-line client, Debian package kcat) for the
 # example broker's tests in examples/kafkabroker; as root, or with sudo.
