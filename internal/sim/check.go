@@ -7,7 +7,7 @@ import (
 )
 
 // checkQuiescent checks the invariants that need a consistent state: the
-// driver calls it when every goroutine of the bubble is blocked.
+// driver calls it between events, where every state is one.
 func (w *world) checkQuiescent() {
 	w.checkDurableOffsets()
 	w.checkDivergenceKept()
@@ -23,21 +23,19 @@ func (w *world) checkDurableOffsets() {
 		if !l.up || l.node == nil {
 			continue
 		}
-		d := l.node.DurableOffset(tp)
+		d := l.node.durableOffset(tp)
 		start, truth := l.log.snapshot(tp)
 		if e := end(start, truth); d > e {
 			w.violate(KindDurableLost, "b%d, leader of %s at epoch %d, reports offsets below %d durable, but its log ends at %d", l.id, tp, ps.epoch, d, e)
 			continue
 		}
-		w.mu.Lock()
 		i, _ := slices.BinarySearchFunc(truth, ps.durChecked, func(m batchMeta, off int64) int { return cmpInt(m.last, off) })
 		for ; i < len(truth) && truth[i].last < d; i++ {
-			if !w.checkDurableLocked(l.id, tp, truth[i], "DurableOffset") {
+			if !w.checkDurableClaim(l.id, tp, truth[i], "DurableOffset") {
 				break
 			}
 		}
 		ps.durChecked = max(ps.durChecked, d)
-		w.mu.Unlock()
 	}
 }
 
@@ -45,17 +43,15 @@ func (w *world) checkDurableOffsets() {
 // claimant: if m is still in the true log, it must be in a stored object or
 // on a follower, so that losing the leader does not lose it.
 func (w *world) checkDurable(claimant int32, tp metadata.TopicPartition, m batchMeta, how string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	ps := w.parts[tp]
 	if !w.brokers[ps.leader].log.holds(tp, m) {
 		return // superseded by a later epoch: no longer the partition's
 	}
-	w.checkDurableLocked(claimant, tp, m, how)
+	w.checkDurableClaim(claimant, tp, m, how)
 }
 
-func (w *world) checkDurableLocked(claimant int32, tp metadata.TopicPartition, m batchMeta, how string) bool {
-	if w.liveCopyLocked(tp, m, nil) {
+func (w *world) checkDurableClaim(claimant int32, tp metadata.TopicPartition, m batchMeta, how string) bool {
+	if w.liveCopy(tp, m, nil) {
 		return true
 	}
 	ps := w.parts[tp]
@@ -64,7 +60,7 @@ func (w *world) checkDurableLocked(claimant int32, tp metadata.TopicPartition, m
 			return true
 		}
 	}
-	w.violateLocked(KindDurableLost, "b%d reported %s of %s durable (%s), but no stored object holds it and no follower does either", claimant, m, tp, how)
+	w.violate(KindDurableLost, "b%d reported %s of %s durable (%s), but no stored object holds it and no follower does either", claimant, m, tp, how)
 	return false
 }
 

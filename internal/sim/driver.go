@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"testing/synctest"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
@@ -42,31 +41,34 @@ const (
 // metadata view's last delayed deliveries (at most 3s).
 const convergeBound = 60 * time.Second
 
-// Run runs one simulation and returns what it found. It must run inside a
-// synctest bubble (testing/synctest.Test): the engines' clocks are the time
-// package's, which the bubble makes simulated, and the driver waits for the
-// bubble to be quiescent before each step.
+// epoch is where every run's simulated clock starts.
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Run runs one simulation and returns what it found. It runs on the
+// caller's goroutine, starts none, and reads no clock but its own: the
+// same Config gives the same Result, trace included, byte for byte.
 func Run(cfg Config) *Result {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x73696d756c617465))
 	w := &world{
-		cfg: cfg, p: drawParams(rng, cfg), rng: rng, start: time.Now(),
+		cfg: cfg, p: drawParams(rng, cfg), rng: rng, start: epoch, clock: epoch,
 		brokers:  make(map[int32]*broker),
 		parts:    make(map[metadata.TopicPartition]*partState),
 		registry: make(map[batchKey]batchMeta),
 		objects:  make(map[metadata.ObjectRef]*object),
 		sections: make(map[metadata.TopicPartition][]storedSection),
-		nodes:    make(map[int32]*walstore.Node),
+	}
+	if cfg.TraceWriter != nil {
+		w.sink = func(line string) { fmt.Fprintln(cfg.TraceWriter, line) }
 	}
 	w.tracef("seed %d: %s", cfg.Seed, w.p)
 	if err := w.setup(); err != nil {
 		w.violate(KindHarness, "setup: %v", err)
 	} else {
-		w.faulty()
-		if !w.failed() {
-			w.quietPhase()
-		}
-		if !w.failed() {
-			w.converge()
+		w.nextStep()
+		w.at(w.start.Add(w.p.faultyFor), w.quietPhase)
+		w.loop()
+		if !w.done && !w.failed() {
+			w.violate(KindHarness, "nothing left to happen before the run ended")
 		}
 	}
 	w.shutdown()
@@ -81,11 +83,11 @@ func (w *world) setup() error {
 	var err error
 	// Latency and faults are chaos's; memstore only stores.
 	w.chaos = newChaos(w.cfg.Seed, w.p.profile)
-	w.cluster, err = memstore.NewCluster(memstore.ClusterConfig{Buckets: buckets, Seed: w.cfg.Seed})
+	w.cluster, err = memstore.NewCluster(memstore.ClusterConfig{Buckets: buckets, Seed: w.cfg.Seed, Clock: simClock{w}})
 	if err != nil {
 		return err
 	}
-	w.meta, err = memstore.NewLog(w.p.metaPartitions, memstore.WithMaxPollWait(100*time.Millisecond))
+	w.meta, err = memstore.NewLog(w.p.metaPartitions, memstore.WithMaxPollWait(0))
 	if err != nil {
 		return err
 	}
@@ -97,7 +99,7 @@ func (w *world) setup() error {
 		if err != nil {
 			return err
 		}
-		b.store = simStore{Store: st, w: w, b: b}
+		b.store = &simStore{Store: st, w: w, b: b}
 		w.brokers[id] = b
 		w.ids = append(w.ids, id)
 	}
@@ -127,115 +129,71 @@ func (w *world) setup() error {
 		w.tracef("%s: replicas %v, leader b%d at epoch %d from offset %d", tp, ps.replicas, ps.leader, ps.epoch, base)
 	}
 	for _, id := range w.ids {
-		w.startBroker(w.brokers[id])
+		w.brokers[id].start()
 	}
 	for _, tp := range w.tps {
 		ps := w.parts[tp]
-		w.brokers[ps.leader].becomeLeader(tp, ps.epoch, -1)
+		b := w.brokers[ps.leader]
+		b.node.becomeLeader(tp, ps.epoch, b.followersOf(tp), -1)
 	}
-	w.every(time.Duration(300+w.rng.IntN(1700))*time.Millisecond, "trim metadata", w.trimMetadata)
+	w.every(time.Duration(300+w.rng.IntN(1700))*time.Millisecond, w.trimMetadata)
 	return nil
 }
 
-// startBroker starts a new incarnation of b's Node.
-func (w *world) startBroker(b *broker) {
-	b.start()
-	w.mu.Lock()
-	w.nodes[b.id] = b.node
-	w.mu.Unlock()
+// simClock is the simulated clock, for memstore's object timestamps.
+type simClock struct{ w *world }
+
+func (c simClock) Now() time.Time { return c.w.clock }
+
+// After is never called: the simulation's stores and log do not wait.
+func (c simClock) After(time.Duration) <-chan time.Time {
+	panic("sim: nothing waits on the simulated clock")
 }
 
-// haltBroker stops b's Node, as a crash does.
-func (w *world) haltBroker(b *broker) {
-	w.mu.Lock()
-	delete(w.nodes, b.id)
-	w.mu.Unlock()
-	b.halt()
-}
-
-// event is a scheduled step: a fault ending, a broker restarting.
-type event struct {
-	at   time.Time
-	seq  int
-	what string
-	fn   func()
-}
-
-func (w *world) after(d time.Duration, what string, fn func()) {
-	e := event{at: time.Now().Add(d), seq: w.stats.Steps*1000 + len(w.events), what: what, fn: fn}
-	i, _ := slices.BinarySearchFunc(w.events, e, func(a, b event) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		return cmpInt(a.seq, b.seq)
-	})
-	w.events = slices.Insert(w.events, i, e)
-}
-
-// every runs fn every period until the run ends.
-func (w *world) every(period time.Duration, what string, fn func()) {
-	var tick func()
-	tick = func() {
-		fn()
-		w.after(period, what, tick)
-	}
-	w.after(period, what, tick)
-}
-
-// runDue runs the scheduled events that are due, in order, and reports
-// whether it ran any.
-func (w *world) runDue() bool {
-	now := time.Now()
-	ran := false
-	for len(w.events) > 0 && !w.events[0].at.After(now) && !w.failed() {
-		e := w.events[0]
-		w.events = w.events[1:]
-		e.fn()
-		ran = true
-	}
-	return ran
-}
-
-// settle waits for every goroutine of the bubble to block, so that what
-// the driver then reads and checks is a consistent state.
-func (w *world) settle() { synctest.Wait() }
-
-func (w *world) faulty() {
-	end := w.start.Add(w.p.faultyFor)
-	for time.Now().Before(end) && !w.failed() {
-		time.Sleep(time.Duration(w.rng.ExpFloat64() * float64(w.p.stepMean)))
-		w.settle()
-		if w.runDue() {
-			w.settle()
+// nextStep schedules the driver's next step of the faulty phase, after an
+// exponentially distributed pause. Before each, the invariants that need
+// a consistent state are checked: between two events, every state is.
+func (w *world) nextStep() {
+	w.after(time.Duration(w.rng.ExpFloat64()*float64(w.p.stepMean)), func() {
+		if w.quiet {
+			return
 		}
 		w.checkQuiescent()
-		w.stats.Steps++
-		kind := w.pickStep()
-		sr := rand.New(rand.NewPCG(w.rng.Uint64(), uint64(w.stats.Steps)))
-		switch kind {
-		case stepProduce:
-			tp := w.tps[sr.IntN(len(w.tps))]
-			ps := w.parts[tp]
-			if b := w.brokers[ps.leader]; b.up && b.node != nil {
-				w.produce(b, tp, ps.epoch, sr)
-			}
-		case stepZombieProduce:
-			w.zombieProduce(sr)
-		case stepFault:
-			w.addFault(sr)
-		case stepOutage:
-			w.outage(sr)
-		case stepElection:
-			tp := w.tps[sr.IntN(len(w.tps))]
-			old := w.brokers[w.parts[tp].leader]
-			w.elect(tp, sr, old.up && old.node != nil && sr.Float64() < 0.4, false, false)
-		case stepFollowerCrash:
-			w.followerCrash(sr)
-		case stepBrokerCrash:
-			w.brokerCrash(sr)
-		case stepReassign:
-			w.reassign(sr)
+		if w.failed() {
+			return
 		}
+		w.stats.Steps++
+		w.takeStep()
+		w.nextStep()
+	})
+}
+
+func (w *world) takeStep() {
+	kind := w.pickStep()
+	sr := rand.New(rand.NewPCG(w.rng.Uint64(), uint64(w.stats.Steps)))
+	switch kind {
+	case stepProduce:
+		tp := w.tps[sr.IntN(len(w.tps))]
+		ps := w.parts[tp]
+		if b := w.brokers[ps.leader]; b.up && b.node != nil {
+			w.produce(b, tp, ps.epoch, sr)
+		}
+	case stepZombieProduce:
+		w.zombieProduce(sr)
+	case stepFault:
+		w.addFault(sr)
+	case stepOutage:
+		w.outage(sr)
+	case stepElection:
+		tp := w.tps[sr.IntN(len(w.tps))]
+		old := w.brokers[w.parts[tp].leader]
+		w.elect(tp, sr, old.up && old.node != nil && sr.Float64() < 0.4, false, false)
+	case stepFollowerCrash:
+		w.followerCrash(sr)
+	case stepBrokerCrash:
+		w.brokerCrash(sr)
+	case stepReassign:
+		w.reassign(sr)
 	}
 }
 
@@ -277,20 +235,16 @@ func (w *world) produce(b *broker, tp metadata.TopicPartition, epoch int32, sr *
 	if sr.Float64() < w.p.largeP {
 		size = 4<<10 + sr.IntN(60<<10)
 	}
-	batch := makeBatch(tp, epoch, first, first+n-1, size, sr.Uint64())
+	batch := makeBatch(tp, epoch, first, first+n-1, size, sr.Uint64(), w.clock)
 	key := batchKey{tp, epoch, first}
 	m := metaOf(batch)
-	w.mu.Lock()
 	if old, ok := w.registry[key]; ok {
-		w.violateLocked(KindHarness, "b%d produced %s of %s twice (before: %v)", b.id, m, tp, old)
+		w.violate(KindHarness, "b%d produced %s of %s twice (before: %v)", b.id, m, tp, old)
 	}
 	w.registry[key] = m
-	w.mu.Unlock()
-	if err := b.node.Append(context.Background(), tp, batch); err != nil {
-		w.mu.Lock()
+	if err := b.node.append(tp, batch); err != nil {
 		delete(w.registry, key)
 		w.stats.Rejected++
-		w.mu.Unlock()
 		w.tracef("b%d produce %s %s rejected: %v", b.id, tp, m, err)
 		return false
 	}
@@ -298,17 +252,17 @@ func (w *world) produce(b *broker, tp metadata.TopicPartition, epoch int32, sr *
 		w.violate(KindHarness, "b%d: appending its own produce %s of %s: %v", b.id, m, tp, err)
 		return false
 	}
-	w.count(func(s *Stats) { s.Produced++ })
+	w.stats.Produced++
 	w.tracef("b%d produces %s %s (%d bytes)", b.id, tp, m, len(batch.Data))
 	if sr.Float64() < w.p.ackP {
-		w.awaitDurable(b, tp, m)
+		b.node.awaitDurable(tp, m)
 	}
 	return true
 }
 
 // makeBatch returns a batch whose bytes depend on everything that names
 // it, compressible or not as the seed says.
-func makeBatch(tp metadata.TopicPartition, epoch int32, first, last int64, size int, seed uint64) combiner.Batch {
+func makeBatch(tp metadata.TopicPartition, epoch int32, first, last int64, size int, seed uint64, now time.Time) combiner.Batch {
 	head := fmt.Sprintf("%s e%d [%d,%d] ", tp, epoch, first, last)
 	data := make([]byte, max(size, len(head)))
 	copy(data, head)
@@ -321,22 +275,7 @@ func makeBatch(tp metadata.TopicPartition, epoch int32, first, last int64, size 
 			data[i] = "abcdefghijklmnop"[(i+int(first))%16]
 		}
 	}
-	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: time.Now().UnixMilli(), Data: data}
-}
-
-// awaitDurable waits, as an acks-on-upload producer does, for the batch to
-// be durable, and then checks that it is.
-func (w *world) awaitDurable(b *broker, tp metadata.TopicPartition, m batchMeta) {
-	n, ctx := b.node, b.nodeCtx
-	b.waiters.Add(1)
-	go func() {
-		defer b.waiters.Done()
-		if err := n.WaitDurable(ctx, tp, m.last); err != nil {
-			return // the Node stopped, or the leadership ended, first
-		}
-		w.count(func(s *Stats) { s.DurableClaims++ })
-		w.checkDurable(b.id, tp, m, "WaitDurable")
-	}()
+	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: now.UnixMilli(), Data: data}
 }
 
 func (w *world) zombieProduce(sr *rand.Rand) {
@@ -359,7 +298,7 @@ func (w *world) zombieProduce(sr *rand.Rand) {
 	}
 	c := zs[sr.IntN(len(zs))]
 	if w.produce(c.b, c.tp, c.epoch, sr) {
-		w.count(func(s *Stats) { s.ZombieProduced++ })
+		w.stats.ZombieProduced++
 	}
 }
 
@@ -399,8 +338,8 @@ func (w *world) addFault(sr *rand.Rand) {
 		f.op, f.bucket, f.rate, f.err, f.afterApply, f.delay, f.corrupt, d)
 	remove := w.chaos.add(f)
 	w.tracef("fault: %s", desc)
-	w.count(func(s *Stats) { s.Faults++ })
-	w.after(d, "end of "+desc, func() {
+	w.stats.Faults++
+	w.step(d, func() {
 		remove()
 		w.tracef("fault over: %s", desc)
 	})
@@ -417,7 +356,7 @@ func (w *world) outage(sr *rand.Rand) {
 		w.violate(KindHarness, "SetOutage: %v", err)
 		return
 	}
-	w.count(func(s *Stats) { s.Outages++ })
+	w.stats.Outages++
 	w.tracef("outage: %s's bucket goes down for %v (brokers crash: %v)", az, d, crash)
 	var crashed []*broker
 	if crash {
@@ -433,7 +372,7 @@ func (w *world) outage(sr *rand.Rand) {
 			}
 		}
 	}
-	w.after(d, "end of the "+az+" outage", func() {
+	w.step(d, func() {
 		if err := w.cluster.SetOutage(az, false); err != nil {
 			w.violate(KindHarness, "SetOutage: %v", err)
 		}
@@ -507,10 +446,7 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 		// StopReplica returns it may append, and a batch it appends in
 		// between, of an epoch a marker it has not read yet fences, would
 		// make a log that is not a prefix of the true log the leader's.
-		if err := n.node.StopReplica(context.Background(), tp); err != nil {
-			w.violate(KindEngineError, "b%d StopReplica(%s): %v", n.id, tp, err)
-			return false
-		}
+		n.node.stopReplica(tp)
 		wasPaused := n.pause(tp) // the reference follower's StopReplica
 		if s, l := n.log.snapshot(tp); !isPrefix(s, l, truthStart, truth) || end(s, l) < truthStart {
 			w.tracef("%s: b%d's log changed before its follower side stopped; no election", tp, n.id)
@@ -521,13 +457,11 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 		}
 	}
 	if old.up && old.node != nil && old != n && zombie {
-		w.mu.Lock()
 		ps.zombies[old.id] = ps.epoch
 		w.stats.Zombies++
-		w.mu.Unlock()
 		w.tracef("%s: b%d becomes a zombie, still leading epoch %d in its own view", tp, old.id, ps.epoch)
 		oldEpoch := ps.epoch
-		w.after(time.Duration(200+sr.IntN(4000))*time.Millisecond, "heal zombie", func() { w.heal(tp, old, oldEpoch) })
+		w.step(time.Duration(200+sr.IntN(4000))*time.Millisecond, func() { w.heal(tp, old, oldEpoch) })
 	}
 	start := n.log.end(tp)
 	if err := n.log.assignEpoch(tp, epoch, start); err != nil {
@@ -551,17 +485,15 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 	if from >= start {
 		from = -1
 	}
-	w.mu.Lock()
 	ps.leader, ps.epoch, ps.durChecked = n.id, epoch, -1
 	ps.starts[epoch] = start
 	w.stats.Elections++
-	w.mu.Unlock()
 	w.tracef("%s: b%d elected at epoch %d from offset %d (was b%d), republishing from %d", tp, n.id, epoch, start, old.id, from)
 	// The replicas learn of the new epoch before its leader publishes
 	// anything: a follower holds markers of an epoch its broker has not
 	// been told, and the fence checks count only what it acts on.
 	w.updateViews(tp, n.id, epoch)
-	n.becomeLeader(tp, epoch, from)
+	n.node.becomeLeader(tp, epoch, n.followersOf(tp), from)
 	return true
 }
 
@@ -583,23 +515,19 @@ func (w *world) heal(tp metadata.TopicPartition, b *broker, epoch int32) {
 	if e, ok := ps.zombies[b.id]; !ok || e != epoch || !b.up {
 		return
 	}
-	w.mu.Lock()
 	delete(ps.zombies, b.id)
-	w.mu.Unlock()
 	w.tracef("%s: zombie b%d learns it was deposed and follows", tp, b.id)
 	w.updateViews(tp, ps.leader, ps.epoch)
 }
 
 // crashBroker stops b's engines; its log survives.
 func (w *world) crashBroker(b *broker) {
-	w.haltBroker(b)
+	b.halt()
 	b.up = false
-	w.mu.Lock()
 	for _, tp := range w.tps {
 		delete(w.parts[tp].zombies, b.id)
 	}
 	w.stats.Crashes++
-	w.mu.Unlock()
 	w.tracef("b%d crashes", b.id)
 }
 
@@ -611,7 +539,7 @@ func (w *world) restartBroker(b *broker, sr *rand.Rand) {
 		ps := w.parts[tp]
 		b.setView(tp, viewEntry{replicas: ps.replicas, leader: ps.leader, epoch: ps.epoch})
 	}
-	w.startBroker(b)
+	b.start()
 	w.tracef("b%d restarts", b.id)
 	for _, tp := range w.tps {
 		if w.parts[tp].leader == b.id {
@@ -632,26 +560,21 @@ func (w *world) followerCrash(sr *rand.Rand) {
 		return
 	}
 	b.pause(tp)
-	if err := b.node.StopReplica(context.Background(), tp); err != nil {
-		w.violate(KindEngineError, "b%d StopReplica(%s): %v", b.id, tp, err)
-		return
-	}
-	w.count(func(s *Stats) { s.FollowerRestarts++ })
+	b.node.stopReplica(tp)
+	w.stats.FollowerRestarts++
 	w.tracef("b%d stops following %s for %v", b.id, tp, d)
-	w.after(d, "follow again", func() { w.resume(b, tp) })
+	w.step(d, func() { w.resume(b, tp) })
 }
 
 // resume ends b's pause of tp, if any: b follows tp again.
 func (w *world) resume(b *broker, tp metadata.TopicPartition) {
-	if b.refStop != nil {
+	if b.ref != nil {
 		b.stopRef()
 		defer b.startRef()
 	}
-	b.vmu.Lock()
 	paused := b.paused[tp]
 	delete(b.paused, tp)
 	b.since[tp]++
-	b.vmu.Unlock()
 	if paused && b.up && b.node != nil && b.follows(tp) {
 		w.tracef("b%d follows %s again", b.id, tp)
 		b.follow(tp)
@@ -670,7 +593,7 @@ func (w *world) brokerCrash(sr *rand.Rand) {
 	if elect {
 		w.electAwayFrom(b, sr)
 	}
-	w.after(d, "broker restart", func() {
+	w.step(d, func() {
 		if !b.up {
 			w.restartBroker(b, sr)
 		}
@@ -708,17 +631,13 @@ func (w *world) reassign(sr *rand.Rand) {
 	// flight); the new replica then follows with an empty log.
 	for _, b := range []*broker{out, in} {
 		if b.node != nil {
-			if err := b.node.StopReplica(context.Background(), tp); err != nil {
-				w.violate(KindEngineError, "b%d StopReplica(%s): %v", b.id, tp, err)
-			}
+			b.node.stopReplica(tp)
 		}
 		b.log.remove(tp)
 	}
-	w.mu.Lock()
 	ps.replicas = slices.Clone(ps.replicas)
 	ps.replicas[slices.Index(ps.replicas, out.id)] = in.id
 	w.stats.Reassignments++
-	w.mu.Unlock()
 	w.updateViews(tp, ps.leader, ps.epoch)
 	w.tracef("%s: replica moves from b%d to b%d", tp, out.id, in.id)
 	// As Kafka's controller does when a reassignment changes the replica
@@ -733,7 +652,7 @@ func (w *world) trimMetadata() {
 	var marks []map[int32]int64
 	for _, id := range w.ids {
 		if b := w.brokers[id]; b.up && b.node != nil {
-			marks = append(marks, b.node.MetadataLowMarks())
+			marks = append(marks, b.node.lc.LowMarks())
 		}
 	}
 	if len(marks) == 0 {
@@ -743,15 +662,16 @@ func (w *world) trimMetadata() {
 		w.violate(KindEngineError, "TrimMetadata: %v", err)
 		return
 	}
-	w.count(func(s *Stats) { s.Trims++ })
+	w.stats.Trims++
 }
 
 // quietPhase ends every fault: faults and outages end, zombies learn,
 // brokers and engines come back, metadata arrives in order. Then each
-// partition gets one more batch, so every leader has data to make durable.
+// partition gets one more batch, so every leader has data to make durable,
+// and every follower must catch up.
 func (w *world) quietPhase() {
 	w.tracef("faults stop")
-	w.quiet.Store(true)
+	w.quiet = true // the driver's pending steps lapse
 	sr := rand.New(rand.NewPCG(w.rng.Uint64(), 0))
 	w.chaos.clear()
 	for i := range numAZs {
@@ -759,8 +679,6 @@ func (w *world) quietPhase() {
 			w.violate(KindHarness, "SetOutage: %v", err)
 		}
 	}
-	// Keep only the repeating trim.
-	w.events = slices.DeleteFunc(w.events, func(e event) bool { return e.what != "trim metadata" })
 	for _, id := range w.ids {
 		if b := w.brokers[id]; !b.up {
 			w.restartBroker(b, sr)
@@ -775,43 +693,53 @@ func (w *world) quietPhase() {
 			w.resume(w.brokers[id], tp)
 		}
 	}
-	for _, tp := range w.tps {
-		for attempt := 0; ; attempt++ {
-			ps := w.parts[tp]
-			if w.produce(w.brokers[ps.leader], tp, ps.epoch, sr) {
-				break
-			}
-			if attempt == 1000 {
-				w.violate(KindNoProgress, "%s: leader b%d refuses produce for 10s after faults stopped", tp, ps.leader)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	w.lastBatches(sr, 0, 0)
 }
 
-// converge waits until every replica's log is its leader's, byte for byte,
-// and every leader's data is durable; or reports what is stuck.
-func (w *world) converge() {
-	from := time.Now()
-	for time.Since(from) < convergeBound {
-		time.Sleep(50 * time.Millisecond)
-		w.settle()
-		if w.runDue() {
-			w.settle()
+// lastBatches produces one more batch to every partition from the i-th,
+// retrying one its leader refuses every 10ms, for 10s at most; then it
+// waits for convergence.
+func (w *world) lastBatches(sr *rand.Rand, i, attempt int) {
+	for ; i < len(w.tps); i++ {
+		tp := w.tps[i]
+		ps := w.parts[tp]
+		b := w.brokers[ps.leader]
+		if b.node != nil && w.produce(b, tp, ps.epoch, sr) {
+			attempt = 0
+			continue
 		}
+		if attempt == 1000 {
+			w.violate(KindNoProgress, "%s: leader b%d refuses produce for 10s after faults stopped", tp, ps.leader)
+			return
+		}
+		w.after(10*time.Millisecond, func() { w.lastBatches(sr, i, attempt+1) })
+		return
+	}
+	w.converge(w.clock)
+}
+
+// converge checks every 50ms whether every replica's log is its leader's,
+// byte for byte, and every leader's data is durable; it ends the run when
+// they are, or reports what is stuck after convergeBound.
+func (w *world) converge(from time.Time) {
+	w.after(50*time.Millisecond, func() {
 		w.checkQuiescent()
 		if w.failed() {
 			return
 		}
 		if len(w.unconverged()) == 0 {
-			w.count(func(s *Stats) { s.Converged = time.Since(from) })
-			w.tracef("converged after %v", time.Since(from))
+			w.stats.Converged = w.clock.Sub(from)
+			w.tracef("converged after %v", w.stats.Converged)
 			w.compareBytes()
+			w.done = true
 			return
 		}
-	}
-	w.violate(KindNoProgress, "%v after faults stopped:\n%s", convergeBound, strings.Join(w.unconverged(), "\n"))
+		if w.clock.Sub(from) >= convergeBound {
+			w.violate(KindNoProgress, "%v after faults stopped:\n%s", convergeBound, strings.Join(w.unconverged(), "\n"))
+			return
+		}
+		w.converge(from)
+	})
 }
 
 // unconverged describes every partition whose replicas or durable offset
@@ -822,7 +750,11 @@ func (w *world) unconverged() []string {
 		ps := w.parts[tp]
 		l := w.brokers[ps.leader]
 		start, truth := l.log.snapshot(tp)
-		if d := l.node.DurableOffset(tp); d != end(start, truth) {
+		d := int64(-1)
+		if l.node != nil {
+			d = l.node.durableOffset(tp)
+		}
+		if d != end(start, truth) {
 			out = append(out, fmt.Sprintf("  %s: leader b%d (epoch %d) has durable offset %d, log end %d", tp, l.id, ps.epoch, d, end(start, truth)))
 		}
 		for _, id := range ps.replicas {
@@ -836,12 +768,12 @@ func (w *world) unconverged() []string {
 				log = log[i:]
 			}
 			if !slices.Equal(log, truth) {
-				var st walstore.FollowerStats
-				if f := w.brokers[id].follower; f != nil {
-					st = f.eng.Stats()
+				held, lag := -1, int64(-1)
+				if n := w.brokers[id].node; n != nil && n.fc != nil {
+					held, lag = n.fc.Held, n.lag[tp]
 				}
 				out = append(out, fmt.Sprintf("  %s: b%d has [%d, %d) %s, leader b%d has [%d, %d) %s (follower: held %d, lag %d)",
-					tp, id, s, end(s, log), tail(log), l.id, start, end(start, truth), tail(truth), st.Held, st.Lag[tp]))
+					tp, id, s, end(s, log), tail(log), l.id, start, end(start, truth), tail(truth), held, lag))
 			}
 		}
 	}
@@ -882,7 +814,7 @@ func (w *world) compareBytes() {
 
 func (w *world) shutdown() {
 	for _, id := range w.ids {
-		w.haltBroker(w.brokers[id])
+		w.brokers[id].halt()
 	}
 	if w.meta != nil {
 		w.meta.Close()

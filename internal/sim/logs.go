@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -38,11 +37,9 @@ type batchKey struct {
 
 // brokerLog is a broker's local log: one memstore.LocalLog per partition, so
 // a partition can be deleted when its replica moves away, and a mirror of
-// each partition's batches for cheap comparisons. It implements
-// walstore.LocalLog for the broker's leader engine and for the driver's
-// produce path; follower engines see it through a followerLog.
+// each partition's batches for cheap comparisons. The engines' requests
+// and the driver's produce path use it, one at a time.
 type brokerLog struct {
-	mu    sync.Mutex
 	parts map[metadata.TopicPartition]*localPart
 }
 
@@ -73,26 +70,18 @@ func (p *localPart) end() int64 {
 }
 
 func (l *brokerLog) EndOffset(tp metadata.TopicPartition) (int64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	return l.partLocked(tp).log.EndOffset(tp)
 }
 
 func (l *brokerLog) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	return l.partLocked(tp).log.Epochs(tp)
 }
 
 func (l *brokerLog) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	return l.partLocked(tp).log.Read(ctx, tp, from, maxBytes)
 }
 
 func (l *brokerLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	p := l.partLocked(tp)
 	if err := p.log.Append(ctx, tp, batches); err != nil {
 		return err
@@ -104,8 +93,6 @@ func (l *brokerLog) Append(ctx context.Context, tp metadata.TopicPartition, batc
 }
 
 func (l *brokerLog) Truncate(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	p := l.partLocked(tp)
 	if err := p.log.Truncate(ctx, tp, offset); err != nil {
 		return err
@@ -124,46 +111,34 @@ func (l *brokerLog) Truncate(ctx context.Context, tp metadata.TopicPartition, of
 // assignEpoch records a new leader epoch in tp's epoch cache, as a broker's
 // makeLeader does.
 func (l *brokerLog) assignEpoch(tp metadata.TopicPartition, epoch int32, offset int64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	return l.partLocked(tp).log.AssignEpoch(tp, epoch, offset)
 }
 
 // remove deletes tp's replica from the broker, as Kafka deletes a partition
 // reassigned away. The next use starts an empty log at offset 0.
 func (l *brokerLog) remove(tp metadata.TopicPartition) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	delete(l.parts, tp)
 }
 
 // snapshot returns tp's log start and batches.
 func (l *brokerLog) snapshot(tp metadata.TopicPartition) (int64, []batchMeta) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	p := l.partLocked(tp)
 	return p.start, slices.Clone(p.meta)
 }
 
 // end returns tp's log end offset.
 func (l *brokerLog) end(tp metadata.TopicPartition) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	return l.partLocked(tp).end()
 }
 
 // holds reports whether tp's log holds batch m, byte for byte.
 func (l *brokerLog) holds(tp metadata.TopicPartition, m batchMeta) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	return holds(l.partLocked(tp).meta, m)
 }
 
 // needs reports whether tp's log lacks batch m of the true log at offsets
 // it will still fetch: at or above its start.
 func (l *brokerLog) needs(tp metadata.TopicPartition, m batchMeta) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	p := l.partLocked(tp)
 	if len(p.meta) > 0 && m.last < p.meta[0].first || len(p.meta) == 0 && m.last < p.start {
 		return false
@@ -173,8 +148,6 @@ func (l *brokerLog) needs(tp metadata.TopicPartition, m batchMeta) bool {
 
 // batches returns tp's batches with their bytes, for the final comparison.
 func (l *brokerLog) batches(tp metadata.TopicPartition) []combiner.Batch {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	p := l.partLocked(tp)
 	if len(p.meta) == 0 {
 		return nil
@@ -260,32 +233,4 @@ func cmpInt[T int64 | int32 | int | uint64](a, b T) int {
 		return 1
 	}
 	return 0
-}
-
-// followerLog is the local log as one follower engine instance sees it:
-// every append is checked before it reaches the broker's log.
-type followerLog struct {
-	*brokerLog
-	inst *followerInst
-}
-
-func (f followerLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
-	f.inst.checkAppend(tp, batches)
-	if err := f.brokerLog.Append(ctx, tp, batches); err != nil {
-		return err
-	}
-	f.inst.w.count(func(s *Stats) { s.Applied += len(batches) })
-	return nil
-}
-
-func (f followerLog) Truncate(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
-	from := f.brokerLog.end(tp)
-	if err := f.brokerLog.Truncate(ctx, tp, offset); err != nil {
-		return err
-	}
-	if offset < from {
-		f.inst.w.tracef("b%d follower#%d truncates %s from %d to %d", f.inst.b.id, f.inst.n, tp, from, offset)
-		f.inst.w.count(func(s *Stats) { s.Truncations++ })
-	}
-	return nil
 }

@@ -6,38 +6,46 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
 
-// refFollower is a deliberately plain follower: one goroutine reads the
-// metadata, lets fencing.Decide judge every entry exactly as the fencing
-// package's documentation says to drive it, fetches one entry at a time and
-// appends. It exists to weaken one fencing rule, which the real engine has
-// no hook for (and must not have): with weak set, an entry Decide drops
-// as fenced (a newer epoch starts at or before its first offset, on the
-// word of a publication at least as new as the entry's) is applied anyway,
-// as a follower that trusted the entry's publisher instead of the lineage
-// would. Run unweakened, it is the control that shows the violations come
-// from the weakening and not from this follower.
+// refFollower is a deliberately plain follower: a small synchronous state
+// machine, independent of followcore, that lets fencing.Decide judge every
+// entry exactly as the fencing package's documentation says to drive it,
+// fetches one entry at a time and appends. It exists to weaken one
+// fencing rule, which the real engine has no hook for (and must not
+// have): with weak set, an entry Decide drops as fenced (a newer epoch
+// starts at or before its first offset, on the word of a publication at
+// least as new as the entry's) is applied anyway, as a follower that
+// trusted the entry's publisher instead of the lineage would. Run
+// unweakened, it is the control that shows the violations come from the
+// weakening and not from this follower.
+//
+// It reads the metadata through its own metaReader, and the simulation
+// drives it by events: records delivered, a fetch answered, a retry due.
 type refFollower struct {
-	cfg  walstore.FollowerConfig
+	w    *world
+	b    *broker
+	inst *followerInst
 	weak bool
-	// role says whether the broker follows a partition, since when (a
-	// count that grows with every new following, so that state from before
-	// a role change is never used), and its leader.
-	role func(tp metadata.TopicPartition) (since uint64, leader int32, ok bool)
-	// reread is set when a partition starts afresh: messages skipped while
-	// it was not followed are read again.
-	reread bool
+	mgr  *walstore.Manager
+	read *metaReader
 
-	mu    sync.Mutex
-	stats walstore.FollowerStats
+	parts    map[metadata.TopicPartition]*refPart
+	messages uint64 // messages handled, for the fence check
+	stopped  bool
+	fetching bool              // one fetch at a time, as a plain follower makes them
+	queued   []metadata.Record // delivered while fetching: handled after it
+	retryAt  time.Time         // a pump is scheduled for then
+	// reread is set when a partition starts afresh: messages passed over
+	// while it was not followed are read again.
+	reread bool
 }
 
 type refPart struct {
@@ -55,123 +63,85 @@ type pendingKey struct {
 	position int64
 }
 
-func newRefFollower(cfg walstore.FollowerConfig, role func(metadata.TopicPartition) (uint64, int32, bool), weak bool) *refFollower {
-	return &refFollower{cfg: cfg, role: role, weak: weak}
+func newRefFollower(b *broker, inst *followerInst, weak bool) *refFollower {
+	w := b.w
+	f := &refFollower{w: w, b: b, inst: inst, weak: weak, parts: make(map[metadata.TopicPartition]*refPart)}
+	mgr, err := newFetcher(b)
+	if err != nil {
+		w.violate(KindHarness, "b%d reference follower: %v", b.id, err)
+		f.stopped = true
+		return f
+	}
+	f.mgr = mgr
+	inst.handled = func() uint64 { return f.messages }
+	seed := w.cfg.Seed ^ uint64(b.id)<<40 ^ uint64(inst.n)<<52
+	f.read = newMetaReader(w, inst, seed, w.p.follower.ReadBatch, f.records, func() bool { return !f.stopped })
+	return f
+}
+
+func (f *refFollower) stop() {
+	if !f.stopped {
+		f.stopped = true
+		f.mgr.Close()
+	}
+}
+
+// fail reports a local-log failure: the reference follower, like the
+// engine it stands for, never expects one.
+func (f *refFollower) fail(err error) {
+	f.w.violate(KindEngineError, "b%d reference follower#%d: %v", f.b.id, f.inst.n, err)
+	f.stop()
 }
 
 func (f *refFollower) follows(tp metadata.TopicPartition) bool {
-	_, _, ok := f.role(tp)
+	_, _, ok := f.b.role(tp)
 	return ok
 }
 
-// Stats returns the counters the world reads: Messages (which the fence
-// check depends on), Applied, Dropped, Truncations and Held.
-func (f *refFollower) Stats() walstore.FollowerStats {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.stats
-	s.Lag = maps.Clone(s.Lag)
-	return s
-}
-
-func (f *refFollower) count(fn func(*walstore.FollowerStats)) {
-	f.mu.Lock()
-	fn(&f.stats)
-	f.mu.Unlock()
-}
-
-// Run follows until ctx ends. Like the engine, it returns an error only
-// when the local log fails.
-func (f *refFollower) Run(ctx context.Context) error {
-	cfg := f.cfg
-	mgr, err := walstore.NewManager(walstore.ManagerConfig{
-		Store: cfg.Store, BrokerID: cfg.BrokerID, FetchConcurrency: max(cfg.FetchConcurrency, 1),
-		CoalesceGap: cfg.CoalesceGap, Logger: cfg.Logger,
-	})
-	if err != nil {
-		return err
+// records handles messages, then applies what it can. Like a follower that
+// reads metadata only between fetches, it handles what comes during a
+// fetch once the fetch is over.
+func (f *refFollower) records(recs []metadata.Record) {
+	if f.fetching {
+		f.queued = append(f.queued, recs...)
+		return
 	}
-	defer mgr.Close()
-	partition := cfg.BrokerID % cfg.Log.Partitions()
-	parts := make(map[metadata.TopicPartition]*refPart)
-	cursor := int64(-1)
-	for ctx.Err() == nil {
-		if cursor < 0 {
-			low, _, err := cfg.Log.Watermarks(ctx, partition)
-			if err != nil {
-				f.pause(ctx)
-				continue
-			}
-			cursor = low
-		}
-		recs, err := cfg.Log.Read(ctx, partition, cursor, max(cfg.ReadBatch, 1))
-		switch {
-		case errors.Is(err, metadata.ErrOffsetOutOfRange):
-			cursor = -1
-			continue
-		case err != nil:
-			f.pause(ctx)
-			continue
-		}
-		progressed, rewind, err := f.work(ctx, mgr, parts, recs, &cursor)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		if rewind {
-			cursor = -1
-		}
-		if len(recs) == 0 && !progressed {
-			f.pause(ctx)
-		}
-	}
-	return nil
+	f.handleAll(recs)
+	f.pump()
 }
 
-// work handles recs and applies what it can; it reports
-// whether it appended anything and whether metadata must be read again.
-func (f *refFollower) work(ctx context.Context, mgr *walstore.Manager, parts map[metadata.TopicPartition]*refPart, recs []metadata.Record, cursor *int64) (bool, bool, error) {
+func (f *refFollower) handleAll(recs []metadata.Record) {
 	rewind := false
 	for _, r := range recs {
-		*cursor = r.Offset + 1
 		m, err := metadata.DecodeMessage(r.Value)
 		if err != nil {
 			continue
 		}
-		f.count(func(s *walstore.FollowerStats) { s.Messages++ })
-		rw, err := f.handle(ctx, parts, m)
+		f.messages++
+		rw, err := f.handle(m)
 		if err != nil {
-			return false, false, err
+			f.fail(err)
+			return
 		}
 		rewind = rewind || rw
 	}
-	progressed, rw, err := f.apply(ctx, mgr, parts)
-	rewind = rewind || rw || f.reread
-	f.reread = false
-	return progressed, rewind, err
-}
-
-func (f *refFollower) pause(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(max(f.cfg.PollInterval, time.Millisecond)):
+	if rewind {
+		f.read.rewind()
 	}
 }
 
-func (f *refFollower) part(parts map[metadata.TopicPartition]*refPart, tp metadata.TopicPartition) (*refPart, error) {
-	since, _, _ := f.role(tp)
-	if p := parts[tp]; p != nil && p.since == since {
+func (f *refFollower) part(tp metadata.TopicPartition) (*refPart, error) {
+	since, _, _ := f.b.role(tp)
+	if p := f.parts[tp]; p != nil && p.since == since {
 		return p, nil
 	} else if p != nil {
 		f.reread = true
 	}
-	leo, err := f.cfg.Local.EndOffset(tp)
+	leo, err := f.b.log.EndOffset(tp)
 	if err != nil {
 		return nil, err
 	}
-	epochs, err := f.cfg.Local.Epochs(tp)
+	epochs, err := f.b.log.Epochs(tp)
 	if err != nil {
 		return nil, err
 	}
@@ -186,14 +156,14 @@ func (f *refFollower) part(parts map[metadata.TopicPartition]*refPart, tp metada
 	if err := p.leader.Merge(markers...); err != nil {
 		return nil, err
 	}
-	parts[tp] = p
+	f.parts[tp] = p
 	return p, nil
 }
 
 // handle merges a message's markers (one publication per partition),
 // truncates where the log diverges, and adds its entries to pending. It
 // reports whether it truncated, so that metadata is read again.
-func (f *refFollower) handle(ctx context.Context, parts map[metadata.TopicPartition]*refPart, m *metadata.Message) (bool, error) {
+func (f *refFollower) handle(m *metadata.Message) (bool, error) {
 	pubs := make(map[metadata.TopicPartition][]metadata.EpochStart)
 	for _, mk := range m.Markers {
 		if f.follows(mk.Partition) {
@@ -202,7 +172,7 @@ func (f *refFollower) handle(ctx context.Context, parts map[metadata.TopicPartit
 	}
 	rewind := false
 	for _, tp := range slices.SortedFunc(maps.Keys(pubs), cmpTP) {
-		p, err := f.part(parts, tp)
+		p, err := f.part(tp)
 		if err != nil {
 			return false, err
 		}
@@ -210,7 +180,7 @@ func (f *refFollower) handle(ctx context.Context, parts map[metadata.TopicPartit
 			continue
 		}
 		if to, ok := fencing.Divergence(p.leo, &p.local, &p.leader); ok {
-			if err := f.truncate(ctx, p, to); err != nil {
+			if err := f.truncate(p, to); err != nil {
 				return false, err
 			}
 			rewind = true
@@ -220,7 +190,7 @@ func (f *refFollower) handle(ctx context.Context, parts map[metadata.TopicPartit
 		if !f.follows(e.Partition) {
 			continue
 		}
-		p, err := f.part(parts, e.Partition)
+		p, err := f.part(e.Partition)
 		if err != nil {
 			return false, err
 		}
@@ -229,13 +199,12 @@ func (f *refFollower) handle(ctx context.Context, parts map[metadata.TopicPartit
 	return rewind, nil
 }
 
-func (f *refFollower) truncate(ctx context.Context, p *refPart, to int64) error {
-	if err := f.cfg.Local.Truncate(ctx, p.tp, to); err != nil {
+func (f *refFollower) truncate(p *refPart, to int64) error {
+	if _, _, err := f.b.truncate(f.inst, p.tp, to, false); err != nil {
 		return fmt.Errorf("truncating %s to %d: %w", p.tp, to, err)
 	}
 	p.local.TruncateFromEnd(to)
 	p.leo = to
-	f.count(func(s *walstore.FollowerStats) { s.Truncations++ })
 	return nil
 }
 
@@ -249,93 +218,137 @@ func cmpTP(a, b metadata.TopicPartition) int {
 	return cmpInt(a.Partition, b.Partition)
 }
 
-// apply applies, partition by partition, every entry that continues the
-// log. It reports whether it appended anything and whether it truncated.
-func (f *refFollower) apply(ctx context.Context, mgr *walstore.Manager, parts map[metadata.TopicPartition]*refPart) (progressed, rewind bool, err error) {
-	for _, tp := range slices.SortedFunc(maps.Keys(parts), cmpTP) {
-		p := parts[tp]
-		if since, _, ok := f.role(tp); !ok || since != p.since {
-			delete(parts, tp) // the role changed: start afresh if followed again
+// pump applies, partition by partition, every entry that continues the
+// log: it truncates where Decide says to, and starts the fetch of the
+// next entry to apply, unless one is under way. With nothing to fetch, it
+// reads the metadata again if a partition started afresh, and looks again
+// when the earliest retry is due.
+func (f *refFollower) pump() {
+	if f.stopped || f.fetching {
+		return
+	}
+	rewind := false
+	var retry time.Time
+	for _, tp := range slices.SortedFunc(maps.Keys(f.parts), cmpTP) {
+		p := f.parts[tp]
+		if since, _, ok := f.b.role(tp); !ok || since != p.since {
+			delete(f.parts, tp) // the role changed: start afresh if followed again
 			f.reread = true
 			continue
 		}
-		if err := f.bootstrap(ctx, p); err != nil {
-			return progressed, rewind, err
+		if err := f.bootstrap(p); err != nil {
+			f.fail(err)
+			return
 		}
 		for {
-			k, e, d, ok := f.next(p)
+			k, e, d, ok, wait := f.next(p)
+			if !wait.IsZero() && (retry.IsZero() || wait.Before(retry)) {
+				retry = wait
+			}
 			if !ok {
 				break
 			}
 			if d.Action == fencing.Truncate {
-				if err := f.truncate(ctx, p, d.TruncateTo); err != nil {
-					return progressed, rewind, err
+				if err := f.truncate(p, d.TruncateTo); err != nil {
+					f.fail(err)
+					return
 				}
 				rewind = true
 				continue
 			}
-			res, err := mgr.Fetch(ctx, []metadata.Entry{e})
-			if err != nil {
-				return progressed, rewind, err
+			f.fetch(p, k, e, d)
+			return
+		}
+	}
+	if rewind || f.reread {
+		f.reread = false
+		f.read.rewind()
+	}
+	if !retry.IsZero() && (f.retryAt.IsZero() || retry.Before(f.retryAt) || !f.retryAt.After(f.w.clock)) {
+		f.retryAt = retry
+		f.w.at(retry, func() {
+			if f.retryAt.Equal(retry) {
+				f.retryAt = time.Time{}
 			}
-			if since, _, ok := f.role(tp); !ok || since != p.since {
-				delete(parts, tp)
-				f.reread = true
-				break
-			}
-			if err := res[0].Err; err != nil {
-				if errors.Is(err, walstore.ErrNotFound) || errors.Is(err, walstore.ErrUnknownBucket) || errors.Is(err, walstore.ErrInvalidRange) {
-					delete(p.pending, k)
-				} else {
-					p.retry[k] = time.Now().Add(10 * time.Millisecond)
-				}
-				continue
-			}
-			var batches []combiner.Batch
-			for _, b := range res[0].Batches {
-				if b.LastOffset < d.From {
-					continue
-				}
-				if b.FirstOffset >= d.Limit {
-					break
-				}
-				if b.FirstOffset < d.From || b.LastOffset >= d.Limit {
-					batches = nil
-					break
-				}
-				batches = append(batches, b)
-			}
-			if len(batches) == 0 {
-				delete(p.pending, k)
-				continue
-			}
-			if err := f.cfg.Local.Append(ctx, tp, batches); err != nil {
-				return progressed, rewind, fmt.Errorf("appending %s at %d: %w", tp, p.leo, err)
-			}
-			for _, b := range batches {
-				if latest, ok := p.local.Latest(); !ok || b.Epoch > latest.Epoch {
-					if err := p.local.Assign(b.Epoch, b.FirstOffset); err != nil {
-						return progressed, rewind, err
-					}
-				}
-			}
-			p.leo = batches[len(batches)-1].LastOffset + 1
-			progressed = true
-			f.count(func(s *walstore.FollowerStats) { s.Applied++ })
-			if f.cfg.OnApplied != nil {
-				latest, _ := p.local.Latest()
-				_, leader, _ := f.role(tp)
-				f.cfg.OnApplied(walstore.Progress{Partition: tp, Leader: leader, Follower: f.cfg.BrokerID, EndOffset: p.leo, LastEpoch: latest.Epoch})
+			f.pump()
+		})
+	}
+}
+
+// fetch fetches entry e of p; its answer comes after the GET's latency.
+func (f *refFollower) fetch(p *refPart, k pendingKey, e metadata.Entry, d fencing.Decision) {
+	f.fetching = true
+	res, lat := fetchEntries(f.b, f.mgr, []metadata.Entry{e}, 1)
+	f.w.after(lat, func() {
+		if f.stopped {
+			return
+		}
+		f.fetching = false
+		if since, _, ok := f.b.role(p.tp); !ok || since != p.since || f.parts[p.tp] != p {
+			delete(f.parts, p.tp)
+			f.reread = true
+		} else if err := f.fetched(p, k, d, res[0]); err != nil {
+			f.fail(err)
+			return
+		}
+		queued := f.queued
+		f.queued = nil
+		f.handleAll(queued)
+		f.pump()
+	})
+}
+
+// fetched appends what the fetch of p's entry k brought, if it continues
+// the log.
+func (f *refFollower) fetched(p *refPart, k pendingKey, d fencing.Decision, res followcore.Result) error {
+	if res.Err != nil {
+		if errors.Is(res.Err, walstore.ErrNotFound) || errors.Is(res.Err, walstore.ErrUnknownBucket) || errors.Is(res.Err, walstore.ErrInvalidRange) {
+			delete(p.pending, k)
+		} else {
+			p.retry[k] = f.w.clock.Add(10 * time.Millisecond)
+		}
+		return nil
+	}
+	var batches []combiner.Batch
+	for _, b := range res.Batches {
+		if b.LastOffset < d.From {
+			continue
+		}
+		if b.FirstOffset >= d.Limit {
+			break
+		}
+		if b.FirstOffset < d.From || b.LastOffset >= d.Limit {
+			batches = nil
+			break
+		}
+		batches = append(batches, b)
+	}
+	if len(batches) == 0 {
+		delete(p.pending, k)
+		return nil
+	}
+	if _, err := f.b.append(f.inst, p.tp, batches); err != nil {
+		return fmt.Errorf("appending %s at %d: %w", p.tp, p.leo, err)
+	}
+	for _, b := range batches {
+		if latest, ok := p.local.Latest(); !ok || b.Epoch > latest.Epoch {
+			if err := p.local.Assign(b.Epoch, b.FirstOffset); err != nil {
+				return err
 			}
 		}
 	}
-	return progressed, rewind, nil
+	p.leo = batches[len(batches)-1].LastOffset + 1
+	latest, _ := p.local.Latest()
+	_, leader, _ := f.b.role(p.tp)
+	f.w.relay(p.tp, leader, f.b.id, p.leo, latest.Epoch)
+	return nil
 }
 
 // next forgets the entries Decide skips or drops and returns the entry to
 // apply at the log end (or a truncation to make first): an entry Decide
-// applies, preferred to one the weakened rule lets through.
-func (f *refFollower) next(p *refPart) (pendingKey, metadata.Entry, fencing.Decision, bool) {
+// applies, preferred to one the weakened rule lets through. wait is the
+// earliest retry time of an entry passed over for it.
+func (f *refFollower) next(p *refPart) (k pendingKey, e metadata.Entry, d fencing.Decision, ok bool, wait time.Time) {
 	keys := slices.SortedFunc(maps.Keys(p.pending), func(a, b pendingKey) int {
 		ea, eb := p.pending[a], p.pending[b]
 		if c := cmpInt(ea.FirstOffset, eb.FirstOffset); c != 0 {
@@ -352,43 +365,46 @@ func (f *refFollower) next(p *refPart) (pendingKey, metadata.Entry, fencing.Deci
 		}
 		return cmpInt(a.position, b.position)
 	})
-	now := time.Now()
-	var weakKey pendingKey
-	var weakEntry metadata.Entry
-	var weakDecision fencing.Decision
-	weakOK := false
-	for _, k := range keys {
-		e := p.pending[k]
-		d := fencing.Decide(p.leo, &p.local, &p.leader, e)
-		switch d.Action {
+	now := f.w.clock
+	later := func(k pendingKey) bool {
+		if now.Before(p.retry[k]) {
+			if wait.IsZero() || p.retry[k].Before(wait) {
+				wait = p.retry[k]
+			}
+			return true
+		}
+		return false
+	}
+	for _, key := range keys {
+		entry := p.pending[key]
+		dec := fencing.Decide(p.leo, &p.local, &p.leader, entry)
+		switch dec.Action {
 		case fencing.Skip:
-			delete(p.pending, k)
-			f.count(func(s *walstore.FollowerStats) { s.Skipped++ })
+			delete(p.pending, key)
 		case fencing.Drop:
-			if f.weak && d.Reason == fencing.ReasonFenced && e.FirstOffset <= p.leo && p.leo <= e.LastOffset {
-				if !weakOK && !now.Before(p.retry[k]) {
-					weakKey, weakEntry, weakOK = k, e, true
-					weakDecision = fencing.Decision{Action: fencing.Apply, From: p.leo, Limit: e.LastOffset + 1, Reason: d.Reason}
+			if f.weak && dec.Reason == fencing.ReasonFenced && entry.FirstOffset <= p.leo && p.leo <= entry.LastOffset {
+				if !ok && !later(key) {
+					k, e, ok = key, entry, true
+					d = fencing.Decision{Action: fencing.Apply, From: p.leo, Limit: entry.LastOffset + 1, Reason: dec.Reason}
 				}
 				continue
 			}
-			delete(p.pending, k)
-			f.count(func(s *walstore.FollowerStats) { s.Dropped++ })
+			delete(p.pending, key)
 		case fencing.Truncate:
-			return k, e, d, true
+			return key, entry, dec, true, wait
 		case fencing.Apply:
-			if now.Before(p.retry[k]) {
+			if later(key) {
 				continue
 			}
-			return k, e, d, true
+			return key, entry, dec, true, wait
 		}
 	}
-	return weakKey, weakEntry, weakDecision, weakOK
+	return k, e, d, ok, wait
 }
 
 // bootstrap starts an empty log where the leader lineage begins, as the
 // engine does for a new replica.
-func (f *refFollower) bootstrap(ctx context.Context, p *refPart) error {
+func (f *refFollower) bootstrap(p *refPart) error {
 	if _, ok := p.local.Latest(); ok {
 		return nil
 	}
@@ -396,7 +412,7 @@ func (f *refFollower) bootstrap(ctx context.Context, p *refPart) error {
 	if !ok || first.StartOffset <= p.leo {
 		return nil
 	}
-	if err := f.cfg.Local.Truncate(ctx, p.tp, first.StartOffset); err != nil {
+	if err := f.b.log.Truncate(context.Background(), p.tp, first.StartOffset); err != nil {
 		return err
 	}
 	p.leo = first.StartOffset

@@ -2,11 +2,10 @@ package sim
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/activetier/activetier/memstore"
@@ -30,6 +29,10 @@ type Config struct {
 	// ReferenceFollower replaces each Node's follower side with the
 	// reference follower with fencing intact: the control for WeakFencing.
 	ReferenceFollower bool
+	// TraceWriter, if set, receives the whole trace, one line per event,
+	// as the run makes it (Result.Trace keeps at most its first 200,000
+	// lines).
+	TraceWriter io.Writer
 }
 
 // Kind names an invariant.
@@ -111,11 +114,17 @@ type Result struct {
 func (r *Result) Failed() bool { return len(r.Violations) > 0 }
 
 // world is one simulated cluster and everything the checks know about it.
+// Everything runs on one goroutine, one event at a time (see loop.go), so
+// nothing here is locked.
 type world struct {
-	cfg   Config
-	p     params
-	rng   *rand.Rand // the driver's; only the driver goroutine draws from it
-	start time.Time
+	cfg Config
+	p   params
+	rng *rand.Rand // the driver's steps draw from it, in event order
+
+	start, clock time.Time // when the run began; the simulated now
+	events       eventHeap
+	seq          uint64 // orders events scheduled for the same instant
+	done         bool   // the run is over: converged, or given up
 
 	meta    *memstore.Log
 	cluster *memstore.Cluster
@@ -124,22 +133,18 @@ type world struct {
 	ids     []int32
 	tps     []metadata.TopicPartition
 
-	quiet atomic.Bool // no more disorder: the quiet phase began
+	quiet bool // no more disorder: the quiet phase began
 
-	mu         sync.Mutex // guards the fields below
 	parts      map[metadata.TopicPartition]*partState
 	registry   map[batchKey]batchMeta
 	objects    map[metadata.ObjectRef]*object
 	sections   map[metadata.TopicPartition][]storedSection
-	nodes      map[int32]*walstore.Node // running Nodes by broker, for relaying progress
 	violations []Violation
 	stats      Stats
-
-	traceMu sync.Mutex
-	trace   []string
-
-	// Driver-only state.
-	events []event
+	trace      []string
+	// sink, when set, receives every trace line as it is made, past
+	// maxTrace too.
+	sink func(string)
 }
 
 // partState is the controller's record of one partition: its replicas, its
@@ -159,27 +164,22 @@ type partState struct {
 	durChecked int64
 }
 
-func (w *world) now() time.Duration { return time.Since(w.start) }
+func (w *world) now() time.Duration { return w.clock.Sub(w.start) }
 
 func (w *world) tracef(format string, args ...any) {
 	line := fmt.Sprintf("t=%9.3fs ", w.now().Seconds()) + fmt.Sprintf(format, args...)
-	w.traceMu.Lock()
+	if w.sink != nil {
+		w.sink(line)
+	}
 	if len(w.trace) < maxTrace {
 		w.trace = append(w.trace, line)
 	}
-	w.traceMu.Unlock()
 }
 
 // maxTrace bounds the trace kept for a run.
 const maxTrace = 200_000
 
 func (w *world) violate(kind Kind, format string, args ...any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.violateLocked(kind, format, args...)
-}
-
-func (w *world) violateLocked(kind Kind, format string, args ...any) {
 	v := Violation{At: w.now(), Kind: kind, Detail: fmt.Sprintf(format, args...)}
 	if len(w.violations) < 20 {
 		w.violations = append(w.violations, v)
@@ -187,20 +187,10 @@ func (w *world) violateLocked(kind Kind, format string, args ...any) {
 	w.tracef("VIOLATION %s: %s", kind, v.Detail)
 }
 
-func (w *world) failed() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.violations) > 0
-}
-
-func (w *world) count(fn func(*Stats)) {
-	w.mu.Lock()
-	fn(&w.stats)
-	w.mu.Unlock()
-}
+func (w *world) failed() bool { return len(w.violations) > 0 }
 
 func (w *world) disorderNow() disorder {
-	if w.quiet.Load() {
+	if w.quiet {
 		return disorder{}
 	}
 	return w.p.disorder
@@ -216,10 +206,6 @@ func (w *world) logger(name string) *slog.Logger {
 }
 
 func (w *world) result() *Result {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.traceMu.Lock()
-	defer w.traceMu.Unlock()
 	return &Result{
 		Seed: w.cfg.Seed, Violations: w.violations, Trace: w.trace, Stats: w.stats,
 		SimTime: w.now(), Shape: w.p.String(),

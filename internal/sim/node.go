@@ -1,0 +1,572 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/followcore"
+	"github.com/activetier/activetier/internal/leadcore"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// The engines' settings the simulation leaves at walstore's defaults.
+const (
+	requestTimeout = 10 * time.Second // LeaderConfig.RequestTimeout
+	fetchTimeout   = 30 * time.Second // FollowerConfig.FetchTimeout
+	hedgeAfter     = time.Second      // FollowerConfig.HedgeAfter
+	maxHeld        = 100_000          // FollowerConfig.MaxHeld
+)
+
+// simNode is one incarnation of a broker's engines: a leadcore.Core and a
+// followcore.Core (none when the reference follower follows instead),
+// driven as walstore.Node drives them, but by events. Role changes reach
+// the cores as walstore.Node's transitions do. What a core hands out is
+// performed as events: store requests go through chaos and their results
+// come back when their latency has passed; metadata appends complete after
+// a latency and are then delivered to every follower that reads the
+// partition; the follower core's local-log requests and the leader core's
+// local reads are performed at once on the broker's log, as walstore's
+// drivers do; a WakeAt schedules a Tick.
+type simNode struct {
+	w    *world
+	b    *broker
+	inc  int
+	lc   *leadcore.Core
+	fc   *followcore.Core
+	mgr  *walstore.Manager // the follower core's fetches
+	read *metaReader
+	inst *followerInst
+
+	stopped bool
+	ops     map[uint64]*leadOp // the leader core's store and log requests under way
+	keys    uint64             // object keys drawn
+	waiters []*durableWaiter   // acks-on-upload producers
+	lag     map[metadata.TopicPartition]int64
+
+	leadWake, followWake wake
+}
+
+// leadOp is one of the leader core's requests under way: try makes an
+// attempt; gen invalidates a retry scheduled before a newer one.
+type leadOp struct {
+	id  uint64
+	gen uint64
+	try func()
+}
+
+// wake is a core's timer: the WakeAt it was last armed for.
+type wake struct {
+	at  time.Time
+	gen uint64
+}
+
+// durableWaiter is an acks-on-upload producer waiting for its batch.
+type durableWaiter struct {
+	tp  metadata.TopicPartition
+	m   batchMeta
+	gen uint64
+}
+
+func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
+	w := b.w
+	seed := w.cfg.Seed ^ uint64(b.id)<<40 ^ uint64(inc)<<48
+	name := b.name("node#" + strconv.Itoa(inc))
+	lp := w.p.leader
+	lc, err := leadcore.New(leadcore.Config{
+		BrokerID: b.id, MetadataPartitions: w.meta.Partitions(), Codec: lp.Codec,
+		Interval: lp.Interval, ObjectBytes: lp.ObjectBytes, MaxPartitions: lp.MaxPartitions,
+		BufferBytes: lp.BufferBytes, MaxInflight: lp.MaxInflight, DegradedAfter: lp.DegradedAfter,
+		MarkerRefresh: lp.MarkerRefresh, GCInterval: lp.GCInterval,
+		BackoffInitial: lp.Backoff.Initial, BackoffMax: lp.Backoff.Max, Seed: seed ^ 0x1eade7,
+		Logger: w.logger(name).With("engine", "leader"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := &simNode{w: w, b: b, inc: inc, lc: lc, inst: inst, ops: make(map[uint64]*leadOp), lag: make(map[metadata.TopicPartition]int64)}
+	if inst != nil {
+		fp := w.p.follower
+		n.fc, err = followcore.New(followcore.Config{
+			BrokerID: b.id, Readahead: fp.Readahead, MaxHeld: maxHeld, FetchConcurrency: fp.FetchConcurrency,
+			HedgeAfter: hedgeAfter, BackoffInitial: fp.Backoff.Initial, BackoffMax: fp.Backoff.Max,
+			Seed: seed ^ 0xf0110e, Logger: w.logger(name).With("engine", "follower"),
+		})
+		if err == nil {
+			n.mgr, err = newFetcher(b)
+		}
+		if err != nil {
+			lc.Close()
+			return nil, err
+		}
+		inst.handled = func() uint64 { return n.fc.Messages }
+		n.read = newMetaReader(w, inst, seed, fp.ReadBatch, func(recs []metadata.Record) {
+			n.fc.Records(w.clock, recs)
+			n.drive()
+		}, n.live)
+	}
+	lc.Start(w.clock)
+	n.drive()
+	return n, nil
+}
+
+// newFetcher returns the Manager that reads and verifies sections for b's
+// followers: one GET at a time, each answered at once by the simStore,
+// which keeps their latencies for the caller to wait out.
+func newFetcher(b *broker) (*walstore.Manager, error) {
+	return walstore.NewManager(walstore.ManagerConfig{
+		Store: b.store, BrokerID: b.id, FetchConcurrency: 1, CoalesceGap: b.w.p.follower.CoalesceGap,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+}
+
+func (n *simNode) live() bool { return !n.stopped }
+
+// halt stops the node, as a crash does: its requests under way are
+// forgotten and its waiters fail.
+func (n *simNode) halt() {
+	n.stopped = true
+	n.waiters = nil
+	n.lc.Close()
+	if n.mgr != nil {
+		n.mgr.Close()
+	}
+}
+
+// becomeLeader is walstore.Node.BecomeLeader: the follower side stops
+// following tp, then the leader side leads it.
+func (n *simNode) becomeLeader(tp metadata.TopicPartition, epoch int32, followers []int32, from int64) {
+	if n.fc != nil {
+		n.fc.Unfollow(n.w.clock, tp)
+	}
+	err := func() error {
+		if _, err := n.lc.CheckLeader(tp, epoch, followers); err != nil {
+			return err
+		}
+		leo, err := n.b.log.EndOffset(tp)
+		if err != nil {
+			return err
+		}
+		return n.lc.BecomeLeader(n.w.clock, tp, epoch, followers, from, leo)
+	}()
+	if err != nil {
+		n.w.violate(KindEngineError, "b%d BecomeLeader(%s, e%d, republish from %d): %v", n.b.id, tp, epoch, from, err)
+	}
+	n.drive()
+}
+
+// becomeFollower is walstore.Node.BecomeFollower: the leader side resigns
+// tp, then the follower side follows it.
+func (n *simNode) becomeFollower(tp metadata.TopicPartition, epoch, leader int32) {
+	n.lc.Resign(n.w.clock, tp)
+	if err := n.fc.Follow(n.w.clock, tp, epoch, leader); err != nil {
+		n.w.violate(KindEngineError, "b%d BecomeFollower(%s, e%d, b%d): %v", n.b.id, tp, epoch, leader, err)
+	}
+	n.drive()
+}
+
+// stopReplica is walstore.Node.StopReplica: neither side acts on tp any
+// more.
+func (n *simNode) stopReplica(tp metadata.TopicPartition) {
+	n.lc.Resign(n.w.clock, tp)
+	if n.fc != nil {
+		n.fc.Unfollow(n.w.clock, tp)
+		delete(n.lag, tp)
+	}
+	n.drive()
+}
+
+// append is walstore.Node.Append with the Reject overflow policy.
+func (n *simNode) append(tp metadata.TopicPartition, b combiner.Batch) error {
+	err := n.lc.Append(n.w.clock, tp, b)
+	n.drive()
+	return err
+}
+
+// durableOffset is walstore.Node.DurableOffset.
+func (n *simNode) durableOffset(tp metadata.TopicPartition) int64 {
+	_, durable, _, _ := n.lc.Leadership(tp)
+	return durable
+}
+
+// progress is walstore.Node.RecordProgress.
+func (n *simNode) progress(tp metadata.TopicPartition, follower int32, end int64, lastEpoch int32) {
+	var epochs []fencing.EpochEntry
+	var err error
+	if n.lc.NeedLineage(tp, lastEpoch) {
+		epochs, err = n.b.log.Epochs(tp)
+	}
+	n.lc.Progress(tp, follower, end, lastEpoch, epochs, err)
+}
+
+// awaitDurable waits, as an acks-on-upload producer does with
+// WaitDurable, for m to be durable, and then checks that it is.
+func (n *simNode) awaitDurable(tp metadata.TopicPartition, m batchMeta) {
+	gen, _, _, ok := n.lc.Leadership(tp)
+	if !ok {
+		return
+	}
+	n.waiters = append(n.waiters, &durableWaiter{tp: tp, m: m, gen: gen})
+	n.checkWaiters()
+}
+
+// checkWaiters ends the waits that are over: the batch is durable, or
+// the leadership that took it ended or failed.
+func (n *simNode) checkWaiters() {
+	kept := n.waiters[:0]
+	for _, wt := range n.waiters {
+		gen, durable, failed, ok := n.lc.Leadership(wt.tp)
+		switch {
+		case !ok || gen != wt.gen, failed != nil && durable <= wt.m.last:
+		case durable > wt.m.last:
+			n.w.stats.DurableClaims++
+			n.w.checkDurable(n.b.id, wt.tp, wt.m, "WaitDurable")
+		default:
+			kept = append(kept, wt)
+		}
+	}
+	clear(n.waiters[len(kept):])
+	n.waiters = kept
+}
+
+// drive takes the cores' Readies and performs them until they ask for
+// nothing more that is performed at once.
+func (n *simNode) drive() {
+	for !n.stopped {
+		more := n.fc != nil && n.followReady()
+		if !n.stopped && n.lc.HasReady() {
+			more = n.leadReady() || more
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// arm makes wk fire tick at at (zero: never), at least a millisecond from
+// now, as walstore's drivers arm their timers. A timer that fires with
+// the core's WakeAt unchanged is armed again for it.
+func (n *simNode) arm(wk *wake, at time.Time, tick func(now time.Time)) {
+	wk.gen++
+	wk.at = at
+	if at.IsZero() {
+		return
+	}
+	gen := wk.gen
+	n.w.at(maxTime(at, n.w.clock.Add(time.Millisecond)), func() {
+		if n.stopped || wk.gen != gen {
+			return
+		}
+		wk.gen++
+		tick(n.w.clock)
+		n.drive()
+		if wk.gen == gen+1 && !n.stopped {
+			n.arm(wk, wk.at, tick)
+		}
+	})
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// followReady performs the follower core's Ready and reports whether it
+// performed local-log requests, whose answers make a new one.
+func (n *simNode) followReady() bool {
+	rd := n.fc.Ready()
+	now := n.w.clock
+	if rd.Rewind {
+		n.read.rewind()
+	}
+	for _, l := range rd.Lags {
+		n.lag[l.Partition] = l.Offsets
+	}
+	for _, f := range rd.Fetches {
+		n.fetch(f)
+	}
+	for _, l := range rd.Loads {
+		st, err := n.load(l.Partition)
+		n.fc.Loaded(now, l.ID, st, err)
+	}
+	for _, t := range rd.Truncates {
+		to, end, err := n.b.truncate(n.inst, t.Partition, t.To, t.AtBatch)
+		n.fc.Truncated(now, t.ID, to, end, err)
+	}
+	for _, a := range rd.Appends {
+		end, err := n.b.append(n.inst, a.Partition, a.Batches)
+		n.fc.Appended(now, a.ID, end, err)
+	}
+	for _, p := range rd.Progress {
+		n.w.relay(p.Partition, p.Leader, n.b.id, p.EndOffset, p.LastEpoch)
+	}
+	if !rd.WakeAt.Equal(n.followWake.at) {
+		n.arm(&n.followWake, rd.WakeAt, n.fc.Tick)
+	}
+	return len(rd.Loads)+len(rd.Truncates)+len(rd.Appends) > 0
+}
+
+// load reads tp's local state for the follower core.
+func (n *simNode) load(tp metadata.TopicPartition) (followcore.LocalState, error) {
+	leo, err := n.b.log.EndOffset(tp)
+	if err != nil {
+		return followcore.LocalState{}, err
+	}
+	epochs, err := n.b.log.Epochs(tp)
+	return followcore.LocalState{EndOffset: leo, Epochs: epochs}, err
+}
+
+// fetch performs a fetch round: its GETs are made now, and the results
+// reach the core when the slowest has answered (with FetchConcurrency of
+// them at a time), or the round times out.
+func (n *simNode) fetch(f followcore.Fetch) {
+	results, lat := fetchEntries(n.b, n.mgr, f.Entries, n.w.p.follower.FetchConcurrency)
+	n.w.after(lat, func() {
+		if n.stopped {
+			return
+		}
+		n.fc.Fetched(n.w.clock, f.ID, results)
+		n.drive()
+	})
+}
+
+// fetchEntries reads entries through mgr and classifies the results as
+// walstore's Follower does; it returns them and how long the round takes.
+func fetchEntries(b *broker, mgr *walstore.Manager, entries []metadata.Entry, parallel int) ([]followcore.Result, time.Duration) {
+	res, err := mgr.Fetch(context.Background(), entries)
+	lat := b.store.takeLatency(parallel)
+	out := make([]followcore.Result, len(entries))
+	for i, e := range entries {
+		switch {
+		case err != nil || lat > fetchTimeout:
+			out[i] = followcore.Result{Entry: e, Outcome: followcore.Unavailable, Err: fmt.Errorf("sim: fetch: %w: no answer within %v", walstore.ErrUnavailable, fetchTimeout)}
+		case res[i].Err != nil:
+			out[i] = followcore.Result{Entry: e, Outcome: outcome(res[i].Err), Err: res[i].Err}
+		default:
+			out[i] = followcore.Result{Entry: e, Batches: res[i].Batches}
+		}
+	}
+	return out, min(lat, fetchTimeout)
+}
+
+// outcome classifies a fetch error for the follower core.
+func outcome(err error) followcore.Outcome {
+	switch {
+	case errors.Is(err, walstore.ErrNotFound), errors.Is(err, walstore.ErrUnknownBucket), errors.Is(err, walstore.ErrInvalidRange):
+		return followcore.Gone
+	case errors.Is(err, walstore.ErrCorrupt):
+		return followcore.Corrupt
+	case errors.Is(err, walstore.ErrPermanent):
+		return followcore.Refused
+	case errors.Is(err, walstore.ErrUnavailable):
+		return followcore.Unavailable
+	}
+	return followcore.Failed
+}
+
+// leadReady performs the leader core's Ready and reports whether it
+// performed requests at once (encodes, local reads), whose results make
+// a new one.
+func (n *simNode) leadReady() bool {
+	rd := n.lc.Ready()
+	n.lc.Advance()
+	now := n.w.clock
+	if rd.DurableChanged {
+		n.checkWaiters()
+	}
+	if rd.HealthChanged {
+		h := n.lc.Health()
+		n.w.tracef("b%d node#%d: degraded %v (%v)", n.b.id, n.inc, h.Degraded, h.Err)
+	}
+	for _, e := range rd.Encodes {
+		objs, err := e.Builder.Cut(nil)
+		n.lc.Encoded(now, e.ID, objs, err)
+	}
+	for _, u := range rd.Uploads {
+		n.start(u.ID, func(op *leadOp) { n.upload(op, u) })
+	}
+	for _, p := range rd.Publishes {
+		n.start(p.ID, func(op *leadOp) { n.publish(op, p) })
+	}
+	for _, r := range rd.Reads {
+		n.lc.Read(now, r.ID, r.What, n.localRead(r))
+	}
+	for _, d := range rd.Deletes {
+		n.start(d.ID, func(op *leadOp) { n.delete(op, d) })
+	}
+	for _, r := range rd.Retries {
+		if op := n.ops[r.ID]; op != nil {
+			op.gen++
+			gen := op.gen
+			n.w.at(r.At, func() {
+				if !n.stopped && n.ops[op.id] == op && op.gen == gen {
+					op.try()
+				}
+			})
+		}
+	}
+	for _, id := range rd.Cancels {
+		delete(n.ops, id)
+	}
+	if !rd.WakeAt.Equal(n.leadWake.at) {
+		n.arm(&n.leadWake, rd.WakeAt, n.lc.Tick)
+	}
+	return len(rd.Encodes)+len(rd.Reads) > 0
+}
+
+// start registers request id and makes its first attempt.
+func (n *simNode) start(id uint64, attempt func(op *leadOp)) {
+	op := &leadOp{id: id}
+	op.try = func() { attempt(op) }
+	n.ops[id] = op
+	op.try()
+}
+
+// finish schedules the result of an attempt of op after lat: result
+// feeds it to the core, unless the request was cancelled or the node
+// stopped meanwhile. A request the core no longer wants after its result
+// is over; one it retries waits for the Retry the core hands out.
+func (n *simNode) finish(op *leadOp, lat time.Duration, result func(now time.Time)) {
+	n.w.after(lat, func() {
+		if n.stopped || n.ops[op.id] != op {
+			return
+		}
+		result(n.w.clock)
+		if !n.lc.Live(op.id) {
+			delete(n.ops, op.id)
+		}
+		n.drive()
+	})
+}
+
+// upload makes one attempt to store an object under a fresh key.
+func (n *simNode) upload(op *leadOp, u leadcore.Upload) {
+	n.keys++
+	key := fmt.Sprintf("%d/%d-%d.wal", n.b.id, n.inc, n.keys)
+	lat, put := n.b.store.put(key, u.Data)
+	if lat > requestTimeout {
+		lat, put = requestTimeout, func() (metadata.ObjectRef, error) {
+			return metadata.ObjectRef{}, fmt.Errorf("sim: PUT %s: %w: no answer within %v", key, walstore.ErrUnavailable, requestTimeout)
+		}
+	}
+	n.finish(op, lat, func(now time.Time) {
+		ref, err := put()
+		n.lc.Uploaded(now, op.id, ref, err, classify(err))
+	})
+}
+
+// publish makes one attempt to append a message to the metadata log; once
+// appended, it is on its way to every follower that reads the partition.
+func (n *simNode) publish(op *leadOp, p leadcore.Publish) {
+	d := draws{state: identity(n.w.cfg.Seed, 0x6d657461, uint64(n.b.id), messageID(p.Data))}
+	lat := time.Millisecond + time.Duration(d.float()*float64(4*time.Millisecond))
+	n.finish(op, lat, func(now time.Time) {
+		off, err := n.w.meta.Append(context.Background(), p.Partition, p.Data)
+		if err == nil {
+			n.w.published(metadata.Record{Partition: p.Partition, Offset: off, Value: p.Data})
+		}
+		n.lc.Published(now, op.id, off, err, classify(err))
+	})
+}
+
+// delete makes the attempt to delete objects.
+func (n *simNode) delete(op *leadOp, d leadcore.Delete) {
+	lat, del := n.b.store.delete(d.Refs)
+	n.finish(op, lat, func(now time.Time) {
+		err := del()
+		if err != nil {
+			err = fmt.Errorf("sim: collecting garbage: %w", err)
+		}
+		n.lc.Deleted(now, op.id, err)
+	})
+}
+
+// classify judges err for the leader core, as walstore's Leader does.
+func classify(err error) leadcore.Kind {
+	switch {
+	case errors.Is(err, metadata.ErrClosed):
+		return leadcore.Closed
+	case errors.Is(err, walstore.ErrPermanent):
+		return leadcore.Permanent
+	case errors.Is(err, walstore.ErrUnavailable):
+		return leadcore.Unavailable
+	}
+	return leadcore.Other
+}
+
+// localRead performs a leader core's read of the broker's log.
+func (n *simNode) localRead(r leadcore.LocalRead) leadcore.LocalResult {
+	var res leadcore.LocalResult
+	l := n.b.log
+	switch r.What {
+	case leadcore.ReadLineage:
+		res.Epochs, res.EpochsErr = l.Epochs(r.Partition)
+		if res.EpochsErr == nil {
+			res.End, res.EndErr = l.EndOffset(r.Partition)
+		}
+	case leadcore.ReadEnd:
+		res.End, res.EndErr = l.EndOffset(r.Partition)
+	case leadcore.ReadBatches:
+		res.Batches, res.ReadErr = l.Read(context.Background(), r.Partition, r.From, r.MaxBytes)
+	}
+	return res
+}
+
+// published delivers a record just appended to the metadata log to every
+// follower that reads its partition.
+func (w *world) published(rec metadata.Record) {
+	for _, id := range w.ids {
+		b := w.brokers[id]
+		if b.node != nil && b.node.read != nil && b.node.read.partition == rec.Partition {
+			b.node.read.appended(rec)
+		}
+		if b.ref != nil && b.ref.read.partition == rec.Partition {
+			b.ref.read.appended(rec)
+		}
+	}
+}
+
+// truncate performs a follower's truncation of tp as walstore's Follower
+// does, and returns where it truncated and where the log ends.
+func (b *broker) truncate(inst *followerInst, tp metadata.TopicPartition, to int64, atBatch bool) (int64, int64, error) {
+	ctx := context.Background()
+	if atBatch {
+		// A batch holding the first divergent offset goes whole.
+		bs, err := b.log.Read(ctx, tp, to, 1)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(bs) > 0 && bs[0].FirstOffset < to && to <= bs[0].LastOffset {
+			to = bs[0].FirstOffset
+		}
+	}
+	from := b.log.end(tp)
+	if err := b.log.Truncate(ctx, tp, to); err != nil {
+		return 0, 0, err
+	}
+	if to < from {
+		b.w.tracef("b%d follower#%d truncates %s from %d to %d", b.id, inst.n, tp, from, to)
+		b.w.stats.Truncations++
+	}
+	end, err := b.log.EndOffset(tp)
+	return to, end, err
+}
+
+// append performs a follower's append of batches to tp, judged first, and
+// returns where the log ends.
+func (b *broker) append(inst *followerInst, tp metadata.TopicPartition, batches []combiner.Batch) (int64, error) {
+	inst.checkAppend(tp, batches)
+	if err := b.log.Append(context.Background(), tp, batches); err != nil {
+		return 0, err
+	}
+	b.w.stats.Applied += len(batches)
+	return b.log.EndOffset(tp)
+}
