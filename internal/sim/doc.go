@@ -1,10 +1,11 @@
 // Package sim is activetier's seeded simulation: a whole cluster in one
-// process (brokers in three AZs, each with a local log and a walstore.Node;
-// a memstore bucket per AZ; a memstore metadata log), driven
-// by one seed through a schedule of work and faults, with invariants checked
-// after every step and at the end. Its job is to show that nothing
-// acknowledged is lost and nothing diverges, whatever the order of
-// failures; TestSimulation runs it for a range of seeds.
+// process (brokers in three AZs, each with a local log and the engines'
+// protocol cores, internal/leadcore and internal/followcore; a memstore
+// bucket per AZ; a memstore metadata log), driven by one seed through a
+// schedule of work and faults, with invariants checked after every step
+// and at the end. Its job is to show that nothing acknowledged is lost and
+// nothing diverges, whatever the order of failures; TestSimulation runs it
+// for a range of seeds.
 //
 // # What a seed decides
 //
@@ -30,13 +31,15 @@
 //   - a broker stops replicating a partition it follows for a while and
 //     then follows it again (StopReplica, then BecomeFollower: a role flap);
 //     a whole broker crashes and restarts (its local log survives, its
-//     Node's state does not), and partitions it still leads get a new epoch;
+//     engines' state does not), and partitions it still leads get a new epoch;
 //   - a replica moves to a broker with an empty log (reassignment): the
 //     leader takes a new epoch, as Kafka's controller does when the replica
 //     set changes, and republishes its whole log;
 //   - metadata delivered late, out of order and duplicated: each follower
-//     engine reads the metadata log through a view (metaView) that holds
-//     records back and releases some twice, keeping the Log contract;
+//     reads the metadata log through a metaReader that holds records back
+//     and delivers some twice; when the follower asks to read again from
+//     the start (a rewind), it delivers again, in order, what it delivered
+//     before and the log still retains;
 //   - garbage collection throughout: leaders collect on their own schedule
 //     from follower progress the brokers relay, and the driver trims the
 //     metadata log behind every running leader's low marks.
@@ -58,8 +61,8 @@
 //
 // # Invariants
 //
-// Checked as appends happen (on the follower engine's goroutine, through the
-// local log it is given):
+// Checked as appends happen (the simNode judges every append a follower
+// core asks for before it performs it):
 //
 //   - No corrupt append (KindCorruptAppend): every batch a follower appends
 //     is byte for byte a batch some leader produced under that (partition,
@@ -71,13 +74,12 @@
 //     election rule above, such a marker proves the record is out of the
 //     true log for good; it is what "nothing a zombie sent after its fence
 //     is ever applied" means when the follower cannot know of a fence it
-//     has not read. "Handled" is exact: the view records every message it
-//     hands out, in order, and the engine's Stats().Messages counts those
-//     whose handling began, all of it finished by the time the engine
-//     appends.
+//     has not read. "Handled" is exact: the reader records every message
+//     it hands out, in order, and the core's Messages counter counts those
+//     it handled.
 //
-// Checked after every step, when every goroutine of the bubble is blocked
-// (synctest.Wait), so the state is consistent:
+// Checked before every step (between two events, every state is
+// consistent):
 //
 //   - No divergence left (KindDivergenceKept): a follower holds no record
 //     that a marker it has handled fences; it truncated its divergent tail.
@@ -94,8 +96,9 @@
 //     other live object does. Former leaders' deletions are not judged:
 //     every leadership republishes what its followers lack, so the end of
 //     the run shows whether they cost anything.
-//   - Engines do not fail (KindEngineError): no engine's Run returns before
-//     it is stopped, no leadership call fails other than by cancellation.
+//   - Engines do not fail (KindEngineError): no role change a core is
+//     told of is refused, and the reference follower's local log never
+//     fails.
 //
 // At the end:
 //
@@ -103,19 +106,24 @@
 //     60 simulated seconds every replica's log equals its leader's from the
 //     leader's log start, byte for byte, and every leader's durable offset
 //     is its log end.
-//   - No goroutine leaks: synctest.Test fails a bubble whose goroutines do
-//     not all exit, and goleak checks the test binary.
+//   - No goroutine leaks: goleak checks the test binary. (The simulation
+//     starts no goroutine of its own; the walstore.Manager that reads
+//     sections starts one per GET and waits for it.)
 //
 // # The broker's side of the contract
 //
-// Each simulated broker runs one walstore.Node and drives it only through
-// its transitions, as a broker's controller handling would: BecomeLeader
-// when the controller elects it, BecomeFollower whenever its view of a
-// partition it follows changes (a new leader or epoch), StopReplica when
-// it leaves the replica set or pauses a partition. Its followers' progress
-// goes unfiltered to the Node of the leader each report names; that Node
-// judges it by the follower's last epoch. Two earlier versions of this
-// harness needed more, and the engines now make both unnecessary:
+// Each simulated broker runs one simNode, which hosts a leader core and a
+// follower core as walstore.Node hosts the engines that drive them, and
+// drives it only through its transitions, as a broker's controller
+// handling would: BecomeLeader when the controller elects it (the follower
+// core unfollows, then the leader core leads), BecomeFollower whenever its
+// view of a partition it follows changes, a new leader or epoch (the
+// leader core resigns, then the follower core follows), StopReplica when
+// it leaves the replica set or pauses a partition (both). Its followers'
+// progress goes unfiltered to the leader core of the broker each report
+// names, as walstore.Node relays it; that core judges it by the follower's
+// last epoch. Two earlier versions of this harness needed more, and the
+// engines now make both unnecessary:
 //
 //   - Brokers restarted their follower engine around every role change,
 //     because an engine told of a change only through a Follows callback
@@ -129,48 +137,74 @@
 //     the follower holds of its own log.
 //
 // The controller tells a partition's replicas of a new epoch before its
-// leader publishes anything, and a restarting broker tells its Node what it
-// follows before the Node reads: a Node holds markers of an epoch its broker
-// has not been told (one it cannot tell from a forgery), so a marker is
-// acted on, and counts for the fence checks, only once the broker knows.
+// leader publishes anything, and a restarting broker tells its node what
+// it follows before the node reads: a follower core holds markers of an
+// epoch its broker has not been told (one it cannot tell from a forgery),
+// so a marker is acted on, and counts for the fence checks, only once the
+// broker knows.
 //
-// The controller judges a candidate's log only after StopReplica returned:
-// a follower side still running may append, between the judgement and the
+// The controller judges a candidate's log only after its StopReplica: a
+// follower side still running may append, between the judgement and the
 // election, a batch of an epoch a marker it has not read fences, and
 // electing that log would bring the fenced records back into the true log
-// (seed 719441, which the invariants reported as fenced appends).
+// (seed 719441 of an earlier, goroutine-driven version, which the
+// invariants reported as fenced appends). A simNode performs local-log
+// requests at once, so once StopReplica returns nothing of the partition
+// is pending.
 //
 // # Determinism
 //
-// Everything runs inside a testing/synctest bubble: the engines' clocks are
-// the time package's, which the bubble makes simulated, so a minute of
-// simulated time takes milliseconds and nothing sleeps for real. The seed
-// fixes the cluster, the settings, the schedule of steps and faults, and
-// every random draw the harness makes. Those draws come from hashes of what
-// a request or message carries (chaos, metaView), not from a shared
-// sequential source, so requests racing at one simulated instant get the
-// same latencies, faults and delays whichever goes first.
+// A seed fixes everything: the same seed gives the same trace, byte for
+// byte (TestReplay checks it on 50 seeds, engine logs included). The
+// simulation is a discrete-event loop (loop.go): a simulated clock and a
+// heap of events ordered by time and then by the order they were
+// scheduled, run one at a time on the caller's goroutine. No concurrency
+// (the Manager that reads sections makes one GET at a time), no synctest,
+// no wall clock; maps are iterated only where order cannot matter, or over
+// sorted keys.
 //
-// The seed does not fix the interleaving of goroutines runnable at the same
-// simulated instant: Go's scheduler decides it, and inside the engines it
-// decides which of two ready channels a select takes, map iteration order,
-// and the order in which goroutines sharing an engine's jitter source draw
-// from it. A replay therefore follows the same schedule but may drift from
-// the original run after such a race. Measured on the first 30 seeds, about
-// 40% of runs repeat their trace line for line; failing seeds replayed
-// their failure 9 or 10 times out of 10 for all but one of seven seeds
-// tried (that one: once in ten). A failure that needs a rarer interleaving
-// may replay once in tens of runs: ACTIVETIER_SIM_TRACE_FILE keeps the
-// whole trace of the run that failed. A replay (ACTIVETIER_SIM_SEEDS=1)
-// logs the whole event trace, with the engines' own logs and every object
-// stored and deleted; logging changes timing, so a failure found without
-// it may need ACTIVETIER_SIM_SEEDS=2 (two seeds, quiet) to reappear.
+// Everything is an event: the driver's steps, faults and outages ending,
+// crashes and restarts, zombies learning, the quiet phase, the
+// convergence checks, and the engines' I/O. A simNode performs what its
+// cores hand out in their Ready:
+//
+//   - store requests go through chaos, which decides each one's latency,
+//     fault and corrupted byte from a hash of the seed and what the request
+//     carries; an upload or delete takes effect, and its result reaches
+//     the leader core, when its latency has passed (an attempt slower than
+//     RequestTimeout fails as unavailable); a fetch round is read and
+//     verified by a walstore.Manager (one GET at a time, each answered at
+//     once) and its results reach the follower core after the latency of
+//     its GETs, FetchConcurrency at a time;
+//   - metadata appends go to the memstore log after a latency, and each
+//     appended record is then scheduled for delivery to every follower
+//     that reads its partition, with the seed's disorder;
+//   - the follower core's loads, truncations and appends, and the leader
+//     core's encodes and local reads, are performed at once, as walstore's
+//     drivers perform them, and answered before the next Ready;
+//   - retries go when the leader core's Retry says, cancelled requests'
+//     results are dropped, and a core's WakeAt schedules its Tick (at
+//     least a millisecond ahead, as the drivers' timers are).
+//
+// What the seed does not exercise is the drivers' own concurrency
+// (walstore's goroutines, locks and timers): walstore's tests and the
+// example broker's do. Requests racing in walstore here simply happen in
+// the order their events were scheduled.
+//
+// A replay (ACTIVETIER_SIM_SEEDS=1) logs the whole event trace, with the
+// engines' own logs and every object stored and deleted;
+// ACTIVETIER_SIM_TRACE_DIR writes every seed's whole trace, with the same
+// detail, to a file, so that two runs can be compared with diff. Logging
+// changes nothing in a run.
 //
 // # Controls
 //
 //	ACTIVETIER_SIM_SEEDS            how many seeds (default 300)
 //	ACTIVETIER_SIM_FIRST_SEED       the first seed (default 1)
 //	ACTIVETIER_SIM_TRACE_FILE=path  where a failing seed's whole trace goes
+//	ACTIVETIER_SIM_TRACE_DIR=dir    every seed's whole trace, engine logs
+//	                                included, to dir/seed-N.trace (one line
+//	                                per event, simulated time only)
 //
 // A failing seed prints its violations, its shape, the end of its trace and
 // the command that replays it:
@@ -184,8 +218,9 @@
 // reported within the CI seed budget, and the same seed to pass with the
 // rule intact. The real engine has no hook for this (none belongs in a
 // library); the weakened follower is this package's reference follower, a
-// plain sequential follower driven by fencing.Decide as the fencing
-// package documents, which applies an entry Decide drops as fenced.
+// plain synchronous state machine independent of followcore, driven by
+// fencing.Decide as the fencing package documents, which fetches one entry
+// at a time and applies an entry Decide drops as fenced.
 //
 // The regression tests named TestSimSeedN... reproduce, without the
 // simulation, the engine bugs seed N found, and TestFuzzFollower... the one

@@ -225,7 +225,7 @@ func (w *world) zombieCount() int {
 }
 
 // produce appends one batch of tp at epoch to b, a leader or a zombie:
-// first to its Node, then, if the Node took it, to its log. A
+// first to its leader core, then, if the core took it, to its log. A
 // batch the engine refuses (full buffer, not leading yet) is a failed
 // produce request: it is in no log.
 func (w *world) produce(b *broker, tp metadata.TopicPartition, epoch int32, sr *rand.Rand) bool {
@@ -550,7 +550,7 @@ func (w *world) restartBroker(b *broker, sr *rand.Rand) {
 
 // followerCrash makes a broker stop replicating a partition it follows
 // for a while, and follow it again: a replica taken offline and back, the
-// role flap a Node must survive without stale state.
+// role flap the engines must survive without stale state.
 func (w *world) followerCrash(sr *rand.Rand) {
 	id := w.ids[sr.IntN(len(w.ids))]
 	tp := w.tps[sr.IntN(len(w.tps))]
@@ -626,7 +626,7 @@ func (w *world) reassign(sr *rand.Rand) {
 	}
 	out, in := outs[i], ins[j]
 	// Both logs of tp are deleted: the old replica's, and whatever the
-	// new one held from an earlier assignment. Their Nodes stop
+	// new one held from an earlier assignment. Their nodes stop
 	// replicating tp first (StopReplica returns once no append is in
 	// flight); the new replica then follows with an empty log.
 	for _, b := range []*broker{out, in} {

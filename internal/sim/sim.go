@@ -20,13 +20,13 @@ type Config struct {
 	Seed uint64
 	// Verbose adds the engines' own logs (Info and above) to the trace.
 	Verbose bool
-	// WeakFencing replaces each Node's follower side with the reference
+	// WeakFencing replaces each broker's follower core with the reference
 	// follower of this package with one fencing rule disabled: an entry
 	// that fencing drops as fenced by a newer epoch is applied anyway. It
 	// exists to show that the invariants catch a follower that breaks
-	// fencing; see TestWeakenedFencingIsCaught. The Nodes then only lead.
+	// fencing; see TestWeakenedFencingIsCaught. The cores then only lead.
 	WeakFencing bool
-	// ReferenceFollower replaces each Node's follower side with the
+	// ReferenceFollower replaces each broker's follower core with the
 	// reference follower with fencing intact: the control for WeakFencing.
 	ReferenceFollower bool
 	// TraceWriter, if set, receives the whole trace, one line per event,

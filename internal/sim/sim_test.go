@@ -37,8 +37,8 @@ func seedRange(t *testing.T, def uint64) (first, n uint64) {
 }
 
 // runSeed runs one seed. A panic names the seed that caused it. With
-// ACTIVETIER_SIM_TRACE_DIR set, the seed's whole trace goes to
-// DIR/seed-N.trace.
+// ACTIVETIER_SIM_TRACE_DIR set, the seed's whole trace, the engines' logs
+// included (logging changes nothing in a run), goes to DIR/seed-N.trace.
 func runSeed(t *testing.T, cfg Config) *Result {
 	t.Helper()
 	defer func() {
@@ -55,7 +55,7 @@ func runSeed(t *testing.T, cfg Config) *Result {
 		t.Fatalf("ACTIVETIER_SIM_TRACE_DIR: %v", err)
 	}
 	bw := bufio.NewWriter(f)
-	cfg.TraceWriter = bw
+	cfg.TraceWriter, cfg.Verbose = bw, true
 	res := Run(cfg)
 	if err := errors.Join(bw.Flush(), f.Close()); err != nil {
 		t.Fatalf("ACTIVETIER_SIM_TRACE_DIR: %v", err)
