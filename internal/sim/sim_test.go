@@ -82,8 +82,8 @@ func report(t *testing.T, res *Result, test string, traceLines int) {
 		fmt.Fprintf(&b, "last %d trace lines:\n%s\n", n-from, strings.Join(res.Trace[from:], "\n"))
 	}
 	fmt.Fprintf(&b, "replay with: %s", replayCommand(res.Seed, test))
-	// ACTIVETIER_SIM_TRACE_FILE keeps the whole trace of a failing seed,
-	// for failures that a replay does not reproduce.
+	// ACTIVETIER_SIM_TRACE_FILE keeps the whole trace of a failing seed
+	// (a replay prints it too, with the engines' logs).
 	if path := os.Getenv("ACTIVETIER_SIM_TRACE_FILE"); path != "" {
 		if err := os.WriteFile(path, []byte(strings.Join(res.Trace, "\n")+"\n"), 0o644); err != nil {
 			fmt.Fprintf(&b, "\nwriting the trace: %v", err)
