@@ -333,6 +333,9 @@ func (n *simNode) fetch(f followcore.Fetch) {
 		if n.stopped {
 			return
 		}
+		if n.w.cfg.Verbose {
+			n.w.tracef("b%d node#%d: fetch %d from %s answered: %s", n.b.id, n.inc, f.ID, f.Bucket, outcomes(results))
+		}
 		n.fc.Fetched(n.w.clock, f.ID, results)
 		n.drive()
 	})
@@ -355,6 +358,17 @@ func fetchEntries(b *broker, mgr *walstore.Manager, entries []metadata.Entry, pa
 		}
 	}
 	return out, min(lat, fetchTimeout)
+}
+
+// outcomes summarizes a fetch round's results for the trace.
+func outcomes(results []followcore.Result) string {
+	var counts [followcore.Failed + 1]int
+	for _, r := range results {
+		counts[r.Outcome]++
+	}
+	return fmt.Sprintf("%d fetched, %d gone, %d corrupt, %d unavailable, %d refused, %d failed",
+		counts[followcore.Fetched], counts[followcore.Gone], counts[followcore.Corrupt],
+		counts[followcore.Unavailable], counts[followcore.Refused], counts[followcore.Failed])
 }
 
 // outcome classifies a fetch error for the follower core.
@@ -459,6 +473,9 @@ func (n *simNode) upload(op *leadOp, u leadcore.Upload) {
 	}
 	n.finish(op, lat, func(now time.Time) {
 		ref, err := put()
+		if err != nil && n.w.cfg.Verbose {
+			n.w.tracef("b%d node#%d: upload %d failed: %v", n.b.id, n.inc, op.id, err)
+		}
 		n.lc.Uploaded(now, op.id, ref, err, classify(err))
 	})
 }
@@ -471,6 +488,9 @@ func (n *simNode) publish(op *leadOp, p leadcore.Publish) {
 	n.finish(op, lat, func(now time.Time) {
 		off, err := n.w.meta.Append(context.Background(), p.Partition, p.Data)
 		if err == nil {
+			if n.w.cfg.Verbose {
+				n.w.tracef("b%d node#%d: published to metadata partition %d at %d", n.b.id, n.inc, p.Partition, off)
+			}
 			n.w.published(metadata.Record{Partition: p.Partition, Offset: off, Value: p.Data})
 		}
 		n.lc.Published(now, op.id, off, err, classify(err))
