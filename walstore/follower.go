@@ -494,6 +494,9 @@ func (f *Follower) readMetadata(ctx context.Context, out chan<- []metadata.Recor
 	for attempt := 0; ctx.Err() == nil; {
 		select {
 		case <-f.rewind:
+			if !f.quietRewinds(ctx) {
+				return
+			}
 			cursor = -1
 		default:
 		}
@@ -547,6 +550,28 @@ func (f *Follower) readMetadata(ctx context.Context, out chan<- []metadata.Recor
 		case out <- recs:
 		case <-ctx.Done():
 			return
+		}
+	}
+}
+
+// rewindQuiet is how long readMetadata waits for asks to read the metadata
+// again to stop coming before it does.
+const rewindQuiet = 50 * time.Millisecond
+
+// quietRewinds waits until no ask to read the metadata again has come for
+// rewindQuiet, and reports false if ctx ended. Role changes come in bursts
+// (a broker starting follows thousands of partitions, one call each, and
+// each newly followed partition needs the retained metadata): waiting for
+// the burst to end makes it cost one read of the metadata, not one per
+// partition, which grew with partitions times the metadata retained.
+func (f *Follower) quietRewinds(ctx context.Context) bool {
+	for {
+		select {
+		case <-f.rewind:
+		case <-f.cfg.Clock.After(rewindQuiet):
+			return true
+		case <-ctx.Done():
+			return false
 		}
 	}
 }
