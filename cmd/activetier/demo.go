@@ -241,6 +241,11 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	}
 	if !rep.FollowersConsistent {
 		err = fmt.Errorf("%d of %d follower logs differ from their leader's (first: %s)", rep.ReplicasDiverged, rep.ReplicasCompared, rep.Diverged[0])
+		if rep.DrainTimedOut {
+			// Most likely replication had not finished: say so, rather
+			// than let it read as data lost.
+			err = fmt.Errorf("%w; followers were still catching up when --drain-timeout %v ran out: raise it to let them finish", err, o.drainTimeout)
+		}
 		if o.interval >= o.drainTimeout {
 			// Then the last batches may still be waiting for their object.
 			err = fmt.Errorf("%w; --interval %v is not shorter than --drain-timeout %v", err, o.interval, o.drainTimeout)
@@ -383,9 +388,10 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	}
 	prog.stop()
 	var drain time.Duration
+	var timedOut bool
 	if err == nil {
 		prog.event("producing stopped; waiting for followers to catch up")
-		drain, err = waitCaughtUp(ctx, s, o.drainTimeout)
+		drain, timedOut, err = waitCaughtUp(ctx, s, o.drainTimeout)
 	}
 	if tl != nil {
 		tl.stop()
@@ -398,6 +404,7 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 		b.halt()
 	}
 	rep = newDemoReport(o, s, p, meter, produced, drain, fo)
+	rep.DrainTimedOut = timedOut
 	if tl != nil {
 		rep.timeline, rep.marks = tl.result()
 	}
@@ -428,27 +435,27 @@ const maxDiverged = 10
 const failureDetection = 200 * time.Millisecond
 
 // waitCaughtUp waits until every live follower's log ends where its
-// leader's does, and returns how long that took. A follower that cannot
-// catch up within timeout is not an error here: the comparison that follows
-// reports it.
-func waitCaughtUp(ctx context.Context, s *sim, timeout time.Duration) (time.Duration, error) {
+// leader's does, and returns how long that took, and whether timeout ran
+// out first. A follower that cannot catch up within timeout is not an
+// error here: the comparison that follows reports it.
+func waitCaughtUp(ctx context.Context, s *sim, timeout time.Duration) (time.Duration, bool, error) {
 	start := time.Now()
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
 		if err := s.failed(); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		n, _, err := s.behind()
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if n == 0 || time.Since(start) > timeout {
-			return time.Since(start), nil
+			return time.Since(start), n > 0, nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, false, ctx.Err()
 		case <-t.C:
 		}
 	}

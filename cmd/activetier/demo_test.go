@@ -36,6 +36,7 @@ func demoJSON(t *testing.T, args ...string) demoReport {
 func TestDemoJSON(t *testing.T) {
 	rep := demoJSON(t, "--duration", "1500ms", "--partitions", "12", "--rate", "2", "--seed", "7")
 	assert.True(t, rep.FollowersConsistent, "diverged: %v", rep.Diverged)
+	assert.False(t, rep.DrainTimedOut)
 	assert.Equal(t, 24, rep.ReplicasCompared, "12 partitions, 2 followers each")
 	assert.Empty(t, rep.Diverged)
 	assert.Positive(t, rep.BytesProduced)
@@ -88,9 +89,11 @@ func TestDemoInconsistentExitsOne(t *testing.T) {
 	require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
 	assert.Contains(t, r.stderr, "activetier demo: ")
 	assert.Contains(t, r.stderr, "follower logs differ from their leader's (first: topic")
+	assert.Contains(t, r.stderr, "still catching up when --drain-timeout 1ns ran out", "a drain that timed out is said to have")
 	var rep demoReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), "the report is printed before the verdict")
 	assert.False(t, rep.FollowersConsistent)
+	assert.True(t, rep.DrainTimedOut)
 	assert.Positive(t, rep.ReplicasDiverged)
 	assert.LessOrEqual(t, len(rep.Diverged), maxDiverged)
 	assert.Len(t, rep.Diverged, min(rep.ReplicasDiverged, maxDiverged))

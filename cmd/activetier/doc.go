@@ -73,8 +73,12 @@
 // (followers_consistent, lag_p50_ms, lag_p99_ms, puts, gets, metadata_bytes,
 // bytes_produced, cost_usd, cross_az_cost_usd, ...). Followers that do not
 // converge within --drain-timeout make the command exit 1 after the report;
-// the error says so when --interval is not shorter than --drain-timeout, as
-// then the last batches may not have been uploaded before the comparison.
+// when the drain ran out with followers still catching up, the report
+// (drain_timed_out) and the error say so and suggest a longer
+// --drain-timeout, since that is replication unfinished, not data lost; the
+// error also says so when --interval is not shorter than --drain-timeout,
+// as then the last batches may not have been uploaded before the
+// comparison.
 //
 // With --s3-endpoint the buckets are on an S3-compatible server (versitygw,
 // MinIO, ...) instead of in memory; everything else, the metadata log

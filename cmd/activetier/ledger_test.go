@@ -156,7 +156,7 @@ func TestSimLedgerMetadataByMessage(t *testing.T) {
 	p := &producer{s: s, gen: newRecordGen(seed), pick: rand.New(rand.NewPCG(seed, 1)), rate: 2e6, batchBytes: 4 << 10, sample: sample}
 	start := time.Now()
 	require.NoError(t, p.produce(ctx, start, start.Add(600*time.Millisecond), func(time.Time) {}))
-	_, err = waitCaughtUp(ctx, s, 10*time.Second)
+	_, _, err = waitCaughtUp(ctx, s, 10*time.Second)
 	require.NoError(t, err)
 	for _, b := range s.brokers {
 		b.halt()

@@ -116,10 +116,12 @@ type demoReport struct {
 
 	// The end state, after the drain: every live follower's log compared
 	// with its leader's, byte for byte.
-	DrainMS             float64 `json:"drain_ms"`
-	FollowersConsistent bool    `json:"followers_consistent"`
-	ReplicasCompared    int     `json:"replicas_compared"`
-	ReplicasDiverged    int     `json:"replicas_diverged"`
+	DrainMS float64 `json:"drain_ms"`
+	// DrainTimedOut: --drain-timeout ran out with followers still behind.
+	DrainTimedOut       bool `json:"drain_timed_out"`
+	FollowersConsistent bool `json:"followers_consistent"`
+	ReplicasCompared    int  `json:"replicas_compared"`
+	ReplicasDiverged    int  `json:"replicas_diverged"`
 	// Diverged describes the first maxDiverged differences.
 	Diverged []string `json:"diverged,omitempty"`
 }
@@ -271,6 +273,9 @@ func (r *demoReport) writeText(w io.Writer) error {
 	consistent := "yes"
 	if !r.FollowersConsistent {
 		consistent = fmt.Sprintf("NO: %d of them differ", r.ReplicasDiverged)
+		if r.DrainTimedOut {
+			consistent += " (the drain timed out with followers still catching up: see --drain-timeout)"
+		}
 	}
 	fmt.Fprintf(tw, "consistent\t%s: %d follower logs compared with their leader's, byte for byte, after a %.0f ms drain\n",
 		consistent, r.ReplicasCompared, r.DrainMS)
