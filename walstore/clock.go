@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/activetier/activetier/internal/backoff"
 )
 
 // Clock is the engines' source of time. The default is the wall clock; a
@@ -65,19 +67,11 @@ func newJitter(seed uint64) *jitter {
 	return &jitter{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 }
 
-// delay returns the wait before retry number attempt (0-based): uniformly
-// random in [0, min(Max, Initial*2^attempt)], so retrying clients spread out.
+// delay returns the wait before retry number attempt (see backoff.Delay).
 func (j *jitter) delay(b Backoff, attempt int) time.Duration {
-	ceil := b.Initial
-	for i := 0; i < attempt && ceil < b.Max; i++ {
-		ceil *= 2
-	}
-	if ceil > b.Max {
-		ceil = b.Max
-	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return time.Duration(j.rng.Int64N(int64(ceil) + 1))
+	return backoff.Delay(j.rng, b.Initial, b.Max, attempt)
 }
 
 func (j *jitter) uint64() uint64 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/backoff"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -726,15 +727,9 @@ func checkSection(e metadata.Entry, batches []combiner.Batch) error {
 	return nil
 }
 
-// jitter returns the wait before retry number attempt (0-based): uniformly
-// random in [0, min(BackoffMax, BackoffInitial*2^attempt)].
+// jitter returns the wait before retry number attempt.
 func (c *Core) jitter(attempt int) time.Duration {
-	ceil := c.cfg.BackoffInitial
-	for i := 0; i < attempt && ceil < c.cfg.BackoffMax; i++ {
-		ceil *= 2
-	}
-	ceil = min(ceil, c.cfg.BackoffMax)
-	return time.Duration(c.rng.Int64N(int64(ceil) + 1))
+	return backoff.Delay(c.rng, c.cfg.BackoffInitial, c.cfg.BackoffMax, attempt)
 }
 
 // wakeAt makes the core ask for a Tick at t, at the latest.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/backoff"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -484,15 +485,9 @@ func (c *Core) cancel(id uint64) {
 	}
 }
 
-// delay is the wait before retry number attempt (0-based): uniformly
-// random in [0, min(Max, Initial*2^attempt)], so retrying clients spread out.
+// delay is the wait before retry number attempt.
 func (c *Core) delay(attempt int) time.Duration {
-	ceil := c.cfg.BackoffInitial
-	for i := 0; i < attempt && ceil < c.cfg.BackoffMax; i++ {
-		ceil *= 2
-	}
-	ceil = min(ceil, c.cfg.BackoffMax)
-	return time.Duration(c.rng.Int64N(int64(ceil) + 1))
+	return backoff.Delay(c.rng, c.cfg.BackoffInitial, c.cfg.BackoffMax, attempt)
 }
 
 // Stats returns the core's counters.
