@@ -456,7 +456,7 @@ func (f *Follower) fetch(ctx context.Context, wg *sync.WaitGroup, results chan<-
 				out[i] = followcore.Result{Entry: e, Outcome: followcore.Unavailable, Err: &FetchError{Object: e.Object, Partition: e.Partition,
 					Position: e.Position, Length: e.Length, Err: fmt.Errorf("%w: no answer within %v", ErrUnavailable, f.cfg.FetchTimeout)}}
 			case res[i].Err != nil:
-				out[i] = followcore.Result{Entry: e, Outcome: outcome(res[i].Err), Err: res[i].Err}
+				out[i] = followcore.Result{Entry: e, Outcome: followcore.OutcomeOf(res[i].Err), Err: res[i].Err}
 			default:
 				out[i] = followcore.Result{Entry: e, Batches: res[i].Batches}
 			}
@@ -467,21 +467,6 @@ func (f *Follower) fetch(ctx context.Context, wg *sync.WaitGroup, results chan<-
 		case <-ctx.Done():
 		}
 	}()
-}
-
-// outcome classifies a fetch error for the core.
-func outcome(err error) followcore.Outcome {
-	switch {
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrUnknownBucket), errors.Is(err, ErrInvalidRange):
-		return followcore.Gone
-	case errors.Is(err, ErrCorrupt):
-		return followcore.Corrupt
-	case errors.Is(err, ErrPermanent):
-		return followcore.Refused
-	case errors.Is(err, ErrUnavailable):
-		return followcore.Unavailable
-	}
-	return followcore.Failed
 }
 
 // readMetadata reads this broker's metadata partition from its low

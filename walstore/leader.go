@@ -412,7 +412,7 @@ func (l *Leader) retrying(id uint64, what string, try func(context.Context) erro
 			}
 			live := false
 			l.step(func(c *leadcore.Core, now time.Time) {
-				result(c, now, err, classify(err))
+				result(c, now, err, leadcore.KindOf(err))
 				live = c.Live(id) // the core judged the attempt a failure to retry
 			})
 			if !live || !op.wait(ctx, l.cfg.Clock) {
@@ -420,19 +420,6 @@ func (l *Leader) retrying(id uint64, what string, try func(context.Context) erro
 			}
 		}
 	})
-}
-
-// classify judges err for the core.
-func classify(err error) leadcore.Kind {
-	switch {
-	case errors.Is(err, metadata.ErrClosed):
-		return leadcore.Closed
-	case errors.Is(err, ErrPermanent):
-		return leadcore.Permanent
-	case errors.Is(err, ErrUnavailable):
-		return leadcore.Unavailable
-	}
-	return leadcore.Other
 }
 
 // startEncode cuts the builder outside the lock, so that Append never

@@ -2,9 +2,9 @@ package walstore
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -47,18 +47,18 @@ type ObjectInfo struct {
 // Errors of the ObjectStore contract, to be tested with errors.Is.
 var (
 	// ErrNotFound: the object does not exist.
-	ErrNotFound = errors.New("walstore: object not found")
+	ErrNotFound = storeerr.ErrNotFound
 	// ErrAlreadyExists: a conditional Put found the key taken.
-	ErrAlreadyExists = errors.New("walstore: object already exists")
+	ErrAlreadyExists = storeerr.ErrAlreadyExists
 	// ErrUnavailable: a transient failure (throttling, 5xx, timeout, the
 	// bucket or its AZ unreachable). The same request may succeed later.
-	ErrUnavailable = errors.New("walstore: object store unavailable")
+	ErrUnavailable = storeerr.ErrUnavailable
 	// ErrInvalidRange: a byte range that is empty, negative, or not wholly
 	// inside the object.
-	ErrInvalidRange = errors.New("walstore: invalid byte range")
+	ErrInvalidRange = storeerr.ErrInvalidRange
 	// ErrUnknownBucket: a reference to a bucket the store was not
 	// configured with. No request is made for it.
-	ErrUnknownBucket = errors.New("walstore: bucket not configured")
+	ErrUnknownBucket = storeerr.ErrUnknownBucket
 	// ErrPermanent: the object store refused the request in a way that
 	// retrying will not change: access denied, a missing bucket, an
 	// operation the server does not implement (HTTP 501), a request it
@@ -66,5 +66,5 @@ var (
 	// and the server's own code. Retrying is harmless but futile, so a
 	// caller that retries anyway should report it (Health) rather than
 	// wait for a timeout to say that something is wrong.
-	ErrPermanent = errors.New("walstore: object store refused the request permanently")
+	ErrPermanent = storeerr.ErrPermanent
 )

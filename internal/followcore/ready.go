@@ -1,10 +1,12 @@
 package followcore
 
 import (
+	"errors"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -171,4 +173,22 @@ type Counters struct {
 	// FetchErrors counts failed section fetches, of which Corrupt failed
 	// verification and NotFound named something that does not exist.
 	FetchErrors, Corrupt, NotFound uint64
+}
+
+// OutcomeOf classifies the error of a failed section fetch, as the
+// ObjectStore contract defines its errors; nil is Fetched.
+func OutcomeOf(err error) Outcome {
+	switch {
+	case err == nil:
+		return Fetched
+	case errors.Is(err, storeerr.ErrNotFound), errors.Is(err, storeerr.ErrUnknownBucket), errors.Is(err, storeerr.ErrInvalidRange):
+		return Gone
+	case errors.Is(err, combiner.ErrCorrupt):
+		return Corrupt
+	case errors.Is(err, storeerr.ErrPermanent):
+		return Refused
+	case errors.Is(err, storeerr.ErrUnavailable):
+		return Unavailable
+	}
+	return Failed
 }

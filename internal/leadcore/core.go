@@ -11,6 +11,7 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/backoff"
+	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -103,6 +104,21 @@ const (
 	// Closed: the metadata log is closed; a publish gives up.
 	Closed
 )
+
+// KindOf classifies the error of a failed request as the core needs it:
+// a closed metadata log, and the ObjectStore contract's permanent and
+// transient refusals.
+func KindOf(err error) Kind {
+	switch {
+	case errors.Is(err, metadata.ErrClosed):
+		return Closed
+	case errors.Is(err, storeerr.ErrPermanent):
+		return Permanent
+	case errors.Is(err, storeerr.ErrUnavailable):
+		return Unavailable
+	}
+	return Other
+}
 
 // Code says why the core refused a call of the broker.
 type Code int

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -352,7 +351,7 @@ func fetchEntries(b *broker, mgr *walstore.Manager, entries []metadata.Entry, pa
 		case err != nil || lat > fetchTimeout:
 			out[i] = followcore.Result{Entry: e, Outcome: followcore.Unavailable, Err: fmt.Errorf("sim: fetch: %w: no answer within %v", walstore.ErrUnavailable, fetchTimeout)}
 		case res[i].Err != nil:
-			out[i] = followcore.Result{Entry: e, Outcome: outcome(res[i].Err), Err: res[i].Err}
+			out[i] = followcore.Result{Entry: e, Outcome: followcore.OutcomeOf(res[i].Err), Err: res[i].Err}
 		default:
 			out[i] = followcore.Result{Entry: e, Batches: res[i].Batches}
 		}
@@ -369,21 +368,6 @@ func outcomes(results []followcore.Result) string {
 	return fmt.Sprintf("%d fetched, %d gone, %d corrupt, %d unavailable, %d refused, %d failed",
 		counts[followcore.Fetched], counts[followcore.Gone], counts[followcore.Corrupt],
 		counts[followcore.Unavailable], counts[followcore.Refused], counts[followcore.Failed])
-}
-
-// outcome classifies a fetch error for the follower core.
-func outcome(err error) followcore.Outcome {
-	switch {
-	case errors.Is(err, walstore.ErrNotFound), errors.Is(err, walstore.ErrUnknownBucket), errors.Is(err, walstore.ErrInvalidRange):
-		return followcore.Gone
-	case errors.Is(err, walstore.ErrCorrupt):
-		return followcore.Corrupt
-	case errors.Is(err, walstore.ErrPermanent):
-		return followcore.Refused
-	case errors.Is(err, walstore.ErrUnavailable):
-		return followcore.Unavailable
-	}
-	return followcore.Failed
 }
 
 // leadReady performs the leader core's Ready and reports whether it
@@ -476,7 +460,7 @@ func (n *simNode) upload(op *leadOp, u leadcore.Upload) {
 		if err != nil && n.w.cfg.Verbose {
 			n.w.tracef("b%d node#%d: upload %d failed: %v", n.b.id, n.inc, op.id, err)
 		}
-		n.lc.Uploaded(now, op.id, ref, err, classify(err))
+		n.lc.Uploaded(now, op.id, ref, err, leadcore.KindOf(err))
 	})
 }
 
@@ -493,7 +477,7 @@ func (n *simNode) publish(op *leadOp, p leadcore.Publish) {
 			}
 			n.w.published(metadata.Record{Partition: p.Partition, Offset: off, Value: p.Data})
 		}
-		n.lc.Published(now, op.id, off, err, classify(err))
+		n.lc.Published(now, op.id, off, err, leadcore.KindOf(err))
 	})
 }
 
@@ -507,19 +491,6 @@ func (n *simNode) delete(op *leadOp, d leadcore.Delete) {
 		}
 		n.lc.Deleted(now, op.id, err)
 	})
-}
-
-// classify judges err for the leader core, as walstore's Leader does.
-func classify(err error) leadcore.Kind {
-	switch {
-	case errors.Is(err, metadata.ErrClosed):
-		return leadcore.Closed
-	case errors.Is(err, walstore.ErrPermanent):
-		return leadcore.Permanent
-	case errors.Is(err, walstore.ErrUnavailable):
-		return leadcore.Unavailable
-	}
-	return leadcore.Other
 }
 
 // localRead performs a leader core's read of the broker's log.

@@ -1,0 +1,26 @@
+package leadcore
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/internal/storeerr"
+	"github.com/activetier/activetier/metadata"
+)
+
+func TestKindOf(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want Kind
+	}{
+		{metadata.ErrClosed, Closed},
+		{storeerr.ErrPermanent, Permanent},
+		{storeerr.ErrUnavailable, Unavailable},
+		{errors.New("something else"), Other},
+	} {
+		require.Equal(t, tc.want, KindOf(fmt.Errorf("wrapped: %w", tc.err)), "%v", tc.err)
+	}
+}
