@@ -13,10 +13,14 @@ import (
 // messageVersion is the first byte of every encoded Message. A decoder
 // rejects versions it does not know with ErrUnsupportedVersion rather than
 // guessing, so a format change is a new version, never a reinterpretation.
-// Version 2 is version 1 with a checksum appended; both are read.
+// Version 2 is version 1 with a checksum appended; version 3 is version 2
+// with a commits section, written only for a message that has commits, so
+// that brokers of earlier releases still read every other message during
+// a rolling upgrade. All three are read.
 const (
 	messageVersion  = 2
 	messageVersion1 = 1
+	messageVersion3 = 3
 )
 
 // checksumSize is the size of a version 2 message's trailing CRC-32C.
@@ -119,6 +123,7 @@ const (
 const (
 	minEntryBytes  = 8 // its checksum
 	minMarkerBytes = 5 // five one-byte varints
+	minCommitBytes = 4 // four one-byte varints
 	minTopicBytes  = 2 // kind and a one-byte name
 )
 
@@ -145,13 +150,20 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	n, k := len(m.Entries), len(m.Markers)
+	n, k, nc := len(m.Entries), len(m.Markers), len(m.Commits)
 
 	start := len(dst)
-	dst = append(dst, messageVersion)
+	if nc > 0 {
+		dst = append(dst, messageVersion3)
+	} else {
+		dst = append(dst, messageVersion)
+	}
 	dst = binary.AppendUvarint(dst, uint64(m.WriterBrokerID))
 	dst = binary.AppendUvarint(dst, uint64(n))
 	dst = binary.AppendUvarint(dst, uint64(k))
+	if nc > 0 {
+		dst = binary.AppendUvarint(dst, uint64(nc))
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(p.topics)))
 	for _, t := range p.topics {
 		var kind byte
@@ -192,6 +204,13 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(s.Epoch))
 		dst = binary.AppendUvarint(dst, uint64(s.StartOffset))
 		dst = binary.AppendUvarint(dst, uint64(s.LeaderBrokerID))
+	}
+	for i := range nc {
+		c := p.commit(i)
+		dst = binary.AppendUvarint(dst, uint64(p.topicIndex(keyOf(c.Partition))))
+		dst = binary.AppendUvarint(dst, uint64(c.Partition.Partition))
+		dst = binary.AppendUvarint(dst, uint64(c.Epoch))
+		dst = binary.AppendUvarint(dst, uint64(c.Offset))
 	}
 	return binary.LittleEndian.AppendUint32(dst, crc32c(dst[start:])), nil
 }
@@ -439,8 +458,9 @@ func (d *decoder) message() (*Message, error) {
 	if len(d.b) == 0 {
 		return nil, d.fail(0, "version", "empty input")
 	}
-	switch v := d.b[0]; v {
-	case messageVersion:
+	version := d.b[0]
+	switch version {
+	case messageVersion, messageVersion3:
 		// Verify before parsing; the body ends where the checksum starts,
 		// so offsets in errors stay offsets in the input.
 		if len(d.b) < 1+checksumSize {
@@ -454,7 +474,7 @@ func (d *decoder) message() (*Message, error) {
 		d.b = d.b[:at]
 	case messageVersion1:
 	default:
-		return nil, &DecodeError{Offset: 0, What: "version", Err: fmt.Errorf("%w %d (this build reads versions %d and %d)", ErrUnsupportedVersion, v, messageVersion1, messageVersion)}
+		return nil, &DecodeError{Offset: 0, What: "version", Err: fmt.Errorf("%w %d (this build reads versions %d to %d)", ErrUnsupportedVersion, version, messageVersion1, messageVersion3)}
 	}
 	d.off = 1
 	writer, err := d.uvarint("writer broker id", math.MaxInt32)
@@ -470,14 +490,25 @@ func (d *decoder) message() (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n*minEntryBytes+k*minMarkerBytes > uint64(d.remaining()) {
-		return nil, d.fail(at, "entry and marker counts", "%d entries and %d markers cannot fit in %d bytes", n, k, d.remaining())
+	var nc uint64
+	if version == messageVersion3 {
+		cat := d.off
+		if nc, err = d.uvarint("commit count", uint64(d.remaining()/minCommitBytes)); err != nil {
+			return nil, err
+		}
+		if nc == 0 {
+			// A message without commits is written as version 2.
+			return nil, d.fail(cat, "commit count", "version %d message has no commits", messageVersion3)
+		}
 	}
-	if n+k == 0 {
+	if n*minEntryBytes+k*minMarkerBytes+nc*minCommitBytes > uint64(d.remaining()) {
+		return nil, d.fail(at, "entry and marker counts", "%d entries, %d markers and %d commits cannot fit in %d bytes", n, k, nc, d.remaining())
+	}
+	if n+k == 0 && nc == 0 {
 		return nil, d.fail(at, "entry and marker counts", "message has no entries and no markers")
 	}
 	at = d.off
-	t, err := d.uvarint("topic count", min(n+k, uint64(d.remaining()/minTopicBytes)))
+	t, err := d.uvarint("topic count", min(n+k+nc, uint64(d.remaining()/minTopicBytes)))
 	if err != nil {
 		return nil, err
 	}
@@ -509,6 +540,11 @@ func (d *decoder) message() (*Message, error) {
 	}
 	if k > 0 {
 		if err := d.markers(m, int(k), topics); err != nil {
+			return nil, err
+		}
+	}
+	if nc > 0 {
+		if err := d.commits(m, int(nc), topics); err != nil {
 			return nil, err
 		}
 	}
@@ -793,6 +829,37 @@ func (d *decoder) markers(m *Message, k int, topics []decodedTopic) error {
 		// markers as their topic indexes do.
 		if i > 0 && compareMarkers(&m.Markers[i-1], s) > 0 {
 			return d.fail(at, "marker", "marker %d is out of canonical order", i)
+		}
+	}
+	return nil
+}
+
+func (d *decoder) commits(m *Message, n int, topics []decodedTopic) error {
+	m.Commits = make([]Commit, n)
+	for i := range m.Commits {
+		at := d.off
+		c := &m.Commits[i]
+		ti, err := d.uvarint("commit topic", uint64(len(topics)-1))
+		if err != nil {
+			return err
+		}
+		part, err := d.uvarint("commit partition", math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		epoch, err := d.uvarint("commit epoch", math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		off, err := d.uvarint("commit offset", math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		topics[ti].used = true
+		c.Partition = TopicPartition{Topic: topics[ti].key.name, TopicID: topics[ti].key.id, Partition: int32(part)}
+		c.Epoch, c.Offset = int32(epoch), int64(off)
+		if i > 0 && compareCommits(&m.Commits[i-1], c) > 0 {
+			return d.fail(at, "commit", "commit %d is out of canonical order", i)
 		}
 	}
 	return nil

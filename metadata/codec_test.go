@@ -264,12 +264,12 @@ func TestDecodeRejects(t *testing.T) {
 
 func TestDecodeUnsupportedVersion(t *testing.T) {
 	b := mustEncode(t, typicalMessage(rand.New(rand.NewPCG(11, 12)), 2, 0))
-	for _, v := range []byte{0, 3, 0xFF} {
+	for _, v := range []byte{0, 4, 0xFF} {
 		b[0] = v
 		de := decodeErr(t, b)
 		require.ErrorIs(t, de, ErrUnsupportedVersion)
 		require.Equal(t, 0, de.Offset)
-		require.EqualError(t, de, fmt.Sprintf("metadata: corrupt message at byte 0 (version): metadata: unsupported message version %d (this build reads versions 1 and 2)", v))
+		require.EqualError(t, de, fmt.Sprintf("metadata: corrupt message at byte 0 (version): metadata: unsupported message version %d (this build reads versions 1 to 3)", v))
 	}
 }
 

@@ -68,7 +68,7 @@
 //     whatever order they were given in. [Partitioner.Split] keeps the order of
 //     its input.
 //
-// # Wire format (version 2)
+// # Wire format (versions 2 and 3)
 //
 // A message is encoded as below; varints are Go's encoding/binary varints,
 // which the decoder accepts only in their shortest form. "zigzag" marks a
@@ -79,8 +79,9 @@
 //	version          1 byte                                 2
 //	writer           uvarint                                Message.WriterBrokerID
 //	n                uvarint                                number of entries
-//	k                uvarint                                number of markers; n+k > 0
-//	t                uvarint                                number of topics, 1 ≤ t ≤ n+k
+//	k                uvarint                                number of markers; n+k+c > 0
+//	c                uvarint, version 3 only                number of commits, c > 0 (none: version 2)
+//	t                uvarint                                number of topics, 1 ≤ t ≤ n+k+c
 //	topic × t        kind byte (bit 0: name, bit 1: id),    sorted by (name, id), each used by an
 //	                 [16-byte id], [uvarint length, name]   entry or a marker; no empty name or zero id
 //	── only if n > 0 ─────────────────────────────────────────────────────────────────────────────────
@@ -94,6 +95,8 @@
 //	── then ──────────────────────────────────────────────────────────────────────────────────────────
 //	marker × k       5 uvarints                             topic index, partition, epoch, start
 //	                                                        offset, leader broker id
+//	commit × c       4 uvarints, version 3 only             topic index, partition, epoch, offset;
+//	                                                        sorted like markers
 //	── last ──────────────────────────────────────────────────────────────────────────────────────────
 //	checksum         4 bytes, little endian                 CRC-32C of every byte before it
 //
@@ -137,8 +140,15 @@
 // Version 1 is version 2 without the checksum. DecodeMessage still reads
 // it, so that messages written before an upgrade, still in the log, are
 // not lost to the followers that upgraded first; AppendMessage writes
-// version 2 only, which a reader of version 1 rejects with
+// version 2 or 3, which a reader of version 1 rejects with
 // ErrUnsupportedVersion.
+//
+// Version 3 is version 2 with commits (Message.Commits, the committed
+// offsets direct readers serve up to): a commit count after the marker
+// count and a commits section after the markers. AppendMessage writes it
+// only for a message that has commits, so a broker of an earlier release
+// still reads every other message during a rolling upgrade, and rejects a
+// commits message with ErrUnsupportedVersion rather than misreading it.
 //
 // Why columns: under uniform load the partitions of a topic sit at similar
 // offsets, lengths and timestamps, so each field of an entry has a few bits

@@ -50,29 +50,49 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	truncated := bytes.Clone(typical[:len(typical)-3])
 	trailing := append(bytes.Clone(typical), 0)
 	future := bytes.Clone(typical)
-	future[0] = messageVersion + 1
+	future[0] = messageVersion3 + 1
 	flipped := bytes.Clone(typical)
 	flipped[len(flipped)/2] ^= 0x10
 
+	withCommits := typicalMessage(rand.New(rand.NewPCG(20, 26)), 3, 0) // its own source: the other seeds stay as they were
+	withCommits.Commits = []Commit{
+		{Partition: TopicPartition{Topic: "orders", Partition: 2}, Epoch: 7, Offset: 5_000_120},
+		{Partition: TopicPartition{Topic: "orders", Partition: 0}, Epoch: 7, Offset: 4_999_990},
+	}
+	commitsOnly := &Message{WriterBrokerID: 4, Commits: []Commit{
+		{Partition: TopicPartition{Topic: "orders", Partition: 1}, Epoch: 6, Offset: 151},
+		{Partition: TopicPartition{TopicID: [16]byte{9}, Partition: 0}, Epoch: 1, Offset: 0},
+	}, Markers: []EpochStart{{Partition: TopicPartition{Topic: "orders", Partition: 1}, Epoch: 6, StartOffset: 100, LeaderBrokerID: 4}}}
+	// Version 3 with a commit count of zero, resealed: a message without
+	// commits is version 2, so this one is not canonical.
+	noCommits := bytes.Clone(enc(commitsOnly))
+	noCommits = noCommits[:len(noCommits)-checksumSize]
+	noCommits[4] = 0
+	noCommits = binary.LittleEndian.AppendUint32(noCommits, crc32c(noCommits))
+
 	seeds := map[string][]byte{
-		"valid-typical":      typical,
-		"valid-markers-only": enc(&Message{WriterBrokerID: 2, Markers: []EpochStart{{Partition: TopicPartition{Topic: "orders", Partition: 1}, Epoch: 6, StartOffset: 151, LeaderBrokerID: 2}, {Partition: TopicPartition{TopicID: [16]byte{9}, Partition: 0}, Epoch: 1, LeaderBrokerID: 2}}}),
-		"valid-custom":       enc(withCustom),
-		"valid-republished":  enc(republished),
-		"valid-topics":       enc(scatteredMessage(r, 4, 12)),
-		"valid-topic-ids":    enc(withIDs),
-		"broken-truncated":   truncated,
-		"broken-trailing":    trailing,
-		"broken-version":     future,
-		"broken-checksum":    flipped,
+		"valid-commits":       enc(withCommits),
+		"valid-commits-only":  enc(commitsOnly),
+		"broken-zero-commits": noCommits,
+		"valid-typical":       typical,
+		"valid-markers-only":  enc(&Message{WriterBrokerID: 2, Markers: []EpochStart{{Partition: TopicPartition{Topic: "orders", Partition: 1}, Epoch: 6, StartOffset: 151, LeaderBrokerID: 2}, {Partition: TopicPartition{TopicID: [16]byte{9}, Partition: 0}, Epoch: 1, LeaderBrokerID: 2}}}),
+		"valid-custom":        enc(withCustom),
+		"valid-republished":   enc(republished),
+		"valid-topics":        enc(scatteredMessage(r, 4, 12)),
+		"valid-topic-ids":     enc(withIDs),
+		"broken-truncated":    truncated,
+		"broken-trailing":     trailing,
+		"broken-version":      future,
+		"broken-checksum":     flipped,
 		// Version 1 has no checksum, so the count is what fails.
 		"broken-huge-count": {messageVersion1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
 	}
-	// Each valid message in version 1, as the first release wrote it:
+	// Each valid message without commits in version 1, as the first release wrote it:
 	// this build still reads them. Being unchecksummed, they also let the
 	// fuzzer reach the parser with mutations a checksum would stop.
 	for name, b := range seeds {
-		if strings.HasPrefix(name, "valid-") {
+		// Version 1 has no commits section.
+		if strings.HasPrefix(name, "valid-") && !strings.Contains(name, "commits") {
 			seeds["v1-"+name] = asVersion1(b)
 		}
 	}

@@ -59,15 +59,16 @@ type Routed struct {
 	Message   *Message
 }
 
-// Split divides m, the entries and markers of one combined object, into one
-// message per metadata partition that any follower reads. followers names
-// the broker ids of a data partition's followers (for example from the
-// broker's replica assignment, leader excluded). Each returned message holds
-// exactly the entries and markers of m whose partition has at least one
-// follower reading that metadata partition, in m's order, with m's Object
-// and WriterBrokerID; a message that receives only markers has an empty
-// Object. Entries and markers of partitions with no followers are in no
-// message: nobody would read them.
+// Split divides m, the entries, markers and commits of one combined object,
+// into one message per metadata partition that any follower reads.
+// followers names the broker ids of a data partition's followers (for
+// example from the broker's replica assignment, leader excluded). Each
+// returned message holds exactly the entries, markers and commits of m
+// whose partition has at least one follower reading that metadata
+// partition, in m's order, with m's Object and WriterBrokerID; a message
+// that receives no entries has an empty Object. Entries, markers and
+// commits of partitions with no followers are in no message: nobody would
+// read them.
 //
 // The result is sorted by Partition. m is validated first (see
 // Message.Validate) and is not modified; the returned messages share
@@ -123,6 +124,15 @@ func (p Partitioner) Split(m *Message, followers func(TopicPartition) []int32) (
 		for _, part := range targets {
 			msg := get(part)
 			msg.Markers = append(msg.Markers, m.Markers[i])
+		}
+	}
+	for i := range m.Commits {
+		if err := route(m.Commits[i].Partition); err != nil {
+			return nil, err
+		}
+		for _, part := range targets {
+			msg := get(part)
+			msg.Commits = append(msg.Commits, m.Commits[i])
 		}
 	}
 	routed := make([]Routed, 0, len(out))

@@ -123,7 +123,8 @@ type EpochStart struct {
 
 // Message is the unit written to one metadata partition: every entry of one
 // combined object that the readers of that partition need, and any epoch-start
-// markers. A message may hold only markers, in which case Object is empty.
+// markers and commits. A message may hold only markers and commits, in which
+// case Object is empty.
 type Message struct {
 	// Object is the combined object every entry of the message refers to.
 	Object ObjectRef
@@ -131,6 +132,21 @@ type Message struct {
 	WriterBrokerID int32
 	Entries        []Entry
 	Markers        []EpochStart
+	// Commits are the committed offsets the writer publishes as leader:
+	// what direct readers may serve. A message with commits is encoded as
+	// version 3; one without, as version 2, which earlier releases read.
+	Commits []Commit
+}
+
+// Commit says that the records of Partition below Offset are committed, as
+// published by the leader of Epoch: every in-sync follower of that leader
+// has applied them (Kafka's high watermark). A committed record is never
+// truncated by a later leader elected from the in-sync set, so a direct
+// reader (package directread) may hand it to consumers.
+type Commit struct {
+	Partition TopicPartition
+	Epoch     int32
+	Offset    int64
 }
 
 // Record is one message as stored in a Log partition.

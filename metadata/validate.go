@@ -81,6 +81,39 @@ func (s *EpochStart) check() error {
 	return nil
 }
 
+// Validate reports whether c is a usable commit: a named partition and a
+// non-negative epoch and offset.
+func (c *Commit) Validate() error {
+	if err := c.check(); err != nil {
+		return fmt.Errorf("%w: commit %s: %w", ErrInvalid, c.Partition, err)
+	}
+	return nil
+}
+
+func (c *Commit) check() error {
+	if err := c.Partition.check(); err != nil {
+		return err
+	}
+	switch {
+	case c.Epoch < 0:
+		return fmt.Errorf("Epoch %d is negative", c.Epoch)
+	case c.Offset < 0:
+		return fmt.Errorf("Offset %d is negative", c.Offset)
+	}
+	return nil
+}
+
+func compareCommits(a, b *Commit) int {
+	if c := keyOf(a.Partition).compare(keyOf(b.Partition)); c != 0 {
+		return c
+	}
+	return cmp.Or(
+		cmp.Compare(a.Partition.Partition, b.Partition.Partition),
+		cmp.Compare(a.Epoch, b.Epoch),
+		cmp.Compare(a.Offset, b.Offset),
+	)
+}
+
 // Validate reports whether tp names a partition: a topic name or ID, and a
 // partition number that is not negative. Errors match ErrInvalid.
 func (tp TopicPartition) Validate() error {
@@ -100,9 +133,9 @@ func (tp TopicPartition) check() error {
 	return nil
 }
 
-// Validate reports whether m can be encoded: at least one entry or marker,
-// valid entries and markers, every entry in m.Object (which must then name a
-// bucket and key; a markers-only message has an empty Object), a
+// Validate reports whether m can be encoded: at least one entry, marker or
+// commit, valid entries, markers and commits, every entry in m.Object (which must then name a
+// bucket and key; a message of markers and commits only has an empty Object), a
 // non-negative writer, and entries whose byte ranges do not overlap, as the
 // sections of one object never do.
 func (m *Message) Validate() error {
@@ -136,7 +169,15 @@ type plan struct {
 	// then costs no allocation.
 	entryOrder  []int
 	markerOrder []int
+	commitOrder []int
 	topics      []topicKey
+}
+
+func (p *plan) commit(i int) *Commit {
+	if p.commitOrder != nil {
+		i = p.commitOrder[i]
+	}
+	return &p.m.Commits[i]
 }
 
 func (p *plan) entry(i int) *Entry {
@@ -179,11 +220,11 @@ func (m *Message) plan(topicBuf []topicKey) (plan, error) {
 	if m.WriterBrokerID < 0 {
 		return p, fmt.Errorf("%w: message WriterBrokerID %d is negative", ErrInvalid, m.WriterBrokerID)
 	}
-	if len(m.Entries) == 0 && len(m.Markers) == 0 {
-		return p, fmt.Errorf("%w: message has no entries and no markers", ErrInvalid)
+	if len(m.Entries) == 0 && len(m.Markers) == 0 && len(m.Commits) == 0 {
+		return p, fmt.Errorf("%w: message has no entries and no markers or commits", ErrInvalid)
 	}
 	if len(m.Entries) == 0 && m.Object != (ObjectRef{}) {
-		return p, fmt.Errorf("%w: markers-only message names object %s; its Object must be empty", ErrInvalid, m.Object)
+		return p, fmt.Errorf("%w: markers-only message names object %s; its Object must be empty (a message without entries has none)", ErrInvalid, m.Object)
 	}
 	if len(m.Entries) > 0 && (m.Object.Bucket == "" || m.Object.Key == "") {
 		return p, fmt.Errorf("%w: message Object %q lacks a bucket or key", ErrInvalid, m.Object)
@@ -241,6 +282,26 @@ func (m *Message) plan(topicBuf []topicKey) (plan, error) {
 		}
 		slices.SortFunc(p.markerOrder, func(a, b int) int {
 			return compareMarkers(&m.Markers[a], &m.Markers[b])
+		})
+	}
+	sorted = true
+	for i := range m.Commits {
+		c := &m.Commits[i]
+		if err := c.check(); err != nil {
+			return p, fmt.Errorf("%w: commits[%d] (%s): %w", ErrInvalid, i, c.Partition, err)
+		}
+		if i > 0 && compareCommits(&m.Commits[i-1], c) > 0 {
+			sorted = false
+		}
+		p.topics = insertTopic(p.topics, keyOf(c.Partition))
+	}
+	if !sorted {
+		p.commitOrder = make([]int, len(m.Commits))
+		for i := range p.commitOrder {
+			p.commitOrder[i] = i
+		}
+		slices.SortFunc(p.commitOrder, func(a, b int) int {
+			return compareCommits(&m.Commits[a], &m.Commits[b])
 		})
 	}
 	return p, nil
