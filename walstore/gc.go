@@ -41,9 +41,9 @@ func (l *Leader) RecordProgress(p Progress) {
 			err = &DependencyError{Dependency: "LocalLog.Epochs", Err: err}
 		}
 	}
-	l.mu.Lock()
-	l.core.Progress(p.Partition, p.Follower, p.EndOffset, p.LastEpoch, epochs, err)
-	l.mu.Unlock()
+	l.step(func(c *leadcore.Core, now time.Time) {
+		c.Progress(now, p.Partition, p.Follower, p.EndOffset, p.LastEpoch, epochs, err)
+	})
 }
 
 // ReportTiered records that tp's records below offset are in long-term

@@ -203,6 +203,7 @@ type Leader struct {
 	calls    map[uint64]chan error // Republish calls by task id
 	space    chan struct{}         // closed when buffered bytes drop; then replaced
 	durable  chan struct{}         // closed when a durable offset advances or a leadership ends; then replaced
+	commit   chan struct{}         // closed when a high watermark advances or a leadership ends; then replaced
 	done     chan struct{}         // closed when Run stops
 	wakeAt   time.Time             // when Run next ticks the core
 	reported bool                  // the Degraded last given to OnHealth
@@ -290,6 +291,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		calls:   make(map[uint64]chan error),
 		space:   make(chan struct{}),
 		durable: make(chan struct{}),
+		commit:  make(chan struct{}),
 		done:    make(chan struct{}),
 		wake:    make(chan struct{}, 1),
 	}, nil
@@ -330,6 +332,10 @@ func (l *Leader) takeLocked() bool {
 	if rd.SpaceFreed {
 		close(l.space)
 		l.space = make(chan struct{})
+	}
+	if rd.CommitChanged {
+		close(l.commit)
+		l.commit = make(chan struct{})
 	}
 	for _, d := range rd.UploadLatency {
 		l.uploadLat.observe(d)
@@ -731,6 +737,8 @@ func (l *Leader) stop() {
 	l.space = make(chan struct{})
 	close(l.durable)
 	l.durable = make(chan struct{})
+	close(l.commit)
+	l.commit = make(chan struct{})
 	close(l.done)
 	l.mu.Unlock()
 	l.release()

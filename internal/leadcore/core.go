@@ -260,6 +260,9 @@ type Ready struct {
 	// failed: wake WaitDurable callers. SpaceFreed: buffer space freed:
 	// wake blocked Appends. HealthChanged: Degraded changed.
 	DurableChanged, SpaceFreed, HealthChanged bool
+	// CommitChanged: a high watermark advanced, or a leadership ended:
+	// wake WaitReplicated callers.
+	CommitChanged bool
 	// UploadLatency and PublishLatency are observations for the
 	// driver's histograms.
 	UploadLatency, PublishLatency []time.Duration
@@ -270,7 +273,7 @@ type Ready struct {
 func (rd *Ready) empty() bool {
 	return len(rd.Encodes)+len(rd.Uploads)+len(rd.Publishes)+len(rd.Reads)+len(rd.Deletes)+
 		len(rd.Retries)+len(rd.Cancels)+len(rd.Done)+len(rd.UploadLatency)+len(rd.PublishLatency) == 0 &&
-		!rd.DurableChanged && !rd.SpaceFreed && !rd.HealthChanged
+		!rd.DurableChanged && !rd.SpaceFreed && !rd.HealthChanged && !rd.CommitChanged
 }
 
 // Stats are the core's counters.
@@ -330,6 +333,10 @@ type Core struct {
 	slotsUse int       // encodes and uploads handed out
 	entryPub *message  // the entries being published, one object at a time
 
+	commitQueue map[metadata.TopicPartition]struct{} // high watermarks to publish
+	commitDue   time.Time                            // when to publish them alone
+	commitPub   *message                             // the commits-only message in flight
+
 	nextID     uint64
 	reqs       map[uint64]*request
 	tasks      map[uint64]*task // Republish calls
@@ -367,6 +374,8 @@ func New(cfg Config) (*Core, error) {
 		reqs:      make(map[uint64]*request),
 		tasks:     make(map[uint64]*task),
 		gc:        newCollector(),
+
+		commitQueue: make(map[metadata.TopicPartition]struct{}),
 	}
 	if c.enc, err = combiner.NewEncoder(combiner.EncoderOptions{Codec: cfg.Codec}); err != nil {
 		return nil, fmt.Errorf("leadcore: %w", err)
@@ -433,6 +442,7 @@ func (c *Core) Tick(now time.Time) {
 	}
 	c.wakeTasks(now)
 	c.maybeCut(now)
+	c.publishCommits(now)
 	c.judgeHealth(now)
 }
 
@@ -459,6 +469,7 @@ func (c *Core) wakeAt() time.Time {
 		}
 	}
 	earlier(c.healthDue)
+	earlier(c.commitsAlone())
 	return at
 }
 

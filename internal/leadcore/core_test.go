@@ -92,6 +92,9 @@ func (h *harness) ready() []string {
 	if rd.SpaceFreed {
 		add("space freed")
 	}
+	if rd.CommitChanged {
+		add("commit changed")
+	}
 	if rd.HealthChanged {
 		hl := h.c.Health()
 		add("health degraded=%v err=%v", hl.Degraded, hl.Err)
@@ -109,6 +112,9 @@ func describeMessage(m *metadata.Message) string {
 	}
 	for _, e := range m.Entries {
 		parts = append(parts, fmt.Sprintf("entry %s %d-%d e%d/p%d", e.Partition, e.FirstOffset, e.LastOffset, e.RecordEpoch, e.PublisherEpoch))
+	}
+	for _, cm := range m.Commits {
+		parts = append(parts, fmt.Sprintf("commit %s e%d@%d", cm.Partition, cm.Epoch, cm.Offset))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -201,7 +207,7 @@ func TestCoreWithholdsDataOfAnEndedLeadership(t *testing.T) {
 	h.encode(2)
 	require.Equal(t, []string{"upload 3", "wake at +5s"}, h.ready())
 	h.c.Resign(h.now, tpA)
-	require.Equal(t, []string{"cancel 1", "durable changed", "wake at +5s"}, h.ready())
+	require.Equal(t, []string{"cancel 1", "durable changed", "commit changed", "wake at +5s"}, h.ready())
 	h.stored(3)
 	require.Equal(t, []string{"space freed", "wake at +59m59.9s"}, h.ready(), "nothing published; the space is freed")
 	require.Equal(t, uint64(1), h.c.Stats().Fenced)
@@ -390,15 +396,15 @@ func TestCoreGCWaitsForEveryFollower(t *testing.T) {
 	h.ready()
 	h.published(4, 0)
 	h.ready()
-	h.c.Progress(tpA, 2, 1_000, 1, nil, nil)
+	h.c.Progress(h.now, tpA, 2, 1_000, 1, nil, nil)
 	require.Empty(t, h.c.Collect(), "follower 3 has applied nothing")
 	// The placement flaps to nobody: the object is still needed by 2 and 3.
 	require.NoError(t, h.c.BecomeLeader(h.now, tpA, 1, nil, -1, 10))
 	require.Empty(t, h.c.Collect())
 	require.NoError(t, h.c.BecomeLeader(h.now, tpA, 1, []int32{2, 3}, -1, 10))
-	h.c.Progress(tpA, 3, 10, 1, nil, nil)
+	h.c.Progress(h.now, tpA, 3, 10, 1, nil, nil)
 	require.Empty(t, h.c.Collect(), "2 and 3 rejoined: 2's earlier report no longer counts")
-	h.c.Progress(tpA, 2, 10, 1, nil, nil)
+	h.c.Progress(h.now, tpA, 2, 10, 1, nil, nil)
 	refs := h.c.Collect()
 	require.Len(t, refs, 1)
 	require.Equal(t, map[int32]int64{0: 0}, h.c.LowMarks())

@@ -31,6 +31,7 @@ type leadership struct {
 	// WaitDurable beyond durable then returns it.
 	failed error
 	chore  *task
+	commit commitState
 }
 
 type offsetRange struct{ from, to int64 } // [from, to)
@@ -105,6 +106,7 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 	before := c.followers[tp]
 	c.followers[tp] = followers
 	if ld != nil {
+		ld.commit.inSync = followers
 		// A follower that joins may have held the partition before and
 		// deleted it since (a reassignment): what it reported then is
 		// not what it holds now. One that lacks the log from
@@ -120,6 +122,7 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 		// reassignment): until it is done, only this broker is sure to
 		// hold it, so the durable offset goes back to where it starts.
 		ld.epoch = epoch
+		ld.commit.sent, ld.commit.sending = -1, -1 // published anew at the new epoch
 		if republishFrom >= 0 && republishFrom < ld.durable {
 			ld.durable, ld.above = max(republishFrom, 0), nil
 		}
@@ -135,12 +138,14 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 		if republishFrom >= 0 {
 			start = min(republishFrom, leo)
 		}
-		ld = &leadership{epoch: epoch, gen: c.gens, next: leo, durable: start}
+		ld = &leadership{epoch: epoch, gen: c.gens, next: leo, durable: start, commit: newCommitState(followers)}
 		c.leading[tp] = ld
 		c.gc.newLeadership(tp, ld.gen)
 	}
 	c.newChore(now, tp, ld, republishFrom, leo)
 	c.rd.DurableChanged = true
+	c.advanceHW(now, tp, ld)
+	c.queueCommit(now, tp, ld) // a new epoch publishes its commit anew
 	return nil
 }
 
@@ -174,7 +179,9 @@ func (c *Core) endLeadership(now time.Time, tp metadata.TopicPartition) {
 		c.release(n)
 	}
 	c.gc.endLeadership(tp)
+	delete(c.commitQueue, tp)
 	c.rd.DurableChanged = true
+	c.rd.CommitChanged = true
 }
 
 // release frees n bytes of buffer space.
@@ -225,6 +232,9 @@ func (c *Core) Append(now time.Time, tp metadata.TopicPartition, b combiner.Batc
 	}
 	c.active.gens[tp] = ld.gen
 	ld.next = b.LastOffset + 1
+	if len(ld.commit.inSync) == 0 {
+		c.advanceHW(now, tp, ld) // the leader alone is in sync
+	}
 	c.stats.BufferedBytes += n
 	c.stats.Appends++
 	c.stats.AppendedBytes += uint64(n)
@@ -244,9 +254,10 @@ func (c *Core) NeedLineage(tp metadata.TopicPartition, lastEpoch int32) bool {
 // epoch is not one of this leader's log, or whose log runs past the end of
 // that epoch here, may still truncate, so only what it holds of this
 // leader's log counts; nor is it credited past the end of what was
-// appended here. epochs is tp's local lineage when NeedLineage said so
+// appended here. The high watermark advances with it (see SetInSync).
+// epochs is tp's local lineage when NeedLineage said so
 // (epochsErr if it could not be read). Other reports are ignored.
-func (c *Core) Progress(tp metadata.TopicPartition, follower int32, endOffset int64, lastEpoch int32, epochs []fencing.EpochEntry, epochsErr error) {
+func (c *Core) Progress(now time.Time, tp metadata.TopicPartition, follower int32, endOffset int64, lastEpoch int32, epochs []fencing.EpochEntry, epochsErr error) {
 	ld := c.leading[tp]
 	if follower < 0 || follower == c.cfg.BrokerID || endOffset < 0 || lastEpoch < 0 || ld == nil || lastEpoch > ld.epoch {
 		return
@@ -271,6 +282,7 @@ func (c *Core) Progress(tp metadata.TopicPartition, follower int32, endOffset in
 		credit = min(credit, end)
 	}
 	c.gc.progress(tp, ld.gen, follower, credit)
+	c.advanceHW(now, tp, ld)
 }
 
 // Tiered records that tp's records below offset are in long-term storage.

@@ -23,6 +23,8 @@ type message struct {
 	gens      []uint64
 	// For a task: the task that waits for it.
 	task *task
+	// The commits it carries, with an object's entries or alone.
+	commits []metadata.Commit
 }
 
 type part struct {
@@ -47,7 +49,8 @@ func (c *Core) pumpEntries(now time.Time) {
 			continue
 		}
 		c.entryPub = m
-		c.startMessage(now, m, &metadata.Message{Object: u.ref, WriterBrokerID: c.cfg.BrokerID, Entries: m.entries})
+		m.commits = c.takeCommits()
+		c.startMessage(now, m, &metadata.Message{Object: u.ref, WriterBrokerID: c.cfg.BrokerID, Entries: m.entries, Commits: m.commits})
 	}
 }
 
@@ -188,6 +191,11 @@ func (c *Core) Published(now time.Time, id uint64, offset int64, err error, kind
 
 // messageDone finishes a message all of whose parts are appended.
 func (c *Core) messageDone(now time.Time, m *message) {
+	c.commitsDone(now, m.commits, true)
+	if m == c.commitPub {
+		c.commitPub = nil
+		return
+	}
 	if m.task != nil {
 		c.taskPublished(now, m.task, m.offsets)
 		return
@@ -209,6 +217,12 @@ func (c *Core) messageDone(now time.Time, m *message) {
 // messageFailed gives up on m: its entries' leaderships fail, since what
 // they accepted will never be published; a task retries or fails.
 func (c *Core) messageFailed(now time.Time, m *message, err error) {
+	c.commitsDone(now, m.commits, false)
+	if m == c.commitPub {
+		c.commitPub = nil
+		c.cfg.Logger.Warn("activetier: publishing committed offsets failed; they go with the next message", "err", err)
+		return
+	}
 	if m.task != nil {
 		c.taskFailed(now, m.task, err)
 		return

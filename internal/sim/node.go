@@ -201,7 +201,7 @@ func (n *simNode) progress(tp metadata.TopicPartition, follower int32, end int64
 	if n.lc.NeedLineage(tp, lastEpoch) {
 		epochs, err = n.b.log.Epochs(tp)
 	}
-	n.lc.Progress(tp, follower, end, lastEpoch, epochs, err)
+	n.lc.Progress(n.w.clock, tp, follower, end, lastEpoch, epochs, err)
 }
 
 // awaitDurable waits, as an acks-on-upload producer does with
