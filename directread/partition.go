@@ -1,0 +1,258 @@
+package directread
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/metadata"
+)
+
+// partition is what a Reader knows and has yielded of one partition. Its
+// methods make every decision and do no I/O, so they are tested as tables
+// of messages in and batches out.
+type partition struct {
+	tp      metadata.TopicPartition
+	durable bool // serve what is published, not only what is committed
+	// next is the offset to yield next; local the epochs of what was
+	// yielded (the consumer's log, as fencing sees it).
+	next  int64
+	local fencing.Lineage
+	// leader is the lineage learned from markers; commits the highest
+	// committed offset published under each leader epoch.
+	leader  fencing.LeaderLineage
+	commits map[int32]int64
+	// pending are the entries not yet yielded, skipped or dropped.
+	pending map[entryKey]metadata.Entry
+	// changed is the metadata round in which what the partition may
+	// serve last grew; Gone is only judged on metadata read since.
+	changed uint64
+	// paused is the error that stopped the partition until Seek.
+	paused error
+	// cause is why the last section that could not be read failed.
+	cause error
+	// reported: paused was handed to the caller.
+	reported bool
+}
+
+// entryKey identifies a section: the same entry read from two metadata
+// partitions, or published twice, is held once.
+type entryKey struct {
+	obj       metadata.ObjectRef
+	pos, len  int64
+	publisher int32
+}
+
+func keyOf(e *metadata.Entry) entryKey {
+	return entryKey{obj: e.Object, pos: e.Position, len: e.Length, publisher: e.PublisherEpoch}
+}
+
+func newPartition(tp metadata.TopicPartition, start int64, durable bool) *partition {
+	p := &partition{tp: tp, durable: durable}
+	p.seek(start)
+	return p
+}
+
+// seek restarts the partition at offset: what was yielded is forgotten,
+// what was learned of the leader is kept.
+func (p *partition) seek(offset int64) {
+	p.next, p.local, p.paused, p.cause, p.reported = offset, fencing.Lineage{}, nil, nil, false
+	if p.commits == nil {
+		p.commits = make(map[int32]int64)
+		p.pending = make(map[entryKey]metadata.Entry)
+	}
+}
+
+// learnMarkers merges one publication of the partition's markers (the
+// markers one message carries for it), read in metadata round.
+func (p *partition) learnMarkers(pub []metadata.EpochStart, round uint64) {
+	if p.leader.Merge(pub...) == nil {
+		p.changed = round
+	}
+}
+
+func (p *partition) learnCommit(c metadata.Commit, round uint64) {
+	if c.Offset > p.commits[c.Epoch] {
+		p.commits[c.Epoch] = c.Offset
+		p.changed = round
+	}
+}
+
+func (p *partition) learnEntry(e metadata.Entry, round uint64) {
+	if e.LastOffset >= p.next {
+		p.pending[keyOf(&e)] = e
+		p.changed = round
+	}
+}
+
+// takeError returns the error that paused the partition, once.
+func (p *partition) takeError() error {
+	if p.paused == nil || p.reported {
+		return nil
+	}
+	p.reported = true
+	return p.paused
+}
+
+// committed is the offset below which records at p.next may be yielded:
+// the highest commit whose epoch is no later than the publisher whose
+// lineage describes p.next. A commit of epoch E vouches for E's log; the
+// lineage there is E's (or a later leader's, which holds E's committed
+// records) only if a publication of E or later covers it. The lineage's
+// publishers only grow with the offset, so the one at p.next is the
+// smallest over the records to yield.
+func (p *partition) committed() int64 {
+	if p.durable {
+		return math.MaxInt64
+	}
+	_, publisher, ok := p.leader.At(p.next)
+	if !ok {
+		return 0
+	}
+	var best int64
+	for epoch, off := range p.commits {
+		if epoch <= publisher {
+			best = max(best, off)
+		}
+	}
+	return best
+}
+
+// highestCommit is the highest commit learned, whatever its epoch: how
+// far the partition's consumers could read, for lag.
+func (p *partition) highestCommit() int64 {
+	var best int64
+	for _, off := range p.commits {
+		best = max(best, off)
+	}
+	return best
+}
+
+// want is an entry to fetch and the offsets of it to yield.
+type want struct {
+	entry       metadata.Entry
+	from, limit int64
+}
+
+// plan decides the pending entries in offset order, as a follower whose
+// log ends at p.next would, and returns the ones to fetch next: a chain
+// of applies, each starting where the one before ends, up to maxBytes of
+// sections. Entries to skip or drop are forgotten; a truncation pauses
+// the partition.
+func (p *partition) plan(maxBytes int64) []want {
+	if p.paused != nil || len(p.pending) == 0 {
+		return nil
+	}
+	entries := make([]metadata.Entry, 0, len(p.pending))
+	for _, e := range p.pending {
+		entries = append(entries, e)
+	}
+	slices.SortFunc(entries, func(a, b metadata.Entry) int {
+		return cmp.Or(cmp.Compare(a.FirstOffset, b.FirstOffset), cmp.Compare(b.PublisherEpoch, a.PublisherEpoch),
+			cmp.Compare(a.Object.Key, b.Object.Key), cmp.Compare(a.Position, b.Position))
+	})
+	committed := p.committed()
+	next, local := p.next, p.local.Clone()
+	var out []want
+	var bytes int64
+	for progressed := true; progressed && bytes < maxBytes; {
+		progressed = false
+		for _, e := range entries {
+			k := keyOf(&e)
+			if _, ok := p.pending[k]; !ok {
+				continue
+			}
+			d := fencing.Decide(next, local, &p.leader, e)
+			switch d.Action {
+			case fencing.Skip, fencing.Drop:
+				if next == p.next {
+					delete(p.pending, k)
+				}
+				continue
+			case fencing.Truncate:
+				if next == p.next {
+					p.paused = &TruncatedError{Partition: p.tp, Offset: d.TruncateTo}
+				}
+				return out
+			case fencing.Hold:
+				continue
+			}
+			limit := min(d.Limit, committed)
+			if limit <= d.From {
+				return out
+			}
+			out = append(out, want{entry: e, from: d.From, limit: limit})
+			bytes += e.Length
+			_ = local.Assign(e.RecordEpoch, d.From)
+			next, progressed = limit, true
+			break
+		}
+	}
+	return out
+}
+
+// apply yields the batches of w's section, fetched and verified, that lie
+// in [w.from, w.limit), if w still continues the partition. A batch that
+// holds w.from but starts below it (a start offset inside a batch) is
+// yielded whole, as Kafka's fetch does; one that runs past w.limit waits
+// for the commit to cover it.
+func (p *partition) apply(w want, batches []combiner.Batch) []combiner.Batch {
+	if p.paused != nil || w.from != p.next {
+		return nil
+	}
+	var out []combiner.Batch
+	for _, b := range batches {
+		if b.LastOffset < w.from || b.LastOffset >= w.limit || b.Epoch != w.entry.RecordEpoch {
+			continue
+		}
+		if b.FirstOffset > p.next {
+			break // a hole in the section: it was verified, so never
+		}
+		_ = p.local.Assign(b.Epoch, max(b.FirstOffset, 0))
+		out = append(out, b)
+		p.next = b.LastOffset + 1
+	}
+	if p.next > w.entry.LastOffset {
+		delete(p.pending, keyOf(&w.entry))
+	}
+	return out
+}
+
+// drop forgets an entry whose section cannot be read (gone or corrupt),
+// remembering why for the GoneError it may lead to.
+func (p *partition) drop(e metadata.Entry, cause error) {
+	delete(p.pending, keyOf(&e))
+	p.cause = cause
+}
+
+// gone pauses the partition with a GoneError for p.next if the records
+// there were published (a commit is past it) but no pending entry
+// describes them, judged on metadata read to its end in round quiet,
+// after the partition last learned something.
+func (p *partition) gone(quiet uint64) {
+	if p.paused != nil || quiet <= p.changed {
+		return
+	}
+	resume := int64(math.MaxInt64)
+	for _, e := range p.pending {
+		if e.FirstOffset <= p.next && p.next <= e.LastOffset {
+			return
+		}
+		if e.FirstOffset > p.next {
+			resume = min(resume, e.FirstOffset)
+		}
+	}
+	high := p.highestCommit()
+	if resume == math.MaxInt64 {
+		if high <= p.next {
+			return // nothing published past next yet: wait
+		}
+		resume = high
+	}
+	if !p.durable && high <= p.next {
+		return
+	}
+	p.paused = &GoneError{Partition: p.tp, Offset: p.next, ResumeHint: resume, Cause: p.cause}
+}

@@ -1,0 +1,479 @@
+package directread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// Config configures a Reader.
+type Config struct {
+	// Log is the metadata log the leaders publish to. Required.
+	Log metadata.Log
+	// Stores reads the objects of each AZ, by AZ name (the AZ of
+	// metadata.ObjectRef). Required: at least one.
+	Stores map[string]walstore.ObjectStore
+	// Partitions are the partitions to read and the offset to start each
+	// at. Required: at least one.
+	Partitions map[metadata.TopicPartition]int64
+	// MetadataPartitions are the partitions of Log to read. Default: all.
+	// A partition's metadata is in the metadata partitions of its
+	// followers (metadata.Partitioner).
+	MetadataPartitions []int32
+	// Cache is shared by the Readers of a process. Default: a 64 MiB
+	// cache of this Reader's own.
+	Cache *Cache
+	// Durable serves every record published in object storage, not only
+	// the committed ones: what an acks-on-upload producer was told is
+	// durable. A failover before the in-sync followers applied them may
+	// then truncate records already yielded (a *TruncatedError). Off by
+	// default: ask for it explicitly.
+	Durable bool
+	// MaxBytes bounds the section bytes one Poll fetches. Default 4 MiB.
+	MaxBytes int64
+	// Logger receives the Reader's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Reader yields the committed records of a set of partitions, in offset
+// order per partition, straight from object storage. Create it with New,
+// call Poll in a loop, and Close it. A Reader is safe for concurrent use,
+// though Poll calls are served one at a time.
+type Reader struct {
+	cfg    Config
+	parts  map[metadata.TopicPartition]*partition
+	order  []metadata.TopicPartition
+	mgrs   map[string]*walstore.Manager
+	meta   []int32
+	cursor map[int32]int64
+
+	pollMu sync.Mutex // one Poll at a time
+	mu     sync.Mutex // parts, closed, stats
+	closed bool
+	round  uint64 // metadata rounds read
+	quiet  uint64 // the last round that found every metadata partition at its end
+	stats  Stats
+}
+
+// Stats are a Reader's counters.
+type Stats struct {
+	// MetadataRecords read, and how many of them failed to decode.
+	MetadataRecords, CorruptMetadata uint64
+	// Sections fetched from the stores, and served by the Cache.
+	SectionsFetched, CacheHits uint64
+	// Batches and bytes yielded.
+	Batches, Bytes uint64
+}
+
+// Batch is one record batch of a partition, as the broker appended it.
+// Its Data may be shared with other Readers through the Cache and must
+// not be modified.
+type Batch struct {
+	Partition metadata.TopicPartition
+	combiner.Batch
+}
+
+// Fetch is the result of one Poll: batches, in offset order within each
+// partition, and errors of partitions that are paused until Seek
+// (*GoneError, *TruncatedError).
+type Fetch struct {
+	Batches []Batch
+	Errors  []error
+}
+
+// New validates cfg and returns a Reader; it reads nothing until Poll.
+func New(cfg Config) (*Reader, error) {
+	switch {
+	case cfg.Log == nil:
+		return nil, errors.New("directread: Config.Log is required")
+	case len(cfg.Stores) == 0:
+		return nil, errors.New("directread: Config.Stores needs at least one AZ's store")
+	case len(cfg.Partitions) == 0:
+		return nil, errors.New("directread: Config.Partitions needs at least one partition")
+	case cfg.MaxBytes < 0:
+		return nil, fmt.Errorf("directread: Config.MaxBytes %d is negative", cfg.MaxBytes)
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 4 << 20
+	}
+	if cfg.Cache == nil {
+		cfg.Cache = NewCache(64 << 20)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	n := cfg.Log.Partitions()
+	meta := slices.Sorted(slices.Values(cfg.MetadataPartitions))
+	meta = slices.Compact(meta)
+	if len(meta) == 0 {
+		for p := range n {
+			meta = append(meta, p)
+		}
+	}
+	for _, p := range meta {
+		if p < 0 || p >= n {
+			return nil, fmt.Errorf("directread: Config.MetadataPartitions: %w: %d of %d", metadata.ErrUnknownPartition, p, n)
+		}
+	}
+	r := &Reader{cfg: cfg, parts: make(map[metadata.TopicPartition]*partition), mgrs: make(map[string]*walstore.Manager),
+		meta: meta, cursor: make(map[int32]int64)}
+	for tp, start := range cfg.Partitions {
+		if err := tp.Validate(); err != nil {
+			return nil, fmt.Errorf("directread: Config.Partitions: %w", err)
+		}
+		if start < 0 {
+			return nil, fmt.Errorf("directread: Config.Partitions: %s start offset %d is negative", tp, start)
+		}
+		r.parts[tp] = newPartition(tp, start, cfg.Durable)
+	}
+	r.order = slices.SortedFunc(maps.Keys(r.parts), func(a, b metadata.TopicPartition) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+	quietLogs := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for az, store := range cfg.Stores {
+		if store == nil {
+			r.Close()
+			return nil, fmt.Errorf("directread: Config.Stores[%q] is nil", az)
+		}
+		m, err := walstore.NewManager(walstore.ManagerConfig{Store: store, Logger: quietLogs})
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("directread: store of %s: %w", az, err)
+		}
+		r.mgrs[az] = m
+	}
+	return r, nil
+}
+
+// Close releases the Reader. Poll then returns ErrClosed.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.pollMu.Lock() // wait for a Poll under way
+	defer r.pollMu.Unlock()
+	for az, m := range r.mgrs {
+		m.Close()
+		delete(r.mgrs, az)
+	}
+	return nil
+}
+
+// Seek makes tp's next batch the one holding offset, and resumes it if a
+// GoneError or TruncatedError paused it.
+func (r *Reader) Seek(tp metadata.TopicPartition, offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("directread: seek %s to negative offset %d", tp, offset)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.parts[tp]
+	if p == nil {
+		return fmt.Errorf("directread: seek: %s is not one of the Reader's partitions", tp)
+	}
+	p.seek(offset)
+	p.changed = r.round
+	return nil
+}
+
+// Position returns tp's next offset and the highest committed offset the
+// Reader has learned for it: their difference is the Reader's lag.
+func (r *Reader) Position(tp metadata.TopicPartition) (next, committed int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.parts[tp]
+	if p == nil {
+		return -1, -1
+	}
+	return p.next, p.highestCommit()
+}
+
+// Stats returns the Reader's counters.
+func (r *Reader) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stats
+	return s
+}
+
+// Poll returns the next batches of the Reader's partitions, blocking
+// until there are some, a partition fails (Fetch.Errors), or ctx ends.
+// It reads the metadata log, fetches the sections it can serve (each
+// Poll at most MaxBytes of them) and yields their committed batches.
+// Errors of the stores and the metadata log are retried; Poll returns an
+// error only for ctx, a closed Reader, or a closed metadata log.
+func (r *Reader) Poll(ctx context.Context) (Fetch, error) {
+	r.pollMu.Lock()
+	defer r.pollMu.Unlock()
+	backoff := 10 * time.Millisecond
+	for {
+		r.mu.Lock()
+		closed := r.closed
+		r.mu.Unlock()
+		if closed {
+			return Fetch{}, ErrClosed
+		}
+		f, transient := r.serve(ctx)
+		if len(f.Batches)+len(f.Errors) > 0 {
+			return f, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return Fetch{}, err
+		}
+		if transient {
+			select {
+			case <-ctx.Done():
+				return Fetch{}, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+		if err := r.readMetadata(ctx); err != nil {
+			return Fetch{}, err
+		}
+	}
+}
+
+// serve plans every partition, fetches what they want and yields it.
+// transient reports a fetch that failed and will be retried.
+func (r *Reader) serve(ctx context.Context) (f Fetch, transient bool) {
+	r.mu.Lock()
+	var wants []want
+	owner := make(map[int]*partition)
+	budget := r.cfg.MaxBytes
+	for _, tp := range r.order {
+		p := r.parts[tp]
+		for _, w := range p.plan(budget) {
+			owner[len(wants)] = p
+			wants = append(wants, w)
+			budget -= w.entry.Length
+		}
+		p.gone(r.quiet)
+		if err := p.takeError(); err != nil {
+			f.Errors = append(f.Errors, err)
+		}
+	}
+	r.mu.Unlock()
+	if len(wants) == 0 {
+		return f, false
+	}
+	results := r.fetch(ctx, wants)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, w := range wants {
+		p, res := owner[i], results[i]
+		switch {
+		case res.err == nil:
+			for _, b := range p.apply(w, res.batches) {
+				f.Batches = append(f.Batches, Batch{Partition: p.tp, Batch: b})
+				r.stats.Batches++
+				r.stats.Bytes += uint64(len(b.Data))
+			}
+		case errors.Is(res.err, walstore.ErrNotFound) || errors.Is(res.err, walstore.ErrCorrupt) ||
+			errors.Is(res.err, ErrNoStore) || errors.Is(res.err, walstore.ErrUnknownBucket):
+			// Never to be read from here: forget the entry; if nothing
+			// else describes the offsets, the partition is gone there.
+			r.cfg.Logger.Warn("directread: section cannot be read", "partition", p.tp.String(), "err", res.err)
+			p.drop(w.entry, res.err)
+			p.changed = r.round // judge again on metadata read from now
+		default:
+			transient = true
+		}
+	}
+	return f, transient
+}
+
+type fetched struct {
+	batches []combiner.Batch
+	err     error
+}
+
+// fetch reads the wanted sections through the cache: cached ones at once,
+// ones another Reader is fetching after it, the rest coalesced per object.
+func (r *Reader) fetch(ctx context.Context, wants []want) []fetched {
+	out := make([]fetched, len(wants))
+	var mine, waited []int
+	waits := make(map[int]<-chan struct{})
+	for i, w := range wants {
+		k := sectionOf(&w.entry)
+		if b, ch, ok := r.cfg.Cache.claim(k); ok {
+			out[i].batches = b
+			r.mu.Lock()
+			r.stats.CacheHits++
+			r.mu.Unlock()
+		} else if ch != nil {
+			waits[i] = ch
+			waited = append(waited, i)
+		} else {
+			mine = append(mine, i)
+		}
+	}
+	r.fetchOwn(ctx, wants, mine, out)
+	for _, i := range waited {
+		select {
+		case <-waits[i]:
+		case <-ctx.Done():
+			out[i].err = ctx.Err()
+			continue
+		}
+		k := sectionOf(&wants[i].entry)
+		if b, ch, ok := r.cfg.Cache.claim(k); ok {
+			out[i].batches = b
+		} else if ch == nil {
+			r.fetchOwn(ctx, wants, []int{i}, out) // the other fetch failed
+		} else {
+			out[i].err = fmt.Errorf("directread: %w: section in flight elsewhere", walstore.ErrUnavailable)
+		}
+	}
+	return out
+}
+
+// fetchOwn fetches the sections at idx, which this Reader claimed, and
+// releases them to the cache.
+func (r *Reader) fetchOwn(ctx context.Context, wants []want, idx []int, out []fetched) {
+	byAZ := make(map[string][]int)
+	for _, i := range idx {
+		byAZ[wants[i].entry.Object.AZ] = append(byAZ[wants[i].entry.Object.AZ], i)
+	}
+	for _, az := range slices.Sorted(maps.Keys(byAZ)) {
+		ids := byAZ[az]
+		m := r.mgrs[az]
+		var results []walstore.FetchResult
+		var err error
+		if m == nil {
+			err = fmt.Errorf("%w %q", ErrNoStore, az)
+		} else {
+			entries := make([]metadata.Entry, len(ids))
+			for j, i := range ids {
+				entries[j] = wants[i].entry
+			}
+			results, err = m.Fetch(ctx, entries)
+		}
+		for j, i := range ids {
+			k := sectionOf(&wants[i].entry)
+			if err != nil {
+				out[i].err = err
+				r.cfg.Cache.release(k, nil)
+				continue
+			}
+			out[i] = fetched{batches: results[j].Batches, err: results[j].Err}
+			if out[i].err != nil {
+				out[i].batches = nil
+			}
+			r.cfg.Cache.release(k, out[i].batches)
+			if out[i].err == nil {
+				r.mu.Lock()
+				r.stats.SectionsFetched++
+				r.mu.Unlock()
+			}
+		}
+	}
+}
+
+// readMetadata reads every metadata partition from its cursor, in
+// parallel (each read may long-poll), and hands the messages to the
+// partitions. A round in which every partition was at its end is quiet:
+// what the Reader learned before it is all the log holds.
+func (r *Reader) readMetadata(ctx context.Context) error {
+	type read struct {
+		recs []metadata.Record
+		err  error
+	}
+	reads := make([]read, len(r.meta))
+	var wg sync.WaitGroup
+	for i, mp := range r.meta {
+		wg.Go(func() {
+			from := r.cursor[mp]
+			recs, err := r.cfg.Log.Read(ctx, mp, from, 500)
+			if errors.Is(err, metadata.ErrOffsetOutOfRange) {
+				// Trimmed below the cursor: start again at the low
+				// watermark; a GoneError tells of what was lost.
+				var low int64
+				if low, _, err = r.cfg.Log.Watermarks(ctx, mp); err == nil {
+					r.cfg.Logger.Warn("directread: metadata trimmed past the reader", "metadata_partition", mp, "from", from, "low", low)
+					recs, err = r.cfg.Log.Read(ctx, mp, low, 500)
+				}
+			}
+			reads[i] = read{recs, err}
+		})
+	}
+	wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.round++
+	quiet := true
+	for i, mp := range r.meta {
+		rd := reads[i]
+		if rd.err != nil {
+			if errors.Is(rd.err, metadata.ErrClosed) {
+				return fmt.Errorf("directread: reading metadata partition %d: %w", mp, rd.err)
+			}
+			if ctx.Err() == nil {
+				r.cfg.Logger.Warn("directread: reading metadata failed; retrying", "metadata_partition", mp, "err", rd.err)
+			}
+			quiet = false
+			continue
+		}
+		if len(rd.recs) > 0 {
+			quiet = false
+		}
+		for _, rec := range rd.recs {
+			r.cursor[mp] = max(r.cursor[mp], rec.Offset+1)
+			r.stats.MetadataRecords++
+			m, err := metadata.DecodeMessage(rec.Value)
+			if err != nil {
+				r.stats.CorruptMetadata++
+				r.cfg.Logger.Error("directread: skipping a metadata record that does not decode", "metadata_partition", mp, "offset", rec.Offset, "err", err)
+				continue
+			}
+			r.learn(m)
+		}
+	}
+	if quiet {
+		r.quiet = r.round
+	}
+	return ctx.Err()
+}
+
+// learn hands what m says of each of the Reader's partitions to it. The
+// markers one message carries for a partition are one publication.
+func (r *Reader) learn(m *metadata.Message) {
+	var pubs map[metadata.TopicPartition][]metadata.EpochStart
+	for _, mk := range m.Markers {
+		if r.parts[mk.Partition] != nil {
+			if pubs == nil {
+				pubs = make(map[metadata.TopicPartition][]metadata.EpochStart)
+			}
+			pubs[mk.Partition] = append(pubs[mk.Partition], mk)
+		}
+	}
+	for tp, pub := range pubs {
+		r.parts[tp].learnMarkers(pub, r.round)
+	}
+	for _, c := range m.Commits {
+		if p := r.parts[c.Partition]; p != nil {
+			p.learnCommit(c, r.round)
+		}
+	}
+	for _, e := range m.Entries {
+		if p := r.parts[e.Partition]; p != nil {
+			p.learnEntry(e, r.round)
+		}
+	}
+}

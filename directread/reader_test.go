@@ -1,0 +1,238 @@
+package directread_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/directread"
+	"github.com/activetier/activetier/internal/clustertest"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
+)
+
+// cluster returns three brokers in az1-az3 replicating parts partitions of
+// topic "orders", broker 1 leading them all at epoch 1.
+func cluster(t *testing.T, parts int32) (*clustertest.Cluster, []metadata.TopicPartition, *clustertest.Broker) {
+	c := clustertest.New(t, clustertest.Mem(), 4)
+	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
+	var tps []metadata.TopicPartition
+	for p := range parts {
+		tp := metadata.TopicPartition{Topic: "orders", Partition: p}
+		tps = append(tps, tp)
+		c.SetReplicas(tp, 1, 2, 3)
+		c.SetLeader(tp, 1, 1)
+	}
+	r1.StartLeader(walstore.LeaderConfig{})
+	for _, tp := range tps {
+		r1.BecomeLeader(context.Background(), tp, 1, -1)
+	}
+	for _, tp := range tps {
+		r2.StartFollower(tp)
+		r3.StartFollower(tp)
+	}
+	return c, tps, r1
+}
+
+func poll(t *testing.T, r *directread.Reader, tps []metadata.TopicPartition, until int64) map[metadata.TopicPartition][]combiner.Batch {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := make(map[metadata.TopicPartition][]combiner.Batch)
+	for {
+		done := true
+		for _, tp := range tps {
+			if next, _ := r.Position(tp); next < until {
+				done = false
+			}
+		}
+		if done {
+			return got
+		}
+		f, err := r.Poll(ctx)
+		require.NoError(t, err)
+		require.Empty(t, f.Errors)
+		for _, b := range f.Batches {
+			got[b.Partition] = append(got[b.Partition], b.Batch)
+		}
+	}
+}
+
+// Readers yield exactly the leader's committed log of every partition, in
+// offset order, fetching each object about once however many of their
+// partitions share it, and two Readers sharing a Cache fetch each
+// section once between them.
+func TestReaderYieldsTheCommittedLog(t *testing.T) {
+	c, tps, leader := cluster(t, 4)
+	ctx := context.Background()
+	for round := range int64(10) {
+		for _, tp := range tps {
+			leader.Produce(ctx, tp, 1, round*10, round*10+9, 5)
+		}
+		for _, tp := range tps {
+			require.NoError(t, leader.Node.WaitReplicated(ctx, tp, round*10+9))
+		}
+	}
+	start := make(map[metadata.TopicPartition]int64)
+	for _, tp := range tps {
+		start[tp] = 0
+	}
+	cache := directread.NewCache(1 << 20)
+	gets := func() int64 { return c.Gets("bucket-az1") }
+	before := gets()
+	r1, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: start, Cache: cache})
+	require.NoError(t, err)
+	defer r1.Close()
+	got := poll(t, r1, tps, 100)
+	for _, tp := range tps {
+		clustertest.RequireSameLog(t, leader.Local.Batches(tp), got[tp])
+	}
+	objects := countObjects(t, c.Meta, tps)
+	perObject := float64(gets()-before) / float64(objects)
+	t.Logf("GETs %d for %d objects: %.2f per object", gets()-before, objects, perObject)
+	require.LessOrEqual(t, perObject, 1.1, "GETs per reader per object")
+
+	before = gets()
+	r2, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: start, Cache: cache})
+	require.NoError(t, err)
+	defer r2.Close()
+	got = poll(t, r2, tps, 100)
+	for _, tp := range tps {
+		clustertest.RequireSameLog(t, leader.Local.Batches(tp), got[tp])
+	}
+	require.Zero(t, gets()-before, "the second reader is served by the shared cache")
+	require.Positive(t, r2.Stats().CacheHits)
+}
+
+// countObjects counts the distinct objects the metadata names for tps.
+func countObjects(t *testing.T, log metadata.Log, tps []metadata.TopicPartition) int {
+	objs := make(map[metadata.ObjectRef]bool)
+	for p := range log.Partitions() {
+		_, high, err := log.Watermarks(context.Background(), p)
+		require.NoError(t, err)
+		if high == 0 {
+			continue
+		}
+		recs, err := log.Read(context.Background(), p, 0, int(high))
+		require.NoError(t, err)
+		for _, rec := range recs {
+			m, err := metadata.DecodeMessage(rec.Value)
+			require.NoError(t, err)
+			for _, e := range m.Entries {
+				objs[e.Object] = true
+			}
+		}
+	}
+	return len(objs)
+}
+
+// A reader never passes the committed offset: with a follower out of
+// sync the records it lacks are not served until the in-sync set drops
+// it; Durable serves them at once.
+func TestReaderStopsAtTheCommittedOffset(t *testing.T) {
+	c, tps, leader := cluster(t, 1)
+	tp := tps[0]
+	ctx := context.Background()
+	leader.Produce(ctx, tp, 1, 0, 19, 10)
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 19))
+	c.SetReplicas(tp, 1, 2, 3, 4) // broker 4 joins and never reports
+	require.NoError(t, leader.Node.BecomeLeader(ctx, tp, 1, []int32{2, 3, 4}, -1))
+	leader.Produce(ctx, tp, 1, 20, 39, 10)
+	require.NoError(t, leader.Node.WaitDurable(ctx, tp, 39))
+
+	r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: 0}})
+	require.NoError(t, err)
+	defer r.Close()
+	got := poll(t, r, tps, 20)
+	pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	f, err := r.Poll(pctx)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "nothing past the committed offset 20: %v", f)
+	require.Len(t, got[tp], 2)
+
+	d, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: 0}, Durable: true})
+	require.NoError(t, err)
+	defer d.Close()
+	require.Len(t, poll(t, d, tps, 40)[tp], 4, "durable: all that is published")
+
+	require.NoError(t, leader.Node.SetInSync(tp, []int32{2, 3}))
+	got = poll(t, r, tps, 40)
+	clustertest.RequireSameLog(t, leader.Local.Batches(tp)[2:], got[tp])
+}
+
+// Records whose objects were deleted are reported as gone, with where to
+// resume, never skipped; after Seek the reader goes on. A start offset
+// inside a batch yields that whole batch.
+func TestReaderGone(t *testing.T) {
+	c, tps, leader := cluster(t, 1)
+	tp := tps[0]
+	ctx := context.Background()
+	leader.Produce(ctx, tp, 1, 0, 29, 10)
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 29))
+	leader.Node.ReportTiered(tp, 30)
+	n, err := leader.Node.CollectGarbage(ctx)
+	require.NoError(t, err)
+	require.Positive(t, n)
+
+	r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: 5}})
+	require.NoError(t, err)
+	defer r.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var gone *directread.GoneError
+	var got []combiner.Batch
+	for gone == nil {
+		f, err := r.Poll(pctx)
+		require.NoError(t, err)
+		for _, b := range f.Batches {
+			got = append(got, b.Batch)
+		}
+		for _, e := range f.Errors {
+			require.ErrorIs(t, e, directread.ErrGone)
+			require.True(t, errors.As(e, &gone))
+		}
+	}
+	require.Empty(t, got, "nothing is skipped to")
+	require.Equal(t, int64(5), gone.Offset)
+	require.Equal(t, int64(30), gone.ResumeHint, "read 5-29 elsewhere")
+	require.ErrorIs(t, gone, walstore.ErrNotFound, "the cause")
+	t.Log(gone)
+
+	leader.Produce(ctx, tp, 1, 30, 39, 10)
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 39))
+	require.NoError(t, r.Seek(tp, 35))
+	got2 := poll(t, r, tps, 40)
+	clustertest.RequireSameLog(t, leader.Local.Batches(tp)[3:], got2[tp])
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	c, tps, _ := cluster(t, 1)
+	ok := func() directread.Config {
+		return directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tps[0]: 0}}
+	}
+	for name, mod := range map[string]func(*directread.Config){
+		"no log":             func(c *directread.Config) { c.Log = nil },
+		"no stores":          func(c *directread.Config) { c.Stores = nil },
+		"nil store":          func(c *directread.Config) { c.Stores = map[string]walstore.ObjectStore{"az1": nil} },
+		"no partitions":      func(c *directread.Config) { c.Partitions = nil },
+		"negative start":     func(c *directread.Config) { c.Partitions = map[metadata.TopicPartition]int64{tps[0]: -1} },
+		"invalid partition":  func(c *directread.Config) { c.Partitions = map[metadata.TopicPartition]int64{{}: 0} },
+		"unknown meta part":  func(c *directread.Config) { c.MetadataPartitions = []int32{9} },
+		"negative max bytes": func(c *directread.Config) { c.MaxBytes = -1 },
+	} {
+		cfg := ok()
+		mod(&cfg)
+		_, err := directread.New(cfg)
+		require.Error(t, err, name)
+	}
+	r, err := directread.New(ok())
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	_, err = r.Poll(context.Background())
+	require.ErrorIs(t, err, directread.ErrClosed)
+	require.Error(t, r.Seek(metadata.TopicPartition{Topic: "x"}, 0))
+}
