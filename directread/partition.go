@@ -35,6 +35,10 @@ type partition struct {
 	cause error
 	// reported: paused was handed to the caller.
 	reported bool
+	// failures counts the failed fetches of each pending entry: another
+	// entry for the same offsets (a republished copy in a bucket that is
+	// up) is tried first.
+	failures map[entryKey]int
 }
 
 // entryKey identifies a section: the same entry read from two metadata
@@ -62,6 +66,7 @@ func (p *partition) seek(offset int64) {
 	if p.commits == nil {
 		p.commits = make(map[int32]int64)
 		p.pending = make(map[entryKey]metadata.Entry)
+		p.failures = make(map[entryKey]int)
 	}
 }
 
@@ -150,7 +155,7 @@ func (p *partition) plan(maxBytes int64) []want {
 		entries = append(entries, e)
 	}
 	slices.SortFunc(entries, func(a, b metadata.Entry) int {
-		return cmp.Or(cmp.Compare(a.FirstOffset, b.FirstOffset), cmp.Compare(b.PublisherEpoch, a.PublisherEpoch),
+		return cmp.Or(cmp.Compare(p.failures[keyOf(&a)], p.failures[keyOf(&b)]), cmp.Compare(a.FirstOffset, b.FirstOffset), cmp.Compare(b.PublisherEpoch, a.PublisherEpoch),
 			cmp.Compare(a.Object.Key, b.Object.Key), cmp.Compare(a.Position, b.Position))
 	})
 	committed := p.committed()
@@ -169,6 +174,7 @@ func (p *partition) plan(maxBytes int64) []want {
 			case fencing.Skip, fencing.Drop:
 				if next == p.next {
 					delete(p.pending, k)
+					delete(p.failures, k)
 				}
 				continue
 			case fencing.Truncate:
@@ -216,6 +222,7 @@ func (p *partition) apply(w want, batches []combiner.Batch) []combiner.Batch {
 	}
 	if p.next > w.entry.LastOffset {
 		delete(p.pending, keyOf(&w.entry))
+		delete(p.failures, keyOf(&w.entry))
 	}
 	return out
 }
@@ -224,6 +231,7 @@ func (p *partition) apply(w want, batches []combiner.Batch) []combiner.Batch {
 // remembering why for the GoneError it may lead to.
 func (p *partition) drop(e metadata.Entry, cause error) {
 	delete(p.pending, keyOf(&e))
+	delete(p.failures, keyOf(&e))
 	p.cause = cause
 }
 

@@ -293,6 +293,7 @@ func (r *Reader) serve(ctx context.Context) (f Fetch, transient bool) {
 			p.drop(w.entry, res.err)
 			p.changed = r.round // judge again on metadata read from now
 		default:
+			p.failures[keyOf(&w.entry)]++
 			transient = true
 		}
 	}

@@ -14,7 +14,8 @@ import (
 
 // The seven scenarios of docs/design.md ("Failure scenarios"), end to end.
 // Each ends by comparing the followers' logs byte for byte with the
-// leader's. Offsets follow the example of that section, shifted to batch
+// leader's, and what a direct reader yields with the leader's committed
+// log. Offsets follow the example of that section, shifted to batch
 // boundaries: the old leader wrote 100-199, the new epoch starts at 150.
 
 // RunScenarios runs all seven scenarios as subtests on backend b.
@@ -85,6 +86,7 @@ func Scenario1AZLoss(t *testing.T, b Backend) {
 	RequireConverges(t, r3, r2, TP)
 	requireNoFencedAppends(t, r3, 150)
 	assert.Positive(t, f3.Stats().Follower.Applied)
+	RequireReaderConsistent(t, c, r2, TP, 120, 3) // 100-119 were only in the lost AZ
 }
 
 // Scenario2NewReplicaAfterAZLoss: RF=2; AZ1 goes down; a new replica R3
@@ -118,13 +120,14 @@ func Scenario2NewReplicaAfterAZLoss(t *testing.T, b Backend) {
 	assert.Equal(t, int32(6), epochs[1].Epoch)
 	assert.Equal(t, int64(150), epochs[1].StartOffset)
 	assert.Zero(t, c.Gets(r1.Store.Local().Bucket), "nothing is read from the dead AZ's bucket")
+	RequireReaderConsistent(t, c, r2, TP, 100, 3)
 }
 
 // Scenario3ZombieLeader: R1 keeps uploading and publishing at epoch 5 after
 // R2 leads epoch 6: nothing it sends after the fence is ever appended.
 func Scenario3ZombieLeader(t *testing.T, b Backend) {
 	ctx := context.Background()
-	_, r1, r2, r3 := threeAZs(t, b)
+	c, r1, r2, r3 := threeAZs(t, b)
 	uploadOldEpoch(t, ctx, r1, 149)
 	r2.Preload(TP, 5, 100, 149, 10)
 	f3 := r3.StartFollower(TP)
@@ -141,6 +144,7 @@ func Scenario3ZombieLeader(t *testing.T, b Backend) {
 	requireNoFencedAppends(t, r3, 150)
 	require.Eventually(t, func() bool { return f3.Stats().Follower.Dropped > 0 }, 10*time.Second, time.Millisecond,
 		"the zombie's entries are dropped as stale")
+	RequireReaderConsistent(t, c, r2, TP, 100, 3) // the zombie is out of sync
 }
 
 // Scenario4RepublishAfterNewerEpoch: the republished entries arrive after
@@ -164,13 +168,14 @@ func Scenario4RepublishAfterNewerEpoch(t *testing.T, b Backend) {
 	require.NoError(t, r2.Node.Republish(ctx, TP, 120))
 
 	RequireConverges(t, r3, r2, TP)
+	RequireReaderConsistent(t, c, r2, TP, 120, 3)
 }
 
 // Scenario5AnnouncedTwice: the same offsets are announced from two
 // buckets; they are applied once.
 func Scenario5AnnouncedTwice(t *testing.T, b Backend) {
 	ctx := context.Background()
-	_, r1, r2, r3 := threeAZs(t, b)
+	c, r1, r2, r3 := threeAZs(t, b)
 	uploadOldEpoch(t, ctx, r1, 149)
 	r2.Preload(TP, 5, 100, 149, 10)
 
@@ -188,13 +193,14 @@ func Scenario5AnnouncedTwice(t *testing.T, b Backend) {
 	}
 	require.Eventually(t, func() bool { return f3.Stats().Follower.Skipped > 0 }, 10*time.Second, time.Millisecond,
 		"the second announcement is skipped as a duplicate")
+	RequireReaderConsistent(t, c, r2, TP, 100, 3)
 }
 
 // Scenario6DivergentTail: R3 applied 150-159 of epoch 5 before learning
 // that epoch 6 starts at 150; it truncates to 150 and continues.
 func Scenario6DivergentTail(t *testing.T, b Backend) {
 	ctx := context.Background()
-	_, r1, r2, r3 := threeAZs(t, b)
+	c, r1, r2, r3 := threeAZs(t, b)
 	uploadOldEpoch(t, ctx, r1, 159)
 	r3.Preload(TP, 5, 100, 159, 10)
 	r2.Preload(TP, 5, 100, 149, 10)
@@ -207,6 +213,7 @@ func Scenario6DivergentTail(t *testing.T, b Backend) {
 
 	RequireConverges(t, r3, r2, TP)
 	assert.Equal(t, uint64(1), f3.Stats().Follower.Truncations)
+	RequireReaderConsistent(t, c, r2, TP, 100, 3)
 }
 
 // Scenario7CorruptRange: every GET returns a flipped byte: nothing is
@@ -239,6 +246,7 @@ func Scenario7CorruptRange(t *testing.T, b Backend) {
 
 	c.SetFault(nil)
 	RequireConverges(t, r3, r1, TP)
+	RequireReaderConsistent(t, c, r1, TP, 100)
 }
 
 // ReadEntries returns the entries of tp in the metadata partition broker
