@@ -196,7 +196,7 @@ func (l *ledger) get(ref metadata.ObjectRef, off, length, got int64) {
 }
 
 // message attributes bytes of metadata traffic for one message, split
-// equally among its entries and markers, plus control bytes to each entry
+// equally among its entries, markers and commits, plus control bytes to each entry
 // (a follower's read). A message that did not decode, or names nothing, is
 // unattributed.
 func (l *ledger) message(m *metadata.Message, bytes, controlPerEntry float64) {
@@ -204,7 +204,7 @@ func (l *ledger) message(m *metadata.Message, bytes, controlPerEntry float64) {
 	defer l.mu.Unlock()
 	n := 0
 	if m != nil {
-		n = len(m.Entries) + len(m.Markers)
+		n = len(m.Entries) + len(m.Markers) + len(m.Commits)
 	}
 	if n == 0 {
 		l.unattributed.share.MetadataBytes += bytes
@@ -218,6 +218,9 @@ func (l *ledger) message(m *metadata.Message, bytes, controlPerEntry float64) {
 	}
 	for i := range m.Markers {
 		l.account(m.Markers[i].Partition).share.MetadataBytes += each
+	}
+	for i := range m.Commits {
+		l.account(m.Commits[i].Partition).share.MetadataBytes += each
 	}
 }
 
