@@ -58,6 +58,12 @@ type BuilderConfig struct {
 	// Policy decides early cuts and the layout. Nil means
 	// DefaultPolicy{SmallFlushBytes: SmallFlushBytes}.
 	Policy CutPolicy
+	// Buffer, if set, supplies the buffer each object is encoded into: a
+	// slice of length 0 and capacity at least n (a smaller one is grown
+	// by append, which allocates). It lets a caller reuse the buffers of
+	// objects it has finished with. Nil means a new allocation per
+	// object.
+	Buffer func(n int) []byte
 }
 
 // Object is one encoded object returned by Builder.Cut.
@@ -79,6 +85,9 @@ type Builder struct {
 	policy CutPolicy
 	enc    *Encoder
 	parts  map[metadata.TopicPartition]*pendingPartition
+	// spare holds emptied pendingPartitions, whose slices the next Adds
+	// reuse instead of growing new ones batch by batch.
+	spare  []*pendingPartition
 	stats  PendingStats
 	closed bool
 }
@@ -176,12 +185,12 @@ func (b *Builder) Add(tp metadata.TopicPartition, batch Batch, now time.Time) er
 	}
 	switch {
 	case p == nil:
-		p = &pendingPartition{}
+		p = b.newPending()
 		b.parts[tp] = p
 		b.stats.Partitions++
 		fallthrough
 	case batch.Epoch != prev.Epoch:
-		p.sections = append(p.sections, SectionInput{Partition: tp})
+		p.addSection(tp)
 		b.stats.Sections++
 	}
 	s := &p.sections[len(p.sections)-1]
@@ -209,10 +218,12 @@ func (b *Builder) Remove(tp metadata.TopicPartition) int {
 	b.stats.Sections -= len(p.sections)
 	b.stats.Partitions--
 	b.stats.Bytes -= p.bytes
+	n := p.bytes
+	b.recycle(p)
 	if b.stats.Batches == 0 {
 		b.stats = PendingStats{}
 	}
-	return p.bytes
+	return n
 }
 
 // Pending returns the pending batch bytes and the number of pending
@@ -267,7 +278,7 @@ func (b *Builder) Cut(dst []Object) ([]Object, error) {
 		}
 		// The object is handed over, so encode straight into a buffer of
 		// its own, sized so that uncompressed data never regrows it.
-		data, infos, err := b.enc.Encode(make([]byte, 0, encodedSizeBound(sections)), sections)
+		data, infos, err := b.enc.Encode(b.buffer(encodedSizeBound(sections)), sections)
 		if err != nil {
 			return dst, fmt.Errorf("combiner: encoding cut: %w", err)
 		}
@@ -281,9 +292,63 @@ func (b *Builder) Cut(dst []Object) ([]Object, error) {
 		}
 		out = append(out, obj)
 	}
+	for _, p := range b.parts {
+		b.recycle(p)
+	}
 	clear(b.parts)
 	b.stats = PendingStats{}
 	return out, nil
+}
+
+// maxSpare bounds the emptied partitions a Builder keeps: one object's
+// worth at the default MaxPartitions.
+const maxSpare = DefaultMaxPartitions
+
+// newPending returns an empty pendingPartition, reused if one is spare.
+func (b *Builder) newPending() *pendingPartition {
+	if n := len(b.spare); n > 0 {
+		p := b.spare[n-1]
+		b.spare[n-1] = nil
+		b.spare = b.spare[:n-1]
+		return p
+	}
+	return &pendingPartition{}
+}
+
+// recycle empties p, which nothing refers to any more (its data is
+// encoded or dropped), and keeps it for reuse. Its batches are cleared so
+// that it does not keep their data from the garbage collector.
+func (b *Builder) recycle(p *pendingPartition) {
+	if len(b.spare) >= maxSpare {
+		return
+	}
+	for i := range p.sections {
+		clear(p.sections[i].Batches)
+		p.sections[i].Batches = p.sections[i].Batches[:0]
+	}
+	p.sections = p.sections[:0]
+	p.bytes = 0
+	b.spare = append(b.spare, p)
+}
+
+// addSection starts a new section of tp, reusing the batch slice a
+// recycled section left in place.
+func (p *pendingPartition) addSection(tp metadata.TopicPartition) {
+	n := len(p.sections)
+	if n < cap(p.sections) {
+		p.sections = p.sections[:n+1]
+		p.sections[n].Partition = tp
+		return
+	}
+	p.sections = append(p.sections, SectionInput{Partition: tp})
+}
+
+// buffer returns an empty buffer of capacity n for an object.
+func (b *Builder) buffer(n int) []byte {
+	if b.cfg.Buffer != nil {
+		return b.cfg.Buffer(n)[:0]
+	}
+	return make([]byte, 0, n)
 }
 
 // encodedSizeBound bounds the encoded size of sections stored

@@ -413,3 +413,62 @@ func TestEncodedSizeBoundHoldsUncompressedObjects(t *testing.T) {
 		require.Equal(t, bound, cap(data), "seed %d: encoding outgrew the buffer Cut allocates", seed)
 	}
 }
+
+// TestBuilderReuse: a builder that encodes into reused, dirty buffers
+// (Buffer) and reuses the pending state of earlier cuts and removals
+// makes byte for byte the objects a fresh builder makes, round after
+// round, for a seeded random workload of several epochs per partition.
+func TestBuilderReuse(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	var asked []int
+	var spare [][]byte
+	reused := newBuilder(t, BuilderConfig{Buffer: func(n int) []byte {
+		asked = append(asked, n)
+		if len(spare) > 0 {
+			b := spare[len(spare)-1]
+			spare = spare[:len(spare)-1]
+			if cap(b) >= n {
+				return b[:rng.IntN(cap(b)+1)] // any length: Cut must empty it
+			}
+		}
+		return make([]byte, 0, n)
+	}})
+	next := map[metadata.TopicPartition]int64{}
+	for round := range 20 {
+		fresh := newBuilder(t, BuilderConfig{})
+		for range 1 + rng.IntN(60) {
+			p := tp("t", int32(rng.IntN(12)))
+			epoch := int32(round) + int32(rng.IntN(2))
+			if prev, ok := fresh.parts[p]; ok {
+				s := prev.sections[len(prev.sections)-1]
+				epoch = max(epoch, s.Batches[len(s.Batches)-1].Epoch)
+			}
+			n := 1 + rng.IntN(4)
+			b := rawBatch(epoch, next[p], next[p]+int64(n)-1, 1+rng.IntN(3000))
+			next[p] += int64(n)
+			require.NoError(t, reused.Add(p, b, t0))
+			require.NoError(t, fresh.Add(p, b, t0))
+		}
+		if rng.IntN(3) == 0 {
+			p := tp("t", int32(rng.IntN(12)))
+			require.Equal(t, fresh.Remove(p), reused.Remove(p), "seed %d round %d", seed, round)
+		}
+		asked = asked[:0]
+		want := cutAndVerify(t, fresh)
+		got := cutAndVerify(t, reused)
+		require.Len(t, asked, len(got), "seed %d round %d: Buffer called once per object", seed, round)
+		require.Equal(t, len(want), len(got), "seed %d round %d", seed, round)
+		for i := range want {
+			require.Equal(t, want[i].Data, got[i].Data, "seed %d round %d object %d", seed, round, i)
+			require.Equal(t, want[i].Sections, got[i].Sections, "seed %d round %d object %d", seed, round, i)
+			require.GreaterOrEqual(t, asked[i], len(got[i].Data), "seed %d round %d: the bound holds", seed, round)
+			// Give the buffer back dirty, as a pool would.
+			for j := range got[i].Data {
+				got[i].Data[j] = 0xee
+			}
+			spare = append(spare, got[i].Data)
+		}
+	}
+}
