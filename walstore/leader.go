@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/leadcore"
 	"github.com/activetier/activetier/metadata"
 )
@@ -210,6 +211,7 @@ type Leader struct {
 
 	wake                  chan struct{} // wakeAt changed
 	uploadLat, publishLat histogram
+	objects               *bufpool.Pool // cut objects' buffers, reused once uploaded
 }
 
 // opCtl is the driver's handle on a request in flight.
@@ -267,6 +269,9 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Cut objects wait for upload within BufferBytes; as many bytes of
+	// free buffers serve the next cuts.
+	objects := bufpool.New(cfg.BufferBytes)
 	core, err := leadcore.New(leadcore.Config{
 		BrokerID: cfg.BrokerID, MetadataPartitions: cfg.Log.Partitions(), Codec: cfg.Codec,
 		Interval: cfg.Interval, ObjectBytes: cfg.ObjectBytes, MaxPartitions: cfg.MaxPartitions,
@@ -280,13 +285,14 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		NoAnswer: func(what string, d time.Duration) error {
 			return fmt.Errorf("walstore: %s: %w: no answer for %v", what, ErrUnavailable, d)
 		},
+		ObjectBuffer: objects.Get,
 	})
 	if err != nil {
 		mgr.Close()
 		return nil, fmt.Errorf("walstore: leader: %w", err)
 	}
 	return &Leader{
-		cfg: cfg, mgr: mgr, core: core,
+		cfg: cfg, mgr: mgr, core: core, objects: objects,
 		ops:     make(map[uint64]*opCtl),
 		calls:   make(map[uint64]chan error),
 		space:   make(chan struct{}),
@@ -443,7 +449,15 @@ func (l *Leader) startUpload(u leadcore.Upload) {
 		ref, err = l.mgr.put(ctx, u.Data)
 		return err
 	}, func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind) {
+		// A cut object's buffer is reused once its upload succeeded: the
+		// core lets go of it then, and this goroutine, whose Put has
+		// returned (a store must not retain the body), makes no other
+		// attempt. A copy's, or one abandoned, is left to the collector.
+		done := err == nil && u.What == leadcore.WhatUpload && c.Live(u.ID)
 		c.Uploaded(now, u.ID, ref, err, kind)
+		if done {
+			l.objects.Put(u.Data)
+		}
 	})
 }
 

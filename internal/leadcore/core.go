@@ -55,6 +55,11 @@ type Config struct {
 	// NoAnswer makes the health error of an operation of kind what that
 	// has not answered for d. Default: a plain error.
 	NoAnswer func(what string, d time.Duration) error
+	// ObjectBuffer, if set, supplies the buffers cut objects are encoded
+	// into (combiner.BuilderConfig.Buffer), so that the driver can reuse
+	// the Data of an Upload of WhatUpload once its upload succeeded: the
+	// core lets go of it then. Default: a new allocation per object.
+	ObjectBuffer func(n int) []byte
 }
 
 func (c *Config) validate() error {

@@ -30,6 +30,7 @@ func (c *Core) newSlot() (*slot, error) {
 		MaxPartitions: c.cfg.MaxPartitions,
 		Encoder:       combiner.EncoderOptions{Codec: c.cfg.Codec},
 		Followers:     func(tp metadata.TopicPartition) []int32 { return s.followers[tp] },
+		Buffer:        c.cfg.ObjectBuffer,
 	})
 	s.b = b
 	return s, err
