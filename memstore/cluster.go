@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -45,7 +46,18 @@ type Cluster struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	faults []*Fault
+
+	// spare keeps the memory of a few deleted objects for Put to reuse,
+	// so that a store whose objects come and go (a leader's garbage
+	// collection) does not allocate every object anew. Object data never
+	// leaves the store (reads copy it out under the bucket's lock), so
+	// once deleted it is no one's.
+	spare *bufpool.Pool
 }
+
+// maxSpares bounds the deleted objects' memory kept for reuse: a few
+// dozen objects of the usual few MiB.
+const maxSpares = 256 << 20
 
 // bucket is one AZ's bucket.
 type bucket struct {
@@ -83,6 +95,7 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 		buckets: make(map[string]*bucket, len(cfg.Buckets)),
 		byAZ:    make(map[string]*bucket, len(cfg.Buckets)),
 		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x6d656d73746f7265)), // "memstore"
+		spare:   bufpool.New(maxSpares),
 	}
 	if c.clock == nil {
 		c.clock = wallClock{}

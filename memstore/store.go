@@ -23,7 +23,10 @@ type Store struct {
 	local *bucket
 }
 
-var _ walstore.ObjectStore = (*Store)(nil)
+var (
+	_ walstore.ObjectStore = (*Store)(nil)
+	_ walstore.RangeReader = (*Store)(nil)
+)
 
 // Local returns the AZ and bucket Put writes to.
 func (s *Store) Local() metadata.ObjectRef {
@@ -39,8 +42,9 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	}
 	// Copy before waiting: the caller may reuse body once Put returns,
 	// even if Put returns early.
-	data := make([]byte, len(body))
+	data := s.c.spare.Get(len(body))[:len(body)]
 	copy(data, body)
+	stored := false
 	req := Request{Op: OpPut, StoreAZ: s.local.az, AZ: s.local.az, Bucket: s.local.name, Key: key, Length: int64(len(body))}
 	err := s.do(ctx, s.local, req, int64(len(body)), func(effect) (int64, error) {
 		b := s.local
@@ -50,8 +54,12 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 			return 0, fmt.Errorf("memstore: PUT %s: %w", ref, walstore.ErrAlreadyExists)
 		}
 		b.objects[key] = object{data: data, modified: s.c.clock.Now()}
+		stored = true
 		return 0, nil
 	})
+	if !stored {
+		s.c.spare.Put(data)
+	}
 	if err != nil {
 		return metadata.ObjectRef{}, err
 	}
@@ -61,6 +69,25 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 // GetRange returns a copy of length bytes of the object ref names, starting
 // at offset.
 func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+	return s.get(ctx, ref, offset, length, nil)
+}
+
+// ReadRange copies len(dst) bytes of the object ref names, starting at
+// offset, into dst, as walstore.RangeReader says. It writes to dst only
+// while the request takes effect, never after it returns.
+func (s *Store) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
+	if len(dst) == 0 {
+		return 0, fmt.Errorf("memstore: GET %s range [%d, +0): %w", ref, offset, walstore.ErrInvalidRange)
+	}
+	if _, err := s.get(ctx, ref, offset, int64(len(dst)), dst); err != nil {
+		return 0, err
+	}
+	return len(dst), nil
+}
+
+// get is GetRange, reading into dst if it is not nil (then of length
+// bytes) and into a new slice otherwise.
+func (s *Store) get(ctx context.Context, ref metadata.ObjectRef, offset, length int64, dst []byte) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memstore: GET %s: %w", ref, err)
 	}
@@ -77,7 +104,7 @@ func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, le
 	var out []byte
 	err = s.do(ctx, b, req, length, func(eff effect) (int64, error) {
 		var err error
-		out, err = b.read(ref, offset, length)
+		out, err = b.read(ref, offset, length, dst)
 		if err != nil {
 			return 0, err
 		}
@@ -115,7 +142,11 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 				b.mu.Lock()
 				defer b.mu.Unlock()
 				for _, k := range batch {
-					delete(b.objects, k)
+					if obj, ok := b.objects[k]; ok {
+						delete(b.objects, k)
+						// Reads copy out under b.mu, so no one holds it.
+						s.c.spare.Put(obj.data)
+					}
 				}
 				return 0, nil
 			})
@@ -158,8 +189,9 @@ func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore
 	return infos, nil
 }
 
-// read returns a copy of length bytes of key's object from offset.
-func (b *bucket) read(ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+// read copies length bytes of key's object from offset into dst, or into
+// a new slice if dst is nil, and returns them.
+func (b *bucket) read(ref metadata.ObjectRef, offset, length int64, dst []byte) ([]byte, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	obj, ok := b.objects[ref.Key]
@@ -170,9 +202,11 @@ func (b *bucket) read(ref metadata.ObjectRef, offset, length int64) ([]byte, err
 		return nil, fmt.Errorf("memstore: GET %s range [%d, +%d) of a %d-byte object: %w",
 			ref, offset, length, len(obj.data), walstore.ErrInvalidRange)
 	}
-	out := make([]byte, length)
-	copy(out, obj.data[offset:])
-	return out, nil
+	if dst == nil {
+		dst = make([]byte, length)
+	}
+	copy(dst, obj.data[offset:])
+	return dst, nil
 }
 
 // list returns the objects of b under prefix, in key order so that the

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
 )
@@ -149,7 +150,14 @@ type Follower struct {
 	stats              followcore.Counters
 	lag                map[metadata.TopicPartition]int64
 	fetchLat, applyLat histogram
+
+	gets *bufpool.Pool // GET buffers, back once their sections are appended
 }
+
+// getPoolBytes bounds the free GET buffers a follower keeps: enough for
+// the sixteen objects or so that readahead holds, at the default object
+// size.
+const getPoolBytes = 64 << 20
 
 // fetchDone is a fetch round's results, for Run.
 type fetchDone struct {
@@ -187,6 +195,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		wake:   make(chan struct{}, 1),
 		rewind: make(chan struct{}, 1),
 		lag:    make(map[metadata.TopicPartition]int64),
+		gets:   bufpool.New(getPoolBytes),
 	}, nil
 }
 
@@ -444,7 +453,7 @@ func (f *Follower) fetch(ctx context.Context, wg *sync.WaitGroup, results chan<-
 		defer wg.Done()
 		fctx, cancel := context.WithTimeout(ctx, f.cfg.FetchTimeout)
 		defer cancel()
-		res, err := f.mgr.Fetch(fctx, fe.Entries)
+		res, err := f.mgr.fetch(fctx, fe.Entries, f.gets)
 		if ctx.Err() != nil {
 			return
 		}
@@ -459,6 +468,9 @@ func (f *Follower) fetch(ctx context.Context, wg *sync.WaitGroup, results chan<-
 				out[i] = followcore.Result{Entry: e, Outcome: followcore.OutcomeOf(res[i].Err), Err: res[i].Err}
 			default:
 				out[i] = followcore.Result{Entry: e, Batches: res[i].Batches}
+				if res[i].buf != nil {
+					out[i].Buffer = res[i].buf // the core releases it once appended
+				}
 			}
 		}
 		f.fetchLat.observe(f.cfg.Clock.Now().Sub(start))

@@ -45,8 +45,11 @@ type LocalLog interface {
 	// ErrNotContiguous. A batch whose LastOffset is below its FirstOffset
 	// or whose epoch is negative is ErrInvalidBatch. A batch whose epoch
 	// is above the latest entry's starts a new entry at its FirstOffset.
-	// Appending no batches does nothing. The log does not retain the
-	// batches' Data after Append returns.
+	// Appending no batches does nothing. The log may read the batches'
+	// Data until Append returns, and must neither modify it nor retain it
+	// after: the engine reuses that memory for other sections as soon as
+	// Append returns (whatever it returns), so a log that writes
+	// asynchronously copies what it needs first.
 	Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error
 	// Truncate removes tp's records at and after offset, and the epoch
 	// entries that start there or later. Afterwards EndOffset is offset,

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -194,6 +195,9 @@ type FetchResult struct {
 	Entry   metadata.Entry
 	Batches []combiner.Batch
 	Err     error
+	// buf is the pooled buffer Batches alias, when the follower fetched
+	// them into one; the follower core releases it after appending.
+	buf *sharedBuf
 }
 
 // FetchError says which object and partition a failed fetch concerned. Its
@@ -231,6 +235,12 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // with an error matching both ErrContractViolation and ErrUnavailable: the
 // next attempt may well succeed, so callers retry it with backoff.
 func (m *Manager) Fetch(ctx context.Context, entries []metadata.Entry) ([]FetchResult, error) {
+	return m.fetch(ctx, entries, nil)
+}
+
+// fetch is Fetch, reading into buffers of pool when it and the store
+// allow: then each result whose batches alias a buffer holds it (buf).
+func (m *Manager) fetch(ctx context.Context, entries []metadata.Entry, pool *bufpool.Pool) ([]FetchResult, error) {
 	results := make([]FetchResult, len(entries))
 	valid := make([]int, 0, len(entries))
 	for i, e := range entries {
@@ -254,7 +264,7 @@ func (m *Manager) Fetch(ctx context.Context, entries []metadata.Entry) ([]FetchR
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			m.read(ctx, r, entries, results)
+			m.read(ctx, r, entries, results, pool)
 		}()
 	}
 	wg.Wait()
@@ -337,17 +347,18 @@ func cmpInt64(a, b int64) int {
 
 // read serves the entries of r with one GET, or with one GET each when the
 // answer to the coalesced one may be the fault of one entry (see Fetch).
-func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entry, results []FetchResult) {
-	data, err := m.getRange(ctx, r.object, r.start, r.end-r.start)
+func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entry, results []FetchResult, pool *bufpool.Pool) {
+	data, sb, err := m.getRange(ctx, r.object, r.start, r.end-r.start, pool)
 	if err != nil && len(r.idx) > 1 && ctx.Err() == nil && (errors.Is(err, ErrInvalidRange) || errors.Is(err, ErrContractViolation)) {
 		m.cfg.Logger.Debug("activetier: coalesced read failed; reading its sections one by one",
 			"object", r.object.String(), "start", r.start, "end", r.end, "sections", len(r.idx), "err", err)
 		for _, i := range r.idx {
 			e := &entries[i]
-			m.read(ctx, rangeRead{object: r.object, start: e.Position, end: e.Position + e.Length, idx: []int{i}}, entries, results)
+			m.read(ctx, rangeRead{object: r.object, start: e.Position, end: e.Position + e.Length, idx: []int{i}}, entries, results, pool)
 		}
 		return
 	}
+	holds := int32(0)
 	for _, i := range r.idx {
 		e := &entries[i]
 		if err != nil {
@@ -355,29 +366,70 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 			continue
 		}
 		section := data[e.Position-r.start : e.Position-r.start+e.Length]
-		batches, err := m.dec.DecodeSection(nil, section, combiner.SectionOf(*e))
+		want := combiner.SectionOf(*e)
+		batches, err := m.dec.DecodeSection(nil, section, want)
 		if err != nil {
 			results[i].Err = fetchError(e, err)
 			continue
 		}
 		results[i].Batches = batches
+		// Uncompressed batches alias the buffer; decompressed ones do not.
+		if sb != nil && want.Codec == metadata.CodecNone {
+			results[i].buf = sb
+			holds++
+		}
+	}
+	if sb != nil {
+		if holds == 0 {
+			pool.Put(sb.b)
+			return
+		}
+		sb.refs.Store(holds)
 	}
 }
 
 // getRange is ObjectStore.GetRange with its answer checked: errors name
 // the call, and a body of another length than asked for is an error
 // matching ErrContractViolation and ErrUnavailable, never a slice to index
-// out of range.
-func (m *Manager) getRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
-	data, err := m.cfg.Store.GetRange(ctx, ref, offset, length)
+// out of range. With a pool, and a store that is a RangeReader, it reads
+// into a pooled buffer and returns it as sb, not yet held by anyone.
+func (m *Manager) getRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64, pool *bufpool.Pool) (data []byte, sb *sharedBuf, err error) {
+	rr, into := m.cfg.Store.(RangeReader)
+	if pool != nil && into && length <= maxPooledRead {
+		data = pool.Get(int(length))[:length]
+		n, err := rr.ReadRange(ctx, ref, offset, data)
+		switch {
+		case err != nil:
+			pool.Put(data)
+			return nil, nil, &DependencyError{Dependency: "ObjectStore.ReadRange", Err: err}
+		case int64(n) != length:
+			pool.Put(data)
+			return nil, nil, wrongLength("ObjectStore.ReadRange", ref, offset, length, n)
+		}
+		return data, &sharedBuf{pool: pool, b: data}, nil
+	}
+	data, err = m.cfg.Store.GetRange(ctx, ref, offset, length)
 	if err != nil {
-		return nil, &DependencyError{Dependency: "ObjectStore.GetRange", Err: err}
+		return nil, nil, &DependencyError{Dependency: "ObjectStore.GetRange", Err: err}
 	}
 	if int64(len(data)) != length {
-		return nil, &DependencyError{Dependency: "ObjectStore.GetRange", Err: fmt.Errorf("%w: returned %d bytes for the %d-byte range at offset %d of %s, which may be transient (%w)",
-			ErrContractViolation, len(data), length, offset, ref, ErrUnavailable)}
+		return nil, nil, wrongLength("ObjectStore.GetRange", ref, offset, length, len(data))
 	}
-	return data, nil
+	return data, nil, nil
+}
+
+// maxPooledRead is the longest range read into a pooled buffer. The
+// buffer is allocated before the store answers, so a longer one, which
+// only a malformed entry names (objects are a few MiB), goes to GetRange,
+// where the store refuses what the object does not hold before
+// allocating anything.
+const maxPooledRead = 16 << 20
+
+// wrongLength is the error for a read that returned n bytes of a range of
+// length: a broken contract, and maybe a transient one.
+func wrongLength(call string, ref metadata.ObjectRef, offset, length int64, n int) error {
+	return &DependencyError{Dependency: call, Err: fmt.Errorf("%w: returned %d bytes for the %d-byte range at offset %d of %s, which may be transient (%w)",
+		ErrContractViolation, n, length, offset, ref, ErrUnavailable)}
 }
 
 // Delete removes combined objects. Deleting an object that is already gone

@@ -20,14 +20,19 @@ type ObjectStore interface {
 	Local() metadata.ObjectRef
 	// Put stores body under key in the local bucket, only if no object has
 	// that key (S3's If-None-Match: *). An existing key is never
-	// overwritten: Put returns ErrAlreadyExists instead. The store must not
-	// retain body after Put returns.
+	// overwritten: Put returns ErrAlreadyExists instead. The store may read
+	// body until Put returns, and must neither modify it nor retain it
+	// after, whatever Put returns: the engine reuses the buffer for the
+	// next object once an upload succeeded. An SDK that may still read
+	// the body after a cancelled request returns (a retry in its
+	// transport, say) must be given a copy.
 	Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error)
 	// GetRange returns exactly length bytes of the object ref names,
 	// starting at offset. length must be positive; a range that does not lie
 	// wholly inside the object is ErrInvalidRange, a missing object
 	// ErrNotFound, a bucket the store was not configured with
-	// ErrUnknownBucket (checked before any request is made).
+	// ErrUnknownBucket (checked before any request is made). The returned
+	// slice is the caller's: the store neither keeps nor changes it.
 	GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error)
 	// Delete removes the objects, batching requests as the backend allows.
 	// Deleting a missing object is not an error.
@@ -35,6 +40,22 @@ type ObjectStore interface {
 	// List returns the objects of bucket whose keys start with prefix, in
 	// no particular order (S3 Express directory buckets do not sort).
 	List(ctx context.Context, bucket, prefix string) ([]ObjectInfo, error)
+}
+
+// RangeReader is an ObjectStore that can read a range into a buffer the
+// caller provides. The follower engine uses it, when the store implements
+// it, to read sections into buffers it reuses instead of allocating one
+// per GET.
+type RangeReader interface {
+	// ReadRange reads len(dst) bytes of the object ref names, starting at
+	// offset, into dst, and returns how many it read: len(dst), or fewer
+	// with an error saying why. Its errors are GetRange's for the range
+	// [offset, offset+len(dst)). The store must not retain dst, nor write
+	// to it, after ReadRange returns, whatever it returns: the caller
+	// reuses dst for the next read at once, so a write that comes later
+	// (say, from a request abandoned when ctx ended but still reading its
+	// body) puts wrong bytes into another section.
+	ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error)
 }
 
 // ObjectInfo describes a stored object, as returned by ObjectStore.List.

@@ -154,6 +154,7 @@ type pendingEntry struct {
 	e         metadata.Entry
 	fetching  bool
 	batches   []combiner.Batch // set once fetched and verified
+	buf       Releaser         // the driver's hold on the memory batches alias
 	attempts  int
 	notBefore time.Time
 	// applyFrom and applyTo delimit the batches an append outstanding
@@ -624,6 +625,12 @@ func (c *Core) Appended(now time.Time, id uint64, end int64, err error) {
 	p.leo = want
 	if p.leo > pe.e.LastOffset {
 		p.forget(pe)
+		// Appended and forgotten: nothing refers to the batches any more.
+		pe.batches = nil
+		if pe.buf != nil {
+			pe.buf.Release()
+			pe.buf = nil
+		}
 	}
 	c.Applied++
 	c.AppliedBytes += uint64(bytes)
@@ -685,7 +692,7 @@ func (c *Core) fetched(p *part, pe *pendingEntry, r Result) {
 			c.Dropped++
 			return
 		}
-		pe.batches = r.Batches
+		pe.batches, pe.buf = r.Batches, r.Buffer
 		return
 	}
 	c.FetchErrors++

@@ -144,8 +144,20 @@ type Result struct {
 	Outcome Outcome
 	// Batches is the section's batches when Outcome is Fetched.
 	Batches []combiner.Batch
+	// Buffer, if set, is the driver's hold on memory that Batches alias.
+	// The core releases it once it has appended the entry's batches and
+	// forgotten them, and never touches Batches after; an entry it forgets
+	// otherwise keeps its hold, leaving the memory to the garbage
+	// collector.
+	Buffer Releaser
 	// Err says what went wrong otherwise, for the log.
 	Err error
+}
+
+// Releaser is a hold on memory lent to the core; see Result.Buffer.
+type Releaser interface {
+	// Release drops the hold. The core calls it at most once per Result.
+	Release()
 }
 
 // Counters are the core's running totals.
