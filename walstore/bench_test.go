@@ -1,31 +1,39 @@
 package walstore_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
 
-// benchCluster is a leader and two followers on one memstore cluster.
+// benchCluster is a leader and two followers on one memstore cluster. The
+// followers report their progress to the leader, as brokers relay it, so
+// that the leader collects its objects and memstore reuses their memory:
+// the steady state of a cluster that runs for long.
 type benchCluster struct {
 	cancel    context.CancelFunc
 	done      chan struct{}
 	objects   *memstore.Cluster
 	leader    *walstore.Node
 	followers []*walstore.Node
-	logs      []*memstore.LocalLog
+	logs      []*checkLog
 }
 
-func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.LeaderConfig) *benchCluster {
+func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.LeaderConfig, want func(metadata.TopicPartition, int64) []byte) *benchCluster {
 	p, err := memstore.ParseProfile(profile)
 	if err != nil {
 		b.Fatal(err)
@@ -43,15 +51,20 @@ func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.
 	ctx, cancel := context.WithCancel(context.Background())
 	bc := &benchCluster{cancel: cancel, done: make(chan struct{}), objects: objects}
 	store, _ := objects.Store("az1")
-	if bc.leader, err = walstore.NewNode(walstore.NodeConfig{BrokerID: 1, Store: store, Log: meta, Local: memstore.NewLocalLog(), Leader: cfg, Logger: discard()}); err != nil {
+	if cfg.GCInterval == 0 {
+		cfg.GCInterval = 20 * time.Millisecond
+	}
+	leaderLog := memstore.NewLocalLog()
+	if bc.leader, err = walstore.NewNode(walstore.NodeConfig{BrokerID: 1, Store: store, Log: meta, Local: leaderLog, Leader: cfg, Logger: discard()}); err != nil {
 		b.Fatal(err)
 	}
 	running := 1
 	go func() { bc.leader.Run(ctx); bc.done <- struct{}{} }()
 	for id, az := range map[int32]string{2: "az2", 3: "az3"} {
 		store, _ := objects.Store(az)
-		log := memstore.NewLocalLog()
-		f, err := walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: store, Log: meta, Local: log, Logger: discard()})
+		log := newCheckLog(want)
+		f, err := walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: store, Log: meta, Local: log, Logger: discard(),
+			OnProgress: bc.leader.RecordProgress})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -66,6 +79,11 @@ func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.
 		go func() { f.Run(ctx); bc.done <- struct{}{} }()
 	}
 	for i := range partitions {
+		// A leader's log holds its epoch from its end offset on, as
+		// Kafka's makeLeader leaves it.
+		if err := leaderLog.AssignEpoch(benchTP(i), 1, 0); err != nil {
+			b.Fatal(err)
+		}
 		if err := bc.leader.BecomeLeader(ctx, benchTP(i), 1, []int32{2, 3}, -1); err != nil {
 			b.Fatal(err)
 		}
@@ -80,15 +98,115 @@ func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.
 	return bc
 }
 
+// checkLog is a follower's local log for benchmarks. It keeps each
+// partition's end offset and epochs but not its records, as a broker keeps
+// them on disk rather than on the heap, so that allocation measures the
+// engines, not a copy of the log in memory. It checks every byte appended
+// against what the leader was given (want) and remembers the first
+// mismatch: buffers reused too early would show here.
+type checkLog struct {
+	want func(tp metadata.TopicPartition, first int64) []byte
+
+	mu    sync.Mutex
+	parts map[metadata.TopicPartition]*checkPart
+	bad   error
+}
+
+type checkPart struct {
+	end    int64
+	epochs fencing.Lineage
+}
+
+func newCheckLog(want func(metadata.TopicPartition, int64) []byte) *checkLog {
+	return &checkLog{want: want, parts: make(map[metadata.TopicPartition]*checkPart)}
+}
+
+func (l *checkLog) part(tp metadata.TopicPartition) *checkPart {
+	p := l.parts[tp]
+	if p == nil {
+		p = &checkPart{}
+		l.parts[tp] = p
+	}
+	return p
+}
+
+func (l *checkLog) EndOffset(tp metadata.TopicPartition) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.part(tp).end, nil
+}
+
+func (l *checkLog) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.part(tp).epochs.Entries(), nil
+}
+
+func (l *checkLog) Append(_ context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.part(tp)
+	next := p.end
+	for _, b := range batches {
+		if b.FirstOffset != next || b.LastOffset < b.FirstOffset {
+			return fmt.Errorf("%s batch %d-%d where %d was due: %w", tp, b.FirstOffset, b.LastOffset, next, walstore.ErrNotContiguous)
+		}
+		if want := l.want(tp, b.FirstOffset); !bytes.Equal(b.Data, want) {
+			err := fmt.Errorf("%s batch %d-%d: %d bytes appended differ from the %d produced", tp, b.FirstOffset, b.LastOffset, len(b.Data), len(want))
+			if l.bad == nil {
+				l.bad = err
+			}
+			return err
+		}
+		next = b.LastOffset + 1
+	}
+	for _, b := range batches {
+		if latest, ok := p.epochs.Latest(); !ok || b.Epoch > latest.Epoch {
+			if err := p.epochs.Assign(b.Epoch, b.FirstOffset); err != nil {
+				return err
+			}
+		}
+	}
+	p.end = next
+	return nil
+}
+
+func (l *checkLog) Truncate(_ context.Context, tp metadata.TopicPartition, offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.part(tp)
+	if offset < p.end || p.epochs.Len() == 0 {
+		p.end = offset
+	}
+	p.epochs.TruncateFromEnd(offset)
+	return nil
+}
+
+// Read returns nothing: the log keeps no records. The engines read the
+// local log only to republish, which these benchmarks never do.
+func (l *checkLog) Read(context.Context, metadata.TopicPartition, int64, int) ([]combiner.Batch, error) {
+	return nil, nil
+}
+
+func (l *checkLog) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bad
+}
+
 func benchTP(i int) metadata.TopicPartition {
 	return metadata.TopicPartition{Topic: "bench", Partition: int32(i)}
 }
 
-// caughtUp waits until both followers hold every partition up to end.
+// caughtUp waits until both followers hold every partition up to end,
+// and fails b if one appended a byte the leader was not given.
 func (bc *benchCluster) caughtUp(b *testing.B, partitions int, end []int64) {
 	for _, log := range bc.logs {
 		for i := range partitions {
 			for {
+				if err := log.err(); err != nil {
+					b.Fatal(err)
+				}
 				e, _ := log.EndOffset(benchTP(i))
 				if e >= end[i] {
 					break
@@ -111,21 +229,35 @@ func logBatch(rng *rand.Rand, size int) []byte {
 }
 
 // BenchmarkReplication measures end-to-end throughput: batches appended on
-// the leader until both followers have applied them, on memstore with no
-// latency and codec none. Compare with BenchmarkBaselineCopyXXHash, which
-// only copies the same bytes once and hashes them.
+// the leader as fast as it takes them (its buffer pushes back), until both
+// followers have applied them all, on memstore with no latency and codec
+// none. BenchmarkReplicationLag measures latency. Compare with BenchmarkBaselineCopyXXHash, which
+// only copies the same bytes once and hashes them; x-baseline is that
+// ratio measured in the same process just before the run.
+// alloc-B/replicated-B is the bytes allocated per byte a follower
+// applied (two followers apply every produced byte).
 func BenchmarkReplication(b *testing.B) {
-	const partitions, batchBytes, batchesPerOp = 100, 4096, 2048
-	bc := newBenchCluster(b, "none", partitions, walstore.LeaderConfig{Interval: 2 * time.Millisecond})
+	const partitions, batchBytes, batchesPerOp, followers = 100, 4096, 2048, 2
 	rng := rand.New(rand.NewPCG(1, 2))
 	data := make([][]byte, batchesPerOp)
 	for i := range data {
 		data[i] = logBatch(rng, batchBytes)
 	}
+	// Partition p takes batches p, p+partitions, ... of data in every op,
+	// ten offsets each.
+	want := func(tp metadata.TopicPartition, first int64) []byte {
+		p := int(tp.Partition)
+		per := (batchesPerOp - p + partitions - 1) / partitions
+		return data[p+partitions*int((first/10)%int64(per))]
+	}
+	bc := newBenchCluster(b, "none", partitions, walstore.LeaderConfig{Interval: 2 * time.Millisecond}, want)
 	end := make([]int64, partitions)
 	ctx := context.Background()
+	baseline := copyHashRate(data)
 	b.SetBytes(batchesPerOp * batchBytes)
 	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 	for range b.N {
 		for i, d := range data {
@@ -136,8 +268,36 @@ func BenchmarkReplication(b *testing.B) {
 			}
 			end[p] += 10
 		}
-		bc.caughtUp(b, partitions, end)
 	}
+	bc.caughtUp(b, partitions, end)
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	produced := float64(b.N) * batchesPerOp * batchBytes
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/(followers*produced), "alloc-B/replicated-B")
+	b.ReportMetric(produced/b.Elapsed().Seconds()/baseline, "x-baseline")
+}
+
+// copyHashRate is BenchmarkBaselineCopyXXHash's rate over data, in bytes
+// per second: the best of a few rounds.
+func copyHashRate(data [][]byte) float64 {
+	var n int
+	for _, d := range data {
+		n += len(d)
+	}
+	dst := make([]byte, 0, n)
+	best := time.Duration(1<<63 - 1)
+	var sum uint64
+	for range 20 {
+		start := time.Now()
+		dst = dst[:0]
+		for _, d := range data {
+			dst = append(dst, d...)
+		}
+		sum += xxhash.Sum64(dst)
+		best = min(best, time.Since(start))
+	}
+	_ = sum
+	return float64(n) / max(best.Seconds(), 1e-9)
 }
 
 // BenchmarkBaselineCopyXXHash copies and hashes the bytes
@@ -180,20 +340,20 @@ func BenchmarkReplicationLag(b *testing.B) {
 	}{
 		{"1000p-100MBps-100ms", 1000, 100, 100 * time.Millisecond, 16 << 20},
 		{"1000p-100MBps-4MiB", 1000, 100, 100 * time.Millisecond, 4 << 20},
-		// At 100 MB/s memstore's and the local logs' copies (six per
-		// replicated byte) saturate a small machine; at 20 MB/s the lag
-		// shows the engines' own share.
+		// At 100 MB/s the copies (encoding, memstore's PUT and a GET
+		// per follower: four per produced byte) and the checks load a
+		// small machine; at 20 MB/s the lag shows the engines' own share.
 		{"1000p-20MBps-100ms", 1000, 20, 100 * time.Millisecond, 16 << 20},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			bc := newBenchCluster(b, "s3express", tc.partitions, walstore.LeaderConfig{
-				Interval: tc.interval, ObjectBytes: tc.objectBytes, BufferBytes: 256 << 20, MaxPartitions: 4096,
-			})
 			const tick = 10 * time.Millisecond
 			perTick := int(tc.mbPerSec * 1e6 * tick.Seconds())
 			batchBytes := max(perTick/tc.partitions, 64)
 			rng := rand.New(rand.NewPCG(3, 4))
 			payload := logBatch(rng, batchBytes)
+			bc := newBenchCluster(b, "s3express", tc.partitions, walstore.LeaderConfig{
+				Interval: tc.interval, ObjectBytes: tc.objectBytes, BufferBytes: 256 << 20, MaxPartitions: 4096,
+			}, func(metadata.TopicPartition, int64) []byte { return payload })
 			end := make([]int64, tc.partitions)
 			ctx := context.Background()
 			run := 3 * time.Second
@@ -233,4 +393,119 @@ func BenchmarkReplicationLag(b *testing.B) {
 			b.ReportMetric(tc.mbPerSec, "MB/s")
 		})
 	}
+}
+
+// BenchmarkIdlePartitionMemory measures the heap the engines (cores and
+// drivers of the leader and the follower side) keep per idle partition:
+// one Node leads n partitions and another follows them, with a metadata
+// log and local logs that keep nothing, so that only the engines' memory
+// counts. B/led-partition and B/followed-partition are HeapAlloc deltas
+// after garbage collection, once the engines have settled.
+func BenchmarkIdlePartitionMemory(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
+			var led, followed float64
+			for range b.N {
+				led, followed = idlePartitionMemory(b, n)
+			}
+			b.ReportMetric(led, "B/led-partition")
+			b.ReportMetric(followed, "B/followed-partition")
+		})
+	}
+}
+
+func idlePartitionMemory(b *testing.B, n int) (led, followed float64) {
+	objects, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1", "az2": "b2"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	meta := &nullLog{}
+	local := nullLocalLog{}
+	nodes := make([]*walstore.Node, 2)
+	for i := range nodes {
+		store, _ := objects.Store(fmt.Sprintf("az%d", i+1))
+		nodes[i], err = walstore.NewNode(walstore.NodeConfig{BrokerID: int32(i + 1), Store: store, Log: meta, Local: local, Logger: discard(),
+			Leader: walstore.LeaderConfig{MaxPartitions: 1000}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() { nodes[i].Run(ctx) })
+	}
+	tp := func(i int) metadata.TopicPartition {
+		return metadata.TopicPartition{Topic: "idle", Partition: int32(i)}
+	}
+	followers := []int32{2}
+	base := settledHeap()
+	for i := range n {
+		if err := nodes[0].BecomeLeader(ctx, tp(i), 1, followers, -1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	afterLead := settledHeap()
+	for i := range n {
+		if err := nodes[1].BecomeFollower(ctx, tp(i), 1, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	afterFollow := settledHeap()
+	runtime.KeepAlive(nodes)
+	return float64(afterLead-base) / float64(n), float64(afterFollow-afterLead) / float64(n)
+}
+
+// settledHeap returns the live heap once the engines' background work
+// (markers, loads, metadata rewinds) has settled: after garbage
+// collection, when it stops changing by more than 1%.
+func settledHeap() int64 {
+	var ms runtime.MemStats
+	last := int64(-1)
+	for range 100 {
+		time.Sleep(100 * time.Millisecond)
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		cur := int64(ms.HeapAlloc)
+		if last >= 0 && max(cur-last, last-cur) <= cur/100 {
+			return cur
+		}
+		last = cur
+	}
+	return last
+}
+
+// nullLog is a metadata log that accepts every append and keeps nothing,
+// so that a benchmark counts the engines' memory, not the log's.
+type nullLog struct{ next atomic.Int64 }
+
+func (l *nullLog) Partitions() int32 { return 4 }
+func (l *nullLog) Append(context.Context, int32, []byte) (int64, error) {
+	return l.next.Add(1) - 1, nil
+}
+func (l *nullLog) Read(ctx context.Context, _ int32, _ int64, _ int) ([]metadata.Record, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(10 * time.Millisecond):
+		return nil, nil
+	}
+}
+func (l *nullLog) Watermarks(context.Context, int32) (int64, int64, error) { return 0, 0, nil }
+func (l *nullLog) Trim(context.Context, int32, int64) error                { return nil }
+func (l *nullLog) Close() error                                            { return nil }
+
+// nullLocalLog is every partition's empty log at epoch 1, keeping
+// nothing.
+type nullLocalLog struct{}
+
+func (nullLocalLog) EndOffset(metadata.TopicPartition) (int64, error) { return 0, nil }
+func (nullLocalLog) Epochs(metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+	return []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}}, nil
+}
+func (nullLocalLog) Append(context.Context, metadata.TopicPartition, []combiner.Batch) error {
+	return nil
+}
+func (nullLocalLog) Truncate(context.Context, metadata.TopicPartition, int64) error { return nil }
+func (nullLocalLog) Read(context.Context, metadata.TopicPartition, int64, int) ([]combiner.Batch, error) {
+	return nil, nil
 }
