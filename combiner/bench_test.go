@@ -7,6 +7,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -204,4 +205,53 @@ func BenchmarkSmallSections(b *testing.B) {
 		}
 		cpu.stop(b, total)
 	})
+}
+
+// BenchmarkBuilderCut is a leader's work per object: add the batches of 100
+// partitions to a Builder and cut them, encoding into new buffers or into
+// the buffers of earlier objects given back (BuilderConfig.Buffer), as the
+// leader does once their upload succeeded. Compare the two in one run.
+func BenchmarkBuilderCut(b *testing.B) {
+	for _, reuse := range []bool{false, true} {
+		name := "new-buffers"
+		if reuse {
+			name = "reused-buffers"
+		}
+		b.Run(name, func(b *testing.B) {
+			sections := benchSections(10)
+			total := totalBytes(sections)
+			pool := bufpool.New(64 << 20)
+			cfg := BuilderConfig{}
+			if reuse {
+				cfg.Buffer = pool.Get
+			}
+			builder, err := NewBuilder(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer builder.Close()
+			var objs []Object
+			b.SetBytes(int64(total))
+			b.ReportAllocs()
+			cpu := startCPU()
+			for b.Loop() {
+				for _, s := range sections {
+					for _, batch := range s.Batches {
+						if err := builder.Add(s.Partition, batch, time.Time{}); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				if objs, err = builder.Cut(objs[:0]); err != nil {
+					b.Fatal(err)
+				}
+				if reuse {
+					for _, o := range objs {
+						pool.Put(o.Data)
+					}
+				}
+			}
+			cpu.stop(b, total)
+		})
+	}
 }
