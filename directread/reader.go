@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/internal/followcore"
+	"github.com/activetier/activetier/internal/readcore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
@@ -51,17 +53,14 @@ type Config struct {
 // though Poll calls are served one at a time.
 type Reader struct {
 	cfg    Config
-	parts  map[metadata.TopicPartition]*partition
-	order  []metadata.TopicPartition
+	core   *readcore.Core // the decisions; under mu
 	mgrs   map[string]*walstore.Manager
 	meta   []int32
 	cursor map[int32]int64
 
 	pollMu sync.Mutex // one Poll at a time
-	mu     sync.Mutex // parts, closed, stats
+	mu     sync.Mutex // core, closed, stats
 	closed bool
-	round  uint64 // metadata rounds read
-	quiet  uint64 // the last round that found every metadata partition at its end
 	stats  Stats
 }
 
@@ -125,26 +124,11 @@ func New(cfg Config) (*Reader, error) {
 			return nil, fmt.Errorf("directread: Config.MetadataPartitions: %w: %d of %d", metadata.ErrUnknownPartition, p, n)
 		}
 	}
-	r := &Reader{cfg: cfg, parts: make(map[metadata.TopicPartition]*partition), mgrs: make(map[string]*walstore.Manager),
-		meta: meta, cursor: make(map[int32]int64)}
-	for tp, start := range cfg.Partitions {
-		if err := tp.Validate(); err != nil {
-			return nil, fmt.Errorf("directread: Config.Partitions: %w", err)
-		}
-		if start < 0 {
-			return nil, fmt.Errorf("directread: Config.Partitions: %s start offset %d is negative", tp, start)
-		}
-		r.parts[tp] = newPartition(tp, start, cfg.Durable)
+	core, err := readcore.New(readcore.Config{Partitions: cfg.Partitions, Durable: cfg.Durable, MaxBytes: cfg.MaxBytes})
+	if err != nil {
+		return nil, fmt.Errorf("directread: Config.Partitions: %w", err)
 	}
-	r.order = slices.SortedFunc(maps.Keys(r.parts), func(a, b metadata.TopicPartition) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition - b.Partition)
-	})
+	r := &Reader{cfg: cfg, core: core, mgrs: make(map[string]*walstore.Manager), meta: meta, cursor: make(map[int32]int64)}
 	quietLogs := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for az, store := range cfg.Stores {
 		if store == nil {
@@ -183,12 +167,9 @@ func (r *Reader) Seek(tp metadata.TopicPartition, offset int64) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := r.parts[tp]
-	if p == nil {
-		return fmt.Errorf("directread: seek: %s is not one of the Reader's partitions", tp)
+	if err := r.core.Seek(tp, offset); err != nil {
+		return fmt.Errorf("directread: %w", err)
 	}
-	p.seek(offset)
-	p.changed = r.round
 	return nil
 }
 
@@ -197,11 +178,8 @@ func (r *Reader) Seek(tp metadata.TopicPartition, offset int64) error {
 func (r *Reader) Position(tp metadata.TopicPartition) (next, committed int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p := r.parts[tp]
-	if p == nil {
-		return -1, -1
-	}
-	return p.next, p.highestCommit()
+	next, committed, _ = r.core.Position(tp)
+	return next, committed
 }
 
 // Stats returns the Reader's counters.
@@ -254,50 +232,43 @@ func (r *Reader) Poll(ctx context.Context) (Fetch, error) {
 // transient reports a fetch that failed and will be retried.
 func (r *Reader) serve(ctx context.Context) (f Fetch, transient bool) {
 	r.mu.Lock()
-	var wants []want
-	owner := make(map[int]*partition)
-	budget := r.cfg.MaxBytes
-	for _, tp := range r.order {
-		p := r.parts[tp]
-		for _, w := range p.plan(budget) {
-			owner[len(wants)] = p
-			wants = append(wants, w)
-			budget -= w.entry.Length
-		}
-		p.gone(r.quiet)
-		if err := p.takeError(); err != nil {
-			f.Errors = append(f.Errors, err)
-		}
-	}
+	wants, pauses := r.core.Plan()
 	r.mu.Unlock()
+	for _, p := range pauses {
+		f.Errors = append(f.Errors, pauseError(p))
+	}
 	if len(wants) == 0 {
 		return f, false
 	}
 	results := r.fetch(ctx, wants)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := time.Now()
 	for i, w := range wants {
-		p, res := owner[i], results[i]
-		switch {
-		case res.err == nil:
-			for _, b := range p.apply(w, res.batches) {
-				f.Batches = append(f.Batches, Batch{Partition: p.tp, Batch: b})
-				r.stats.Batches++
-				r.stats.Bytes += uint64(len(b.Data))
-			}
-		case errors.Is(res.err, walstore.ErrNotFound) || errors.Is(res.err, walstore.ErrCorrupt) ||
-			errors.Is(res.err, ErrNoStore) || errors.Is(res.err, walstore.ErrUnknownBucket):
-			// Never to be read from here: forget the entry; if nothing
-			// else describes the offsets, the partition is gone there.
-			r.cfg.Logger.Warn("directread: section cannot be read", "partition", p.tp.String(), "err", res.err)
-			p.drop(w.entry, res.err)
-			p.changed = r.round // judge again on metadata read from now
-		default:
-			p.failures[keyOf(&w.entry)]++
-			transient = true
+		res := followcore.Result{Entry: w.Entry, Outcome: followcore.OutcomeOf(results[i].err), Batches: results[i].batches, Err: results[i].err}
+		if errors.Is(res.Err, ErrNoStore) {
+			res.Outcome = followcore.Gone
 		}
+		batches, retry := r.core.Fetched(now, w, res)
+		for _, b := range batches {
+			f.Batches = append(f.Batches, Batch{Partition: w.Entry.Partition, Batch: b})
+			r.stats.Batches++
+			r.stats.Bytes += uint64(len(b.Data))
+		}
+		if res.Err != nil && !retry {
+			r.cfg.Logger.Warn("directread: section cannot be read", "partition", w.Entry.Partition.String(), "err", res.Err)
+		}
+		transient = transient || retry
 	}
 	return f, transient
+}
+
+// pauseError is the error a paused partition reports.
+func pauseError(p readcore.Pause) error {
+	if p.Truncated {
+		return &TruncatedError{Partition: p.Partition, Offset: p.Offset}
+	}
+	return &GoneError{Partition: p.Partition, Offset: p.Offset, ResumeHint: p.ResumeHint, Cause: p.Cause}
 }
 
 type fetched struct {
@@ -307,12 +278,12 @@ type fetched struct {
 
 // fetch reads the wanted sections through the cache: cached ones at once,
 // ones another Reader is fetching after it, the rest coalesced per object.
-func (r *Reader) fetch(ctx context.Context, wants []want) []fetched {
+func (r *Reader) fetch(ctx context.Context, wants []readcore.Want) []fetched {
 	out := make([]fetched, len(wants))
 	var mine, waited []int
 	waits := make(map[int]<-chan struct{})
 	for i, w := range wants {
-		k := sectionOf(&w.entry)
+		k := sectionOf(&w.Entry)
 		if b, ch, ok := r.cfg.Cache.claim(k); ok {
 			out[i].batches = b
 			r.mu.Lock()
@@ -333,7 +304,7 @@ func (r *Reader) fetch(ctx context.Context, wants []want) []fetched {
 			out[i].err = ctx.Err()
 			continue
 		}
-		k := sectionOf(&wants[i].entry)
+		k := sectionOf(&wants[i].Entry)
 		if b, ch, ok := r.cfg.Cache.claim(k); ok {
 			out[i].batches = b
 		} else if ch == nil {
@@ -347,10 +318,10 @@ func (r *Reader) fetch(ctx context.Context, wants []want) []fetched {
 
 // fetchOwn fetches the sections at idx, which this Reader claimed, and
 // releases them to the cache.
-func (r *Reader) fetchOwn(ctx context.Context, wants []want, idx []int, out []fetched) {
+func (r *Reader) fetchOwn(ctx context.Context, wants []readcore.Want, idx []int, out []fetched) {
 	byAZ := make(map[string][]int)
 	for _, i := range idx {
-		byAZ[wants[i].entry.Object.AZ] = append(byAZ[wants[i].entry.Object.AZ], i)
+		byAZ[wants[i].Entry.Object.AZ] = append(byAZ[wants[i].Entry.Object.AZ], i)
 	}
 	for _, az := range slices.Sorted(maps.Keys(byAZ)) {
 		ids := byAZ[az]
@@ -362,12 +333,12 @@ func (r *Reader) fetchOwn(ctx context.Context, wants []want, idx []int, out []fe
 		} else {
 			entries := make([]metadata.Entry, len(ids))
 			for j, i := range ids {
-				entries[j] = wants[i].entry
+				entries[j] = wants[i].Entry
 			}
 			results, err = m.Fetch(ctx, entries)
 		}
 		for j, i := range ids {
-			k := sectionOf(&wants[i].entry)
+			k := sectionOf(&wants[i].Entry)
 			if err != nil {
 				out[i].err = err
 				r.cfg.Cache.release(k, nil)
@@ -417,7 +388,7 @@ func (r *Reader) readMetadata(ctx context.Context) error {
 	wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.round++
+	r.core.Round()
 	quiet := true
 	for i, mp := range r.meta {
 		rd := reads[i]
@@ -443,38 +414,11 @@ func (r *Reader) readMetadata(ctx context.Context) error {
 				r.cfg.Logger.Error("directread: skipping a metadata record that does not decode", "metadata_partition", mp, "offset", rec.Offset, "err", err)
 				continue
 			}
-			r.learn(m)
+			r.core.Learn(m)
 		}
 	}
 	if quiet {
-		r.quiet = r.round
+		r.core.Quiet()
 	}
 	return ctx.Err()
-}
-
-// learn hands what m says of each of the Reader's partitions to it. The
-// markers one message carries for a partition are one publication.
-func (r *Reader) learn(m *metadata.Message) {
-	var pubs map[metadata.TopicPartition][]metadata.EpochStart
-	for _, mk := range m.Markers {
-		if r.parts[mk.Partition] != nil {
-			if pubs == nil {
-				pubs = make(map[metadata.TopicPartition][]metadata.EpochStart)
-			}
-			pubs[mk.Partition] = append(pubs[mk.Partition], mk)
-		}
-	}
-	for tp, pub := range pubs {
-		r.parts[tp].learnMarkers(pub, r.round)
-	}
-	for _, c := range m.Commits {
-		if p := r.parts[c.Partition]; p != nil {
-			p.learnCommit(c, r.round)
-		}
-	}
-	for _, e := range m.Entries {
-		if p := r.parts[e.Partition]; p != nil {
-			p.learnEntry(e, r.round)
-		}
-	}
 }

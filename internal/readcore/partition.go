@@ -1,9 +1,10 @@
-package directread
+package readcore
 
 import (
 	"cmp"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
@@ -29,8 +30,8 @@ type partition struct {
 	// changed is the metadata round in which what the partition may
 	// serve last grew; Gone is only judged on metadata read since.
 	changed uint64
-	// paused is the error that stopped the partition until Seek.
-	paused error
+	// paused is why the partition stopped until Seek.
+	paused *Pause
 	// cause is why the last section that could not be read failed.
 	cause error
 	// reported: paused was handed to the caller.
@@ -39,6 +40,9 @@ type partition struct {
 	// entry for the same offsets (a republished copy in a bucket that is
 	// up) is tried first.
 	failures map[entryKey]int
+	// corruptSince is when each pending entry's section first failed
+	// verification.
+	corruptSince map[entryKey]time.Time
 }
 
 // entryKey identifies a section: the same entry read from two metadata
@@ -67,6 +71,7 @@ func (p *partition) seek(offset int64) {
 		p.commits = make(map[int32]int64)
 		p.pending = make(map[entryKey]metadata.Entry)
 		p.failures = make(map[entryKey]int)
+		p.corruptSince = make(map[entryKey]time.Time)
 	}
 }
 
@@ -92,8 +97,8 @@ func (p *partition) learnEntry(e metadata.Entry, round uint64) {
 	}
 }
 
-// takeError returns the error that paused the partition, once.
-func (p *partition) takeError() error {
+// takeError returns why the partition paused, once.
+func (p *partition) takeError() *Pause {
 	if p.paused == nil || p.reported {
 		return nil
 	}
@@ -135,18 +140,12 @@ func (p *partition) highestCommit() int64 {
 	return best
 }
 
-// want is an entry to fetch and the offsets of it to yield.
-type want struct {
-	entry       metadata.Entry
-	from, limit int64
-}
-
 // plan decides the pending entries in offset order, as a follower whose
 // log ends at p.next would, and returns the ones to fetch next: a chain
 // of applies, each starting where the one before ends, up to maxBytes of
 // sections. Entries to skip or drop are forgotten; a truncation pauses
 // the partition.
-func (p *partition) plan(maxBytes int64) []want {
+func (p *partition) plan(maxBytes int64) []Want {
 	if p.paused != nil || len(p.pending) == 0 {
 		return nil
 	}
@@ -160,7 +159,7 @@ func (p *partition) plan(maxBytes int64) []want {
 	})
 	committed := p.committed()
 	next, local := p.next, p.local.Clone()
-	var out []want
+	var out []Want
 	var bytes int64
 	for progressed := true; progressed && bytes < maxBytes; {
 		progressed = false
@@ -173,13 +172,12 @@ func (p *partition) plan(maxBytes int64) []want {
 			switch d.Action {
 			case fencing.Skip, fencing.Drop:
 				if next == p.next {
-					delete(p.pending, k)
-					delete(p.failures, k)
+					p.forget(k)
 				}
 				continue
 			case fencing.Truncate:
 				if next == p.next {
-					p.paused = &TruncatedError{Partition: p.tp, Offset: d.TruncateTo}
+					p.paused = &Pause{Partition: p.tp, Truncated: true, Offset: d.TruncateTo}
 				}
 				return out
 			case fencing.Hold:
@@ -189,7 +187,7 @@ func (p *partition) plan(maxBytes int64) []want {
 			if limit <= d.From {
 				return out
 			}
-			out = append(out, want{entry: e, from: d.From, limit: limit})
+			out = append(out, Want{Entry: e, From: d.From, Limit: limit})
 			bytes += e.Length
 			_ = local.Assign(e.RecordEpoch, d.From)
 			next, progressed = limit, true
@@ -200,17 +198,17 @@ func (p *partition) plan(maxBytes int64) []want {
 }
 
 // apply yields the batches of w's section, fetched and verified, that lie
-// in [w.from, w.limit), if w still continues the partition. A batch that
-// holds w.from but starts below it (a start offset inside a batch) is
-// yielded whole, as Kafka's fetch does; one that runs past w.limit waits
+// in [w.From, w.Limit), if w still continues the partition. A batch that
+// holds w.From but starts below it (a start offset inside a batch) is
+// yielded whole, as Kafka's fetch does; one that runs past w.Limit waits
 // for the commit to cover it.
-func (p *partition) apply(w want, batches []combiner.Batch) []combiner.Batch {
-	if p.paused != nil || w.from != p.next {
+func (p *partition) apply(w Want, batches []combiner.Batch) []combiner.Batch {
+	if p.paused != nil || w.From != p.next {
 		return nil
 	}
 	var out []combiner.Batch
 	for _, b := range batches {
-		if b.LastOffset < w.from || b.LastOffset >= w.limit || b.Epoch != w.entry.RecordEpoch {
+		if b.LastOffset < w.From || b.LastOffset >= w.Limit || b.Epoch != w.Entry.RecordEpoch {
 			continue
 		}
 		if b.FirstOffset > p.next {
@@ -220,22 +218,39 @@ func (p *partition) apply(w want, batches []combiner.Batch) []combiner.Batch {
 		out = append(out, b)
 		p.next = b.LastOffset + 1
 	}
-	if p.next > w.entry.LastOffset {
-		delete(p.pending, keyOf(&w.entry))
-		delete(p.failures, keyOf(&w.entry))
+	if p.next > w.Entry.LastOffset {
+		p.forget(keyOf(&w.Entry))
 	}
 	return out
 }
 
 // drop forgets an entry whose section cannot be read (gone or corrupt),
-// remembering why for the GoneError it may lead to.
+// remembering why for the Pause it may lead to.
 func (p *partition) drop(e metadata.Entry, cause error) {
-	delete(p.pending, keyOf(&e))
-	delete(p.failures, keyOf(&e))
+	p.forget(keyOf(&e))
 	p.cause = cause
 }
 
-// gone pauses the partition with a GoneError for p.next if the records
+func (p *partition) forget(k entryKey) {
+	delete(p.pending, k)
+	delete(p.failures, k)
+	delete(p.corruptSince, k)
+}
+
+// corrupt records that e's section failed verification at now, and
+// reports whether it has kept failing for at least d: then it is given
+// up. A corrupted read can be the network's, so one failure is not enough.
+func (p *partition) corrupt(now time.Time, e metadata.Entry, d time.Duration) bool {
+	k := keyOf(&e)
+	since, ok := p.corruptSince[k]
+	if !ok {
+		p.corruptSince[k] = now
+		return false
+	}
+	return now.Sub(since) >= d
+}
+
+// gone pauses the partition as gone at p.next if the records
 // there were published (a commit is past it) but no pending entry
 // describes them, judged on metadata read to its end in round quiet,
 // after the partition last learned something.
@@ -262,5 +277,5 @@ func (p *partition) gone(quiet uint64) {
 	if !p.durable && high <= p.next {
 		return
 	}
-	p.paused = &GoneError{Partition: p.tp, Offset: p.next, ResumeHint: resume, Cause: p.cause}
+	p.paused = &Pause{Partition: p.tp, Offset: p.next, ResumeHint: resume, Cause: p.cause}
 }

@@ -1,4 +1,4 @@
-package directread
+package readcore
 
 import (
 	"fmt"
@@ -62,7 +62,7 @@ func TestPartitionPlan(t *testing.T) {
 			got := ""
 			if ws := p.plan(1 << 20); len(ws) > 0 {
 				w := ws[0]
-				got = fmt.Sprintf("%s [%d, %d)", w.entry.Object.Key, w.from, w.limit)
+				got = fmt.Sprintf("%s [%d, %d)", w.Entry.Object.Key, w.From, w.Limit)
 			}
 			require.Equal(t, tc.want, got)
 		})
@@ -84,10 +84,9 @@ func TestPartitionGone(t *testing.T) {
 	p.gone(3)
 	require.Nil(t, p.takeError())
 	p.gone(4)
-	err := p.takeError()
-	var g *GoneError
-	require.ErrorAs(t, err, &g)
-	require.Equal(t, GoneError{Partition: tp, Offset: 0, ResumeHint: 50}, *g)
+	g := p.takeError()
+	require.NotNil(t, g)
+	require.Equal(t, Pause{Partition: tp, Offset: 0, ResumeHint: 50}, *g)
 	require.Nil(t, p.takeError(), "reported once")
 	require.Empty(t, p.plan(1<<20), "paused")
 	p.seek(50)

@@ -1,0 +1,20 @@
+// Package readcore is a direct reader's decisions as a state machine: no
+// goroutines, no clock, no I/O. It is what directread's Reader runs
+// underneath, and what the simulation (internal/sim) drives directly, so
+// that the decisions the simulation checks are the Reader's own.
+//
+// A Core holds what a reader knows of its partitions: the leader epoch
+// lineage learned from the epoch-start markers, the commits (high
+// watermarks) of each leader epoch, the entries not yet yielded, and what
+// was yielded. The driver hands it the metadata it reads, a round at a
+// time (Round, Learn, Quiet), asks it what to fetch (Plan: the sections,
+// and up to which offset each may be yielded), and hands back what each
+// fetch returned (Fetched: the batches to yield, or whether to retry).
+// Seek restarts a partition after a GoneError or TruncatedError.
+//
+// Which entries to take is package fencing's decision (fencing.Decide,
+// with the yielded log as the local lineage), and how far is the commit's:
+// a commit of leader epoch E is trusted for an offset only once the
+// lineage there comes from a publication of E or later. directread's
+// package documentation says why.
+package readcore
