@@ -178,6 +178,7 @@ func (c *Core) Fetched(now time.Time, w Want, r followcore.Result) (batches []co
 		}
 	}
 	p.failures[keyOf(&w.Entry)]++
+	p.idle = false
 	return nil, true
 }
 

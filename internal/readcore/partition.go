@@ -43,6 +43,10 @@ type partition struct {
 	// corruptSince is when each pending entry's section first failed
 	// verification.
 	corruptSince map[entryKey]time.Time
+	// idle: the last plan found nothing to fetch, and nothing it depends
+	// on changed since, so the next would find nothing either. A reader
+	// polls far more often than its partitions change.
+	idle bool
 }
 
 // entryKey identifies a section: the same entry read from two metadata
@@ -66,7 +70,7 @@ func newPartition(tp metadata.TopicPartition, start int64, durable bool) *partit
 // seek restarts the partition at offset: what was yielded is forgotten,
 // what was learned of the leader is kept.
 func (p *partition) seek(offset int64) {
-	p.next, p.local, p.paused, p.cause, p.reported = offset, fencing.Lineage{}, nil, nil, false
+	p.next, p.local, p.paused, p.cause, p.reported, p.idle = offset, fencing.Lineage{}, nil, nil, false, false
 	if p.commits == nil {
 		p.commits = make(map[int32]int64)
 		p.pending = make(map[entryKey]metadata.Entry)
@@ -79,20 +83,23 @@ func (p *partition) seek(offset int64) {
 // markers one message carries for it), read in metadata round.
 func (p *partition) learnMarkers(pub []metadata.EpochStart, round uint64) {
 	if p.leader.Merge(pub...) == nil {
-		p.changed = round
+		p.changed, p.idle = round, false
 	}
 }
 
 func (p *partition) learnCommit(c metadata.Commit, round uint64) {
 	if c.Offset > p.commits[c.Epoch] {
 		p.commits[c.Epoch] = c.Offset
-		p.changed = round
+		p.changed, p.idle = round, false
 	}
 }
 
 func (p *partition) learnEntry(e metadata.Entry, round uint64) {
 	if e.LastOffset >= p.next {
-		p.pending[keyOf(&e)] = e
+		k := keyOf(&e)
+		if _, ok := p.pending[k]; !ok {
+			p.pending[k], p.idle = e, false
+		}
 		p.changed = round
 	}
 }
@@ -145,10 +152,11 @@ func (p *partition) highestCommit() int64 {
 // of applies, each starting where the one before ends, up to maxBytes of
 // sections. Entries to skip or drop are forgotten; a truncation pauses
 // the partition.
-func (p *partition) plan(maxBytes int64) []Want {
-	if p.paused != nil || len(p.pending) == 0 {
+func (p *partition) plan(maxBytes int64) (out []Want) {
+	if p.paused != nil || p.idle || len(p.pending) == 0 || maxBytes <= 0 {
 		return nil
 	}
+	defer func() { p.idle = len(out) == 0 && p.paused == nil }()
 	entries := make([]metadata.Entry, 0, len(p.pending))
 	for _, e := range p.pending {
 		entries = append(entries, e)
@@ -159,7 +167,6 @@ func (p *partition) plan(maxBytes int64) []Want {
 	})
 	committed := p.committed()
 	next, local := p.next, p.local.Clone()
-	var out []Want
 	var bytes int64
 	for progressed := true; progressed && bytes < maxBytes; {
 		progressed = false
@@ -206,6 +213,7 @@ func (p *partition) apply(w Want, batches []combiner.Batch) []combiner.Batch {
 	if p.paused != nil || w.From != p.next {
 		return nil
 	}
+	p.idle = false
 	var out []combiner.Batch
 	for _, b := range batches {
 		if b.LastOffset < w.From || b.LastOffset >= w.Limit || b.Epoch != w.Entry.RecordEpoch {
@@ -232,6 +240,7 @@ func (p *partition) drop(e metadata.Entry, cause error) {
 }
 
 func (p *partition) forget(k entryKey) {
+	p.idle = false
 	delete(p.pending, k)
 	delete(p.failures, k)
 	delete(p.corruptSince, k)

@@ -43,10 +43,20 @@
 //   - garbage collection throughout: leaders collect on their own schedule
 //     from follower progress the brokers relay, and the driver trims the
 //     metadata log behind every running leader's low marks.
+////   - direct readers (directread's decisions, internal/readcore, driven as
+//     directread.Reader drives them; see direct.go): one or two from the
+//     start of their partitions, perhaps one more later from a random
+//     offset, each in an AZ, reading every metadata partition with the
+//     followers' disorder and fetching through chaos; and, for some
+//     seeds, leaders that tier their records a second or three after
+//     they are committed, so that the collector keeps objects for the
+//     readers that keep up.
 //
 // Elections are decided by the controller in the driver. The true log of a
 // partition is its leader's log; a new leader is always a replica whose log
-// is a prefix of it (and reaches its start), so the true log only ever loses
+// is a prefix of it (and reaches its start, and every commit any leader
+// published: Kafka's controller elects only in-sync replicas, which hold
+// the log below the high watermark), so the true log only ever loses
 // a suffix and gains records of a newer epoch: a record once out of it
 // never comes back. The new leader republishes from the lowest offset up to
 // which every replica agrees with it (the marker contract's F). Histories
@@ -106,6 +116,17 @@
 //     60 simulated seconds every replica's log equals its leader's from the
 //     leader's log start, byte for byte, and every leader's durable offset
 //     is its log end.
+//   - Readers yield the committed log: every batch a direct reader yields
+//     is the true log's batch at its offsets when yielded, no election
+//     later cuts it off, and it is in the final log
+//     (KindReaderTruncated); yields are contiguous from where the reader
+//     started or resumed (KindReaderSkipped); a reader reports a partition
+//     gone only when no retained metadata entry, as of the last time it
+//     read the log to its end, describes the record there in a stored
+//     object (KindReaderGone); and once faults stop every reader reaches
+//     the end of its partitions (KindNoProgress). A consumer told a
+//     partition is gone reads the records in between from the leader and
+//     resumes, as directread's GoneError says.
 //   - No goroutine leaks: goleak checks the test binary. (The simulation
 //     starts no goroutine of its own; the walstore.Manager that reads
 //     sections starts one per GET and waits for it.)
@@ -221,6 +242,12 @@
 // plain synchronous state machine independent of followcore, driven by
 // fencing.Decide as the fencing package documents, which fetches one entry
 // at a time and applies an entry Decide drops as fenced.
+//
+// TestWeakenedReaderIsCaught does the same for direct readers: with their
+// commit check off (Config.DurableReaders, directread's public Durable
+// option, so the library needs no hook), a reader yields records a later
+// leader truncates within the CI seed budget, and the same seed passes with
+// the check on.
 //
 // The regression tests named TestSimSeedN... reproduce, without the
 // simulation, the engine bugs seed N found, and TestFuzzFollower... the one

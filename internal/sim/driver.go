@@ -137,6 +137,7 @@ func (w *world) setup() error {
 		b.node.becomeLeader(tp, ps.epoch, b.followersOf(tp), -1)
 	}
 	w.every(time.Duration(300+w.rng.IntN(1700))*time.Millisecond, w.trimMetadata)
+	w.startReaders()
 	return nil
 }
 
@@ -412,8 +413,10 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 		}
 		// In sync, as far as a prefix can be: its log reaches the true
 		// log's start at least (a new replica that has not bootstrapped
-		// yet does not), so the partition's log never moves backwards.
-		if s, l := b.log.snapshot(tp); isPrefix(s, l, truthStart, truth) && end(s, l) >= truthStart {
+		// yet does not), so the partition's log never moves backwards,
+		// and it holds every record a leader committed (the in-sync
+		// replicas do), so a direct reader's records are never lost.
+		if s, l := b.log.snapshot(tp); isPrefix(s, l, truthStart, truth) && end(s, l) >= max(truthStart, ps.committed) {
 			cands = append(cands, b)
 		}
 	}
@@ -494,6 +497,7 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 	// been told, and the fence checks count only what it acts on.
 	w.updateViews(tp, n.id, epoch)
 	n.node.becomeLeader(tp, epoch, n.followersOf(tp), from)
+	w.checkReadersAfterElection(tp)
 	return true
 }
 
@@ -727,15 +731,16 @@ func (w *world) converge(from time.Time) {
 		if w.failed() {
 			return
 		}
-		if len(w.unconverged()) == 0 {
+		if len(w.unconverged())+len(w.readersBehind()) == 0 {
 			w.stats.Converged = w.clock.Sub(from)
 			w.tracef("converged after %v", w.stats.Converged)
 			w.compareBytes()
+			w.checkReadersFinal()
 			w.done = true
 			return
 		}
 		if w.clock.Sub(from) >= convergeBound {
-			w.violate(KindNoProgress, "%v after faults stopped:\n%s", convergeBound, strings.Join(w.unconverged(), "\n"))
+			w.violate(KindNoProgress, "%v after faults stopped:\n%s", convergeBound, strings.Join(append(w.unconverged(), w.readersBehind()...), "\n"))
 			return
 		}
 		w.converge(from)
@@ -815,6 +820,9 @@ func (w *world) compareBytes() {
 func (w *world) shutdown() {
 	for _, id := range w.ids {
 		w.brokers[id].halt()
+	}
+	for _, r := range w.readers {
+		r.close()
 	}
 	if w.meta != nil {
 		w.meta.Close()

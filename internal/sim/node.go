@@ -523,6 +523,10 @@ func (w *world) published(rec metadata.Record) {
 			b.ref.read.appended(rec)
 		}
 	}
+	w.learnCommits(rec)
+	for _, r := range w.readers {
+		r.reads[rec.Partition].appended(rec)
+	}
 }
 
 // truncate performs a follower's truncation of tp as walstore's Follower

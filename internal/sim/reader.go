@@ -49,11 +49,20 @@ type metaReader struct {
 	seen      map[uint64]uint64 // message identity -> how many held
 	out       []metadata.Record // delivered, in order, with their real offsets
 	rewinding bool              // a rewind is scheduled
+	// pending counts the records appended that were not yet delivered
+	// once: while it is zero, everything the log holds was delivered.
+	pending int
 }
 
 func newMetaReader(w *world, inst *followerInst, seed uint64, batch int, deliver func([]metadata.Record), live func() bool) *metaReader {
+	return startMetaReader(w, inst, inst.b.id%w.meta.Partitions(), seed, batch, deliver, live)
+}
+
+// startMetaReader starts a reader of metadata partition partition; inst,
+// when not nil, is the follower whose checks learn what it delivers.
+func startMetaReader(w *world, inst *followerInst, partition int32, seed uint64, batch int, deliver func([]metadata.Record), live func() bool) *metaReader {
 	r := &metaReader{
-		w: w, partition: inst.b.id % w.meta.Partitions(), seed: seed, batch: max(batch, 1), inst: inst,
+		w: w, partition: partition, seed: seed, batch: max(batch, 1), inst: inst,
 		deliver: deliver, live: live, seen: make(map[uint64]uint64),
 	}
 	ctx := context.Background()
@@ -93,7 +102,11 @@ func (r *metaReader) hold(rec metadata.Record) {
 	if r1 < d.delayP {
 		delay += time.Duration(r2 * float64(d.maxDelay))
 	}
-	r.w.after(delay, func() { r.release(rec) })
+	r.pending++
+	r.w.after(delay, func() {
+		r.pending--
+		r.release(rec)
+	})
 	if r3 < d.dupP {
 		r.w.after(delay+time.Duration(r2*float64(d.maxDelay+time.Second)), func() { r.release(rec) })
 	}
@@ -119,8 +132,38 @@ func (r *metaReader) low() int64 {
 
 // hand gives recs to the follower, telling the checks first.
 func (r *metaReader) hand(recs []metadata.Record) {
-	r.inst.delivered(recs)
+	if r.inst != nil {
+		r.inst.delivered(recs)
+	}
 	r.deliver(recs)
+}
+
+// high is the partition's high watermark.
+func (r *metaReader) high() int64 {
+	_, high, err := r.w.meta.Watermarks(context.Background(), r.partition)
+	if err != nil {
+		r.w.violate(KindHarness, "metadata watermarks: %v", err)
+	}
+	return high
+}
+
+// retained returns the records the partition still retains below upTo.
+func (r *metaReader) retained(upTo int64) []metadata.Record {
+	var out []metadata.Record
+	for from := r.low(); from < upTo; {
+		recs, err := r.w.meta.Read(context.Background(), r.partition, from, 256)
+		if err != nil || len(recs) == 0 {
+			r.w.violate(KindHarness, "reading metadata partition %d at %d: %v", r.partition, from, err)
+			return out
+		}
+		for _, rec := range recs {
+			if rec.Offset < upTo {
+				out = append(out, rec)
+			}
+		}
+		from = recs[len(recs)-1].Offset + 1
+	}
+	return out
 }
 
 // rewind schedules a re-reading of what was delivered and is retained.

@@ -29,6 +29,12 @@ type Config struct {
 	// ReferenceFollower replaces each broker's follower core with the
 	// reference follower with fencing intact: the control for WeakFencing.
 	ReferenceFollower bool
+	// DurableReaders makes the direct readers serve every record
+	// published, not only the committed ones (directread's Durable): their
+	// commit check is off. It exists to show that the reader invariants
+	// catch a reader that yields what a later leader truncates; see
+	// TestWeakenedReaderIsCaught.
+	DurableReaders bool
 	// TraceWriter, if set, receives the whole trace, one line per event,
 	// as the run makes it (Result.Trace keeps at most its first 200,000
 	// lines).
@@ -64,6 +70,17 @@ const (
 	KindNoProgress Kind = "no-progress"
 	// KindEngineError: an engine returned an error it should not have.
 	KindEngineError Kind = "engine-error"
+	// KindReaderTruncated: a direct reader yielded a batch that is not, or
+	// is no longer, the partition's log's batch at its offsets: it served
+	// a record that a later leader truncated.
+	KindReaderTruncated Kind = "reader-truncated"
+	// KindReaderSkipped: a direct reader's yields of a partition are not
+	// contiguous from where it started or resumed.
+	KindReaderSkipped Kind = "reader-skipped"
+	// KindReaderGone: a direct reader reported a partition gone at an
+	// offset whose record the retained metadata describes in a stored
+	// object.
+	KindReaderGone Kind = "reader-gone"
 	// KindHarness: the simulation itself failed; not a finding about the
 	// engines.
 	KindHarness Kind = "harness"
@@ -92,6 +109,7 @@ type Stats struct {
 	Objects, Deleted, NotFound      int
 	FencedAppends                   int
 	DurableClaims                   int
+	ReaderBatches, ReaderGone       int
 	Converged                       time.Duration
 }
 
@@ -139,6 +157,7 @@ type world struct {
 	registry   map[batchKey]batchMeta
 	objects    map[metadata.ObjectRef]*object
 	sections   map[metadata.TopicPartition][]storedSection
+	readers    []*simReader
 	violations []Violation
 	stats      Stats
 	trace      []string
@@ -162,6 +181,10 @@ type partState struct {
 	// durChecked is the offset below which the current leader's durable
 	// claims have been checked.
 	durChecked int64
+	// committed is the highest commit any leader published: every replica
+	// the controller elects holds the log below it (Kafka's rule of
+	// electing from the in-sync replicas).
+	committed int64
 }
 
 func (w *world) now() time.Duration { return w.clock.Sub(w.start) }

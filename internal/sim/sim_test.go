@@ -136,6 +136,8 @@ func (s *Stats) add(o Stats) {
 	s.NotFound += o.NotFound
 	s.FencedAppends += o.FencedAppends
 	s.DurableClaims += o.DurableClaims
+	s.ReaderBatches += o.ReaderBatches
+	s.ReaderGone += o.ReaderGone
 	s.Converged = max(s.Converged, o.Converged)
 }
 
@@ -167,6 +169,35 @@ func TestWeakenedFencingIsCaught(t *testing.T) {
 		return
 	}
 	t.Fatalf("no fenced append reported in %d seeds from %d with fencing weakened", n, first)
+}
+
+// TestWeakenedReaderIsCaught shows the reader invariants can fail: with
+// the direct readers' commit check off (Config.DurableReaders: they serve
+// every record published, as directread's Durable does), some seed of the
+// CI budget reports a reader that yielded a record a later leader
+// truncated, and the same seed passes with the check on, so the
+// weakening, not the seed, is what the simulation caught.
+func TestWeakenedReaderIsCaught(t *testing.T) {
+	first, n := seedRange(t, 300)
+	for seed := first; seed < first+n; seed++ {
+		weak := runSeed(t, Config{Seed: seed, DurableReaders: true})
+		var caught *Violation
+		for i, v := range weak.Violations {
+			if v.Kind == KindReaderTruncated {
+				caught = &weak.Violations[i]
+				break
+			}
+		}
+		if caught == nil {
+			continue
+		}
+		t.Logf("seed %d, %d seeds in: %s", seed, seed-first+1, caught)
+		if control := runSeed(t, Config{Seed: seed}); control.Failed() {
+			report(t, control, "TestWeakenedReaderIsCaught", 40)
+		}
+		return
+	}
+	t.Fatalf("no truncated yield reported in %d seeds from %d with the readers' commit check off", n, first)
 }
 
 // TestReferenceFollower runs the simulation with the reference follower
