@@ -24,8 +24,9 @@ var (
 
 // GoneError says that a partition's records from Offset on cannot be read
 // from object storage: their objects were deleted (garbage collected once
-// every follower applied them, or past the tiered mark), failed
-// verification, or the retained metadata no longer describes them. The
+// every follower applied them, or past the tiered mark), kept failing
+// verification for 30 seconds (a single corrupted read is retried), or
+// the retained metadata no longer describes them. The
 // caller reads [Offset, ResumeHint) from the broker or from tiered
 // storage, then calls Seek(Partition, ResumeHint); the Reader has paused
 // the partition until then and never skips the offsets in between.

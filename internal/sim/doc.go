@@ -42,17 +42,15 @@
 //     before and the log still retains;
 //   - garbage collection throughout: leaders collect on their own schedule
 //     from follower progress the brokers relay, and the driver trims the
-//     metadata log behind every running leader's low marks.
-//
-// //   - direct readers (directread's decisions, internal/readcore, driven as
-//
-//	directread.Reader drives them; see direct.go): one or two from the
-//	start of their partitions, perhaps one more later from a random
-//	offset, each in an AZ, reading every metadata partition with the
-//	followers' disorder and fetching through chaos; and, for some
-//	seeds, leaders that tier their records a second or three after
-//	they are committed, so that the collector keeps objects for the
-//	readers that keep up.
+//     metadata log behind every running leader's low marks;
+//   - direct readers (directread's decisions, internal/readcore, driven as
+//     directread.Reader drives them; see direct.go): one or two from the
+//     start of their partitions, perhaps one more later from a random
+//     offset, each in an AZ, reading every metadata partition with the
+//     followers' disorder and fetching through chaos; and, for some
+//     seeds, leaders that tier their records a second or three after
+//     they are committed, so that the collector keeps objects for the
+//     readers that keep up.
 //
 // Elections are decided by the controller in the driver. The true log of a
 // partition is its leader's log; a new leader is always a replica whose log
