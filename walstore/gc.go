@@ -61,7 +61,7 @@ func (l *Leader) ReportTiered(tp metadata.TopicPartition, offset int64) {
 // failed call is simply repeated; objects stay tracked until deleted.
 func (l *Leader) CollectGarbage(ctx context.Context) (int, error) {
 	l.mu.Lock()
-	refs := l.core.Collect()
+	refs := l.core.Collect(l.cfg.Clock.Now())
 	l.mu.Unlock()
 	if len(refs) == 0 {
 		return 0, nil

@@ -42,6 +42,10 @@ type Config struct {
 	// MarkerRefresh is how often the markers of every led partition are
 	// published again; GCInterval how often garbage is collected.
 	MarkerRefresh, GCInterval time.Duration
+	// RetainFor keeps every object at least this long after its entries
+	// were published, whatever the followers applied, for direct readers
+	// that lag them.
+	RetainFor time.Duration
 	// BackoffInitial and BackoffMax shape the retry delays: full jitter
 	// below min(BackoffMax, BackoffInitial*2^attempt).
 	BackoffInitial, BackoffMax time.Duration
@@ -80,6 +84,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.BrokerID < 0:
 		return fmt.Errorf("leadcore: Config.BrokerID %d is negative", c.BrokerID)
+	case c.RetainFor < 0:
+		return fmt.Errorf("leadcore: Config.RetainFor %v is negative", c.RetainFor)
 	case !c.Codec.Valid():
 		return fmt.Errorf("leadcore: Config.Codec %v is not a known codec", c.Codec)
 	}

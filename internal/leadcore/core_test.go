@@ -397,15 +397,15 @@ func TestCoreGCWaitsForEveryFollower(t *testing.T) {
 	h.published(4, 0)
 	h.ready()
 	h.c.Progress(h.now, tpA, 2, 1_000, 1, nil, nil)
-	require.Empty(t, h.c.Collect(), "follower 3 has applied nothing")
+	require.Empty(t, h.c.Collect(h.now), "follower 3 has applied nothing")
 	// The placement flaps to nobody: the object is still needed by 2 and 3.
 	require.NoError(t, h.c.BecomeLeader(h.now, tpA, 1, nil, -1, 10))
-	require.Empty(t, h.c.Collect())
+	require.Empty(t, h.c.Collect(h.now))
 	require.NoError(t, h.c.BecomeLeader(h.now, tpA, 1, []int32{2, 3}, -1, 10))
 	h.c.Progress(h.now, tpA, 3, 10, 1, nil, nil)
-	require.Empty(t, h.c.Collect(), "2 and 3 rejoined: 2's earlier report no longer counts")
+	require.Empty(t, h.c.Collect(h.now), "2 and 3 rejoined: 2's earlier report no longer counts")
 	h.c.Progress(h.now, tpA, 2, 10, 1, nil, nil)
-	refs := h.c.Collect()
+	refs := h.c.Collect(h.now)
 	require.Len(t, refs, 1)
 	require.Equal(t, map[int32]int64{0: 0}, h.c.LowMarks())
 	h.c.Forget(refs, true)
@@ -414,6 +414,42 @@ func TestCoreGCWaitsForEveryFollower(t *testing.T) {
 	// A report of an epoch the leader's log never had is not credited.
 	require.True(t, h.c.NeedLineage(tpA, 0))
 	require.False(t, h.c.NeedLineage(tpA, 1))
+}
+
+// RetainFor keeps an object that every follower applied until it is old
+// enough, for direct readers that trail the followers; then it goes.
+func TestCoreGCRetainsForReaders(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		retain   time.Duration
+		after    time.Duration // since publication, when collection runs
+		wantRefs int
+	}{
+		{"no retention", 0, 0, 1},
+		{"too young", 5 * time.Second, 4999 * time.Millisecond, 0},
+		{"old enough", 5 * time.Second, 5 * time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.RetainFor = tc.retain })
+			require.NoError(t, h.c.BecomeLeader(h.now, tpA, 1, []int32{2}, -1, 0))
+			h.ready()
+			require.NoError(t, h.append(tpA, 1, 0, 9, 100))
+			h.advance(100 * time.Millisecond)
+			h.ready()
+			h.encode(2)
+			h.ready()
+			h.stored(3)
+			h.ready()
+			h.published(4, 0)
+			h.ready()
+			h.c.Progress(h.now, tpA, 2, 10, 1, nil, nil)
+			require.Len(t, h.c.Collect(h.now.Add(tc.after)), tc.wantRefs)
+		})
+	}
+	_, err := New(Config{BrokerID: 1, MetadataPartitions: 1, Interval: 1, ObjectBytes: 1, MaxPartitions: 1,
+		BufferBytes: 1, MaxInflight: 1, DegradedAfter: 1, MarkerRefresh: 1, GCInterval: 1,
+		BackoffInitial: 1, BackoffMax: 1, RetainFor: -1})
+	require.ErrorContains(t, err, "RetainFor")
 }
 
 // The same events give the same outputs, byte for byte.

@@ -24,8 +24,9 @@ type collector struct {
 }
 
 type tracked struct {
-	sections []sectionEnd
-	meta     map[int32]int64 // metadata partition -> offset of the message naming the object
+	published time.Time // when its entries were published
+	sections  []sectionEnd
+	meta      map[int32]int64 // metadata partition -> offset of the message naming the object
 }
 
 type sectionEnd struct {
@@ -49,8 +50,8 @@ func newCollector() collector {
 	}
 }
 
-func (g *collector) track(ref metadata.ObjectRef, sections []combiner.SectionInfo, followers [][]int32, meta map[int32]int64) {
-	t := &tracked{meta: meta, sections: make([]sectionEnd, len(sections))}
+func (g *collector) track(now time.Time, ref metadata.ObjectRef, sections []combiner.SectionInfo, followers [][]int32, meta map[int32]int64) {
+	t := &tracked{published: now, meta: meta, sections: make([]sectionEnd, len(sections))}
 	for i, s := range sections {
 		t.sections[i] = sectionEnd{tp: s.Partition, last: s.LastOffset, followers: followers[i]}
 	}
@@ -151,11 +152,16 @@ func (g *collector) prune() {
 	}
 }
 
-// Collect returns, in order, the tracked objects whose sections are all
-// safe to delete. They stay tracked until Forget.
-func (c *Core) Collect() []metadata.ObjectRef {
+// Collect returns, in order, the tracked objects published at least
+// RetainFor before now whose sections are all safe to delete. They stay
+// tracked until Forget.
+func (c *Core) Collect(now time.Time) []metadata.ObjectRef {
 	var refs []metadata.ObjectRef
+	keepAfter := now.Add(-c.cfg.RetainFor)
 	for ref, t := range c.gc.objects {
+		if t.published.After(keepAfter) {
+			continue
+		}
 		if !slices.ContainsFunc(t.sections, func(s sectionEnd) bool { return !c.gc.safe(s, c.followers[s.tp]) }) {
 			refs = append(refs, ref)
 		}
@@ -182,7 +188,7 @@ func (c *Core) collectDue(now time.Time) {
 	if c.gcDelete != 0 {
 		return
 	}
-	if refs := c.Collect(); len(refs) > 0 {
+	if refs := c.Collect(now); len(refs) > 0 {
 		r := c.newRequest(now, whatDelete)
 		r.refs, c.gcDelete = refs, r.id
 		c.rd.Deletes = append(c.rd.Deletes, Delete{ID: r.id, Refs: refs})

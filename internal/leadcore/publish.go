@@ -203,7 +203,7 @@ func (c *Core) messageDone(now time.Time, m *message) {
 	u := m.up
 	c.entryPub = nil
 	c.rd.PublishLatency = append(c.rd.PublishLatency, now.Sub(u.appendedAt))
-	c.gc.track(u.ref, m.sections, m.followers, m.offsets)
+	c.gc.track(now, u.ref, m.sections, m.followers, m.offsets)
 	c.remove(u)
 	for i, e := range m.entries {
 		if ld := c.leading[e.Partition]; ld != nil && ld.gen == m.gens[i] {

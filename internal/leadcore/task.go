@@ -239,7 +239,7 @@ func (c *Core) taskPublished(now time.Time, t *task, offsets map[int32]int64) {
 		sections[i] = combiner.SectionOf(e)
 		followers[i] = c.followers[t.tp]
 	}
-	c.gc.track(t.entries[0].Object, sections, followers, offsets)
+	c.gc.track(now, t.entries[0].Object, sections, followers, offsets)
 	c.stats.Republished += uint64(len(t.entries))
 	if ld := c.leading[t.tp]; ld != nil && ld.gen == t.gen && ld.published(t.from, t.next) {
 		c.rd.DurableChanged = true
