@@ -39,7 +39,11 @@
 // metadata, Poll reports a *GoneError (errors.Is ErrGone) naming the
 // partition, the offset, and the offset to resume from here; the caller
 // reads the records in between from the broker or from tiered storage
-// and calls Seek.
+// and calls Seek. A leader deletes an object as soon as every follower
+// applied it, the same moment its records become committed, so a Reader
+// that trails the followers needs the leaders to keep objects a little
+// longer: walstore.LeaderConfig.RetainFor (a few seconds is enough for a
+// Reader that keeps up).
 //
 // # Limits
 //
