@@ -41,6 +41,13 @@
 //     matching context.Canceled and changes nothing: a Put so refused stores
 //     nothing, a Delete deletes nothing.
 //   - ErrNotFound and ErrAlreadyExists errors name the key involved.
+//   - A store that implements walstore.RangeReader reads exactly what
+//     GetRange returns for the same range, and fails where GetRange fails,
+//     with errors matching the same sentinels (a zero-length dst is
+//     ErrInvalidRange). It returns n <= len(dst), fewer only with an
+//     error; it writes nothing past len(dst), though dst has spare
+//     capacity, as the engine's pooled buffers do; and it writes nothing
+//     into dst once it has returned, even when ctx ended mid-read.
 //
 // # LocalLog
 //

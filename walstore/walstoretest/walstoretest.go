@@ -60,7 +60,9 @@ func ManyKeys(n int) Option {
 }
 
 // Run runs the conformance suite against the stores h makes, one subtest
-// per behaviour of the walstore.ObjectStore contract.
+// per behaviour of the walstore.ObjectStore contract, and of
+// walstore.RangeReader when the stores implement it (the ReadRange
+// subtests skip otherwise).
 func Run(t *testing.T, h Harness, opts ...Option) {
 	t.Helper()
 	cfg := config{manyKeys: DefaultManyKeys}
@@ -94,6 +96,14 @@ func Run(t *testing.T, h Harness, opts ...Option) {
 		{"ContextCanceled", testContextCanceled},
 		{"SpecialKeys", testSpecialKeys},
 		{"ConcurrentPutGet", testConcurrentPutGet},
+		{"ReadRange", testReadRange},
+		{"ReadRangeInvalid", testReadRangeInvalid},
+		{"ReadRangeNotFound", testReadRangeNotFound},
+		{"ReadRangeUnknownBucket", testReadRangeUnknownBucket},
+		{"ReadRangeContextCanceled", testReadRangeContextCanceled},
+		{"ReadRangeNotRetained", testReadRangeNotRetained},
+		{"ReadRangeAbandoned", testReadRangeAbandoned},
+		{"ReadRangeConcurrent", testReadRangeConcurrent},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
