@@ -23,7 +23,8 @@ var ErrInvalidKey = errors.New("fsstore: invalid object key")
 // (Err), so that errors.As still finds the *fs.PathError or *os.LinkError
 // with the file's path and the syscall.Errno.
 type Error struct {
-	// Op is the Store method: "Put", "GetRange", "Delete" or "List".
+	// Op is the Store method: "Put", "GetRange", "ReadRange", "Delete" or
+	// "List".
 	Op string
 	// Bucket and Key name the object as the caller did; Key is the listed
 	// prefix for List.

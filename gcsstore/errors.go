@@ -26,7 +26,8 @@ var ErrInvalidKey = errors.New("gcsstore: invalid object key")
 // classified as (Kind) under errors.Is, and keeps the client library's
 // error (Err), so that errors.As still finds *googleapi.Error.
 type Error struct {
-	// Op is the Store method: "Put", "GetRange", "Delete" or "List".
+	// Op is the Store method: "Put", "GetRange", "ReadRange", "Delete" or
+	// "List".
 	Op string
 	// Bucket and Key name the object as the caller did (Key without
 	// Options.KeyPrefix); Key is the listed prefix for List.

@@ -30,7 +30,8 @@ var ErrInvalidKey = errors.New("s3express: invalid object key")
 // that errors.As still finds *awshttp.ResponseError, smithy.APIError and the
 // like. RequestID is the S3 request id to quote to AWS support.
 type Error struct {
-	// Op is the Store method: "Put", "GetRange", "Delete" or "List".
+	// Op is the Store method: "Put", "GetRange", "ReadRange", "Delete" or
+	// "List".
 	Op string
 	// Bucket and Key name the object as the caller did (Key without
 	// Options.KeyPrefix); Key is the listed prefix for List.

@@ -151,22 +151,54 @@ func TestGetRangeErrorMapping(t *testing.T) {
 		{"malformed Content-Range", []canned{partial("bytes five-nine/10", "0123456789", 0)}, walstore.ErrUnavailable, attempts},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			f := newFakeS3(t, c.script...)
-			s := newFakeStore(t, f, nil)
-			ref := metadata.ObjectRef{AZ: azB, Bucket: bucketB, Key: "obj/2"}
-			got, err := s.GetRange(t.Context(), ref, 5, 10)
-			assert.Len(t, f.requests(), c.requests, "HTTP attempts")
-			if c.want == nil && len(c.script) > 1 {
-				require.NoError(t, err)
-				assert.Equal(t, "56789abcde", string(got))
-				return
-			}
-			assert.Nil(t, got)
-			requireKind(t, err, c.want, "GetRange")
-			assert.Contains(t, err.Error(), bucketB+"/obj/2")
-		})
+		for _, read := range rangeReads {
+			t.Run(read.name+"/"+c.name, func(t *testing.T) {
+				f := newFakeS3(t, c.script...)
+				s := newFakeStore(t, f, nil)
+				ref := metadata.ObjectRef{AZ: azB, Bucket: bucketB, Key: "obj/2"}
+				got, err := read.fn(t.Context(), s, ref, 5, 10)
+				assert.Len(t, f.requests(), c.requests, "HTTP attempts")
+				if c.want == nil && len(c.script) > 1 {
+					require.NoError(t, err)
+					assert.Equal(t, "56789abcde", string(got))
+					return
+				}
+				assert.Nil(t, got)
+				requireKind(t, err, c.want, read.name)
+				assert.Contains(t, err.Error(), bucketB+"/obj/2")
+			})
+		}
 	}
+}
+
+// rangeReads are GetRange and ReadRange as functions of the same
+// arguments, for tests that hold both to the same answers. ReadRange's
+// returns its bytes on success and nil on failure, having checked its
+// count and that nothing was written past dst.
+var rangeReads = []struct {
+	name string
+	fn   func(ctx context.Context, s *s3express.Store, ref metadata.ObjectRef, offset, length int64) ([]byte, error)
+}{
+	{"GetRange", func(ctx context.Context, s *s3express.Store, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+		return s.GetRange(ctx, ref, offset, length)
+	}},
+	{"ReadRange", func(ctx context.Context, s *s3express.Store, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+		const guard = 64
+		buf := bytes.Repeat([]byte{0xA5}, int(length)+guard)
+		n, err := s.ReadRange(ctx, ref, offset, buf[:length])
+		if !bytes.Equal(buf[length:], bytes.Repeat([]byte{0xA5}, guard)) {
+			return nil, fmt.Errorf("ReadRange wrote past len(dst) (and returned %d, %v)", n, err)
+		}
+		switch {
+		case err != nil && n != 0:
+			return nil, fmt.Errorf("ReadRange returned %d bytes with its error %w", n, err)
+		case err != nil:
+			return nil, err
+		case int64(n) != length:
+			return nil, fmt.Errorf("ReadRange returned %d of %d bytes without an error", n, length)
+		}
+		return buf[:n], nil
+	}},
 }
 
 func TestGetRangeRequest(t *testing.T) {

@@ -146,25 +146,34 @@ func TestPutOutcomeUnknown(t *testing.T) {
 	}
 }
 
-// TestGetRangeThroughFaults reads a range through each fault. A transient
+// TestGetRangeThroughFaults reads a range through each fault, with
+// GetRange and with ReadRange. A transient
 // fault on the first attempt is retried by the bucket's retryer, bad bodies
 // included; a fault on every attempt ends in ErrUnavailable, never an
 // untyped error and never wrong bytes.
 func TestGetRangeThroughFaults(t *testing.T) {
-	forEachFault(t, http.MethodGet, func(t *testing.T, f fault, every bool, rule faultRule) {
+	forEachFault(t, http.MethodGet, func(t *testing.T, f fault, every bool, _ faultRule) {
 		p := newProxied(t, nil, faultTimeout)
 		body := randomBody(7, 64<<10)
 		ref, err := p.direct.Put(t.Context(), uniqueKey(t, "object"), body)
 		require.NoError(t, err)
-		p.proxy.setRule(rule)
-		got, err := p.store.GetRange(t.Context(), ref, 1000, 30000)
-		require.NotZero(t, p.proxy.injected()[f], "the fault was injected")
-		if every {
-			requireKind(t, err, walstore.ErrUnavailable, "GetRange")
-			return
+		for _, read := range rangeReads {
+			before := p.proxy.injected()[f]
+			// A rule of its own: onlyFirst's fires once.
+			rule := onlyFirst(http.MethodGet, f)
+			if every {
+				rule = always(http.MethodGet, f)
+			}
+			p.proxy.setRule(rule)
+			got, err := read.fn(t.Context(), p.store, ref, 1000, 30000)
+			require.Greater(t, p.proxy.injected()[f], before, "%s: the fault was injected", read.name)
+			if every {
+				requireKind(t, err, walstore.ErrUnavailable, read.name)
+				continue
+			}
+			require.NoError(t, err, read.name)
+			assert.True(t, bytes.Equal(body[1000:31000], got), "%s returned the range's bytes", read.name)
 		}
-		require.NoError(t, err)
-		assert.True(t, bytes.Equal(body[1000:31000], got), "GetRange returned the range's bytes")
 	})
 }
 

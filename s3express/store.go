@@ -153,7 +153,10 @@ type Store struct {
 	transport *http.Transport // nil when the caller supplied the HTTP client
 }
 
-var _ walstore.ObjectStore = (*Store)(nil)
+var (
+	_ walstore.ObjectStore = (*Store)(nil)
+	_ walstore.RangeReader = (*Store)(nil)
+)
 
 // New returns a Store that makes its requests with S3 clients built from
 // cfg, which carries the region and credentials (load it with
@@ -467,7 +470,25 @@ func compareBody(out *s3.GetObjectOutput, body []byte) (storeutil.Stored, error)
 // starts inside the object but ends past it with the shorter range, which
 // GetRange refuses rather than return fewer bytes.
 func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
-	const op = "GetRange"
+	return s.get(ctx, "GetRange", ref, offset, length, nil)
+}
+
+// ReadRange is GetRange into dst, as walstore.RangeReader says: it reads
+// the body with io.ReadFull straight into dst instead of into a new slice.
+// Each attempt reads within the SDK's call, so once ReadRange returns no
+// attempt writes to dst; a failed attempt may have written part of it,
+// which the next overwrites. It returns len(dst), or 0 with an error.
+func (s *Store) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
+	if _, err := s.get(ctx, "ReadRange", ref, offset, int64(len(dst)), dst); err != nil {
+		return 0, err
+	}
+	return len(dst), nil
+}
+
+// get is GetRange and ReadRange: it reads into dst if it is not nil (then
+// of length bytes), and otherwise into a slice allocated once the answer's
+// headers show it holds the range.
+func (s *Store) get(ctx context.Context, op string, ref metadata.ObjectRef, offset, length int64, dst []byte) ([]byte, error) {
 	if length <= 0 || offset < 0 || offset > maxInt64-length {
 		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrInvalidRange,
 			Err: fmt.Errorf("offset %d, length %d: want offset >= 0, length > 0 and no overflow", offset, length)}
@@ -485,7 +506,7 @@ func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, le
 		Key:    aws.String(s.prefix + ref.Key),
 		Range:  aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-" + strconv.FormatInt(last, 10)),
 	}, withBody(func(out *s3.GetObjectOutput) (err error) {
-		buf, err = readRange(out, offset, length)
+		buf, err = readRange(out, offset, length, dst)
 		return err
 	}))
 	if err != nil {
@@ -522,22 +543,25 @@ func withBody(consume func(*s3.GetObjectOutput) error) func(*s3.Options) {
 }
 
 // readRange reads exactly length bytes at offset from a ranged GET's
-// answer, after checking its headers.
-func readRange(out *s3.GetObjectOutput, offset, length int64) ([]byte, error) {
+// answer, after checking its headers, into dst, or into a new slice if
+// dst is nil.
+func readRange(out *s3.GetObjectOutput, offset, length int64, dst []byte) ([]byte, error) {
 	if err := checkRange(out, offset, length); err != nil {
 		if err.kind == walstore.ErrUnavailable {
 			return nil, incompleteAnswer{err}
 		}
 		return nil, err
 	}
-	b := make([]byte, length)
-	if n, err := io.ReadFull(out.Body, b); err != nil {
+	if dst == nil {
+		dst = make([]byte, length)
+	}
+	if n, err := io.ReadFull(out.Body, dst); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, incompleteAnswer{fmt.Errorf("response body ended after %d of %d bytes: %w", n, length, err)}
 	}
-	return b, nil
+	return dst, nil
 }
 
 // checkRange checks that a GET response holds exactly the requested range.

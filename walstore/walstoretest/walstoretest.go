@@ -114,7 +114,7 @@ func Run(t *testing.T, h Harness, opts ...Option) {
 
 // newRunPrefix names this run's keys. The random part only has to make
 // runs sharing a persistent bucket disjoint; no behaviour depends on it.
-func newRunPrefix(t *testing.T) string {
+func newRunPrefix(t testing.TB) string {
 	var b [6]byte
 	_, err := rand.Read(b[:])
 	require.NoError(t, err)
