@@ -37,9 +37,11 @@ func TestHungFileServer(t *testing.T) {
 		t.Cleanup(cancel)
 		return ctx
 	}
-	_, err = s.GetRange(deadline(), ref(s, "hung"), 0, 1)
+	dst := []byte("untouched")
+	n, err := s.ReadRange(deadline(), ref(s, "hung"), 0, dst)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.NotErrorIs(t, err, walstore.ErrUnavailable, "the caller's deadline is not the store's failure")
+	assert.Zero(t, n)
 
 	// The bucket's one slot is held by the call still in open(2).
 	_, err = s.GetRange(deadline(), real, 0, 4)
@@ -63,6 +65,9 @@ func TestHungFileServer(t *testing.T) {
 	got, err = s.GetRange(t.Context(), real, 0, 4)
 	require.NoError(t, err)
 	assert.Equal(t, "real", string(got))
+	// The read ReadRange gave up on has ended (it held the one slot):
+	// it left dst alone.
+	assert.Equal(t, "untouched", string(dst))
 	infos, err := s.List(t.Context(), real.Bucket, "")
 	require.NoError(t, err)
 	require.Len(t, infos, 1, "a FIFO is not an object")

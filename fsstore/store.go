@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -80,9 +81,13 @@ type Store struct {
 	local      metadata.ObjectRef
 	buckets    map[string]*bucket // by name
 	tempMaxAge time.Duration
+	staging    sync.Pool // *[]byte of stagingBytes, for ReadRange
 }
 
-var _ walstore.ObjectStore = (*Store)(nil)
+var (
+	_ walstore.ObjectStore = (*Store)(nil)
+	_ walstore.RangeReader = (*Store)(nil)
+)
 
 // New validates opts and returns a Store. Every bucket directory must
 // exist and be a directory, no two may be the same or nested, and the
@@ -103,6 +108,7 @@ func New(opts Options) (*Store, error) {
 		buckets:    make(map[string]*bucket, len(opts.Buckets)),
 		tempMaxAge: orDefault(opts.TempMaxAge, DefaultTempMaxAge),
 	}
+	s.staging.New = func() any { b := make([]byte, stagingBytes); return &b }
 	maxPending := orDefault(opts.MaxPending, DefaultMaxPending)
 	var dirs []*bucket
 	for _, az := range slices.Sorted(maps.Keys(opts.Buckets)) {
@@ -359,25 +365,15 @@ func syncDir(dir string) error {
 // or an error.
 func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
 	const op = "GetRange"
-	if length <= 0 || offset < 0 || offset > math.MaxInt64-length {
-		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrInvalidRange,
-			Err: fmt.Errorf("offset %d, length %d: want offset >= 0, length > 0 and no overflow", offset, length)}
-	}
-	b, err := s.bucketOf(op, ref)
+	b, path, err := s.object(op, ref, offset, length)
 	if err != nil {
 		return nil, err
-	}
-	rel, err := encodeKey(ref.Key)
-	if err != nil {
-		// No object can have this key: a reference that names one is
-		// as good as one to a deleted object.
-		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrNotFound, Err: errors.Join(ErrInvalidKey, err)}
 	}
 	var buf []byte
 	err = b.run(ctx, func() error {
 		// Only buf, and only on success: the caller reads it after run
 		// returned nil, when this function has returned.
-		data, err := readRange(filepath.Join(b.dir, filepath.FromSlash(rel)), offset, length)
+		data, err := readRange(path, offset, length)
 		if err == nil {
 			buf = data
 		}
@@ -389,35 +385,156 @@ func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, le
 	return buf, nil
 }
 
+// ReadRange is GetRange into dst, as walstore.RangeReader says, with the
+// same checks and errors; it returns len(dst), or 0 with an error. A read
+// runs on a goroutine of its own when ctx can end (see run), and a file
+// server that stops answering may keep it in the kernel after ReadRange
+// has returned: so it preads into a staging chunk of the store's, and
+// copies each chunk into dst only while ReadRange waits for it. Once
+// ReadRange gives up, a read still under way neither writes to dst nor
+// reads further.
+func (s *Store) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
+	const op = "ReadRange"
+	b, path, err := s.object(op, ref, offset, int64(len(dst)))
+	if err != nil {
+		return 0, err
+	}
+	h := &handoff{dst: dst}
+	err = b.run(ctx, func() error { return s.readInto(path, offset, h) })
+	if err != nil {
+		h.abandon()
+		return 0, b.opError(ctx, op, ref.Key, err)
+	}
+	return len(dst), nil
+}
+
+// object checks a range's arguments, that ref's bucket is configured and
+// that its key can name a file, and returns the bucket and the file's
+// path.
+func (s *Store) object(op string, ref metadata.ObjectRef, offset, length int64) (*bucket, string, error) {
+	if length <= 0 || offset < 0 || offset > math.MaxInt64-length {
+		return nil, "", &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrInvalidRange,
+			Err: fmt.Errorf("offset %d, length %d: want offset >= 0, length > 0 and no overflow", offset, length)}
+	}
+	b, err := s.bucketOf(op, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	rel, err := encodeKey(ref.Key)
+	if err != nil {
+		// No object can have this key: a reference that names one is
+		// as good as one to a deleted object.
+		return nil, "", &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrNotFound, Err: errors.Join(ErrInvalidKey, err)}
+	}
+	return b, filepath.Join(b.dir, filepath.FromSlash(rel)), nil
+}
+
 // readRange reads exactly length bytes at offset of the file at path.
 func readRange(path string, offset, length int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openRange(path, offset, length)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &kindError{kind: walstore.ErrNotFound, err: fmt.Errorf("%s is a %v, not an object", path, fi.Mode().Type())}
-	}
-	if offset+length > fi.Size() {
-		return nil, &kindError{kind: walstore.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", fi.Size(), offset+length)}
-	}
 	buf := make([]byte, length)
 	n, err := f.ReadAt(buf, offset)
 	if int64(n) == length {
 		return buf, nil
 	}
+	return nil, shortRead(n, length, offset, err)
+}
+
+// stagingBytes is the size of ReadRange's staging chunks: large enough
+// for few preads, small enough to stay in cache until copied.
+const stagingBytes = 128 << 10
+
+// readInto reads len(h.dst) bytes at offset of the file at path into
+// h.dst, a staging chunk at a time, until h is abandoned.
+func (s *Store) readInto(path string, offset int64, h *handoff) error {
+	length := int64(len(h.dst))
+	f, err := openRange(path, offset, length)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	chunk := s.staging.Get().(*[]byte)
+	defer s.staging.Put(chunk)
+	for done := 0; done < len(h.dst); {
+		want := min(len(h.dst)-done, len(*chunk))
+		n, err := f.ReadAt((*chunk)[:want], offset+int64(done))
+		if n < want {
+			return shortRead(done+n, length, offset, err)
+		}
+		if !h.deliver(done, (*chunk)[:n]) {
+			return errAbandoned
+		}
+		done += n
+	}
+	return nil
+}
+
+// errAbandoned ends a read whose caller returned: nobody sees it.
+var errAbandoned = errors.New("fsstore: read abandoned")
+
+// handoff is a ReadRange's buffer, written by its read until the caller
+// abandons it.
+type handoff struct {
+	mu        sync.Mutex
+	dst       []byte
+	abandoned bool
+}
+
+// deliver copies chunk into dst at off, and reports false, copying
+// nothing, once the caller has abandoned the read.
+func (h *handoff) deliver(off int, chunk []byte) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.abandoned {
+		return false
+	}
+	copy(h.dst[off:], chunk)
+	return true
+}
+
+// abandon stops all later writes to dst; one under way finishes first.
+func (h *handoff) abandon() {
+	h.mu.Lock()
+	h.abandoned = true
+	h.mu.Unlock()
+}
+
+// openRange opens the file at path for a read of length bytes at offset,
+// after checking that it is an object holding the range.
+func openRange(path string, offset, length int64) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular():
+		err = &kindError{kind: walstore.ErrNotFound, err: fmt.Errorf("%s is a %v, not an object", path, fi.Mode().Type())}
+	case offset+length > fi.Size():
+		err = &kindError{kind: walstore.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", fi.Size(), offset+length)}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// shortRead is the error of a read of length bytes at offset that got n,
+// and err from the file.
+func shortRead(n int, length, offset int64, err error) error {
 	if err == nil || errors.Is(err, io.EOF) {
 		// Objects never change once linked: a file that shrank was
 		// changed by something else, or the read was cut short. Either
 		// may read whole on another try.
-		return nil, &kindError{kind: walstore.ErrUnavailable, err: fmt.Errorf("read %d of %d bytes at %d: the file ended early", n, length, offset)}
+		return &kindError{kind: walstore.ErrUnavailable, err: fmt.Errorf("read %d of %d bytes at %d: the file ended early", n, length, offset)}
 	}
-	return nil, err
+	return err
 }
 
 // kindError is a failure the store found itself (a file that does not

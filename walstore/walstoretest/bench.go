@@ -33,7 +33,10 @@ func BenchmarkRanges(b *testing.B, writer, reader walstore.ObjectStore, sizes ..
 		require.Positive(b, n, "range sizes must be positive")
 		objectSize = max(objectSize, 2*n)
 	}
-	ctx := context.Background()
+	// A context that can end, like the follower's (FetchTimeout): a
+	// store may read differently when it cannot.
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
 	ref, err := writer.Put(ctx, newRunPrefix(b)+"bench-object", body(30, objectSize))
 	require.NoError(b, err)
 	b.Cleanup(func() {
