@@ -16,6 +16,7 @@ import (
 	"github.com/activetier/activetier/gcsstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/walstore/walstoretest"
 )
 
 // attempts is the store's default number of attempts.
@@ -122,30 +123,49 @@ func TestGetRangeErrorMapping(t *testing.T) {
 		{"malformed Content-Range", []canned{partial("bytes five-nine/ten", "0123456789", 0)}, walstore.ErrUnavailable, attempts},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			f := newFakeGCS(t, c.script...)
-			s := newFakeStore(t, f, nil)
-			ref := metadata.ObjectRef{AZ: zoneB, Bucket: bucketB, Key: "obj/2"}
-			got, err := s.GetRange(t.Context(), ref, 5, 10)
-			reqs := f.requests()
-			assert.Len(t, reqs, c.requests, "HTTP attempts")
-			for _, r := range reqs {
-				assert.Contains(t, []string{"bytes=5-14", "bytes=10-14"}, r.header.Get("Range"), "the range, or its resumption")
-				assert.Equal(t, "/"+bucketB+"/obj/2", r.path)
-			}
-			if c.want == nil {
-				require.NoError(t, err)
-				assert.Equal(t, "56789abcde", string(got))
-				return
-			}
-			requireKind(t, err, c.want, "GetRange")
-			assert.Nil(t, got)
-			var ge *gcsstore.Error
-			require.ErrorAs(t, err, &ge)
-			assert.Equal(t, min(c.requests, attempts), ge.Attempts)
-			assert.Contains(t, err.Error(), bucketB+"/obj/2")
-		})
+		for _, read := range []struct {
+			name string
+			fn   func(ctx context.Context, s *gcsstore.Store, ref metadata.ObjectRef) ([]byte, error)
+		}{
+			{"GetRange", func(ctx context.Context, s *gcsstore.Store, ref metadata.ObjectRef) ([]byte, error) {
+				return s.GetRange(ctx, ref, 5, 10)
+			}},
+			{"ReadRange", func(ctx context.Context, s *gcsstore.Store, ref metadata.ObjectRef) ([]byte, error) {
+				return walstoretest.CheckedReadRange(ctx, s, ref, 5, 10)
+			}},
+		} {
+			t.Run(read.name+"/"+c.name, func(t *testing.T) {
+				testGetRangeErrorMapping(t, c.script, c.want, c.requests, read.name, read.fn)
+			})
+		}
 	}
+}
+
+// testGetRangeErrorMapping reads bytes 5-14 of an object with read from a
+// fake server answering script, and checks that it takes requests and
+// fails with want, or returns "56789abcde" if want is nil.
+func testGetRangeErrorMapping(t *testing.T, script []canned, want error, requests int, op string, read func(context.Context, *gcsstore.Store, metadata.ObjectRef) ([]byte, error)) {
+	f := newFakeGCS(t, script...)
+	s := newFakeStore(t, f, nil)
+	ref := metadata.ObjectRef{AZ: zoneB, Bucket: bucketB, Key: "obj/2"}
+	got, err := read(t.Context(), s, ref)
+	reqs := f.requests()
+	assert.Len(t, reqs, requests, "HTTP attempts")
+	for _, r := range reqs {
+		assert.Contains(t, []string{"bytes=5-14", "bytes=10-14"}, r.header.Get("Range"), "the range, or its resumption")
+		assert.Equal(t, "/"+bucketB+"/obj/2", r.path)
+	}
+	if want == nil {
+		require.NoError(t, err)
+		assert.Equal(t, "56789abcde", string(got))
+		return
+	}
+	requireKind(t, err, want, op)
+	assert.Nil(t, got)
+	var ge *gcsstore.Error
+	require.ErrorAs(t, err, &ge)
+	assert.Equal(t, min(requests, attempts), ge.Attempts)
+	assert.Contains(t, err.Error(), bucketB+"/obj/2")
 }
 
 func TestDeleteIgnoresMissingAndNamesFailures(t *testing.T) {

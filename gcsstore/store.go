@@ -106,7 +106,10 @@ type Store struct {
 	deleteConc  int
 }
 
-var _ walstore.ObjectStore = (*Store)(nil)
+var (
+	_ walstore.ObjectStore = (*Store)(nil)
+	_ walstore.RangeReader = (*Store)(nil)
+)
 
 // New validates opts and creates the client. It makes no request: a
 // missing bucket or missing permissions show on first use, as
@@ -447,7 +450,25 @@ func (s *Store) readBack(ctx context.Context, bucket, key string, body []byte) s
 // that starts inside the object but ends past it with the shorter range,
 // which GetRange refuses rather than return fewer bytes.
 func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
-	const op = "GetRange"
+	return s.get(ctx, "GetRange", ref, offset, length, nil)
+}
+
+// ReadRange is GetRange into dst, as walstore.RangeReader says: each
+// attempt reads the answer with io.ReadFull straight into dst, within the
+// attempt, so that once ReadRange returns nothing writes to dst; a failed
+// attempt may have written part of it, which the next overwrites. It
+// returns len(dst), or 0 with an error.
+func (s *Store) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
+	if _, err := s.get(ctx, "ReadRange", ref, offset, int64(len(dst)), dst); err != nil {
+		return 0, err
+	}
+	return len(dst), nil
+}
+
+// get is GetRange and ReadRange: it reads into dst if it is not nil (then
+// of length bytes), and otherwise into a slice allocated once the answer
+// shows it holds the range.
+func (s *Store) get(ctx context.Context, op string, ref metadata.ObjectRef, offset, length int64, dst []byte) ([]byte, error) {
 	if length <= 0 || offset < 0 || offset > maxInt64-length {
 		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrInvalidRange,
 			Err: fmt.Errorf("offset %d, length %d: want offset >= 0, length > 0 and no overflow", offset, length)}
@@ -469,7 +490,7 @@ func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, le
 			return err
 		}
 		defer r.Close()
-		buf, err = readRange(r, offset, length)
+		buf, err = readRange(r, offset, length, dst)
 		return err
 	})
 	if err != nil {
@@ -481,24 +502,27 @@ func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, le
 const maxInt64 = 1<<63 - 1
 
 // readRange reads exactly length bytes at offset from a ranged read, after
-// checking what the answer says it holds. An answer that disagrees with
+// checking what the answer says it holds, into dst, or into a new slice if
+// dst is nil. An answer that disagrees with
 // the request is transient, like a body cut short; only an object too
 // short for the range is ErrInvalidRange.
-func readRange(r *storage.Reader, offset, length int64) ([]byte, error) {
+func readRange(r *storage.Reader, offset, length int64, dst []byte) ([]byte, error) {
 	switch size := r.Attrs.Size; {
 	case size >= 0 && size < offset+length:
 		return nil, &rangeError{kind: walstore.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", size, offset+length)}
 	case r.Attrs.StartOffset != offset || r.Remain() != length:
 		return nil, &rangeError{kind: walstore.ErrUnavailable, err: fmt.Errorf("server answered %d bytes at %d for %d bytes at %d", r.Remain(), r.Attrs.StartOffset, length, offset)}
 	}
-	b := make([]byte, length)
-	if n, err := io.ReadFull(r, b); err != nil {
+	if dst == nil {
+		dst = make([]byte, length)
+	}
+	if n, err := io.ReadFull(r, dst); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
 		return nil, fmt.Errorf("answer ended after %d of %d bytes: %w", n, length, err)
 	}
-	return b, nil
+	return dst, nil
 }
 
 // Delete removes the objects refs name, one DELETE per object, up to

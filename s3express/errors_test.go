@@ -21,6 +21,7 @@ import (
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
 	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/walstore/walstoretest"
 )
 
 // allKinds are the sentinels an error may be classified as.
@@ -172,9 +173,7 @@ func TestGetRangeErrorMapping(t *testing.T) {
 }
 
 // rangeReads are GetRange and ReadRange as functions of the same
-// arguments, for tests that hold both to the same answers. ReadRange's
-// returns its bytes on success and nil on failure, having checked its
-// count and that nothing was written past dst.
+// arguments, for tests that hold both to the same answers.
 var rangeReads = []struct {
 	name string
 	fn   func(ctx context.Context, s *s3express.Store, ref metadata.ObjectRef, offset, length int64) ([]byte, error)
@@ -183,21 +182,7 @@ var rangeReads = []struct {
 		return s.GetRange(ctx, ref, offset, length)
 	}},
 	{"ReadRange", func(ctx context.Context, s *s3express.Store, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
-		const guard = 64
-		buf := bytes.Repeat([]byte{0xA5}, int(length)+guard)
-		n, err := s.ReadRange(ctx, ref, offset, buf[:length])
-		if !bytes.Equal(buf[length:], bytes.Repeat([]byte{0xA5}, guard)) {
-			return nil, fmt.Errorf("ReadRange wrote past len(dst) (and returned %d, %v)", n, err)
-		}
-		switch {
-		case err != nil && n != 0:
-			return nil, fmt.Errorf("ReadRange returned %d bytes with its error %w", n, err)
-		case err != nil:
-			return nil, err
-		case int64(n) != length:
-			return nil, fmt.Errorf("ReadRange returned %d of %d bytes without an error", n, length)
-		}
-		return buf[:n], nil
+		return walstoretest.CheckedReadRange(ctx, s, ref, offset, int(length))
 	}},
 }
 

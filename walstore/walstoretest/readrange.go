@@ -73,22 +73,42 @@ func firstNot(b []byte, v byte) int {
 	return -1
 }
 
-// readRange calls ReadRange into a guarded buffer of length bytes and
-// checks what every answer must satisfy: n within [0, length], fewer than
-// length only with an error, nothing written past dst.
-func readRange(t *testing.T, ctx context.Context, rr walstore.RangeReader, r metadata.ObjectRef, offset int64, length int, what string) ([]byte, error) {
-	t.Helper()
+// ErrBrokenContract is CheckedReadRange's error for an answer that breaks
+// walstore.RangeReader's contract.
+var ErrBrokenContract = errors.New("walstoretest: ReadRange broke its contract")
+
+// CheckedReadRange calls rr.ReadRange into a new buffer of length bytes,
+// handed out with spare capacity as the engine's pooled buffers are, and
+// returns the bytes read, or nil and ReadRange's error. An answer that
+// breaks the contract is an error matching ErrBrokenContract instead: a
+// count outside [0, length], fewer than length bytes without an error, or
+// all of them with one (unless length is 0), or a byte written past
+// len(dst). Store packages use it to hold ReadRange to the answers their
+// tests expect of GetRange.
+func CheckedReadRange(ctx context.Context, rr walstore.RangeReader, r metadata.ObjectRef, offset int64, length int) ([]byte, error) {
 	g := newGuarded(length)
 	n, err := rr.ReadRange(ctx, r, offset, g.dst())
-	g.checkGuard(t, what)
-	require.GreaterOrEqual(t, n, 0, "%s: ReadRange returned a negative count", what)
-	require.LessOrEqual(t, n, length, "%s: ReadRange returned more than len(dst)", what)
-	if err == nil {
-		require.Equal(t, length, n, "%s: ReadRange returned fewer bytes than len(dst) without an error", what)
-	} else if length > 0 {
-		require.Less(t, n, length, "%s: ReadRange returned len(dst) bytes with an error: %v", what, err)
+	switch tail := g.all[length:]; {
+	case firstNot(tail, guard) >= 0:
+		return nil, fmt.Errorf("%w: wrote past len(dst), at len(dst)+%d (and returned %d, %v)", ErrBrokenContract, firstNot(tail, guard), n, err)
+	case n < 0 || n > length:
+		return nil, fmt.Errorf("%w: returned %d for a %d-byte dst (and %v)", ErrBrokenContract, n, length, err)
+	case err == nil && n != length:
+		return nil, fmt.Errorf("%w: returned %d of %d bytes without an error", ErrBrokenContract, n, length)
+	case err != nil && length > 0 && n == length:
+		return nil, fmt.Errorf("%w: returned all %d bytes with an error: %w", ErrBrokenContract, n, err)
+	case err != nil:
+		return nil, err
 	}
-	return g.dst()[:n], err
+	return g.dst(), nil
+}
+
+// readRange is CheckedReadRange, failing t for a broken contract.
+func readRange(t *testing.T, ctx context.Context, rr walstore.RangeReader, r metadata.ObjectRef, offset int64, length int, what string) ([]byte, error) {
+	t.Helper()
+	got, err := CheckedReadRange(ctx, rr, r, offset, length)
+	require.NotErrorIs(t, err, ErrBrokenContract, what)
+	return got, err
 }
 
 // sentinels are the contract's errors, for comparing two answers.
