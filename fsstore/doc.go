@@ -56,7 +56,9 @@
 //   - GetRange opens the file and reads exactly the bytes asked for with
 //     one pread: a range not wholly inside the object is
 //     walstore.ErrInvalidRange, checked against the file's size, never a
-//     short result. The result is a new slice.
+//     short result. The result is a new slice. ReadRange
+//     (walstore.RangeReader) reads into the caller's buffer instead,
+//     through a small staging chunk (see below).
 //   - Delete unlinks each object (idempotent: a missing one is not an
 //     error) and syncs the directories it removed from. It checks every
 //     reference before removing anything. It leaves directories in place:
@@ -118,7 +120,7 @@
 // File system calls cannot be cancelled, and on a hard NFS mount (the
 // default, and what EFS recommends) a call to a server that stopped
 // answering blocks in the kernel until the server is back. GetRange,
-// Delete and List therefore do their work in a goroutine and return when
+// ReadRange, Delete and List therefore do their work in a goroutine and return when
 // the caller's context ends, with its error; the goroutine ends when the
 // kernel returns. Each bucket allows Options.MaxPending calls in progress,
 // abandoned ones included: a call that finds them all held waits for one
@@ -128,6 +130,10 @@
 // kernel does, because it must not read body after returning; the
 // engines bound concurrent uploads (LeaderConfig.MaxInflight), and a Put
 // that does not return makes the leader report itself degraded.
+// ReadRange, which must not write to the caller's buffer after returning
+// either, preads into a staging chunk of the store's and copies each chunk
+// into the buffer only while the caller waits: a read it gave up on ends
+// at its next chunk, having written nothing more.
 //
 // # Errors
 //

@@ -21,6 +21,10 @@
 //     anything else, ErrAlreadyExists; missing or unreadable,
 //     walstore.ErrUnavailable. Each upload is one request carrying the
 //     body's CRC32C, which Cloud Storage checks before storing.
+//   - ReadRange (walstore.RangeReader) is GetRange reading the answer into
+//     the caller's buffer instead of a new slice, with the same checks,
+//     retries and errors; every attempt reads within the call, so nothing
+//     writes to the buffer once ReadRange has returned.
 //   - GetRange returns exactly the bytes asked for, from one ranged read,
 //     or an error. A range not wholly inside the object is
 //     walstore.ErrInvalidRange, though Cloud Storage answers a range that

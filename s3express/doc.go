@@ -26,6 +26,10 @@
 //     may both succeed, only ever in that lost-answer case. When the
 //     caller's context ends, Put returns at once with its error and
 //     cannot tell.
+//   - ReadRange (walstore.RangeReader) is GetRange reading the body into
+//     the caller's buffer instead of a new slice, with the same checks,
+//     retries and errors; every attempt reads within the call, so nothing
+//     writes to the buffer once ReadRange has returned.
 //   - GetRange returns exactly the bytes asked for, from a ranged GET, or
 //     an error: a range not wholly inside the object is
 //     walstore.ErrInvalidRange even though S3 answers a range that runs
