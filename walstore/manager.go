@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -392,13 +393,19 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 // the call, and a body of another length than asked for is an error
 // matching ErrContractViolation and ErrUnavailable, never a slice to index
 // out of range. With a pool, and a store that is a RangeReader, it reads
-// into a pooled buffer and returns it as sb, not yet held by anyone.
+// into a pooled buffer and returns it as sb, not yet held by anyone. A
+// store call that panics is an error too (see recovered).
 func (m *Manager) getRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64, pool *bufpool.Pool) (data []byte, sb *sharedBuf, err error) {
 	rr, into := m.cfg.Store.(RangeReader)
 	if pool != nil && into && length <= maxPooledRead {
 		data = pool.Get(int(length))[:length]
-		n, err := rr.ReadRange(ctx, ref, offset, data)
+		var n int
+		p := recovered(func() { n, err = rr.ReadRange(ctx, ref, offset, data) })
 		switch {
+		case p != nil:
+			// A store that panicked may still hold data: leave it to
+			// the garbage collector rather than hand it out again.
+			return nil, nil, m.panicError("ObjectStore.ReadRange", p, ref, offset, length)
 		case err != nil:
 			pool.Put(data)
 			return nil, nil, &DependencyError{Dependency: "ObjectStore.ReadRange", Err: err}
@@ -408,7 +415,9 @@ func (m *Manager) getRange(ctx context.Context, ref metadata.ObjectRef, offset, 
 		}
 		return data, &sharedBuf{pool: pool, b: data}, nil
 	}
-	data, err = m.cfg.Store.GetRange(ctx, ref, offset, length)
+	if p := recovered(func() { data, err = m.cfg.Store.GetRange(ctx, ref, offset, length) }); p != nil {
+		return nil, nil, m.panicError("ObjectStore.GetRange", p, ref, offset, length)
+	}
 	if err != nil {
 		return nil, nil, &DependencyError{Dependency: "ObjectStore.GetRange", Err: err}
 	}
@@ -416,6 +425,36 @@ func (m *Manager) getRange(ctx context.Context, ref metadata.ObjectRef, offset, 
 		return nil, nil, wrongLength("ObjectStore.GetRange", ref, offset, length, len(data))
 	}
 	return data, nil, nil
+}
+
+// panicked is a store call's panic, caught: its value and stack.
+type panicked struct {
+	value any
+	stack []byte
+}
+
+func (p *panicked) Error() string { return fmt.Sprintf("panicked: %v", p.value) }
+
+// recovered runs call and returns its panic, if any, as a *panicked: a
+// store's bug, met on one read, must not take down the broker's other
+// partitions, and the read may succeed another time.
+func recovered(call func()) (p *panicked) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = &panicked{value: r, stack: debug.Stack()}
+		}
+	}()
+	call()
+	return nil
+}
+
+// panicError logs a store call's panic with its stack and returns the
+// error for it, matching ErrContractViolation and ErrUnavailable.
+func (m *Manager) panicError(call string, p *panicked, ref metadata.ObjectRef, offset, length int64) error {
+	m.cfg.Logger.Error("activetier: the object store panicked", "call", call, "object", ref.String(),
+		"offset", offset, "length", length, "panic", fmt.Sprint(p.value), "stack", string(p.stack))
+	return &DependencyError{Dependency: call, Err: fmt.Errorf("%w: %w reading %d bytes at %d of %s, which may be transient (%w)",
+		ErrContractViolation, p, length, offset, ref, ErrUnavailable)}
 }
 
 // maxPooledRead is the longest range read into a pooled buffer. The
