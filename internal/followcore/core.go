@@ -12,6 +12,7 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/backoff"
+	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -25,7 +26,14 @@ type Config struct {
 	HedgeAfter       time.Duration
 	BackoffInitial   time.Duration
 	BackoffMax       time.Duration
-	Seed             uint64
+	// CoalesceGap is the largest hole between two sections of one object
+	// read through to serve both with one GET; negative reads through
+	// none (adjacent sections are still read together).
+	CoalesceGap int64
+	// Hedge is when a GET that has not answered is sent again; the zero
+	// Policy never does.
+	Hedge hedge.Policy
+	Seed  uint64
 	// Logger receives the core's decisions worth telling an operator.
 	// Default: discard.
 	Logger *slog.Logger
@@ -56,7 +64,7 @@ type Core struct {
 	list   []*part // followed partitions, in an order fixed by the events
 	parts  map[metadata.TopicPartition]*part
 	ops    map[uint64]*part // local-log requests outstanding
-	rounds []*round         // fetch rounds outstanding, oldest first
+	rounds []*round         // fetches outstanding, oldest first, hedges included
 
 	// dirty are the partitions the next step visits: those an event
 	// touched, whose timer fell due, or that waited for a fetch slot. A
@@ -67,7 +75,11 @@ type Core struct {
 	starved  []*part // entries left unfetched for want of a slot
 
 	bucketBackoff map[string]time.Time
-	retryAt       time.Time // the earliest hedge of a round outstanding
+	// latency learns each bucket's GET latency, for hedging; budget
+	// bounds the hedges.
+	latency       map[string]*hedge.Estimator
+	budget        hedge.Budget
+	retryAt       time.Time // the earliest hedge of a fetch outstanding
 	evicted       bool      // held entries were forgotten: re-read when idle
 	lastRewind    time.Time
 
@@ -164,12 +176,17 @@ type pendingEntry struct {
 
 func (pe *pendingEntry) key() pendingKey { return pendingKey{pe.e.Object, pe.e.Position} }
 
-// round is one fetch round outstanding.
+// round is one fetch outstanding: one ranged GET.
 type round struct {
-	id     uint64
-	bucket string
-	start  time.Time
-	parts  []*part // whose entries it fetches
+	id      uint64
+	bucket  string
+	start   time.Time
+	entries []metadata.Entry
+	// twin is the other request of a hedged pair while it is outstanding;
+	// hedge marks the one sent second, hedged the one it hedges (once).
+	// denied: the budget refused its hedge (counted once).
+	twin                  *round
+	hedge, hedged, denied bool
 }
 
 // touch makes the next step visit p.
@@ -200,6 +217,9 @@ func New(cfg Config) (*Core, error) {
 	case cfg.HedgeAfter <= 0, cfg.BackoffInitial <= 0, cfg.BackoffMax < cfg.BackoffInitial:
 		return nil, fmt.Errorf("followcore: HedgeAfter %v and BackoffInitial %v must be positive, BackoffMax %v at least BackoffInitial", cfg.HedgeAfter, cfg.BackoffInitial, cfg.BackoffMax)
 	}
+	if err := cfg.Hedge.Validate(); err != nil {
+		return nil, fmt.Errorf("followcore: %w", err)
+	}
 	lg := cfg.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -211,6 +231,7 @@ func New(cfg Config) (*Core, error) {
 		parts:         make(map[metadata.TopicPartition]*part),
 		ops:           make(map[uint64]*part),
 		bucketBackoff: make(map[string]time.Time),
+		latency:       make(map[string]*hedge.Estimator),
 	}, nil
 }
 
@@ -647,18 +668,39 @@ func (c *Core) report(p *part) {
 	c.out.Progress = append(c.out.Progress, Progress{Partition: p.tp, Leader: p.role.leader, EndOffset: p.leo, LastEpoch: last})
 }
 
-// Fetched answers Fetch id with one result per entry of the round.
+// Fetched answers Fetch id with one result per entry of the fetch.
 // Fetched sections are kept for their turn; an unreachable bucket backs
 // off every entry in it, so the core turns to republished copies
 // elsewhere if there are any and otherwise waits; what does not exist is
 // given up on, since no retry can bring it back.
+//
+// Of a hedged pair the first answer wins and the other is cancelled
+// (Ready.Cancels), unless it is only transient failures while the other
+// may still succeed: that one is awaited instead.
 func (c *Core) Fetched(now time.Time, id uint64, results []Result) {
 	c.now = now
 	i := slices.IndexFunc(c.rounds, func(r *round) bool { return r.id == id })
 	if i < 0 {
 		return
 	}
+	r := c.rounds[i]
 	c.rounds = slices.Delete(c.rounds, i, i+1)
+	answered := !transientOnly(results)
+	if slices.ContainsFunc(results, func(r Result) bool { return r.Outcome == Fetched }) {
+		// Only a bucket that served data is learned: entries may name
+		// any bucket, and an estimate each would be memory without bound.
+		c.estimator(r.bucket).Observe(now.Sub(r.start))
+	}
+	if tw := r.twin; tw != nil {
+		tw.twin = nil
+		if !answered {
+			return // the other may still succeed
+		}
+		c.cancelRound(tw)
+		if r.hedge {
+			c.HedgeWins++
+		}
+	}
 	// A slot is free: entries left for want of one may be fetched.
 	for _, p := range c.starved {
 		p.starved = false
@@ -678,6 +720,40 @@ func (c *Core) Fetched(now time.Time, id uint64, results []Result) {
 		c.touch(p)
 		c.fetched(p, pe, r)
 	}
+}
+
+// transientOnly reports whether every result is a failure that another
+// attempt may not meet: the store did not really answer.
+func transientOnly(results []Result) bool {
+	for _, r := range results {
+		if r.Outcome != Unavailable && r.Outcome != Failed {
+			return false
+		}
+	}
+	return len(results) > 0
+}
+
+// cancelRound gives up on r, the loser of a hedged pair. Its latency is
+// observed as the time it was given up on, a lower bound: learning only
+// from winners would lower the threshold with every hedge.
+func (c *Core) cancelRound(r *round) {
+	if i := slices.Index(c.rounds, r); i >= 0 {
+		c.rounds = slices.Delete(c.rounds, i, i+1)
+	}
+	if e := c.latency[r.bucket]; e != nil {
+		e.Observe(c.now.Sub(r.start))
+	}
+	c.out.Cancels = append(c.out.Cancels, r.id)
+}
+
+// estimator returns bucket's latency estimate, creating it.
+func (c *Core) estimator(bucket string) *hedge.Estimator {
+	e := c.latency[bucket]
+	if e == nil {
+		e = new(hedge.Estimator)
+		c.latency[bucket] = e
+	}
+	return e
 }
 
 func (c *Core) fetched(p *part, pe *pendingEntry, r Result) {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -269,6 +270,7 @@ func TestNewRejects(t *testing.T) {
 		"no fetch concurrency": func(c *Config) { c.FetchConcurrency = 0 },
 		"no hedge":             func(c *Config) { c.HedgeAfter = 0 },
 		"max below initial":    func(c *Config) { c.BackoffMax = time.Millisecond },
+		"invalid hedge policy": func(c *Config) { c.Hedge = hedge.Policy{Quantile: 2} },
 	} {
 		cfg := testConfig()
 		mod(&cfg)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -89,6 +90,7 @@ func (l *fuzzLog) truncate(to int64) {
 func play(t *testing.T, in []byte) string {
 	cfg := testConfig()
 	cfg.MaxHeld = 6
+	cfg.Hedge = hedge.Policy{Quantile: 0.9, Min: 20 * time.Millisecond, Max: 300 * time.Millisecond, Budget: 0.2, Burst: 2}
 	c, err := New(cfg)
 	require.NoError(t, err)
 	logs := map[metadata.TopicPartition]*fuzzLog{}
@@ -248,6 +250,19 @@ func play(t *testing.T, in []byte) string {
 				t.Fatalf("id %d handed out twice", fe.ID)
 			}
 			seen[fe.ID] = true
+			if fe.HedgeOf != 0 {
+				i := slices.IndexFunc(fetches, func(f Fetch) bool { return f.ID == fe.HedgeOf })
+				if i < 0 || fetches[i].HedgeOf != 0 || len(fetches[i].Entries) != len(fe.Entries) || &fetches[i].Entries[0] != &fe.Entries[0] {
+					t.Fatalf("fetch %d hedges %d, which is not an outstanding fetch of the same entries", fe.ID, fe.HedgeOf)
+				}
+			}
+		}
+		// A cancelled fetch stays in the list: a driver may still answer
+		// it late, and the core must ignore that.
+		for _, id := range rd.Cancels {
+			if !slices.ContainsFunc(fetches, func(f Fetch) bool { return f.ID == id }) {
+				t.Fatalf("fetch %d cancelled, but it is not outstanding", id)
+			}
 		}
 		loads, truncs, appends, fetches = append(loads, rd.Loads...), append(truncs, rd.Truncates...), append(appends, rd.Appends...), append(fetches, rd.Fetches...)
 		for _, pr := range rd.Progress {

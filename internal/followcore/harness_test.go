@@ -191,6 +191,10 @@ func render(rd Ready) string {
 	for _, f := range rd.Fetches {
 		word("fetch")
 		num(int64(f.ID))
+		if f.HedgeOf != 0 {
+			word(" hedging")
+			num(int64(f.HedgeOf))
+		}
 		word(" " + f.Bucket)
 		for _, e := range f.Entries {
 			part(e.Partition)
@@ -201,6 +205,11 @@ func render(rd Ready) string {
 			word("@")
 			b = strconv.AppendInt(b, int64(e.RecordEpoch), 10)
 		}
+		word("\n")
+	}
+	for _, id := range rd.Cancels {
+		word("cancel")
+		num(int64(id))
 		word("\n")
 	}
 	for _, pr := range rd.Progress {

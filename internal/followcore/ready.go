@@ -21,10 +21,13 @@ type Ready struct {
 	// Appends asks for local-log appends, in the order given. Answer each
 	// with Core.Appended.
 	Appends []Append
-	// Fetches asks for fetch rounds: one round per bucket, each its
-	// entries' sections read (coalesced) and verified. Answer each with
+	// Fetches asks for fetches: each one ranged GET of its entries'
+	// sections (as PlanReads plans them), verified. Answer each with
 	// Core.Fetched.
 	Fetches []Fetch
+	// Cancels are fetches the core no longer wants (the losers of hedged
+	// pairs): stop them; their answers are ignored.
+	Cancels []uint64
 	// Progress is what to report to partitions' leaders, as a Kafka
 	// follower's fetch does: after every append, after a partition
 	// starts from its local log, and when its leader changes.
@@ -45,7 +48,7 @@ type Ready struct {
 // Empty reports whether rd asks for nothing but, perhaps, a Tick.
 func (rd *Ready) Empty() bool {
 	return len(rd.Loads) == 0 && len(rd.Truncates) == 0 && len(rd.Appends) == 0 &&
-		len(rd.Fetches) == 0 && len(rd.Progress) == 0 && len(rd.Applied) == 0 && len(rd.Lags) == 0 && !rd.Rewind
+		len(rd.Fetches) == 0 && len(rd.Cancels) == 0 && len(rd.Progress) == 0 && len(rd.Applied) == 0 && len(rd.Lags) == 0 && !rd.Rewind
 }
 
 // Load asks for a partition's local log state.
@@ -75,12 +78,16 @@ type Append struct {
 	Batches   []combiner.Batch
 }
 
-// Fetch asks for the sections of Entries, all in one bucket, to be read
-// and verified.
+// Fetch asks for the sections of Entries, all in one object of Bucket, to
+// be read, with one ranged GET, and verified.
 type Fetch struct {
 	ID      uint64
 	Bucket  string
 	Entries []metadata.Entry
+	// HedgeOf, if not zero, makes this a hedge: the same GET as fetch
+	// HedgeOf, which has not answered in time, sent again (on a fresh
+	// connection, as Amazon's S3 performance guidance advises).
+	HedgeOf uint64
 }
 
 // Progress is a partition's local log as its follower reports it to the
@@ -185,6 +192,10 @@ type Counters struct {
 	// FetchErrors counts failed section fetches, of which Corrupt failed
 	// verification and NotFound named something that does not exist.
 	FetchErrors, Corrupt, NotFound uint64
+	// Fetches counts fetches started (one ranged GET each), hedges not
+	// included; Hedges the hedges sent, HedgeWins those that answered
+	// first, HedgesDenied the hedges the budget refused.
+	Fetches, Hedges, HedgeWins, HedgesDenied uint64
 }
 
 // OutcomeOf classifies the error of a failed section fetch, as the

@@ -54,20 +54,64 @@ func (c *Core) step() {
 	c.startRounds(want)
 }
 
-// hedge lets copies elsewhere be used for the entries of rounds
-// unanswered for HedgeAfter, and notes when the next round falls due.
+// hedge sends again the GETs unanswered for their bucket's learned
+// threshold, within the budget, lets copies elsewhere be used for the
+// entries of fetches unanswered for HedgeAfter, and notes when the next
+// of either falls due.
 func (c *Core) hedge() {
 	c.retryAt = time.Time{}
-	for _, r := range c.rounds {
+	for i, n := 0, len(c.rounds); i < n; i++ {
+		r := c.rounds[i]
 		if hedge := r.start.Add(c.cfg.HedgeAfter); c.now.Before(hedge) {
 			c.wakeAt(hedge)
 		} else if t := c.now.Add(c.cfg.BackoffMax); t.After(c.bucketBackoff[r.bucket]) {
 			c.bucketBackoff[r.bucket] = t
-			for _, p := range r.parts {
-				c.touch(p)
+			for _, e := range r.entries {
+				if p := c.parts[e.Partition]; p != nil {
+					c.touch(p)
+				}
 			}
 		}
+		if !c.cfg.Hedge.Enabled() || r.hedge || r.hedged || r.denied {
+			continue
+		}
+		if at := r.start.Add(c.threshold(r.bucket)); c.now.Before(at) {
+			c.wakeAt(at)
+			continue
+		}
+		if !c.budget.Take(c.cfg.Hedge) {
+			r.denied = true
+			c.HedgesDenied++
+			continue
+		}
+		h := &round{id: c.id(), bucket: r.bucket, start: c.now, entries: r.entries, hedge: true, twin: r}
+		r.twin, r.hedged = h, true
+		c.rounds = append(c.rounds, h)
+		c.wakeAt(h.start.Add(c.cfg.HedgeAfter))
+		c.out.Fetches = append(c.out.Fetches, Fetch{ID: h.id, Bucket: h.bucket, Entries: h.entries, HedgeOf: r.id})
+		c.Hedges++
 	}
+}
+
+// threshold is how long a GET to bucket may go unanswered before it is
+// hedged.
+func (c *Core) threshold(bucket string) time.Duration {
+	if e := c.latency[bucket]; e != nil {
+		return e.Threshold(c.cfg.Hedge)
+	}
+	return c.cfg.Hedge.Max
+}
+
+// inFlight counts the fetches that take a concurrency slot: a hedge takes
+// none while its twin is outstanding (the budget bounds hedges).
+func (c *Core) inFlight() int {
+	n := 0
+	for _, r := range c.rounds {
+		if !r.hedge || r.twin == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // visit does the work p's state allows and appends to want the entries of
@@ -317,43 +361,46 @@ func (c *Core) evict(n int) int {
 	return n
 }
 
-// startRounds starts fetch rounds for want: one per bucket, so that a
-// bucket that does not answer holds up only its own entries, within the
-// concurrency bound. Entries left out wait for a slot to free.
+// startRounds starts fetches for want, one per ranged GET (PlanReads),
+// within the concurrency bound, so that a GET that is slow holds up only
+// its own entries and can be hedged alone. Entries left out wait for a
+// slot to free.
 func (c *Core) startRounds(want []*pendingEntry) {
-	var order []*round
-	byBucket := make(map[string]*round)
-	var entries [][]metadata.Entry
-	for _, pe := range want {
-		b := pe.e.Object.Bucket
-		r := byBucket[b]
-		if r == nil && len(c.rounds)+len(order) < c.cfg.FetchConcurrency {
-			r = &round{id: c.id(), bucket: b, start: c.now}
-			byBucket[b] = r
-			order = append(order, r)
-			entries = append(entries, nil)
-		}
-		p := c.parts[pe.e.Partition]
-		if r == nil {
-			if !p.starved {
-				p.starved = true
-				c.starved = append(c.starved, p)
+	if len(want) == 0 {
+		return
+	}
+	entries := make([]metadata.Entry, len(want))
+	idx := make([]int, len(want))
+	for i, pe := range want {
+		entries[i], idx[i] = pe.e, i
+	}
+	used := c.inFlight()
+	for _, rd := range PlanReads(entries, idx, c.cfg.CoalesceGap) {
+		if used >= c.cfg.FetchConcurrency {
+			for _, i := range rd.Idx {
+				if p := c.parts[want[i].e.Partition]; !p.starved {
+					p.starved = true
+					c.starved = append(c.starved, p)
+				}
 			}
 			continue
 		}
-		pe.fetching = true
-		i := slices.Index(order, r)
-		entries[i] = append(entries[i], pe.e)
-		if len(r.parts) == 0 || r.parts[len(r.parts)-1] != p {
-			r.parts = append(r.parts, p)
+		used++
+		r := &round{id: c.id(), bucket: rd.Object.Bucket, start: c.now, entries: make([]metadata.Entry, 0, len(rd.Idx))}
+		for _, i := range rd.Idx {
+			want[i].fetching = true
+			r.entries = append(r.entries, want[i].e)
 		}
-	}
-	for i, r := range order {
 		c.rounds = append(c.rounds, r)
-		// A round unanswered by then lets copies elsewhere be used: that
+		c.Fetches++
+		if c.cfg.Hedge.Enabled() {
+			c.budget.Earn(c.cfg.Hedge)
+			c.wakeAt(r.start.Add(c.threshold(r.bucket)))
+		}
+		// A fetch unanswered by then lets copies elsewhere be used: that
 		// takes a Tick, whether or not anything else happens.
 		c.wakeAt(r.start.Add(c.cfg.HedgeAfter))
-		c.out.Fetches = append(c.out.Fetches, Fetch{ID: r.id, Bucket: r.bucket, Entries: entries[i]})
+		c.out.Fetches = append(c.out.Fetches, Fetch{ID: r.id, Bucket: r.bucket, Entries: r.entries})
 	}
 }
 
