@@ -1,6 +1,7 @@
 package walstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/followcore"
+	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -33,7 +35,11 @@ type FollowerConfig struct {
 	// copies in other buckets (a republishing leader's), rather than wait
 	// for a request to an unreachable AZ to time out. Default 1s.
 	HedgeAfter time.Duration
-	// FetchTimeout bounds one round of GETs to one bucket. Default 30s.
+	// Hedge is when a ranged GET that has not answered is sent again to
+	// the same bucket. Hedging is on by default.
+	Hedge HedgeConfig
+	// FetchTimeout bounds one fetch (a ranged GET, and the per-section
+	// reads it falls back to). Default 30s.
 	FetchTimeout time.Duration
 	// LocalTimeout bounds each LocalLog call that takes a context
 	// (Append, Truncate, Read): the engine appends on one goroutine, so a
@@ -74,6 +80,49 @@ type FollowerConfig struct {
 	Logger *slog.Logger
 }
 
+// HedgeConfig says when a request that has not answered is sent again:
+// "Performance design patterns for Amazon S3" recommends re-issuing a
+// request that has not answered by about its p95–p99 latency, since the
+// second most likely takes a faster path. The first answer wins and the
+// other request is cancelled. The threshold is learned from the latencies
+// the store showed (per bucket for GETs, for PUTs the leader's own
+// bucket), kept within [Min, Max], and Max until enough are known. Zero
+// fields mean their defaults.
+type HedgeConfig struct {
+	// Disabled turns hedging off: every request waits for its answer or
+	// its timeout.
+	Disabled bool
+	// Quantile is the latency quantile a request may reach before it is
+	// hedged, in (0, 1). Default 0.95.
+	Quantile float64
+	// Min and Max bound the threshold. Defaults 5ms and 500ms.
+	Min, Max time.Duration
+	// Budget is the most extra requests hedging makes, as a fraction of
+	// the requests made, in (0, 1]; Burst how many it may make in a row.
+	// Defaults 0.05 (5%) and 10.
+	Budget float64
+	Burst  int
+}
+
+// policy validates h, applies its defaults and returns it as the cores
+// take it; the zero Policy when hedging is disabled.
+func (h HedgeConfig) policy(owner string) (hedge.Policy, error) {
+	if h.Disabled {
+		return hedge.Policy{}, nil
+	}
+	if h.Quantile < 0 || h.Min < 0 || h.Max < 0 || h.Budget < 0 || h.Burst < 0 {
+		return hedge.Policy{}, fmt.Errorf("walstore: %s.Hedge has a negative field: %+v", owner, h)
+	}
+	p := hedge.Policy{
+		Quantile: cmp.Or(h.Quantile, 0.95), Min: cmp.Or(h.Min, 5*time.Millisecond), Max: cmp.Or(h.Max, 500*time.Millisecond),
+		Budget: cmp.Or(h.Budget, 0.05), Burst: cmp.Or(h.Burst, 10),
+	}
+	if err := p.Validate(); err != nil {
+		return hedge.Policy{}, fmt.Errorf("walstore: %s.Hedge: %w", owner, err)
+	}
+	return p, nil
+}
+
 func (c *FollowerConfig) validate() error {
 	switch {
 	case c.BrokerID < 0:
@@ -111,6 +160,9 @@ func (c *FollowerConfig) validate() error {
 	c.LocalTimeout = orDefault(c.LocalTimeout, 30*time.Second)
 	c.PollInterval = orDefault(c.PollInterval, 10*time.Millisecond)
 	c.Backoff = c.Backoff.withDefaults()
+	if _, err := c.Hedge.policy("FollowerConfig"); err != nil {
+		return err
+	}
 	if c.Clock == nil {
 		c.Clock = wallClock{}
 	}
@@ -141,6 +193,7 @@ type Follower struct {
 	// made under the old one is in flight.
 	roleMu  roleLock
 	core    *followcore.Core
+	fetches map[uint64]context.CancelFunc // fetches in flight; Run's goroutine only
 	wake    chan struct{}
 	rewind  chan struct{} // asks readMetadata to start again from the low watermark
 	stopped bool          // Run has returned
@@ -177,25 +230,28 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 	if err != nil {
 		return nil, err
 	}
+	hp, _ := cfg.Hedge.policy("FollowerConfig") // checked by validate
 	core, err := followcore.New(followcore.Config{
 		BrokerID: cfg.BrokerID, Readahead: cfg.Readahead, MaxHeld: cfg.MaxHeld,
 		FetchConcurrency: cfg.FetchConcurrency, HedgeAfter: cfg.HedgeAfter,
 		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max,
+		CoalesceGap: cmp.Or(cfg.CoalesceGap, DefaultCoalesceGap), Hedge: hp,
 		Seed: cfg.Seed ^ 0xf0110e, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("walstore: %w", err)
 	}
 	return &Follower{
-		cfg:    cfg,
-		mgr:    mgr,
-		jitter: newJitter(cfg.Seed ^ 0x3e7ad),
-		core:   core,
-		roleMu: make(roleLock, 1),
-		wake:   make(chan struct{}, 1),
-		rewind: make(chan struct{}, 1),
-		lag:    make(map[metadata.TopicPartition]int64),
-		gets:   bufpool.New(getPoolBytes),
+		cfg:     cfg,
+		mgr:     mgr,
+		jitter:  newJitter(cfg.Seed ^ 0x3e7ad),
+		core:    core,
+		fetches: make(map[uint64]context.CancelFunc),
+		roleMu:  make(roleLock, 1),
+		wake:    make(chan struct{}, 1),
+		rewind:  make(chan struct{}, 1),
+		lag:     make(map[metadata.TopicPartition]int64),
+		gets:    bufpool.New(getPoolBytes),
 	}, nil
 }
 
@@ -298,6 +354,7 @@ func (f *Follower) Run(ctx context.Context) error {
 		case rs := <-recs:
 			event = func(now time.Time) { f.core.Records(now, rs) }
 		case done := <-results:
+			delete(f.fetches, done.id)
 			event = func(now time.Time) { f.core.Fetched(now, done.id, done.results) }
 		case <-f.wake:
 		case <-wake:
@@ -338,6 +395,12 @@ func (f *Follower) drive(ctx context.Context, wg *sync.WaitGroup, results chan<-
 		f.mu.Unlock()
 		if rd.Rewind {
 			notify(f.rewind)
+		}
+		for _, id := range rd.Cancels {
+			if stop := f.fetches[id]; stop != nil {
+				stop()
+				delete(f.fetches, id)
+			}
 		}
 		for _, fe := range rd.Fetches {
 			f.fetch(ctx, wg, results, fe)
@@ -445,23 +508,36 @@ func (f *Follower) append(ctx context.Context, a followcore.Append) (int64, erro
 	return end, nil
 }
 
-// fetch starts a fetch round on its own goroutine; its results go to Run.
+// fetch starts a fetch on its own goroutine; its results go to Run, unless
+// the core cancels it first (the loser of a hedged pair). A hedge is a
+// request of its own, made while the first is still in flight, so the
+// store's client sends it on another connection.
 func (f *Follower) fetch(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone, fe followcore.Fetch) {
 	start := f.cfg.Clock.Now()
+	cctx, stop := context.WithCancel(ctx)
+	f.fetches[fe.ID] = stop
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		fctx, cancel := context.WithTimeout(ctx, f.cfg.FetchTimeout)
+		defer stop()
+		fctx, cancel := context.WithTimeout(cctx, f.cfg.FetchTimeout)
 		defer cancel()
 		res, err := f.mgr.fetch(fctx, fe.Entries, f.gets)
-		if ctx.Err() != nil {
+		if cctx.Err() != nil {
+			// Run ends, or the core no longer wants it (the loser of a
+			// hedged pair): nobody will append what it read.
+			for _, r := range res {
+				if r.buf != nil {
+					r.buf.Release()
+				}
+			}
 			return
 		}
 		out := make([]followcore.Result, len(fe.Entries))
 		for i, e := range fe.Entries {
 			switch {
 			case err != nil:
-				// The round timed out: every entry is unavailable.
+				// The fetch timed out: every entry is unavailable.
 				out[i] = followcore.Result{Entry: e, Outcome: followcore.Unavailable, Err: &FetchError{Object: e.Object, Partition: e.Partition,
 					Position: e.Position, Length: e.Length, Err: fmt.Errorf("%w: no answer within %v", ErrUnavailable, f.cfg.FetchTimeout)}}
 			case res[i].Err != nil:

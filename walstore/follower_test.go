@@ -3,6 +3,7 @@ package walstore_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,6 +92,9 @@ func TestFollowerRejectsInvalidConfig(t *testing.T) {
 		{"FetchConcurrency", func(c *walstore.FollowerConfig) { c.FetchConcurrency = -1 }},
 		{"Readahead", func(c *walstore.FollowerConfig) { c.Readahead = -1 }},
 		{"PollInterval", func(c *walstore.FollowerConfig) { c.PollInterval = -time.Second }},
+		{"Hedge", func(c *walstore.FollowerConfig) { c.Hedge.Budget = -1 }},
+		{"Hedge", func(c *walstore.FollowerConfig) { c.Hedge.Quantile = 1.5 }},
+		{"Hedge", func(c *walstore.FollowerConfig) { c.Hedge.Min, c.Hedge.Max = time.Second, time.Millisecond }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
@@ -200,4 +204,36 @@ func TestFollowerHedgesAroundABucketThatStopsAnswering(t *testing.T) {
 	r2.BecomeLeader(ctx, tp, 6, 100)
 	clustertest.RequireConverges(t, r3, r2, tp)
 	assert.Zero(t, f3.Stats().Follower.FetchErrors, "the hung request is still hanging, not failed")
+}
+
+// TestFollowerHedgesASlowGET: the first GET hangs; with HedgeAfter and
+// FetchTimeout an hour away, only its hedge, sent once its threshold
+// passes, lets the follower converge. The hung GET is cancelled.
+func TestFollowerHedgesASlowGET(t *testing.T) {
+	ctx := context.Background()
+	c := clustertest.New(t, clustertest.Mem(), 4)
+	r1, r2 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2")
+	tp := clustertest.TP
+	c.SetReplicas(tp, 1, 2)
+	c.SetLeader(tp, 1, 1)
+	r1.StartLeader(walstore.LeaderConfig{})
+	r1.BecomeLeader(ctx, tp, 1, -1)
+	r1.Produce(ctx, tp, 1, 0, 49, 10)
+	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 49))
+
+	var gets atomic.Int64
+	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
+		if op == clustertest.OpGet && gets.Add(1) == 1 {
+			return clustertest.Fault{Delay: time.Hour}
+		}
+		return clustertest.Fault{}
+	})
+	f := r2.StartFollowerConfig(tp, walstore.NodeConfig{Follower: walstore.FollowerConfig{
+		HedgeAfter: time.Hour, FetchTimeout: time.Hour, Hedge: walstore.HedgeConfig{Max: 10 * time.Millisecond},
+	}})
+	clustertest.RequireConverges(t, r2, r1, tp)
+	st := f.Stats().Follower
+	assert.Equal(t, uint64(1), st.Hedges)
+	assert.Equal(t, uint64(1), st.HedgeWins)
+	assert.Zero(t, st.FetchErrors, "the hung GET was cancelled, not failed")
 }

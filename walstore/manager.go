@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"sync"
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/bufpool"
+	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -287,63 +287,15 @@ type rangeRead struct {
 	idx        []int
 }
 
-// planReads groups the entries at idx, whose ranges are valid, by object
-// and merges ranges that touch or are separated by at most gap bytes. Each
-// entry is read by exactly one range.
+// planReads is followcore.PlanReads, whose plan the follower's core makes
+// its fetches from: a fetch it hands out is then one GET here.
 func planReads(entries []metadata.Entry, idx []int, gap int64) []rangeRead {
-	order := slices.Clone(idx)
-	slices.SortFunc(order, func(a, b int) int {
-		ea, eb := &entries[a], &entries[b]
-		if c := compareRefs(ea.Object, eb.Object); c != 0 {
-			return c
-		}
-		if ea.Position != eb.Position {
-			return cmpInt64(ea.Position, eb.Position)
-		}
-		return cmpInt64(ea.Length, eb.Length)
-	})
-	gap = max(gap, 0)
-	var reads []rangeRead
-	for _, i := range order {
-		e := &entries[i]
-		end := e.Position + e.Length
-		if n := len(reads); n > 0 {
-			last := &reads[n-1]
-			if last.object == e.Object && e.Position-last.end <= gap {
-				last.end = max(last.end, end)
-				last.idx = append(last.idx, i)
-				continue
-			}
-		}
-		reads = append(reads, rangeRead{object: e.Object, start: e.Position, end: end, idx: []int{i}})
+	plan := followcore.PlanReads(entries, idx, gap)
+	reads := make([]rangeRead, len(plan))
+	for i, r := range plan {
+		reads[i] = rangeRead{object: r.Object, start: r.Start, end: r.End, idx: r.Idx}
 	}
 	return reads
-}
-
-func compareRefs(a, b metadata.ObjectRef) int {
-	if a.Bucket != b.Bucket {
-		if a.Bucket < b.Bucket {
-			return -1
-		}
-		return 1
-	}
-	if a.Key != b.Key {
-		if a.Key < b.Key {
-			return -1
-		}
-		return 1
-	}
-	return 0
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // read serves the entries of r with one GET, or with one GET each when the

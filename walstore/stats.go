@@ -62,8 +62,12 @@ type FollowerStats struct {
 	// FetchErrors counts failed section fetches, of which Corrupt failed
 	// verification and NotFound named a missing object.
 	FetchErrors, Corrupt, NotFound uint64
-	// FetchLatency is the time per fetch round (coalesced GETs in
-	// parallel); ApplyLag the time from a section's newest record
+	// Fetches counts fetches made, one ranged GET each (hedges not
+	// included); Hedges the hedges sent (Hedges/Fetches is the extra
+	// request ratio), HedgeWins those that answered first, HedgesDenied
+	// those the budget refused.
+	Fetches, Hedges, HedgeWins, HedgesDenied uint64
+	// FetchLatency is the time per fetch answered; ApplyLag the time from a section's newest record
 	// timestamp to its append here: the replication lag.
 	FetchLatency, ApplyLag Histogram
 	// Lag is, per partition, how many offsets announced in metadata are
@@ -85,6 +89,7 @@ func (f *Follower) Stats() FollowerStats {
 		Applied: c.Applied, AppliedBytes: c.AppliedBytes, Held: c.Held,
 		Skipped: c.Skipped, Dropped: c.Dropped, Truncations: c.Truncations, Evicted: c.Evicted,
 		FetchErrors: c.FetchErrors, Corrupt: c.Corrupt, NotFound: c.NotFound,
+		Fetches: c.Fetches, Hedges: c.Hedges, HedgeWins: c.HedgeWins, HedgesDenied: c.HedgesDenied,
 		FetchLatency: f.fetchLat.snapshot(), ApplyLag: f.applyLat.snapshot(),
 		Lag: lag,
 	}

@@ -77,11 +77,11 @@ type Core struct {
 	bucketBackoff map[string]time.Time
 	// latency learns each bucket's GET latency, for hedging; budget
 	// bounds the hedges.
-	latency       map[string]*hedge.Estimator
-	budget        hedge.Budget
-	retryAt       time.Time // the earliest hedge of a fetch outstanding
-	evicted       bool      // held entries were forgotten: re-read when idle
-	lastRewind    time.Time
+	latency    map[string]*hedge.Estimator
+	budget     hedge.Budget
+	retryAt    time.Time // the earliest hedge of a fetch outstanding
+	evicted    bool      // held entries were forgotten: re-read when idle
+	lastRewind time.Time
 
 	out Ready
 	Counters

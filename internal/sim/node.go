@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -95,6 +96,7 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 		n.fc, err = followcore.New(followcore.Config{
 			BrokerID: b.id, Readahead: fp.Readahead, MaxHeld: maxHeld, FetchConcurrency: fp.FetchConcurrency,
 			HedgeAfter: hedgeAfter, BackoffInitial: fp.Backoff.Initial, BackoffMax: fp.Backoff.Max,
+			CoalesceGap: cmp.Or(fp.CoalesceGap, walstore.DefaultCoalesceGap), Hedge: w.p.getHedge,
 			Seed: seed ^ 0xf0110e, Logger: w.logger(name).With("engine", "follower"),
 		})
 		if err == nil {
@@ -289,6 +291,8 @@ func (n *simNode) followReady() bool {
 	for _, l := range rd.Lags {
 		n.lag[l.Partition] = l.Offsets
 	}
+	// Cancelled fetches are not stopped: their answers come, late, and
+	// the core must ignore them.
 	for _, f := range rd.Fetches {
 		n.fetch(f)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
@@ -244,6 +245,7 @@ func (p params) String() string {
 		p.leader.Interval, p.leader.ObjectBytes, p.leader.MaxPartitions, p.leader.BufferBytes, p.leader.MaxInflight, p.leader.Codec, p.leader.MarkerRefresh, p.leader.GCInterval)
 	fmt.Fprintf(&b, "follower fetch %d, readahead %d, read batch %d, poll %v, gap %d; ",
 		p.follower.FetchConcurrency, p.follower.Readahead, p.follower.ReadBatch, p.follower.PollInterval, p.follower.CoalesceGap)
+	fmt.Fprintf(&b, "hedged GETs %+v, hedged PUTs %+v; ", p.getHedge, p.putHedge)
 	fmt.Fprintf(&b, "metadata delayed p=%.2f up to %v, duplicated p=%.2f; ", p.disorder.delayP, p.disorder.maxDelay, p.disorder.dupP)
 	return strings.TrimSuffix(b.String(), "; ")
 }
@@ -262,7 +264,9 @@ type params struct {
 	ackP           float64
 	leader         walstore.LeaderConfig
 	follower       walstore.FollowerConfig
-	disorder       disorder
+	// getHedge and putHedge are the followers' and leaders' hedging.
+	getHedge, putHedge hedge.Policy
+	disorder           disorder
 	// weights of the step kinds
 	weights [numSteps]float64
 }
@@ -306,6 +310,15 @@ func drawParams(rng *rand.Rand, cfg Config) params {
 		CoalesceGap:      choose[int64](rng, -1, 0, 1<<10),
 		Backoff:          walstore.Backoff{Initial: choose[time.Duration](rng, 1, 10) * time.Millisecond, Max: choose[time.Duration](rng, 50, 500) * time.Millisecond},
 	}
+	// Hedging is drawn from a generator of its own, so that the draws
+	// above, and the seeds that reproduce their findings, stay as they were.
+	hrng := rand.New(rand.NewPCG(cfg.Seed, 0x6865646765))
+	policies := []hedge.Policy{
+		{}, // off
+		{Quantile: 0.95, Min: 5 * time.Millisecond, Max: 500 * time.Millisecond, Budget: 0.05, Burst: 10}, // walstore's defaults
+		{Quantile: 0.5, Min: time.Millisecond, Max: 20 * time.Millisecond, Budget: 1, Burst: 3},           // hedging nearly everything
+	}
+	p.getHedge, p.putHedge = choose(hrng, policies...), choose(hrng, policies...)
 	p.disorder = choose(rng,
 		disorder{},
 		disorder{delayP: 0.2, maxDelay: 200 * time.Millisecond, dupP: 0.05},
