@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -33,7 +34,7 @@ type benchCluster struct {
 	logs      []*checkLog
 }
 
-func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.LeaderConfig, want func(metadata.TopicPartition, int64) []byte) *benchCluster {
+func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.LeaderConfig, want func(metadata.TopicPartition, int64) []byte, fcfg ...walstore.FollowerConfig) *benchCluster {
 	p, err := memstore.ParseProfile(profile)
 	if err != nil {
 		b.Fatal(err)
@@ -63,7 +64,11 @@ func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.
 	for id, az := range map[int32]string{2: "az2", 3: "az3"} {
 		store, _ := objects.Store(az)
 		log := newCheckLog(want)
-		f, err := walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: store, Log: meta, Local: log, Logger: discard(),
+		var fc walstore.FollowerConfig
+		if len(fcfg) > 0 {
+			fc = fcfg[0]
+		}
+		f, err := walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: store, Log: meta, Local: log, Follower: fc, Logger: discard(),
 			OnProgress: bc.leader.RecordProgress})
 		if err != nil {
 			b.Fatal(err)
@@ -339,10 +344,14 @@ func BenchmarkBaselineCopyXXHash(b *testing.B) {
 
 // BenchmarkReplicationLag produces at a fixed rate on memstore's s3express
 // latency profile and reports the followers' replication lag, from a
-// batch's timestamp to its append on a follower. model-ms is the interval
-// plus the modelled median PUT and GET for the object size; overhead-ms is
-// p50 minus half the interval (a batch waits half of it on average) minus
-// the modelled PUT and GET: the library's own share.
+// batch's timestamp to its append on a follower. put+get-ms is the
+// modelled median PUT and GET for the object size; overhead-ms is p50
+// minus half the interval (a batch waits half of it on average) minus
+// those: the library's own share. bound-ms is what lag p99 should stay
+// within when the lag is only the store's: the interval plus the
+// modelled p99 PUT and p99 GET plus 20 ms. The nohedge cases turn hedged
+// requests off, for comparison in the same run; hedge-% is the extra
+// GETs hedging made, per GET.
 func BenchmarkReplicationLag(b *testing.B) {
 	for _, tc := range []struct {
 		name        string
@@ -350,23 +359,26 @@ func BenchmarkReplicationLag(b *testing.B) {
 		mbPerSec    float64
 		interval    time.Duration
 		objectBytes int
+		noHedge     bool
 	}{
-		{"1000p-100MBps-100ms", 1000, 100, 100 * time.Millisecond, 16 << 20},
-		{"1000p-100MBps-4MiB", 1000, 100, 100 * time.Millisecond, 4 << 20},
+		{"1000p-100MBps-100ms", 1000, 100, 100 * time.Millisecond, 16 << 20, false},
+		{"1000p-100MBps-4MiB", 1000, 100, 100 * time.Millisecond, 4 << 20, false},
+		{"1000p-100MBps-4MiB-nohedge", 1000, 100, 100 * time.Millisecond, 4 << 20, true},
 		// At 100 MB/s the copies (encoding, memstore's PUT and a GET
 		// per follower: four per produced byte) and the checks load a
 		// small machine; at 20 MB/s the lag shows the engines' own share.
-		{"1000p-20MBps-100ms", 1000, 20, 100 * time.Millisecond, 16 << 20},
+		{"1000p-20MBps-100ms", 1000, 20, 100 * time.Millisecond, 16 << 20, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			const profile = "s3express"
 			const tick = 10 * time.Millisecond
 			perTick := int(tc.mbPerSec * 1e6 * tick.Seconds())
 			batchBytes := max(perTick/tc.partitions, 64)
 			rng := rand.New(rand.NewPCG(3, 4))
 			payload := logBatch(rng, batchBytes)
-			bc := newBenchCluster(b, "s3express", tc.partitions, walstore.LeaderConfig{
+			bc := newBenchCluster(b, profile, tc.partitions, walstore.LeaderConfig{
 				Interval: tc.interval, ObjectBytes: tc.objectBytes, BufferBytes: 256 << 20, MaxPartitions: 4096,
-			}, func(metadata.TopicPartition, int64) []byte { return payload })
+			}, func(metadata.TopicPartition, int64) []byte { return payload }, walstore.FollowerConfig{Hedge: walstore.HedgeConfig{Disabled: tc.noHedge}})
 			end := make([]int64, tc.partitions)
 			ctx := context.Background()
 			run := 3 * time.Second
@@ -389,20 +401,30 @@ func BenchmarkReplicationLag(b *testing.B) {
 			}
 			b.StopTimer()
 			var lag walstore.Histogram
+			var fetches, hedges uint64
 			for _, f := range bc.followers {
-				h := f.Stats().Follower.ApplyLag
-				lag.Merge(&h)
+				st := f.Stats().Follower
+				lag.Merge(&st.ApplyLag)
+				fetches += st.Fetches
+				hedges += st.Hedges
 			}
 			ls := bc.leader.Stats().Leader
 			objBytes := float64(ls.ObjectBytes) / float64(max(ls.Objects, 1))
-			put := 6.5 + 10*objBytes/(1<<20)
-			get := 2.5 + 10*objBytes/(1<<20) // each follower reads every section here: one GET of the object
-			ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+			prof, err := memstore.ParseProfile(profile)
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Each follower reads every section here: one GET of the
+			// object, from another AZ.
+			put, get := modelMs(prof.Put, objBytes, 0), modelMs(prof.Get, objBytes, 0)
+			put99, get99 := modelMs(prof.Put, objBytes, z99), modelMs(prof.Get, objBytes, z99)+ms(prof.CrossAZMax)
 			b.ReportMetric(ms(lag.Quantile(0.5)), "lag-p50-ms")
 			b.ReportMetric(ms(lag.Quantile(0.99)), "lag-p99-ms")
+			b.ReportMetric(ms(tc.interval)+put99+get99+20, "bound-ms")
 			b.ReportMetric(objBytes/1e6, "object-MB")
 			b.ReportMetric(put+get, "put+get-ms")
 			b.ReportMetric(ms(lag.Quantile(0.5))-ms(tc.interval)/2-put-get, "overhead-ms")
+			b.ReportMetric(100*float64(hedges)/float64(max(fetches, 1)), "hedge-%")
 			b.ReportMetric(tc.mbPerSec, "MB/s")
 		})
 	}
@@ -521,4 +543,15 @@ func (nullLocalLog) Append(context.Context, metadata.TopicPartition, []combiner.
 func (nullLocalLog) Truncate(context.Context, metadata.TopicPartition, int64) error { return nil }
 func (nullLocalLog) Read(context.Context, metadata.TopicPartition, int64, int) ([]combiner.Batch, error) {
 	return nil, nil
+}
+
+// z99 is the standard normal's 0.99 quantile.
+const z99 = 2.3263
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// modelMs is memstore's latency for a request moving size bytes at the
+// standard normal quantile z (0 for the median), in milliseconds.
+func modelMs(l memstore.Latency, size, z float64) float64 {
+	return (ms(l.Median) + ms(l.PerMiB)*size/(1<<20)) * math.Exp(l.Sigma*z)
 }

@@ -86,6 +86,13 @@ type LeaderConfig struct {
 	// an attempt that runs out counts as a transient failure and is
 	// retried. Default 10s.
 	RequestTimeout time.Duration
+	// Hedge is when an object upload that has not answered is attempted
+	// again alongside it (once per object; see HedgeConfig). Each attempt
+	// stores the same bytes under a fresh key, only if no object has it,
+	// so none overwrites another; only the first to succeed is published,
+	// and the other's object, if it lands, is named by no entry and
+	// deleted by Sweep. Hedging is on by default.
+	Hedge HedgeConfig
 	// OnHealth, if set, is called when the engine becomes degraded or
 	// recovers. It must not block.
 	OnHealth func(Health)
@@ -154,6 +161,9 @@ func (c *LeaderConfig) validate() error {
 	c.GCInterval = orDefault(c.GCInterval, time.Second)
 	c.RequestTimeout = orDefault(c.RequestTimeout, 10*time.Second)
 	c.Backoff = c.Backoff.withDefaults()
+	if _, err := c.Hedge.policy("LeaderConfig"); err != nil {
+		return err
+	}
 	if c.ObjectBytes > c.BufferBytes {
 		return fmt.Errorf("walstore: LeaderConfig.ObjectBytes %d exceeds BufferBytes %d", c.ObjectBytes, c.BufferBytes)
 	}
@@ -226,8 +236,29 @@ type Leader struct {
 
 // opCtl is the driver's handle on a request in flight.
 type opCtl struct {
+	ctx    context.Context // ends when the request does
 	cancel context.CancelFunc
 	next   chan time.Time // when to make the next attempt; zero: stop
+	hold   *objectHold    // an object upload's: its attempts' hold on the buffer
+}
+
+// objectHold is the attempts' hold on a cut object's pooled buffer: an
+// upload's own attempts and its hedge may both be reading it. It goes back
+// to the pool once the object is stored and the last attempt has returned
+// (a store must not retain a body after Put returns); a hedge that lost
+// may well outlive the attempt that won.
+type objectHold struct {
+	data   []byte
+	pool   *bufpool.Pool
+	refs   atomic.Int32
+	stored atomic.Bool
+}
+
+// release drops one attempt's hold.
+func (h *objectHold) release() {
+	if h.refs.Add(-1) == 0 && h.stored.Load() {
+		h.pool.Put(h.data)
+	}
 }
 
 // send replaces the op's pending directive with at.
@@ -282,12 +313,13 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	// Cut objects wait for upload within BufferBytes; as many bytes of
 	// free buffers serve the next cuts.
 	objects := bufpool.New(cfg.BufferBytes)
+	hp, _ := cfg.Hedge.policy("LeaderConfig") // checked by validate
 	core, err := leadcore.New(leadcore.Config{
 		BrokerID: cfg.BrokerID, MetadataPartitions: cfg.Log.Partitions(), Codec: cfg.Codec,
 		Interval: cfg.Interval, ObjectBytes: cfg.ObjectBytes, MaxPartitions: cfg.MaxPartitions,
 		BufferBytes: cfg.BufferBytes, MaxInflight: cfg.MaxInflight, DegradedAfter: cfg.DegradedAfter,
 		MarkerRefresh: cfg.MarkerRefresh, GCInterval: cfg.GCInterval, RetainFor: cfg.RetainFor,
-		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max, Seed: cfg.Seed ^ 0x1eade7,
+		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max, Seed: cfg.Seed ^ 0x1eade7, Hedge: hp,
 		Logger: cfg.Logger,
 		Violation: func(dep, detail string) error {
 			return &DependencyError{Dependency: dep, Err: fmt.Errorf("%w: %s", ErrContractViolation, detail)}
@@ -374,6 +406,9 @@ func (l *Leader) takeLocked() bool {
 	for _, d := range rd.Deletes {
 		l.startDelete(d)
 	}
+	for _, h := range rd.Hedges {
+		l.startHedge(h)
+	}
 	l.directLocked(rd)
 	if !rd.WakeAt.Equal(l.wakeAt) {
 		l.wakeAt = rd.WakeAt
@@ -408,7 +443,7 @@ func (l *Leader) directLocked(rd leadcore.Ready) {
 // cancel as request id.
 func (l *Leader) spawnLocked(id uint64, f func(ctx context.Context, op *opCtl)) {
 	ctx, cancel := context.WithCancel(l.ctx)
-	op := &opCtl{cancel: cancel, next: make(chan time.Time, 1)}
+	op := &opCtl{ctx: ctx, cancel: cancel, next: make(chan time.Time, 1)}
 	l.ops[id] = op
 	l.wg.Add(1)
 	go func() {
@@ -424,9 +459,13 @@ func (l *Leader) spawnLocked(id uint64, f func(ctx context.Context, op *opCtl)) 
 }
 
 // retrying makes attempts of a request until one succeeds, the core stops
-// it, or Run ends; each attempt's result goes to the core.
-func (l *Leader) retrying(id uint64, what string, try func(context.Context) error, result func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind)) {
+// it, or Run ends; each attempt's result goes to the core. hold, if not
+// nil, is released when it stops making attempts.
+func (l *Leader) retrying(id uint64, what string, try func(context.Context) error, result func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind), hold *objectHold) {
 	l.spawnLocked(id, func(ctx context.Context, op *opCtl) {
+		if hold != nil {
+			defer hold.release()
+		}
 		for {
 			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: "+what, try)
 			if ctx.Err() != nil {
@@ -442,6 +481,7 @@ func (l *Leader) retrying(id uint64, what string, try func(context.Context) erro
 			}
 		}
 	})
+	l.ops[id].hold = hold // under mu, as startHedge reads it
 }
 
 // startEncode cuts the builder outside the lock, so that Append never
@@ -455,20 +495,53 @@ func (l *Leader) startEncode(e leadcore.Encode) {
 
 func (l *Leader) startUpload(u leadcore.Upload) {
 	var ref metadata.ObjectRef
+	var hold *objectHold
+	if u.What == leadcore.WhatUpload {
+		// A cut object's buffer is reused once it is stored; a copy's, or
+		// one abandoned, is left to the collector.
+		hold = &objectHold{data: u.Data, pool: l.objects}
+		hold.refs.Store(1)
+	}
 	l.retrying(u.ID, u.What, func(ctx context.Context) (err error) {
 		ref, err = l.mgr.put(ctx, u.Data)
 		return err
 	}, func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind) {
-		// A cut object's buffer is reused once its upload succeeded: the
-		// core lets go of it then, and this goroutine, whose Put has
-		// returned (a store must not retain the body), makes no other
-		// attempt. A copy's, or one abandoned, is left to the collector.
-		done := err == nil && u.What == leadcore.WhatUpload && c.Live(u.ID)
-		c.Uploaded(now, u.ID, ref, err, kind)
-		if done {
-			l.objects.Put(u.Data)
+		if hold != nil && err == nil && c.Live(u.ID) {
+			hold.stored.Store(true)
 		}
-	})
+		c.Uploaded(now, u.ID, ref, err, kind)
+	}, hold)
+}
+
+// startHedge makes a hedged attempt of an upload in flight, on a goroutine
+// of its own: the store's client sends it on another connection than the
+// attempt it hedges. It ends with the upload, whichever attempt wins.
+func (l *Leader) startHedge(h leadcore.Hedge) {
+	op := l.ops[h.ID]
+	if op == nil || op.hold == nil {
+		return // the upload is over: its attempts returned
+	}
+	hold := op.hold
+	hold.refs.Add(1)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer hold.release()
+		var ref metadata.ObjectRef
+		err := attempt(op.ctx, l.cfg.RequestTimeout, "walstore: hedged "+h.What, func(ctx context.Context) (err error) {
+			ref, err = l.mgr.put(ctx, h.Data)
+			return err
+		})
+		if op.ctx.Err() != nil {
+			return
+		}
+		l.step(func(c *leadcore.Core, now time.Time) {
+			if err == nil && c.Live(h.ID) {
+				hold.stored.Store(true)
+			}
+			c.HedgeUploaded(now, h.ID, ref, err)
+		})
+	}()
 }
 
 func (l *Leader) startPublish(p leadcore.Publish) {
@@ -478,7 +551,7 @@ func (l *Leader) startPublish(p leadcore.Publish) {
 		return err
 	}, func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind) {
 		c.Published(now, p.ID, off, err, kind)
-	})
+	}, nil)
 }
 
 func (l *Leader) startRead(r leadcore.LocalRead) {
@@ -705,6 +778,7 @@ func (l *Leader) snapshot() LeaderStats {
 		Appends: s.Appends, AppendedBytes: s.AppendedBytes, BufferedBytes: s.BufferedBytes,
 		Objects: s.Objects, ObjectBytes: s.ObjectBytes, UploadsInFlight: s.UploadsInFlight,
 		UploadRetries: s.UploadRetries, PublishRetries: s.PublishRetries,
+		UploadHedges: s.UploadHedges, UploadHedgeWins: s.UploadHedgeWins, UploadHedgesDenied: s.UploadHedgesDenied,
 		Fenced: s.Fenced, Republished: s.Republished, ObjectsDeleted: s.ObjectsDeleted,
 		UploadLatency: l.uploadLat.snapshot(), PublishLatency: l.publishLat.snapshot(),
 		Health: Health(h),

@@ -276,3 +276,32 @@ func TestLeaderWithholdsEntriesOnceItsBrokerNoLongerLeads(t *testing.T) {
 	assert.Empty(t, clustertest.ReadEntries(t, c, r2.ID, tp), "nothing published after the broker lost leadership")
 	assert.Equal(t, int64(-1), l.DurableOffset(tp))
 }
+
+// TestLeaderHedgesAnOverstayingPUT: the first PUT hangs; with
+// RequestTimeout and DegradedAfter an hour away, only its hedge lets the
+// batch become durable. Exactly one object is published for it.
+func TestLeaderHedgesAnOverstayingPUT(t *testing.T) {
+	ctx := context.Background()
+	c := clustertest.New(t, clustertest.Mem(), 4)
+	r1, r2 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2")
+	tp := clustertest.TP
+	c.SetReplicas(tp, 1, 2)
+	c.SetLeader(tp, 1, 1)
+	var puts atomic.Int64
+	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
+		if op == clustertest.OpPut && puts.Add(1) == 1 {
+			return clustertest.Fault{Delay: time.Hour}
+		}
+		return clustertest.Fault{}
+	})
+	r1.StartLeader(walstore.LeaderConfig{RequestTimeout: time.Hour, DegradedAfter: time.Hour, Hedge: walstore.HedgeConfig{Max: 10 * time.Millisecond}})
+	r1.BecomeLeader(ctx, tp, 1, -1)
+	r1.Produce(ctx, tp, 1, 0, 9, 10)
+	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 9))
+	st := r1.Node.Stats().Leader
+	assert.Equal(t, uint64(1), st.UploadHedges)
+	assert.Equal(t, uint64(1), st.UploadHedgeWins)
+	assert.Zero(t, st.UploadRetries, "the hung PUT was cancelled, not retried")
+	r2.StartFollower(tp)
+	clustertest.RequireConverges(t, r2, r1, tp)
+}

@@ -14,6 +14,11 @@ type LeaderStats struct {
 	UploadsInFlight int
 	// UploadRetries and PublishRetries count failed attempts retried.
 	UploadRetries, PublishRetries uint64
+	// UploadHedges counts uploads attempted again because their attempt
+	// overstayed (UploadHedges/Objects is the extra PUT ratio);
+	// UploadHedgeWins those whose hedge stored first; UploadHedgesDenied
+	// the hedges the budget refused.
+	UploadHedges, UploadHedgeWins, UploadHedgesDenied uint64
 	// Fenced counts entries withheld because the broker no longer led the
 	// partition at the entry's epoch when it was to be published.
 	Fenced uint64

@@ -11,6 +11,7 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/backoff"
+	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
 )
@@ -49,6 +50,9 @@ type Config struct {
 	// BackoffInitial and BackoffMax shape the retry delays: full jitter
 	// below min(BackoffMax, BackoffInitial*2^attempt).
 	BackoffInitial, BackoffMax time.Duration
+	// Hedge is when an upload attempt that has not answered is made
+	// again alongside it (Ready.Hedges); the zero Policy never does.
+	Hedge hedge.Policy
 	// Seed seeds the jitter of retry delays.
 	Seed uint64
 	// Logger receives the core's logs. Default: discard.
@@ -88,6 +92,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("leadcore: Config.RetainFor %v is negative", c.RetainFor)
 	case !c.Codec.Valid():
 		return fmt.Errorf("leadcore: Config.Codec %v is not a known codec", c.Codec)
+	}
+	if err := c.Hedge.Validate(); err != nil {
+		return fmt.Errorf("leadcore: Config.Hedge: %w", err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -241,6 +248,16 @@ type Delete struct {
 	Refs []metadata.ObjectRef
 }
 
+// Hedge asks the driver to make one more attempt of upload ID now,
+// alongside the one in flight, which has not answered in time, and to
+// report it with HedgeUploaded. Like every attempt, it stores the same
+// bytes under a fresh key (If-None-Match: *), so no attempt can overwrite
+// another's object, and only the reference of the first to succeed is
+// published; the other's object, if it lands, is one no entry names,
+// which Sweep deletes. The driver stops it when the upload finishes
+// (Uploaded succeeds, or Cancels names it).
+type Hedge = Upload
+
 // Retry tells the driver when to make the next attempt of request ID.
 type Retry struct {
 	ID uint64
@@ -261,6 +278,7 @@ type Ready struct {
 	Publishes []Publish
 	Reads     []LocalRead
 	Deletes   []Delete
+	Hedges    []Hedge
 	Retries   []Retry
 	// Cancels are requests the core no longer wants: stop retrying them,
 	// and drop their results.
@@ -282,7 +300,7 @@ type Ready struct {
 }
 
 func (rd *Ready) empty() bool {
-	return len(rd.Encodes)+len(rd.Uploads)+len(rd.Publishes)+len(rd.Reads)+len(rd.Deletes)+
+	return len(rd.Encodes)+len(rd.Uploads)+len(rd.Publishes)+len(rd.Reads)+len(rd.Deletes)+len(rd.Hedges)+
 		len(rd.Retries)+len(rd.Cancels)+len(rd.Done)+len(rd.UploadLatency)+len(rd.PublishLatency) == 0 &&
 		!rd.DurableChanged && !rd.SpaceFreed && !rd.HealthChanged && !rd.CommitChanged
 }
@@ -292,8 +310,11 @@ type Stats struct {
 	Appends, AppendedBytes        uint64
 	Objects, ObjectBytes          uint64
 	UploadRetries, PublishRetries uint64
-	Fenced, Republished           uint64
-	ObjectsDeleted                uint64
+	// UploadHedges counts hedged upload attempts, UploadHedgeWins those
+	// that succeeded first, UploadHedgesDenied those the budget refused.
+	UploadHedges, UploadHedgeWins, UploadHedgesDenied uint64
+	Fenced, Republished                               uint64
+	ObjectsDeleted                                    uint64
 	// BufferedBytes is what is appended and not yet published;
 	// UploadsInFlight counts objects cut and not yet stored.
 	BufferedBytes, UploadsInFlight int
@@ -320,10 +341,13 @@ type request struct {
 	kind     Kind
 	attempts int
 	backoff  bool // waiting for its next attempt
-	up       *upload
-	msg      *message
-	task     *task
-	refs     []metadata.ObjectRef // a Delete's
+	// tried is when the upload's current attempt began (or begins, after
+	// a backoff); hedged is when its hedge began, zero if it has none.
+	tried, hedged time.Time
+	up            *upload
+	msg           *message
+	task          *task
+	refs          []metadata.ObjectRef // a Delete's
 }
 
 // Core is the leader's protocol state. It is not safe for concurrent use.
@@ -358,6 +382,12 @@ type Core struct {
 	started           bool
 	markersDue, gcDue time.Time
 	gcDelete          uint64
+
+	// putLatency learns the upload attempts' latency; putBudget bounds
+	// their hedges; putting are the cut objects' uploads under way.
+	putLatency hedge.Estimator
+	putBudget  hedge.Budget
+	putting    []*request
 
 	health    Health
 	healthDue time.Time // when the oldest operation may cross DegradedAfter
@@ -452,6 +482,7 @@ func (c *Core) Tick(now time.Time) {
 		c.gcDue = now.Add(c.cfg.GCInterval)
 	}
 	c.wakeTasks(now)
+	c.hedgeUploads(now)
 	c.maybeCut(now)
 	c.publishCommits(now)
 	c.judgeHealth(now)
@@ -481,6 +512,14 @@ func (c *Core) wakeAt() time.Time {
 	}
 	earlier(c.healthDue)
 	earlier(c.commitsAlone())
+	if c.cfg.Hedge.Enabled() {
+		threshold := c.putLatency.Threshold(c.cfg.Hedge)
+		for _, r := range c.putting {
+			if r.hedged.IsZero() {
+				earlier(r.tried.Add(threshold))
+			}
+		}
+	}
 	return at
 }
 
@@ -511,7 +550,9 @@ func (c *Core) Live(id uint64) bool {
 func (c *Core) retry(now time.Time, r *request) {
 	c.reqs[r.id] = r
 	r.backoff = true
-	c.rd.Retries = append(c.rd.Retries, Retry{ID: r.id, At: now.Add(c.delay(r.attempts))})
+	at := now.Add(c.delay(r.attempts))
+	r.tried = at
+	c.rd.Retries = append(c.rd.Retries, Retry{ID: r.id, At: at})
 	r.attempts++
 }
 

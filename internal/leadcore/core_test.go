@@ -77,6 +77,9 @@ func (h *harness) ready() []string {
 		h.reqs[d.ID] = d
 		add("delete %d %d objects", d.ID, len(d.Refs))
 	}
+	for _, hg := range rd.Hedges {
+		add("hedge %s %d", hg.What, hg.ID)
+	}
 	for _, r := range rd.Retries {
 		add("retry %d at +%v", r.ID, r.At.Sub(h.now))
 	}

@@ -2,6 +2,7 @@ package leadcore
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
@@ -103,7 +104,11 @@ func (c *Core) startUploads(now time.Time) {
 		u := c.waiting[0]
 		c.waiting = c.waiting[1:]
 		r := c.newRequest(now, WhatUpload)
-		r.up = u
+		r.up, r.tried = u, now
+		c.putting = append(c.putting, r)
+		if c.cfg.Hedge.Enabled() {
+			c.putBudget.Earn(c.cfg.Hedge)
+		}
 		c.slotsUse++
 		c.rd.Uploads = append(c.rd.Uploads, Upload{ID: r.id, What: WhatUpload, Data: u.obj.Data})
 	}
@@ -134,10 +139,21 @@ func (c *Core) Uploaded(now time.Time, id uint64, ref metadata.ObjectRef, err er
 		c.retry(now, r)
 		return
 	}
+	if r.what == WhatUpload {
+		c.putLatency.Observe(now.Sub(r.tried))
+	}
 	c.succeeded(now, r)
 	if r.what == WhatCopy {
 		c.copied(now, r.task, ref)
 		return
+	}
+	c.stored(now, r, ref)
+}
+
+// stored takes the reference of an object upload r stored.
+func (c *Core) stored(now time.Time, r *request, ref metadata.ObjectRef) {
+	if i := slices.Index(c.putting, r); i >= 0 {
+		c.putting = slices.Delete(c.putting, i, i+1)
 	}
 	u := r.up
 	u.ref, u.uploaded = ref, true
@@ -150,4 +166,49 @@ func (c *Core) Uploaded(now time.Time, id uint64, ref metadata.ObjectRef, err er
 	c.startUploads(now)
 	c.maybeCut(now)
 	c.pumpEntries(now)
+}
+
+// hedgeUploads hands out a hedge of every upload whose attempt has gone
+// unanswered for the learned threshold, within the budget, once per
+// upload: a store that is slow for everyone gets at most one extra
+// request per object.
+func (c *Core) hedgeUploads(now time.Time) {
+	if !c.cfg.Hedge.Enabled() {
+		return
+	}
+	threshold := c.putLatency.Threshold(c.cfg.Hedge)
+	for _, r := range c.putting {
+		if !r.hedged.IsZero() || now.Before(r.tried.Add(threshold)) {
+			continue
+		}
+		r.hedged = now
+		if !c.putBudget.Take(c.cfg.Hedge) {
+			c.stats.UploadHedgesDenied++
+			continue
+		}
+		c.stats.UploadHedges++
+		c.rd.Hedges = append(c.rd.Hedges, Hedge{ID: r.id, What: r.what, Data: r.up.obj.Data})
+	}
+}
+
+// HedgeUploaded is the result of Hedge id. The first success of an
+// upload's attempts wins: the others are cancelled. A failed hedge
+// changes nothing: the attempt it hedged is still under way, or has
+// failed and been retried.
+func (c *Core) HedgeUploaded(now time.Time, id uint64, ref metadata.ObjectRef, err error) {
+	r := c.reqs[id]
+	if r == nil || r.hedged.IsZero() || r.what != WhatUpload {
+		return // the upload is done: the hedge's object, if stored, is Sweep's
+	}
+	if err != nil {
+		c.cfg.Logger.Debug("activetier: hedged upload failed", "err", err)
+		return
+	}
+	c.take(id)
+	c.stats.UploadHedgeWins++
+	c.putLatency.Observe(now.Sub(r.hedged))
+	c.putLatency.Observe(now.Sub(r.tried)) // at least: it had not answered
+	c.rd.Cancels = append(c.rd.Cancels, id)
+	c.succeeded(now, r)
+	c.stored(now, r, ref)
 }

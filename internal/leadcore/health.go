@@ -27,7 +27,7 @@ func (c *Core) succeeded(now time.Time, r *request) {
 	for _, id := range c.sortedReqs() {
 		o := c.reqs[id]
 		if o.what == r.what && o.backoff {
-			o.backoff = false
+			o.backoff, o.tried = false, now
 			c.rd.Retries = append(c.rd.Retries, Retry{ID: o.id, At: now})
 		}
 	}

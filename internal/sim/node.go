@@ -85,7 +85,7 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 		BufferBytes: lp.BufferBytes, MaxInflight: lp.MaxInflight, DegradedAfter: lp.DegradedAfter,
 		MarkerRefresh: lp.MarkerRefresh, GCInterval: lp.GCInterval,
 		BackoffInitial: lp.Backoff.Initial, BackoffMax: lp.Backoff.Max, Seed: seed ^ 0x1eade7,
-		Logger: w.logger(name).With("engine", "leader"),
+		Hedge: w.p.putHedge, Logger: w.logger(name).With("engine", "leader"),
 	})
 	if err != nil {
 		return nil, err
@@ -395,6 +395,11 @@ func (n *simNode) leadReady() bool {
 	for _, u := range rd.Uploads {
 		n.start(u.ID, func(op *leadOp) { n.upload(op, u) })
 	}
+	for _, hg := range rd.Hedges {
+		if op := n.ops[hg.ID]; op != nil {
+			n.hedgeUpload(op, hg)
+		}
+	}
 	for _, p := range rd.Publishes {
 		n.start(p.ID, func(op *leadOp) { n.publish(op, p) })
 	}
@@ -449,8 +454,22 @@ func (n *simNode) finish(op *leadOp, lat time.Duration, result func(now time.Tim
 	})
 }
 
+// hedgeUpload makes a hedged attempt of upload op, alongside the one in
+// flight, as walstore's Leader does.
+func (n *simNode) hedgeUpload(op *leadOp, hg leadcore.Hedge) {
+	n.attemptUpload(op, hg, func(now time.Time, ref metadata.ObjectRef, err error) { n.lc.HedgeUploaded(now, op.id, ref, err) })
+}
+
 // upload makes one attempt to store an object under a fresh key.
 func (n *simNode) upload(op *leadOp, u leadcore.Upload) {
+	n.attemptUpload(op, u, func(now time.Time, ref metadata.ObjectRef, err error) {
+		n.lc.Uploaded(now, op.id, ref, err, leadcore.KindOf(err))
+	})
+}
+
+// attemptUpload stores u's data under a fresh key and gives the result to
+// report.
+func (n *simNode) attemptUpload(op *leadOp, u leadcore.Upload, report func(time.Time, metadata.ObjectRef, error)) {
 	n.keys++
 	key := fmt.Sprintf("%d/%d-%d.wal", n.b.id, n.inc, n.keys)
 	lat, put := n.b.store.put(key, u.Data)
@@ -464,7 +483,7 @@ func (n *simNode) upload(op *leadOp, u leadcore.Upload) {
 		if err != nil && n.w.cfg.Verbose {
 			n.w.tracef("b%d node#%d: upload %d failed: %v", n.b.id, n.inc, op.id, err)
 		}
-		n.lc.Uploaded(now, op.id, ref, err, leadcore.KindOf(err))
+		report(now, ref, err)
 	})
 }
 
