@@ -155,7 +155,7 @@ func newRawClient(b *testing.B, cfg aws.Config) *rawClient {
 	b.Cleanup(tr.CloseIdleConnections)
 	return &rawClient{
 		endpoint: aws.ToString(cfg.BaseEndpoint),
-		http:     &http.Client{Transport: tr, Timeout: s3express.DefaultRequestTimeout},
+		http:     &http.Client{Transport: tr, Timeout: s3express.DefaultFirstByteTimeout},
 		creds:    creds,
 		region:   cfg.Region,
 		// S3 signs the path as sent, without escaping it a second time.

@@ -127,8 +127,10 @@
 // builds its own from the aws.Config's: idle connections per host sized to
 // Options.Concurrency (the SDK default keeps 10, so a burst of fetches would
 // dial, and on AWS handshake TLS, again), 64 KiB socket buffers, and a
-// per-attempt timeout (Options.RequestTimeout) that covers reading the
-// body, so a stalled attempt is retried instead of hanging. Bodies are
+// per-attempt timeout that covers reading the body, so a stalled attempt
+// is retried instead of hanging: by default two seconds plus the body at
+// 8 MiB/s (DefaultFirstByteTimeout, DefaultMinThroughput), or a flat
+// Options.RequestTimeout. Latency below that is the engines' to hedge. Bodies are
 // streamed from the caller's buffer without a copy. Every PUT sends
 // Expect: 100-continue, one extra round trip inside the AZ, so that a
 // refused upload (a taken key) is answered before its body is sent rather
@@ -178,12 +180,13 @@
 //
 // An unreachable AZ shows in one of two ways. Where its endpoint refuses
 // connections, each request fails within the retryer's backoff. Where
-// packets are dropped, each attempt lasts until RequestTimeout, so a
-// request fails only after the retryer's attempts times RequestTimeout plus
-// backoff (over 30s with the defaults), unless the caller's context ends
-// first; a Put that timed out then reads its key back, with retries of
-// its own, which can double that. Choose RequestTimeout from the longest transfer an attempt makes, body
-// included, not from S3's latency: a 4 MiB object at 100 MB/s takes 40ms.
+// packets are dropped, each attempt lasts until its timeout, so a request
+// fails only after the retryer's attempts times the timeout plus backoff
+// (about 8s for a 4 MiB object with the defaults), unless the caller's
+// context ends first; a Put that timed out then reads its key back, with
+// retries of its own, which can double that. A flat RequestTimeout must
+// be chosen from the longest transfer an attempt makes, body included,
+// not from S3's latency; the default grows with each request's body.
 // The tests take an AZ down both ways, against the S3 server, under the
 // replication engines.
 package s3express

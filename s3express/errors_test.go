@@ -657,3 +657,28 @@ func TestDeleteSkipsBadKeysAndGoesOn(t *testing.T) {
 	_, err = s.Put(t.Context(), "  ", []byte("x"))
 	requireKind(t, err, s3express.ErrInvalidKey, "a whitespace key in a directory bucket")
 }
+
+// TestDefaultTimeoutRetriesAStalledAttempt: with no RequestTimeout, an
+// attempt that stops answering ends after its size-based timeout (two
+// seconds for a small range), and the SDK's retry gets the answer.
+func TestDefaultTimeoutRetriesAStalledAttempt(t *testing.T) {
+	release := make(chan struct{})
+	f := newFakeS3(t, canned{status: 206, header: map[string]string{"Content-Range": "bytes 0-4/10"}, body: "01234"})
+	var first atomic.Bool
+	f.handler = func(w http.ResponseWriter, r *http.Request) bool {
+		if first.CompareAndSwap(false, true) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return true
+		}
+		return false
+	}
+	t.Cleanup(func() { close(release) })
+	s := newFakeStore(t, f, nil)
+	b, err := s.GetRange(t.Context(), metadata.ObjectRef{Bucket: bucketA, Key: "stalls-once"}, 0, 5)
+	require.NoError(t, err)
+	assert.Equal(t, "01234", string(b))
+	assert.Len(t, f.requests(), 2)
+}

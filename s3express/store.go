@@ -29,8 +29,20 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultConcurrency    = 64
-	DefaultRequestTimeout = 10 * time.Second
+	DefaultConcurrency = 64
+	// DefaultFirstByteTimeout and DefaultMinThroughput make the
+	// per-attempt timeout of a request when Options.RequestTimeout is
+	// zero: DefaultFirstByteTimeout plus the time to move the request's
+	// body at DefaultMinThroughput bytes per second. Two seconds is what
+	// Amazon's "Performance design patterns for Amazon S3" advises for
+	// retrying a small GET or PUT; for a large one it advises judging by
+	// throughput. A request merely slow is the engines' to hedge (they
+	// re-issue one that overstays its learned p95, within milliseconds
+	// on S3 Express); the timeout only ends an attempt on a connection
+	// that stopped moving, so the SDK's retry makes progress instead of
+	// waiting out a flat timeout sized for the largest body.
+	DefaultFirstByteTimeout = 2 * time.Second
+	DefaultMinThroughput    = 8 << 20
 )
 
 // S3 limits the store checks before sending anything.
@@ -102,7 +114,9 @@ type Options struct {
 	Concurrency int
 	// RequestTimeout bounds each HTTP attempt, reading the response body
 	// included; an attempt that times out is retried by the SDK's
-	// retryer. Zero means DefaultRequestTimeout. It and Concurrency tune
+	// retryer. Zero means a timeout per request from its size:
+	// DefaultFirstByteTimeout plus its body at DefaultMinThroughput (2.5s
+	// for a 4 MiB object). It and Concurrency tune
 	// the store's own HTTP client, built from aws.Config.HTTPClient when
 	// that is nil or an *awshttp.BuildableClient; any other HTTP client is
 	// used as given.
@@ -151,6 +165,7 @@ type Store struct {
 	sse       SSE
 	kmsKeyID  string
 	transport *http.Transport // nil when the caller supplied the HTTP client
+	timeout   time.Duration   // Options.RequestTimeout; zero: by size
 }
 
 var (
@@ -169,9 +184,9 @@ func New(cfg aws.Config, opts Options) (*Store, error) {
 		return nil, err
 	}
 	concurrency := orDefault(opts.Concurrency, DefaultConcurrency)
-	timeout := orDefault(opts.RequestTimeout, DefaultRequestTimeout)
+	s.timeout = opts.RequestTimeout
 	var httpClient aws.HTTPClient
-	httpClient, s.transport = tunedHTTPClient(cfg.HTTPClient, concurrency, len(s.buckets), timeout)
+	httpClient, s.transport = tunedHTTPClient(cfg.HTTPClient, concurrency, len(s.buckets), s.attemptTimeout(0))
 
 	clientOpts := []func(*s3.Options){func(o *s3.Options) {
 		o.HTTPClient = httpClient
@@ -303,12 +318,37 @@ func tunedHTTPClient(base aws.HTTPClient, concurrency, buckets int, timeout time
 	tr.ReadBufferSize = 64 << 10
 	// Ranges must arrive as stored bytes, never transparently decoded.
 	tr.DisableCompression = true
+	return timedClient(tr, timeout), tr
+}
+
+// timedClient is the store's HTTP client on tr with a per-attempt timeout.
+func timedClient(tr *http.Transport, timeout time.Duration) *http.Client {
 	return &http.Client{
 		Transport: tr,
 		Timeout:   timeout,
 		// The SDK handles S3's redirects (wrong region) as errors.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}, tr
+	}
+}
+
+// attemptTimeout is the per-attempt timeout of a request moving n bytes
+// of body (see DefaultFirstByteTimeout).
+func (s *Store) attemptTimeout(n int64) time.Duration {
+	if s.timeout > 0 {
+		return s.timeout
+	}
+	return DefaultFirstByteTimeout + time.Duration(float64(n)/DefaultMinThroughput*float64(time.Second))
+}
+
+// sized is an API option giving the attempts of a request moving n bytes
+// their timeout. It changes nothing for an HTTP client the caller tunes,
+// nor with a fixed Options.RequestTimeout.
+func (s *Store) sized(n int64) func(*s3.Options) {
+	return func(o *s3.Options) {
+		if s.transport != nil && s.timeout == 0 {
+			o.HTTPClient = timedClient(s.transport, s.attemptTimeout(n))
+		}
+	}
 }
 
 // Client returns the S3 client of the local AZ's bucket, for operations
@@ -365,7 +405,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 		}
 	}
 	var maybeStored bool
-	_, err := s.Client().PutObject(ctx, in, noteMaybeStored(&maybeStored))
+	_, err := s.Client().PutObject(ctx, in, noteMaybeStored(&maybeStored), s.sized(int64(len(body))))
 	if err == nil {
 		return ref, nil
 	}
@@ -508,7 +548,7 @@ func (s *Store) get(ctx context.Context, op string, ref metadata.ObjectRef, offs
 	}, withBody(func(out *s3.GetObjectOutput) (err error) {
 		buf, err = readRange(out, offset, length, dst)
 		return err
-	}))
+	}), s.sized(length))
 	if err != nil {
 		return nil, requestError(ctx, op, ref.Bucket, ref.Key, err)
 	}
