@@ -152,18 +152,38 @@ func RunCost(p Prices, u Usage) (Comparison, error) {
 		return Comparison{}, err
 	}
 	control := float64(u.ControlBytes) * p.crossAZPerByte()
-	at := Breakdown{
-		PutUSD:       float64(u.Puts) * p.perPut(),
-		GetUSD:       float64(u.Gets) * p.perGet(),
-		UploadUSD:    float64(u.BytesUp) * p.uploadPerByte(),
-		RetrievalUSD: float64(u.BytesDown) * p.retrievalPerByte(),
-		StorageUSD:   u.StoredByteSeconds * p.storagePerByteSec(),
-		MetadataUSD:  float64(u.MetadataBytes) * p.crossAZPerByte(),
-		ControlUSD:   control,
-	}
+	at := storeLines(p, u.Puts, u.Gets, u.BytesUp, u.BytesDown)
+	at.StorageUSD = u.StoredByteSeconds * p.storagePerByteSec()
+	at.MetadataUSD = float64(u.MetadataBytes) * p.crossAZPerByte()
+	at.ControlUSD = control
 	b2b := Breakdown{
 		ReplicationUSD: float64(u.ProducedBytes) * float64(u.RF-1) * p.crossAZPerByte(),
 		ControlUSD:     control,
 	}
 	return compare(at, b2b), nil
+}
+
+// HedgeCost prices the requests hedging added: puts PUTs and gets GETs
+// sent again while the first was slow, moving bytesUp and bytesDown (at
+// most: a request that lost is cancelled, often before its body moved).
+// A run's Usage already counts them, as a bill does; this is their share,
+// for a report to show. Only the object store lines are filled.
+func HedgeCost(p Prices, puts, gets, bytesUp, bytesDown int64) (Breakdown, error) {
+	if err := p.Validate(); err != nil {
+		return Breakdown{}, err
+	}
+	if err := (Usage{Puts: puts, Gets: gets, BytesUp: bytesUp, BytesDown: bytesDown, RF: 2}).Validate(); err != nil {
+		return Breakdown{}, err
+	}
+	return storeLines(p, puts, gets, bytesUp, bytesDown).withTotal(), nil
+}
+
+// storeLines is the object store's requests and bytes under p.
+func storeLines(p Prices, puts, gets, bytesUp, bytesDown int64) Breakdown {
+	return Breakdown{
+		PutUSD:       float64(puts) * p.perPut(),
+		GetUSD:       float64(gets) * p.perGet(),
+		UploadUSD:    float64(bytesUp) * p.uploadPerByte(),
+		RetrievalUSD: float64(bytesDown) * p.retrievalPerByte(),
+	}
 }

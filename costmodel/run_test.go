@@ -223,3 +223,16 @@ func TestComparisonScale(t *testing.T) {
 	assert.InEpsilon(t, 3.18, s.ActiveTier.ReadUSD(), exact)
 	assert.InEpsilon(t, c.SavingsRatio, s.SavingsRatio, exact)
 }
+
+func TestHedgeCost(t *testing.T) {
+	p := S3Express2025()
+	b, err := HedgeCost(p, 10, 1000, 10<<20, 1<<30)
+	require.NoError(t, err)
+	want := 10*p.PutPer1000/1000 + 1000*p.GetPer1000/1000 + float64(10<<20)*p.UploadPerGB/p.BytesPerGB + float64(1<<30)*p.RetrievalPerGB/p.BytesPerGB
+	require.InDelta(t, want, b.TotalUSD, 1e-12)
+	require.Equal(t, b.WriteUSD()+b.ReadUSD(), b.TotalUSD, "only the object store lines")
+	_, err = HedgeCost(p, -1, 0, 0, 0)
+	require.Error(t, err, "a negative count")
+	_, err = HedgeCost(Prices{PutPer1000: -1}, 0, 0, 0, 0)
+	require.Error(t, err, "invalid prices")
+}

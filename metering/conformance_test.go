@@ -2,6 +2,7 @@ package metering_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -50,4 +51,35 @@ func TestLogConformance(t *testing.T) {
 	s := m.Snapshot()
 	require.NotZero(t, s.Log[0].Requests)
 	require.NotZero(t, s.MetadataAppendedBytes)
+}
+
+// stallingStore's GetRange is a request that reaches the store and then
+// waits for its caller to give up, as a hedged GET that lost does.
+type stallingStore struct {
+	walstore.ObjectStore
+	started chan struct{}
+}
+
+func (s stallingStore) GetRange(ctx context.Context, _ metadata.ObjectRef, _, _ int64) ([]byte, error) {
+	s.started <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A request cancelled in flight was sent, and is billed: it counts. One
+// made with a context already done never left, and does not.
+func TestCancelledInFlightCounts(t *testing.T) {
+	m := newMeter(t)
+	st := stallingStore{started: make(chan struct{}, 1)} // only GetRange is called
+	s := m.Store(st)
+	ref := metadata.ObjectRef{AZ: "az1", Bucket: "b1", Key: "k"}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-st.started; cancel() }()
+	_, err := s.GetRange(ctx, ref, 0, 10)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = s.GetRange(ctx, ref, 0, 10)
+	require.Error(t, err)
+	gets := m.Snapshot().Store[slices.Index(metering.StoreOps(), metering.OpGet)]
+	require.Equal(t, uint64(1), gets.Requests)
+	require.Equal(t, int64(1), m.Usage().Gets)
 }

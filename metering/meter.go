@@ -235,10 +235,12 @@ func (m *Meter) Prices() costmodel.Prices { return m.cfg.Prices }
 
 // counted reports whether a call reached its dependency and so is a
 // request as a bill counts it: a call refused before any request (a
-// context already done, a bucket the store was not configured with) is
-// not one.
-func counted(ctx context.Context, err error) bool {
-	return err == nil || (ctx.Err() == nil && !errors.Is(err, walstore.ErrUnknownBucket))
+// context already done when it was made, a bucket the store was not
+// configured with) is not one. sent is whether the context was live when
+// the call was made: a request cancelled in flight (a hedged GET that
+// lost) was sent, and is billed.
+func counted(sent bool, err error) bool {
+	return err == nil || (sent && !errors.Is(err, walstore.ErrUnknownBucket))
 }
 
 func (m *Meter) record(op Op, err error, took time.Duration) {

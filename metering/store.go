@@ -21,10 +21,10 @@ type store struct {
 func (s *store) Local() metadata.ObjectRef { return s.s.Local() }
 
 func (s *store) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
-	start := time.Now()
+	sent, start := ctx.Err() == nil, time.Now()
 	ref, err := s.s.Put(ctx, key, body)
 	took := time.Since(start)
-	if !counted(ctx, err) {
+	if !counted(sent, err) {
 		return ref, err
 	}
 	s.m.record(OpPut, err, took)
@@ -46,11 +46,11 @@ func (s *store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 }
 
 func (s *store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
-	start := time.Now()
+	sent, start := ctx.Err() == nil, time.Now()
 	b, err := s.s.GetRange(ctx, ref, offset, length)
 	took := time.Since(start)
 	// A range no object could satisfy is refused before any request.
-	if !counted(ctx, err) || offset < 0 || length <= 0 {
+	if !counted(sent, err) || offset < 0 || length <= 0 {
 		return b, err
 	}
 	s.m.record(OpGet, err, took)
@@ -64,10 +64,10 @@ func (s *store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, le
 }
 
 func (s *store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
-	start := time.Now()
+	sent, start := ctx.Err() == nil, time.Now()
 	err := s.s.Delete(ctx, refs)
 	took := time.Since(start)
-	if len(refs) > 0 && counted(ctx, err) {
+	if len(refs) > 0 && counted(sent, err) {
 		s.m.record(OpDelete, err, took)
 	}
 	if err == nil {
@@ -77,10 +77,10 @@ func (s *store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 }
 
 func (s *store) List(ctx context.Context, bucket, prefix string) ([]walstore.ObjectInfo, error) {
-	start := time.Now()
+	sent, start := ctx.Err() == nil, time.Now()
 	infos, err := s.s.List(ctx, bucket, prefix)
 	took := time.Since(start)
-	if counted(ctx, err) {
+	if counted(sent, err) {
 		s.m.record(OpList, err, took)
 	}
 	return infos, err
@@ -100,10 +100,10 @@ type mlog struct {
 func (l *mlog) Partitions() int32 { return l.l.Partitions() }
 
 func (l *mlog) Append(ctx context.Context, partition int32, value []byte) (int64, error) {
-	start := time.Now()
+	sent, start := ctx.Err() == nil, time.Now()
 	off, err := l.l.Append(ctx, partition, value)
 	took := time.Since(start)
-	if !counted(ctx, err) {
+	if !counted(sent, err) {
 		return off, err
 	}
 	l.m.record(OpAppend, err, took)
@@ -115,10 +115,10 @@ func (l *mlog) Append(ctx context.Context, partition int32, value []byte) (int64
 }
 
 func (l *mlog) Read(ctx context.Context, partition int32, from int64, max int) ([]metadata.Record, error) {
-	start := time.Now()
+	sent, start := ctx.Err() == nil, time.Now()
 	recs, err := l.l.Read(ctx, partition, from, max)
 	took := time.Since(start)
-	if !counted(ctx, err) {
+	if !counted(sent, err) {
 		return recs, err
 	}
 	l.m.record(OpRead, err, took)
@@ -131,18 +131,18 @@ func (l *mlog) Read(ctx context.Context, partition int32, from int64, max int) (
 }
 
 func (l *mlog) Watermarks(ctx context.Context, partition int32) (int64, int64, error) {
-	start := time.Now()
+	sent, start := ctx.Err() == nil, time.Now()
 	lo, hi, err := l.l.Watermarks(ctx, partition)
-	if counted(ctx, err) {
+	if counted(sent, err) {
 		l.m.record(OpWatermarks, err, time.Since(start))
 	}
 	return lo, hi, err
 }
 
 func (l *mlog) Trim(ctx context.Context, partition int32, before int64) error {
-	start := time.Now()
+	sent, start := ctx.Err() == nil, time.Now()
 	err := l.l.Trim(ctx, partition, before)
-	if counted(ctx, err) {
+	if counted(sent, err) {
 		l.m.record(OpTrim, err, time.Since(start))
 	}
 	return err

@@ -54,6 +54,11 @@ type demoReport struct {
 	BytesUploaded   int64  `json:"bytes_uploaded"`
 	BytesDownloaded int64  `json:"bytes_downloaded"`
 	UploadRetries   uint64 `json:"upload_retries"`
+	// Requests hedging sent again while the first was slow (included in
+	// Puts and Gets), and what they cost at most (included in the cost).
+	HedgedPuts   uint64  `json:"hedged_puts"`
+	HedgedGets   uint64  `json:"hedged_gets"`
+	HedgeCostUSD float64 `json:"hedge_cost_usd"`
 
 	// The metadata log: bytes published (each message once), bytes the
 	// followers read, and what crossed AZs (publish, the log's own
@@ -141,6 +146,7 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produ
 		r.Objects += ls.Objects
 		r.ObjectsDeleted += ls.ObjectsDeleted
 		r.UploadRetries += ls.UploadRetries
+		r.HedgedPuts += ls.UploadHedges
 		upload.Merge(&ls.UploadLatency)
 		if fo != nil {
 			fo.RepublishedEntries += ls.Republished
@@ -151,6 +157,7 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produ
 		r.Truncations += fs.Truncations
 		r.EntriesDropped += fs.Dropped
 		r.FetchErrors += fs.FetchErrors
+		r.HedgedGets += fs.Hedges
 		lag.Merge(&fs.ApplyLag)
 	}
 	r.LagP50MS, r.LagP99MS, r.LagMaxMS = ms(lag.Quantile(0.5)), ms(lag.Quantile(0.99)), ms(lag.Max)
@@ -220,6 +227,15 @@ func (r *demoReport) price() error {
 		return err
 	}
 	r.SavingsRatioUncompressed = u.SavingsRatio
+	// A hedge moves what the request it hedges moves, at most: the
+	// average PUT's and GET's bytes.
+	avg := func(total, n int64) int64 { return total / max(n, 1) }
+	h, err := costmodel.HedgeCost(r.prices, int64(r.HedgedPuts), int64(r.HedgedGets),
+		int64(r.HedgedPuts)*avg(r.BytesUploaded, r.Puts), int64(r.HedgedGets)*avg(r.BytesDownloaded, r.Gets))
+	if err != nil {
+		return err
+	}
+	r.HedgeCostUSD = h.TotalUSD
 	month := c.Scale(costmodel.SecondsPerMonth / r.DurationS)
 	r.CostUSDPerMonth, r.CrossAZCostUSDPerMonth = month.ActiveTier.TotalUSD, month.BrokerToBroker.TotalUSD
 	return nil
@@ -241,6 +257,8 @@ func (r *demoReport) writeText(w io.Writer) error {
 		requests += fmt.Sprintf("; %s failed", thousands(r.FailedRequests))
 	}
 	fmt.Fprintf(tw, "requests\t%s\n", requests)
+	fmt.Fprintf(tw, "hedged\t%s PUTs (%s of PUTs), %s GETs (%s of GETs) sent again while the first was slow: at most $%.6f, in the cost below\n",
+		thousands(int64(r.HedgedPuts)), percent(int64(r.HedgedPuts), r.Puts), thousands(int64(r.HedgedGets)), percent(int64(r.HedgedGets), r.Gets), r.HedgeCostUSD)
 	fmt.Fprintf(tw, "metadata\t%s published in %s messages, %s read by followers\n",
 		humanBytes(float64(r.MetadataBytes)), thousands(r.MetadataMessages), humanBytes(float64(r.MetadataBytesRead)))
 	fmt.Fprintf(tw, "lag\tp50 %.0f ms, p99 %.0f ms, max %.0f ms (produce to follower append); upload p50 %.0f ms, p99 %.0f ms\n",
