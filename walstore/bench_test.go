@@ -351,7 +351,7 @@ func BenchmarkBaselineCopyXXHash(b *testing.B) {
 // within when the lag is only the store's: the interval plus the
 // modelled p99 PUT and p99 GET plus 20 ms. The nohedge cases turn hedged
 // requests off, for comparison in the same run; hedge-% is the extra
-// GETs hedging made, per GET.
+// GETs hedging made, per GET, and put-hedge-% the extra PUTs per object.
 func BenchmarkReplicationLag(b *testing.B) {
 	for _, tc := range []struct {
 		name        string
@@ -378,6 +378,7 @@ func BenchmarkReplicationLag(b *testing.B) {
 			payload := logBatch(rng, batchBytes)
 			bc := newBenchCluster(b, profile, tc.partitions, walstore.LeaderConfig{
 				Interval: tc.interval, ObjectBytes: tc.objectBytes, BufferBytes: 256 << 20, MaxPartitions: 4096,
+				Hedge: walstore.HedgeConfig{Disabled: tc.noHedge},
 			}, func(metadata.TopicPartition, int64) []byte { return payload }, walstore.FollowerConfig{Hedge: walstore.HedgeConfig{Disabled: tc.noHedge}})
 			end := make([]int64, tc.partitions)
 			ctx := context.Background()
@@ -425,6 +426,7 @@ func BenchmarkReplicationLag(b *testing.B) {
 			b.ReportMetric(put+get, "put+get-ms")
 			b.ReportMetric(ms(lag.Quantile(0.5))-ms(tc.interval)/2-put-get, "overhead-ms")
 			b.ReportMetric(100*float64(hedges)/float64(max(fetches, 1)), "hedge-%")
+			b.ReportMetric(100*float64(ls.UploadHedges)/float64(max(ls.Objects, 1)), "put-hedge-%")
 			b.ReportMetric(tc.mbPerSec, "MB/s")
 		})
 	}

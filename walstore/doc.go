@@ -43,7 +43,11 @@
 // grows without bound. The combiner's Builder cuts objects at Interval,
 // ObjectBytes or MaxPartitions; up to MaxInflight uploads run at once, each
 // attempt bounded by RequestTimeout and retried with jittered backoff until
-// it succeeds: an upload failure loses nothing. An upload or publish that
+// it succeeds: an upload failure loses nothing. An attempt that overstays
+// the learned p95 of PUT latency is attempted again alongside it, once per
+// object and within a budget (Hedge); every attempt writes a fresh key
+// only if it is free, and only the first to succeed is published. An
+// upload or publish that
 // has not succeeded for DegradedAfter, whether its attempts fail or never
 // return, makes Health report the engine degraded, so the broker can fall
 // back to ordinary replication. An object's entries are published once it
@@ -71,7 +75,10 @@
 // (divergence). It fetches the entries that continue its log, up to
 // Readahead per partition, coalescing sections of one object into one
 // ranged GET (adjacent, or separated by less than CoalesceGap), in parallel
-// up to FetchConcurrency; verifies every section; decides again at append
+// up to FetchConcurrency; sends a GET again when it has not answered by its
+// bucket's learned p95 latency (Hedge: the first answer wins, the other is
+// cancelled, and the extra GETs stay within a budget); verifies every
+// section; decides again at append
 // time, since a marker may have arrived meanwhile; and appends in offset
 // order, skipping batches below its log end. An unreachable bucket backs
 // off every entry in it, and so does one that leaves a fetch unanswered for

@@ -99,7 +99,7 @@ type HedgeConfig struct {
 	Min, Max time.Duration
 	// Budget is the most extra requests hedging makes, as a fraction of
 	// the requests made, in (0, 1]; Burst how many it may make in a row.
-	// Defaults 0.05 (5%) and 10.
+	// Defaults 0.05 (5%) and 3.
 	Budget float64
 	Burst  int
 }
@@ -115,7 +115,7 @@ func (h HedgeConfig) policy(owner string) (hedge.Policy, error) {
 	}
 	p := hedge.Policy{
 		Quantile: cmp.Or(h.Quantile, 0.95), Min: cmp.Or(h.Min, 5*time.Millisecond), Max: cmp.Or(h.Max, 500*time.Millisecond),
-		Budget: cmp.Or(h.Budget, 0.05), Burst: cmp.Or(h.Burst, 10),
+		Budget: cmp.Or(h.Budget, 0.05), Burst: cmp.Or(h.Burst, 3),
 	}
 	if err := p.Validate(); err != nil {
 		return hedge.Policy{}, fmt.Errorf("walstore: %s.Hedge: %w", owner, err)
