@@ -154,7 +154,9 @@ func (q *simQueue) Pop() any {
 	return e
 }
 
-func benchTP(p int) metadata.TopicPartition { return metadata.TopicPartition{Topic: "t", Partition: int32(p)} }
+func benchTP(p int) metadata.TopicPartition {
+	return metadata.TopicPartition{Topic: "t", Partition: int32(p)}
+}
 
 func runFetches(b *testing.B, prof memstore.Profile, policy hedge.Policy, seed uint64) simRun {
 	const (

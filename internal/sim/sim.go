@@ -316,7 +316,7 @@ func drawParams(rng *rand.Rand, cfg Config) params {
 	policies := []hedge.Policy{
 		{}, // off
 		{Quantile: 0.95, Min: 5 * time.Millisecond, Max: 500 * time.Millisecond, Budget: 0.05, Burst: 3}, // walstore's defaults
-		{Quantile: 0.5, Min: time.Millisecond, Max: 20 * time.Millisecond, Budget: 1, Burst: 3},           // hedging nearly everything
+		{Quantile: 0.5, Min: time.Millisecond, Max: 20 * time.Millisecond, Budget: 1, Burst: 3},          // hedging nearly everything
 	}
 	p.getHedge, p.putHedge = choose(hrng, policies...), choose(hrng, policies...)
 	p.disorder = choose(rng,
