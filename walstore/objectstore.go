@@ -23,9 +23,11 @@ type ObjectStore interface {
 	// overwritten: Put returns ErrAlreadyExists instead. The store may read
 	// body until Put returns, and must neither modify it nor retain it
 	// after, whatever Put returns: the engine reuses the buffer for the
-	// next object once an upload succeeded. An SDK that may still read
-	// the body after a cancelled request returns (a retry in its
-	// transport, say) must be given a copy.
+	// next object once an upload succeeded and every Put of it has
+	// returned (a hedged Put of the same body, under another key, may run
+	// alongside). An SDK that may still read the body after a cancelled
+	// request returns (a retry in its transport, say) must be given a
+	// copy.
 	Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error)
 	// GetRange returns exactly length bytes of the object ref names,
 	// starting at offset. length must be positive; a range that does not lie
