@@ -137,8 +137,23 @@ func (l holdingLog) Append(ctx context.Context, tp metadata.TopicPartition, batc
 // small objects, so that buffers are cut, uploaded, retried, read,
 // rejected and reused many times over, and requires that every byte
 // appended is the producer's, that nothing the stores and logs held
-// changed under them, and that buffers were in fact reused.
+// changed under them, and that buffers were in fact reused. Again with
+// nearly every PUT and GET hedged: a hedge reads the body of an upload
+// the other attempt may have won, and a cancelled GET's buffer goes back.
 func TestBufferOwnership(t *testing.T) {
+	t.Run("default", func(t *testing.T) { bufferOwnership(t, walstore.HedgeConfig{}) })
+	t.Run("hedging everything", func(t *testing.T) {
+		leader, followers := bufferOwnership(t, walstore.HedgeConfig{Quantile: 0.5, Min: time.Microsecond, Max: 50 * time.Microsecond, Budget: 1, Burst: 100})
+		require.Positive(t, leader.Stats().Leader.UploadHedges, "no upload was hedged: the test proves nothing")
+		var hedges uint64
+		for _, f := range followers {
+			hedges += f.Stats().Follower.Hedges
+		}
+		require.Positive(t, hedges, "no GET was hedged: the test proves nothing")
+	})
+}
+
+func bufferOwnership(t *testing.T, hedge walstore.HedgeConfig) (leader *walstore.Node, followers []*walstore.Node) {
 	const partitions, batches, perBatch = 6, 60, 3
 	w := newWorld(t)
 	for _, f := range []memstore.Fault{
@@ -158,15 +173,16 @@ func TestBufferOwnership(t *testing.T) {
 	}
 	leaderStore := store(1)
 	leaderLog := memstore.NewLocalLog()
-	leader := w.start(1, walstore.NodeConfig{Store: leaderStore, Local: leaderLog,
-		Leader: walstore.LeaderConfig{Interval: time.Millisecond, ObjectBytes: 2 << 10, MaxInflight: 3, GCInterval: 5 * time.Millisecond}})
+	leader = w.start(1, walstore.NodeConfig{Store: leaderStore, Local: leaderLog,
+		Leader: walstore.LeaderConfig{Interval: time.Millisecond, ObjectBytes: 2 << 10, MaxInflight: 3, GCInterval: 5 * time.Millisecond, Hedge: hedge}})
 	var followerStores []*holdingStore
 	var followerLogs []*memstore.LocalLog
 	for _, id := range []int32{2, 3} {
 		s, local := store(id), memstore.NewLocalLog()
 		followerStores, followerLogs = append(followerStores, s), append(followerLogs, local)
 		n := w.start(id, walstore.NodeConfig{Store: s, Local: holdingLog{LocalLog: local, v: v},
-			Follower: walstore.FollowerConfig{FetchConcurrency: 3, Readahead: 4, CoalesceGap: 1 << 10}})
+			Follower: walstore.FollowerConfig{FetchConcurrency: 3, Readahead: 4, CoalesceGap: 1 << 10, Hedge: hedge}})
+		followers = append(followers, n)
 		for p := range partitions {
 			require.NoError(t, n.BecomeFollower(t.Context(), metadata.TopicPartition{Topic: "t", Partition: int32(p)}, 1, 1))
 		}
@@ -199,4 +215,5 @@ func TestBufferOwnership(t *testing.T) {
 	for i, s := range followerStores {
 		require.Positive(t, s.reused(s.dsts), "follower %d reused no GET buffer: the test proves nothing", i+2)
 	}
+	return leader, followers
 }
