@@ -88,15 +88,20 @@ type histogram struct {
 }
 
 func (r *histogram) observe(d time.Duration) {
-	if d < 0 {
-		d = 0
-	}
 	r.mu.Lock()
-	r.h.Counts[bucketOf(d)]++
-	r.h.Count++
-	r.h.Sum += d
-	r.h.Max = max(r.h.Max, d)
+	r.h.Observe(d)
 	r.mu.Unlock()
+}
+
+// Observe adds one sample to h; a negative one counts as zero. It lets a
+// caller that measures its own latencies (a direct reader's lag, say)
+// summarise them as the engines do. h is not safe for concurrent use.
+func (h *Histogram) Observe(d time.Duration) {
+	d = max(d, 0)
+	h.Counts[bucketOf(d)]++
+	h.Count++
+	h.Sum += d
+	h.Max = max(h.Max, d)
 }
 
 func (r *histogram) snapshot() Histogram {
