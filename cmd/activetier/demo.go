@@ -44,6 +44,7 @@ type demoOptions struct {
 	store        storeFlag
 	metricsAddr  string
 	report       string
+	readers      readerOptions
 }
 
 func demoFlags() (*demoOptions, *flag.FlagSet) {
@@ -69,6 +70,7 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`HOST:PORT`/metrics while the demo runs (port 0: any free port, printed on stderr)")
 	fs.StringVar(&o.report, "report", "", "write a self-contained HTML report of the run, with charts, to `FILE`")
 	o.s3.register(fs)
+	o.readers.register(fs)
 	fs.Var(&o.store, "store", "keep the buckets in another object store, as `KIND=VALUE`: "+storeKindsUsage())
 	return o, fs
 }
@@ -95,6 +97,9 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 		return cfg, err
 	}
 	if err := o.validateStore(fs); err != nil {
+		return cfg, err
+	}
+	if err := o.readers.validate(fs); err != nil {
 		return cfg, err
 	}
 	// The AZs are --azs of them, or those --buckets names.
@@ -251,6 +256,9 @@ func runDemo(ctx context.Context, e env, args []string) error {
 			err = fmt.Errorf("%w; --interval %v is not shorter than --drain-timeout %v", err, o.interval, o.drainTimeout)
 		}
 	}
+	if ok := rep.ReadersConsistent; ok != nil && !*ok {
+		err = errors.Join(err, rep.Readers.inconsistency())
+	}
 	return errors.Join(err, rep.cleanupErr)
 }
 
@@ -321,11 +329,17 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	}
 	defer sample.close()
 	cfg.wrapLog = meter.Log
-	s, err := newSim(cfg, meteredObjects{objects, meter})
+	readers := newReaderFleet(o.readers, objects)
+	s, err := newSim(cfg, readers.backend(meteredObjects{objects, meter}))
 	if err != nil {
 		return nil, err
 	}
 	if err := s.start(ctx); err != nil {
+		return nil, errors.Join(err, s.close())
+	}
+	defer readers.close() // on every return; the readers stop before the metadata log closes
+	if err := readers.start(s); err != nil {
+		readers.close()
 		return nil, errors.Join(err, s.close())
 	}
 	if metrics != nil {
@@ -363,6 +377,7 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 			how = "every store refuses requests to its bucket (a simulated outage)"
 		}
 		prog.event(fmt.Sprintf("%s goes down: %s and its brokers crash", o.failAZ, how))
+		readers.failAZ(o.failAZ)
 		if tl != nil {
 			tl.mark(now, o.failAZ+" down")
 		}
@@ -396,6 +411,13 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	if tl != nil {
 		tl.stop()
 	}
+	var readersDrain time.Duration
+	var readersTimedOut bool
+	if err == nil && len(readers.readers) > 0 {
+		prog.event("waiting for the direct readers to catch up")
+		readersDrain, readersTimedOut, err = readers.drain(ctx, o.drainTimeout)
+	}
+	readers.close()
 	if err != nil {
 		return nil, errors.Join(err, s.close())
 	}
@@ -424,6 +446,10 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 		return nil, err
 	}
 	rep.addLedger(meter)
+	if rep.Readers, err = readers.report(rep.prices, rep.ProducerCompressionRatio, readersDrain, readersTimedOut); err != nil {
+		return nil, err
+	}
+	rep.ReadersConsistent = rep.Readers.consistent()
 	return rep, nil
 }
 

@@ -306,3 +306,90 @@ func TestDemoFlagCombinations(t *testing.T) {
 	assert.Contains(t, r.stderr, "follower logs differ from their leader's")
 	assert.Contains(t, r.stderr, "; --interval 2s is not shorter than --drain-timeout 1s\n")
 }
+
+// Direct readers in other AZs end having yielded exactly the leaders'
+// committed logs, reading each object about once, and the report prices
+// them next to consuming across AZs from the leaders.
+func TestDemoReaders(t *testing.T) {
+	rep := demoJSON(t, "--duration", "1500ms", "--partitions", "12", "--rate", "2", "--seed", "7", "--readers", "2")
+	require.NotNil(t, rep.ReadersConsistent)
+	require.True(t, *rep.ReadersConsistent, "%+v", rep.Readers)
+	assert.True(t, rep.FollowersConsistent)
+	require.Len(t, rep.Readers.Readers, 2)
+	for i, rd := range rep.Readers.Readers {
+		assert.Equal(t, []string{"az2", "az3"}[i], rd.AZ, "reader %d", rd.ID)
+		assert.Equal(t, 12, rd.Partitions)
+		assert.Equal(t, rep.BytesProduced, rd.Bytes, "every produced byte, none twice")
+		assert.Equal(t, rep.RecordsProduced, rd.Records)
+		assert.Positive(t, rd.LagP50MS)
+		assert.GreaterOrEqual(t, rd.LagP99MS, rd.LagP50MS)
+		assert.Positive(t, rd.Gets)
+		assert.LessOrEqual(t, rd.GetsPerObject, 1.1, "a reader's partitions share the objects: one GET each")
+		assert.Positive(t, rd.MetadataBytes)
+		assert.Positive(t, rd.CostUSD)
+		assert.InDelta(t, rd.GetUSD+rd.RetrievalUSD+rd.MetadataUSD+rd.FromLeaderUSD, rd.CostUSD, 1e-15)
+		assert.Positive(t, rd.CrossAZCostUSD)
+		assert.Less(t, rd.CrossAZBytes, rd.Bytes, "a third of the partitions are led from the reader's AZ")
+	}
+	assert.Greater(t, rep.Readers.CrossAZCostUSD, rep.Readers.CostUSD)
+	assert.Contains(t, rep.Readers.Pricing, "no transfer fee for a GET from another AZ")
+
+	// The readers' GETs are not the replication's: the same run without
+	// readers has the same GET count, give or take the run's own noise,
+	// and at least one GET per object per follower either way.
+	assert.GreaterOrEqual(t, rep.Gets, rep.Puts)
+
+	text := runCmd(t, "", "demo", "--duration", "1s", "--partitions", "6", "--rate", "1", "--readers", "1", "--reader-share", "0.5")
+	require.Equal(t, exitOK, text.code, text.stderr)
+	assert.Contains(t, text.stdout, "direct readers")
+	assert.Regexp(t, `reader 1 in az2\s+3\s`, text.stdout, "half the partitions")
+	assert.Contains(t, text.stdout, "from the leader")
+	assert.Contains(t, text.stdout, "consuming directly cost")
+}
+
+// With an AZ down halfway, the readers in the surviving AZs still end
+// with exactly the committed logs; a reader in the failed AZ stops with
+// it, and what it yielded until then is the start of them.
+func TestDemoReadersFailAZ(t *testing.T) {
+	for _, tc := range []struct {
+		failAZ  string
+		readers string
+		stopped int // the reader in the failed AZ, or 0
+	}{
+		{"az1", "2", 0}, // readers in az2 and az3
+		{"az2", "3", 1}, // reader 1 is in az2
+	} {
+		t.Run(tc.failAZ, func(t *testing.T) {
+			rep := demoJSON(t, "--duration", "2s", "--partitions", "12", "--rate", "2", "--fail-az", tc.failAZ, "--seed", "3", "--readers", tc.readers)
+			require.NotNil(t, rep.Failover)
+			require.NotNil(t, rep.ReadersConsistent)
+			require.True(t, *rep.ReadersConsistent, "%+v", rep.Readers)
+			survivors := make(map[int64]bool) // records yielded
+			for _, rd := range rep.Readers.Readers {
+				assert.True(t, rd.Consistent, "reader %d: %s", rd.ID, rd.Diverged)
+				assert.Empty(t, rd.Error)
+				if rd.ID == tc.stopped {
+					assert.Equal(t, tc.failAZ, rd.StoppedWith)
+					assert.Less(t, rd.Records, rep.RecordsProduced)
+					continue
+				}
+				assert.Empty(t, rd.StoppedWith)
+				assert.Positive(t, rd.Bytes)
+				survivors[rd.Records] = true
+			}
+			assert.Len(t, survivors, 1, "the surviving readers yielded the same logs")
+		})
+	}
+}
+
+// --readers and --reader-share refuse what makes no sense.
+func TestDemoReadersFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--readers", "-1"}, {"--readers", "33"}, {"--readers", "1", "--reader-share", "0"},
+		{"--readers", "1", "--reader-share", "1.5"}, {"--readers", "1", "--reader-share", "NaN"}, {"--reader-share", "0.5"},
+	} {
+		r := runCmd(t, "", append([]string{"demo"}, args...)...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+		assert.Empty(t, r.stdout)
+	}
+}

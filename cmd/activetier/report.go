@@ -129,6 +129,11 @@ type demoReport struct {
 	ReplicasDiverged    int  `json:"replicas_diverged"`
 	// Diverged describes the first maxDiverged differences.
 	Diverged []string `json:"diverged,omitempty"`
+
+	// Readers are the direct consumer readers of --readers, and whether
+	// each yielded exactly its partitions' committed logs.
+	Readers           *readersReport `json:"readers,omitempty"`
+	ReadersConsistent *bool          `json:"readers_consistent,omitempty"`
 }
 
 func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produced, drain time.Duration, fo *failover) *demoReport {
@@ -315,6 +320,9 @@ func (r *demoReport) writeText(w io.Writer) error {
 		}
 	}
 	if err := r.Ledger.writeText(w); err != nil {
+		return err
+	}
+	if err := r.Readers.writeText(w); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "\n%s.\n(%s", headline(r.SavingsRatio, "replicating the same batches across AZs"), r.Comparison)

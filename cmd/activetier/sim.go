@@ -399,6 +399,9 @@ func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, start
 			jobs = append(jobs, job)
 		}
 	}
+	if err := s.shrinkInSync(); err != nil {
+		return nil, nil, err
+	}
 	fo.PartitionsMoved = len(moved)
 	fo.OfflineMS = ms(time.Since(t0))
 
@@ -430,6 +433,34 @@ func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, start
 		ch <- <-errs // nil when errs is empty
 	}()
 	return fo, ch, nil
+}
+
+// shrinkInSync drops the crashed brokers from the in-sync set of every
+// partition they replicate, as Kafka's controller shrinks the ISR when a
+// broker's session expires: the high watermark (what acks=all producers
+// and direct readers wait for) then moves on without them.
+func (s *sim) shrinkInSync() error {
+	for _, tp := range s.tps {
+		s.mu.Lock()
+		l := s.leaders[tp].broker
+		var inSync []int32
+		shrunk := false
+		for _, r := range s.replicas[tp] {
+			switch {
+			case r.crashed:
+				shrunk = true
+			case r != l:
+				inSync = append(inSync, r.id)
+			}
+		}
+		s.mu.Unlock()
+		if shrunk {
+			if err := l.node.SetInSync(tp, inSync); err != nil {
+				return fmt.Errorf("broker %d shrinking the in-sync set of %s: %w", l.id, tp, err)
+			}
+		}
+	}
+	return nil
 }
 
 // elect moves tp, whose leader crashed, to the surviving replica with the
