@@ -11,28 +11,41 @@ import (
 // TestReadmeSnippet keeps the README's library snippet identical to the
 // body of Example_broker, which the compiler checks.
 func TestReadmeSnippet(t *testing.T) {
+	requireSnippet(t, "## Using the library", "example_test.go")
+}
+
+// TestReadmeReaderSnippet keeps the README's direct reader snippet
+// identical to the consumer's part of directread's Example, which runs.
+func TestReadmeReaderSnippet(t *testing.T) {
+	requireSnippet(t, "## Consumers read the active segment directly", "directread/example_test.go")
+}
+
+// requireSnippet requires the first Go block of the README's section to
+// be the lines of src between its "README snippet" comments, indented
+// once in their function.
+func requireSnippet(t *testing.T, section, src string) {
+	t.Helper()
 	readme, err := os.ReadFile("README.md")
 	require.NoError(t, err)
-	src, err := os.ReadFile("example_test.go")
+	code, err := os.ReadFile(src)
 	require.NoError(t, err)
 
-	_, section, ok := strings.Cut(string(readme), "## Using the library")
-	require.True(t, ok, "README has no \"Using the library\" section")
-	_, block, ok := strings.Cut(section, "```go\n")
+	_, text, ok := strings.Cut(string(readme), section+"\n")
+	require.True(t, ok, "README has no %q section", section)
+	_, block, ok := strings.Cut(text, "```go\n")
 	require.True(t, ok, "the section has no Go block")
 	block, _, ok = strings.Cut(block, "```")
 	require.True(t, ok, "the Go block does not end")
 
-	_, body, ok := strings.Cut(string(src), "// README snippet begins.\n")
+	_, body, ok := strings.Cut(string(code), "// README snippet begins.\n")
 	require.True(t, ok)
 	body, _, ok = strings.Cut(body, "\t// README snippet ends.")
 	require.True(t, ok)
-	// The example is indented once, inside its function.
 	var lines []string
 	for _, l := range strings.Split(body, "\n") {
 		lines = append(lines, strings.TrimPrefix(l, "\t"))
 	}
-	require.Equal(t, strings.Join(lines, "\n"), block, "README.md's snippet differs from Example_broker in example_test.go")
+	require.Equal(t, strings.Join(lines, "\n"), block, "README.md's snippet differs from %s", src)
 }
 
 // TestReadmeBrokerSnippets keeps the Go blocks of the README's "Embedding
