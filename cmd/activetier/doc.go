@@ -30,6 +30,7 @@
 //	                [--batch-bytes 16KiB] [--codec zstd] [--profile s3express]
 //	                [--fail-az AZ] [--seed 1] [--drain-timeout 30s] [--json] [--verbose]
 //	                [--metrics-addr HOST:PORT] [--report FILE.html]
+//	                [--readers N [--reader-share 1]]
 //	                [--s3-endpoint URL [--buckets AZ=BUCKET,...] [--create-buckets]
 //	                 [--keep-objects] [--s3-compatible=true] [--region R]]
 //	                [--store KIND=VALUE [--keep-objects]]
@@ -51,6 +52,17 @@
 // end). Production then stops, followers drain, and every
 // live follower's log is compared with its leader's, batch by batch and byte
 // for byte.
+//
+// With --readers N, N direct consumer readers (package directread), reader
+// k in the AZ after the k-th, tail --reader-share of the partitions from
+// offset 0 straight from the objects; the leaders keep each object until
+// the readers have read it. The report gives each reader's records, lag,
+// GETs (per object read) and cost next to consuming the same bytes across
+// AZs from the leaders, and readers_consistent: every reader yielded
+// exactly its partitions' committed logs, as the leaders have them at the
+// end, byte for byte (a reader in the --fail-az AZ stops with it, and what
+// it yielded must be their start); a reader that is not makes the command
+// exit 1.
 //
 // Progress is a redrawn status line on a terminal and a plain line per second
 // otherwise. The closing report gives bytes produced and replicated, objects,
