@@ -21,7 +21,10 @@ func (c *Cluster) Stores() map[string]walstore.ObjectStore {
 	defer c.mu.Unlock()
 	out := make(map[string]walstore.ObjectStore)
 	for _, b := range c.brokers {
-		out[b.AZ] = b.Store
+		// By the AZ the store names in its objects' references, which
+		// a backend may spell otherwise than the broker's AZ (S3
+		// Express's AZ IDs).
+		out[b.Store.Local().AZ] = b.Store
 	}
 	return out
 }
