@@ -43,6 +43,14 @@ type Config struct {
 	Durable bool
 	// MaxBytes bounds the section bytes one Poll fetches. Default 4 MiB.
 	MaxBytes int64
+	// UnavailableAfter, if positive, is how long the fetches of a section
+	// must keep failing as unavailable (walstore.ErrUnavailable: its
+	// bucket or AZ down) before the Reader gives it up: if nothing else
+	// describes the records, Poll reports a *GoneError whose cause is the
+	// store's error, and the consumer reads them from the broker instead
+	// of waiting out the outage. Zero (the default) waits for as long as
+	// the outage lasts.
+	UnavailableAfter time.Duration
 	// Logger receives the Reader's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -124,7 +132,11 @@ func New(cfg Config) (*Reader, error) {
 			return nil, fmt.Errorf("directread: Config.MetadataPartitions: %w: %d of %d", metadata.ErrUnknownPartition, p, n)
 		}
 	}
-	core, err := readcore.New(readcore.Config{Partitions: cfg.Partitions, Durable: cfg.Durable, MaxBytes: cfg.MaxBytes})
+	if cfg.UnavailableAfter < 0 {
+		return nil, fmt.Errorf("directread: Config.UnavailableAfter %v is negative", cfg.UnavailableAfter)
+	}
+	core, err := readcore.New(readcore.Config{Partitions: cfg.Partitions, Durable: cfg.Durable, MaxBytes: cfg.MaxBytes,
+		UnavailableFor: cfg.UnavailableAfter})
 	if err != nil {
 		return nil, fmt.Errorf("directread: Config.Partitions: %w", err)
 	}

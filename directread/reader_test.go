@@ -3,6 +3,8 @@ package directread_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,4 +237,50 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	_, err = r.Poll(context.Background())
 	require.ErrorIs(t, err, directread.ErrClosed)
 	require.Error(t, r.Seek(metadata.TopicPartition{Topic: "x"}, 0))
+}
+
+// With UnavailableAfter, a section whose store stays unavailable is
+// reported gone, with the store's error as the cause, instead of stalling
+// the partition for the whole outage; nothing is skipped. A shorter
+// outage is waited out.
+func TestReaderUnavailableAfter(t *testing.T) {
+	c, tps, leader := cluster(t, 1)
+	tp := tps[0]
+	ctx := context.Background()
+	leader.Produce(ctx, tp, 1, 0, 19, 10)
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 19))
+	var down atomic.Bool
+	c.SetFault(func(op clustertest.Op, bucket string) clustertest.Fault {
+		if op == clustertest.OpGet && bucket == "bucket-az1" && down.Load() {
+			return clustertest.Fault{Err: fmt.Errorf("az1 is down: %w", walstore.ErrUnavailable)}
+		}
+		return clustertest.Fault{}
+	})
+	start := map[metadata.TopicPartition]int64{tp: 0}
+
+	down.Store(true)
+	time.AfterFunc(50*time.Millisecond, func() { down.Store(false) })
+	r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: start, UnavailableAfter: time.Minute})
+	require.NoError(t, err)
+	defer r.Close()
+	clustertest.RequireSameLog(t, leader.Local.Batches(tp), poll(t, r, tps, 20)[tp])
+
+	down.Store(true)
+	r2, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: start, UnavailableAfter: 100 * time.Millisecond})
+	require.NoError(t, err)
+	defer r2.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	f, err := r2.Poll(pctx)
+	require.NoError(t, err)
+	require.Empty(t, f.Batches, "nothing is skipped to")
+	require.Len(t, f.Errors, 1)
+	var gone *directread.GoneError
+	require.ErrorAs(t, f.Errors[0], &gone)
+	require.ErrorIs(t, gone, walstore.ErrUnavailable, "the cause is the store's")
+	require.Equal(t, int64(0), gone.Offset)
+	require.Equal(t, int64(20), gone.ResumeHint, "no other AZ holds 0-19: read them from the broker")
+
+	_, err = directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: start, UnavailableAfter: -1})
+	require.Error(t, err)
 }

@@ -48,10 +48,11 @@ import (
 //
 // When the records at a reader's next offset are gone from object storage
 // (collected once every follower applied them while the reader lagged, or
-// in the failed AZ's bucket and not republished because every follower
-// had them), the reader does what directread.GoneError asks: it fetches
-// them from the partition's leader, up to the leader's high watermark, as
-// a Kafka consumer would, and resumes there. Those bytes are priced as a
+// in the failed AZ's bucket, which every GET failed for
+// readerUnavailableAfter, and not republished because every follower had
+// them), the reader does what directread.GoneError asks: it fetches them
+// from the partition's leader, up to the leader's high watermark, as a
+// Kafka consumer would, and resumes there. Those bytes are priced as a
 // fetch from the leader.
 //
 // Pricing, per reader:
@@ -68,6 +69,11 @@ import (
 // A consumer in the leader's AZ, or one fetching from a follower in its
 // own AZ (KIP-392, where a replica is there), pays no transfer either way:
 // the comparison is with consumers that fetch from the leader.
+
+// readerUnavailableAfter is how long a reader waits for a bucket that
+// fails every GET before it reads what only that bucket holds from the
+// leader: the failed AZ's, with --fail-az.
+const readerUnavailableAfter = 2 * time.Second
 
 // maxDemoReaders bounds --readers: each is a consumer with its own cache
 // and metadata reads in the demo's process.
@@ -204,7 +210,8 @@ func (f *readerFleet) start(s *sim) error {
 		// The reader reads the metadata log itself, not through the
 		// brokers' meter: its reads are its cost, not replication's.
 		d.log = &readerLog{Log: s.meta}
-		if d.r, err = directread.New(directread.Config{Log: d.log, Stores: stores, Partitions: parts, Logger: quiet}); err != nil {
+		if d.r, err = directread.New(directread.Config{Log: d.log, Stores: stores, Partitions: parts, Logger: quiet,
+			UnavailableAfter: readerUnavailableAfter}); err != nil {
 			return fmt.Errorf("direct reader %d: %w", d.id, err)
 		}
 		f.readers = append(f.readers, d)
@@ -441,7 +448,10 @@ func (d *demoReader) readFromLeaders(ctx context.Context) {
 			continue
 		}
 		limit := l.node.HighWatermark(tp)
-		if g.ResumeHint > g.Offset {
+		if g.ResumeHint > g.Offset && !errors.Is(g, walstore.ErrUnavailable) {
+			// Past ResumeHint the objects are readable; after an AZ
+			// went down the next ones are likely in it too, so read
+			// all the leader has committed instead.
 			limit = min(limit, g.ResumeHint)
 		}
 		if limit <= g.Offset {

@@ -27,6 +27,12 @@ type Config struct {
 	// longer than a flaky network path corrupts reads, short enough that
 	// a consumer goes to the broker instead of waiting on a bad object.
 	CorruptFor time.Duration
+	// UnavailableFor, if positive, is how long a section's fetches must
+	// keep failing as unavailable (its AZ's store down) before it is
+	// given up as gone, so that a consumer reads what only a lost AZ
+	// holds from the broker instead of waiting out the outage. Zero
+	// waits for as long as the outage lasts.
+	UnavailableFor time.Duration
 }
 
 // Core is one reader's partitions and what it knows of them. It is not
@@ -48,6 +54,8 @@ func New(cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("MaxBytes %d is not positive", cfg.MaxBytes)
 	case cfg.CorruptFor < 0:
 		return nil, fmt.Errorf("CorruptFor %v is negative", cfg.CorruptFor)
+	case cfg.UnavailableFor < 0:
+		return nil, fmt.Errorf("UnavailableFor %v is negative", cfg.UnavailableFor)
 	}
 	if cfg.CorruptFor == 0 {
 		cfg.CorruptFor = 30 * time.Second
@@ -156,7 +164,8 @@ func (c *Core) Plan() ([]Want, []Pause) {
 // order, and whether the fetch should be retried after a backoff. A
 // section that is gone is forgotten, and the partition is judged gone if
 // nothing else describes its next offset; one that keeps failing
-// verification for CorruptFor is too. Any other failure is retried,
+// verification for CorruptFor is too, and one whose store keeps being
+// unavailable for UnavailableFor, if set. Any other failure is retried,
 // another entry for the same offsets first.
 func (c *Core) Fetched(now time.Time, w Want, r followcore.Result) (batches []combiner.Batch, retry bool) {
 	p := c.parts[w.Entry.Partition]
@@ -171,7 +180,13 @@ func (c *Core) Fetched(now time.Time, w Want, r followcore.Result) (batches []co
 		p.changed = c.round // judged again on metadata read from now on
 		return nil, false
 	case followcore.Corrupt:
-		if p.corrupt(now, w.Entry, c.cfg.CorruptFor) {
+		if p.keepsFailing(p.corruptSince, now, w.Entry, c.cfg.CorruptFor) {
+			p.drop(w.Entry, r.Err)
+			p.changed = c.round
+			return nil, false
+		}
+	case followcore.Unavailable:
+		if c.cfg.UnavailableFor > 0 && p.keepsFailing(p.unavailableSince, now, w.Entry, c.cfg.UnavailableFor) {
 			p.drop(w.Entry, r.Err)
 			p.changed = c.round
 			return nil, false

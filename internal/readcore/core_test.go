@@ -16,6 +16,7 @@ import (
 // What a failed fetch does to a partition: gone sections are forgotten at
 // once, corrupted reads only once they have kept failing for CorruptFor
 // (a network can corrupt a read; an object that never verifies is gone),
+// unavailable ones only once they have been for UnavailableFor, if set,
 // anything else is retried. A partition whose next offset nothing else
 // describes is then judged gone, on metadata read to its end since.
 func TestCoreFetched(t *testing.T) {
@@ -32,14 +33,17 @@ func TestCoreFetched(t *testing.T) {
 		name     string
 		attempts []attempt
 		gone     error // the cause of the Pause after a quiet round, or nil: not gone
+		unavail  time.Duration
 	}{
-		{"not found is gone at once", []attempt{{0, notFound, false}}, storeerr.ErrNotFound},
-		{"unavailable is retried", []attempt{{0, unavailable, true}, {time.Minute, unavailable, true}}, nil},
-		{"a corrupted read is retried", []attempt{{0, corrupt, true}, {29 * time.Second, corrupt, true}}, nil},
-		{"a section that never verifies is gone after CorruptFor", []attempt{{0, corrupt, true}, {10 * time.Second, unavailable, true}, {30 * time.Second, corrupt, false}}, combiner.ErrCorrupt},
+		{"not found is gone at once", []attempt{{0, notFound, false}}, storeerr.ErrNotFound, 0},
+		{"unavailable is retried", []attempt{{0, unavailable, true}, {time.Minute, unavailable, true}}, nil, 0},
+		{"a corrupted read is retried", []attempt{{0, corrupt, true}, {29 * time.Second, corrupt, true}}, nil, 0},
+		{"a section that never verifies is gone after CorruptFor", []attempt{{0, corrupt, true}, {10 * time.Second, unavailable, true}, {30 * time.Second, corrupt, false}}, combiner.ErrCorrupt, 0},
+		{"with UnavailableFor, an outage shorter is retried", []attempt{{0, unavailable, true}, {2 * time.Second, unavailable, true}}, nil, 3 * time.Second},
+		{"with UnavailableFor, one as long is gone", []attempt{{0, unavailable, true}, {time.Second, corrupt, true}, {3 * time.Second, unavailable, false}}, storeerr.ErrUnavailable, 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(Config{Partitions: map[metadata.TopicPartition]int64{tp: 100}, MaxBytes: 1 << 20})
+			c, err := New(Config{Partitions: map[metadata.TopicPartition]int64{tp: 100}, MaxBytes: 1 << 20, UnavailableFor: tc.unavail})
 			require.NoError(t, err)
 			c.Round()
 			c.Learn(&metadata.Message{Markers: []metadata.EpochStart{marker(5, 100)}, Entries: []metadata.Entry{entry(5, 5, 100, 149, "a")},

@@ -41,8 +41,9 @@ type partition struct {
 	// up) is tried first.
 	failures map[entryKey]int
 	// corruptSince is when each pending entry's section first failed
-	// verification.
-	corruptSince map[entryKey]time.Time
+	// verification; unavailableSince when its fetch first failed as
+	// unavailable.
+	corruptSince, unavailableSince map[entryKey]time.Time
 	// idle: the last plan found nothing to fetch, and nothing it depends
 	// on changed since, so the next would find nothing either. A reader
 	// polls far more often than its partitions change.
@@ -76,6 +77,7 @@ func (p *partition) seek(offset int64) {
 		p.pending = make(map[entryKey]metadata.Entry)
 		p.failures = make(map[entryKey]int)
 		p.corruptSince = make(map[entryKey]time.Time)
+		p.unavailableSince = make(map[entryKey]time.Time)
 	}
 }
 
@@ -244,19 +246,21 @@ func (p *partition) forget(k entryKey) {
 	delete(p.pending, k)
 	delete(p.failures, k)
 	delete(p.corruptSince, k)
+	delete(p.unavailableSince, k)
 }
 
-// corrupt records that e's section failed verification at now, and
+// keepsFailing records in since that e's section failed at now, and
 // reports whether it has kept failing for at least d: then it is given
-// up. A corrupted read can be the network's, so one failure is not enough.
-func (p *partition) corrupt(now time.Time, e metadata.Entry, d time.Duration) bool {
+// up. A corrupted read can be the network's, an unavailable store a
+// blip, so one failure is not enough.
+func (p *partition) keepsFailing(since map[entryKey]time.Time, now time.Time, e metadata.Entry, d time.Duration) bool {
 	k := keyOf(&e)
-	since, ok := p.corruptSince[k]
+	first, ok := since[k]
 	if !ok {
-		p.corruptSince[k] = now
+		since[k] = now
 		return false
 	}
-	return now.Sub(since) >= d
+	return now.Sub(first) >= d
 }
 
 // gone pauses the partition as gone at p.next if the records
