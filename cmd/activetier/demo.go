@@ -45,6 +45,7 @@ type demoOptions struct {
 	metricsAddr  string
 	report       string
 	readers      readerOptions
+	prof         profileOptions
 }
 
 func demoFlags() (*demoOptions, *flag.FlagSet) {
@@ -69,6 +70,7 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs.BoolVar(&o.verbose, "verbose", false, "log the engines' events (truncations, retries, ...) to stderr")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`HOST:PORT`/metrics while the demo runs (port 0: any free port, printed on stderr)")
 	fs.StringVar(&o.report, "report", "", "write a self-contained HTML report of the run, with charts, to `FILE`")
+	o.prof.register(fs)
 	o.s3.register(fs)
 	o.readers.register(fs)
 	fs.Var(&o.store, "store", "keep the buckets in another object store, as `KIND=VALUE`: "+storeKindsUsage())
@@ -226,8 +228,12 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	default:
 		prog = newProgress(io.Discard, false)
 	}
-	rep, err := runSimulation(ctx, o, cfg, prog, metrics)
+	stopProfile, err := o.prof.start()
 	if err != nil {
+		return err
+	}
+	rep, err := runSimulation(ctx, o, cfg, prog, metrics)
+	if err := errors.Join(err, stopProfile()); err != nil {
 		return err
 	}
 	if o.report != "" {
@@ -265,6 +271,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 // runSimulation runs the whole demo: start the cluster, produce for the
 // duration (failing an AZ halfway if asked), drain, compare, and report.
 func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress, metrics *metricsServer) (rep *demoReport, err error) {
+	cpu0 := processCPU()
 	var objects objectBackend
 	var onS3 *s3Objects
 	var onStore storeBackend
@@ -328,7 +335,11 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 		return nil, err
 	}
 	defer sample.close()
-	cfg.wrapLog = meter.Log
+	breakdown := &breakdownLog{}
+	cfg.wrapLog = func(l metadata.Log) metadata.Log {
+		breakdown.Log = meter.Log(l)
+		return breakdown
+	}
 	readers := newReaderFleet(o.readers, objects)
 	s, err := newSim(cfg, readers.backend(meteredObjects{objects, meter}))
 	if err != nil {
@@ -450,6 +461,8 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 		return nil, err
 	}
 	rep.ReadersConsistent = rep.Readers.consistent()
+	rep.MetadataBreakdown = breakdown.breakdown()
+	rep.CPUSeconds, rep.PeakRSSBytes = (processCPU() - cpu0).Seconds(), peakRSS()
 	return rep, nil
 }
 

@@ -67,6 +67,8 @@ type demoReport struct {
 	MetadataBytesRead    int64 `json:"metadata_bytes_read"`
 	MetadataMessages     int64 `json:"metadata_messages"`
 	MetadataCrossAZBytes int64 `json:"metadata_cross_az_bytes"`
+	// MetadataBreakdown splits MetadataBytes by what the bytes carry.
+	MetadataBreakdown metadataBreakdown `json:"metadata_breakdown"`
 
 	// Replication lag: from a record's produce time to a follower having
 	// appended it, over every follower; upload latency per object.
@@ -134,6 +136,10 @@ type demoReport struct {
 	// each yielded exactly its partitions' committed logs.
 	Readers           *readersReport `json:"readers,omitempty"`
 	ReadersConsistent *bool          `json:"readers_consistent,omitempty"`
+	// The process's CPU time during the run, harness included, and its
+	// peak resident set (0 where not measured).
+	CPUSeconds   float64 `json:"cpu_s"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
 }
 
 func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produced, drain time.Duration, fo *failover) *demoReport {

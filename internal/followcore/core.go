@@ -481,25 +481,15 @@ func (c *Core) Records(now time.Time, recs []metadata.Record) {
 func (c *Core) message(m *metadata.Message) {
 	c.Messages++
 	// The markers one message carries for a partition are one leader's
-	// lineage, merged as one publication.
-	var pubs [][]metadata.EpochStart
-	var index map[metadata.TopicPartition]int
-	for _, mk := range m.Markers {
-		if c.parts[mk.Partition] == nil {
-			continue
+	// lineage, merged as one publication. They are adjacent: a decoded
+	// message has its markers sorted by partition.
+	for i := 0; i < len(m.Markers); {
+		j := i + 1
+		for j < len(m.Markers) && m.Markers[j].Partition == m.Markers[i].Partition {
+			j++
 		}
-		if index == nil {
-			index = make(map[metadata.TopicPartition]int)
-		}
-		i, ok := index[mk.Partition]
-		if !ok {
-			i = len(pubs)
-			index[mk.Partition] = i
-			pubs = append(pubs, nil)
-		}
-		pubs[i] = append(pubs[i], mk)
-	}
-	for _, pub := range pubs {
+		pub := m.Markers[i:j:j]
+		i = j
 		if p := c.usable(pub[0].Partition, stashed{pub: pub}); p != nil {
 			c.mergeMarkers(p, pub)
 		}

@@ -376,8 +376,13 @@ type Core struct {
 	reqs       map[uint64]*request
 	tasks      map[uint64]*task // Republish calls
 	refresh    []metadata.TopicPartition
-	refreshing *task
+	refreshing int // refresh tasks of the group under way
 	sleeping   int // chores waiting out a backoff
+
+	markerQueue   []markerBatch // markers waiting for the next marker message
+	markersQueued int           // the markers in markerQueue
+	markerPub     *message      // the marker message being published
+	markersSent   time.Time     // when the last marker message started
 
 	started           bool
 	markersDue, gcDue time.Time
@@ -483,6 +488,7 @@ func (c *Core) Tick(now time.Time) {
 	}
 	c.wakeTasks(now)
 	c.hedgeUploads(now)
+	c.pumpMarkers(now)
 	c.maybeCut(now)
 	c.publishCommits(now)
 	c.judgeHealth(now)
@@ -510,6 +516,7 @@ func (c *Core) wakeAt() time.Time {
 			}
 		}
 	}
+	earlier(c.markersWait())
 	earlier(c.healthDue)
 	earlier(c.commitsAlone())
 	if c.cfg.Hedge.Enabled() {

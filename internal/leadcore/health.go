@@ -24,24 +24,19 @@ func (c *Core) failedAttempt(now time.Time, r *request, err error, kind Kind) {
 // asleep when it recovered would otherwise keep the engine degraded, or
 // degrade it anew, after every other succeeded.
 func (c *Core) succeeded(now time.Time, r *request) {
-	for _, id := range c.sortedReqs() {
-		o := c.reqs[id]
+	var wake []uint64
+	for id, o := range c.reqs {
 		if o.what == r.what && o.backoff {
-			o.backoff, o.tried = false, now
-			c.rd.Retries = append(c.rd.Retries, Retry{ID: o.id, At: now})
+			wake = append(wake, id)
 		}
 	}
-	c.judgeHealth(now)
-}
-
-// sortedReqs returns the ids of the live requests in order.
-func (c *Core) sortedReqs() []uint64 {
-	ids := make([]uint64, 0, len(c.reqs))
-	for id := range c.reqs {
-		ids = append(ids, id)
+	slices.Sort(wake) // in request order, as they were made
+	for _, id := range wake {
+		o := c.reqs[id]
+		o.backoff, o.tried = false, now
+		c.rd.Retries = append(c.rd.Retries, Retry{ID: id, At: now})
 	}
-	slices.Sort(ids)
-	return ids
+	c.judgeHealth(now)
 }
 
 // judgeHealth recomputes the health at now. The engine is degraded while

@@ -21,8 +21,10 @@ type message struct {
 	sections  []combiner.SectionInfo
 	followers [][]int32
 	gens      []uint64
-	// For a task: the task that waits for it.
-	task *task
+	// For a task: the task that waits for it. For markers: the tasks
+	// whose markers it carries.
+	task  *task
+	tasks []*task
 	// The commits it carries, with an object's entries or alone.
 	commits []metadata.Commit
 }
@@ -191,6 +193,10 @@ func (c *Core) Published(now time.Time, id uint64, offset int64, err error, kind
 
 // messageDone finishes a message all of whose parts are appended.
 func (c *Core) messageDone(now time.Time, m *message) {
+	if m.tasks != nil {
+		c.markersDone(now, m, nil)
+		return
+	}
 	c.commitsDone(now, m.commits, true)
 	if m == c.commitPub {
 		c.commitPub = nil
@@ -217,6 +223,10 @@ func (c *Core) messageDone(now time.Time, m *message) {
 // messageFailed gives up on m: its entries' leaderships fail, since what
 // they accepted will never be published; a task retries or fails.
 func (c *Core) messageFailed(now time.Time, m *message, err error) {
+	if m.tasks != nil {
+		c.markersDone(now, m, err)
+		return
+	}
 	c.commitsDone(now, m.commits, false)
 	if m == c.commitPub {
 		c.commitPub = nil

@@ -34,8 +34,9 @@ type task struct {
 	tp    metadata.TopicPartition
 	gen   uint64
 	epoch int32
-	// markers: the markers are still to publish.
-	markers bool
+	// markers: the markers are still to publish; queued: they wait in,
+	// or are being published with, a marker message.
+	markers, queued bool
 	// from: republish from here; -1 for none. Advanced as it goes.
 	from int64
 	// republish: from was set; unlike from, never advanced.
@@ -113,7 +114,7 @@ func (c *Core) CancelTask(id uint64) {
 
 // advance takes t's next step.
 func (c *Core) advance(now time.Time, t *task) {
-	if t.stopped || !c.started || !t.wakeAt.IsZero() {
+	if t.stopped || t.queued || !c.started || !t.wakeAt.IsZero() {
 		return
 	}
 	switch {
@@ -152,7 +153,7 @@ func (c *Core) Read(now time.Time, id uint64, what ReadWhat, res LocalResult) {
 			c.taskFailed(now, t, err)
 			return
 		}
-		c.startMessage(now, &message{task: t}, &metadata.Message{WriterBrokerID: c.cfg.BrokerID, Markers: markers})
+		c.queueMarkers(now, t, markers)
 	case ReadEnd:
 		if res.EndErr != nil {
 			c.taskFailed(now, t, fmt.Errorf("republish %s: %w", t.tp, res.EndErr))
@@ -223,16 +224,10 @@ func (c *Core) copyFailed(now time.Time, t *task, err error) {
 	c.taskFailed(now, t, fmt.Errorf("republish %s from %d: %w", t.tp, t.from, err))
 }
 
-// taskPublished takes the next step after t's markers or entries are
-// published at offsets.
+// taskPublished takes the next step after t's entries are published at
+// offsets.
 func (c *Core) taskPublished(now time.Time, t *task, offsets map[int32]int64) {
 	t.req = 0
-	if t.entries == nil {
-		c.gc.trackMarkers(offsets)
-		t.markers = false
-		c.advance(now, t)
-		return
-	}
 	sections := make([]combiner.SectionInfo, len(t.entries))
 	followers := make([][]int32, len(t.entries))
 	for i, e := range t.entries {
@@ -286,7 +281,7 @@ func (c *Core) finishTask(now time.Time, t *task, err error) {
 		delete(c.tasks, t.id)
 		c.rd.Done = append(c.rd.Done, TaskDone{ID: t.id, Err: err})
 	case refresh:
-		c.refreshing = nil
+		c.refreshing--
 		c.nextRefresh(now)
 	default:
 		if ld := c.leading[t.tp]; ld != nil && ld.chore == t {
@@ -310,24 +305,34 @@ func (c *Core) wakeTasks(now time.Time) {
 }
 
 // startRefresh begins publishing the markers of every led partition again,
-// one partition at a time, unless the last round is still under way. A
-// partition with a chore under way publishes them there.
+// maxBatchMarkers partitions at a time so that they share messages,
+// unless the last round is still under way. A partition with a chore under
+// way publishes them there.
 func (c *Core) startRefresh(now time.Time) {
-	if c.refreshing != nil || len(c.refresh) > 0 {
+	if c.refreshing > 0 || len(c.refresh) > 0 {
 		return
 	}
 	c.refresh = c.ledPartitions()
 	c.nextRefresh(now)
 }
 
+// nextRefresh starts the next group of the round once the last is done.
 func (c *Core) nextRefresh(now time.Time) {
-	for c.refreshing == nil && len(c.refresh) > 0 {
+	if c.refreshing > 0 {
+		return
+	}
+	var group []*task
+	for len(group) < maxBatchMarkers && len(c.refresh) > 0 {
 		tp := c.refresh[0]
 		c.refresh = c.refresh[1:]
 		if ld := c.leading[tp]; ld != nil && ld.chore == nil {
-			c.refreshing = &task{kind: refresh, tp: tp, gen: ld.gen, epoch: ld.epoch, markers: true, from: -1}
-			c.advance(now, c.refreshing)
+			group = append(group, &task{kind: refresh, tp: tp, gen: ld.gen, epoch: ld.epoch, markers: true, from: -1})
 		}
+	}
+	// Counted before any starts: one may finish at once.
+	c.refreshing = len(group)
+	for _, t := range group {
+		c.advance(now, t)
 	}
 }
 
