@@ -112,8 +112,11 @@ func TestEveryBitFlipOfARealMessage(t *testing.T) {
 	require.Zero(t, o.decoded, "flips that decode despite the checksum")
 	t.Logf("version 2: %d single-bit flips of a %d-byte message, none decodes", o.flips, len(msg))
 
-	// The version 1 encoding: the same bytes without the 4-byte checksum.
-	v1 := append([]byte{1}, msg[1:len(msg)-4]...)
+	// The version 1 encoding, which has no checksum.
+	m, err := metadata.DecodeMessage(msg)
+	require.NoError(t, err)
+	v1, err := metadata.AppendMessageVersion(nil, m, 1)
+	require.NoError(t, err)
 	o = flipEveryBit(t, v1, object, infos)
 	require.Positive(t, o.decoded, "without a checksum some flips decode; the test would show nothing otherwise")
 	require.Zero(t, o.misattributed)

@@ -14,16 +14,19 @@ import (
 // rejects versions it does not know with ErrUnsupportedVersion rather than
 // guessing, so a format change is a new version, never a reinterpretation.
 // Version 2 is version 1 with a checksum appended; version 3 is version 2
-// with a commits section, written only for a message that has commits, so
-// that brokers of earlier releases still read every other message during
-// a rolling upgrade. All three are read.
+// with a commits section, written only for a message that has commits;
+// version 4 is version 3 with the commit count always present and its
+// markers in columns (see appendMarkers), a byte or two each instead of
+// five or more. All four are read.
 const (
-	messageVersion  = 2
+	messageVersion  = 4
 	messageVersion1 = 1
+	messageVersion2 = 2
 	messageVersion3 = 3
 )
 
-// checksumSize is the size of a version 2 message's trailing CRC-32C.
+// checksumSize is the size of the trailing CRC-32C of a message of
+// version 2 or later.
 const checksumSize = 4
 
 // crc32c returns the CRC-32C (Castagnoli) of b. MakeTable returns the
@@ -122,9 +125,12 @@ const (
 // anything is allocated for them.
 const (
 	minEntryBytes  = 8 // its checksum
-	minMarkerBytes = 5 // five one-byte varints
-	minCommitBytes = 4 // four one-byte varints
-	minTopicBytes  = 2 // kind and a one-byte name
+	minMarkerBytes = 5 // five one-byte varints (versions 1 to 3)
+	// minMarkerBytesV4 is a version 4 marker's partition varint; its other
+	// fields may take no bits at all.
+	minMarkerBytesV4 = 1
+	minCommitBytes   = 4 // four one-byte varints
+	minTopicBytes    = 2 // kind and a one-byte name
 )
 
 // AppendMessage validates m (see Message.Validate), appends its encoding to
@@ -142,6 +148,14 @@ const (
 // canonical order, with at most eight distinct topics, allocates nothing
 // beyond growing dst.
 func AppendMessage(dst []byte, m *Message) ([]byte, error) {
+	return appendMessage(dst, m, messageVersion)
+}
+
+// appendMessage encodes m in version: the current one, or an earlier
+// one, which tests write to check that this build still reads them.
+// Version 3 is written as version 2 when m has no commits, as the release
+// that wrote it did.
+func appendMessage(dst []byte, m *Message, version byte) ([]byte, error) {
 	if m == nil {
 		return dst, fmt.Errorf("%w: nil message", ErrInvalid)
 	}
@@ -151,17 +165,19 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		return dst, err
 	}
 	n, k, nc := len(m.Entries), len(m.Markers), len(m.Commits)
+	switch {
+	case version == messageVersion3 && nc == 0:
+		version = messageVersion2
+	case version < messageVersion3 && nc > 0:
+		return dst, fmt.Errorf("%w: version %d messages carry no commits", ErrInvalid, version)
+	}
 
 	start := len(dst)
-	if nc > 0 {
-		dst = append(dst, messageVersion3)
-	} else {
-		dst = append(dst, messageVersion)
-	}
+	dst = append(dst, version)
 	dst = binary.AppendUvarint(dst, uint64(m.WriterBrokerID))
 	dst = binary.AppendUvarint(dst, uint64(n))
 	dst = binary.AppendUvarint(dst, uint64(k))
-	if nc > 0 {
+	if version >= messageVersion3 {
 		dst = binary.AppendUvarint(dst, uint64(nc))
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(p.topics)))
@@ -197,13 +213,20 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		}
 	}
 
-	for i := range k {
-		s := p.marker(i)
-		dst = binary.AppendUvarint(dst, uint64(p.topicIndex(keyOf(s.Partition))))
-		dst = binary.AppendUvarint(dst, uint64(s.Partition.Partition))
-		dst = binary.AppendUvarint(dst, uint64(s.Epoch))
-		dst = binary.AppendUvarint(dst, uint64(s.StartOffset))
-		dst = binary.AppendUvarint(dst, uint64(s.LeaderBrokerID))
+	switch {
+	case version >= messageVersion:
+		if k > 0 {
+			dst = p.appendMarkers(dst)
+		}
+	default:
+		for i := range k {
+			s := p.marker(i)
+			dst = binary.AppendUvarint(dst, uint64(p.topicIndex(keyOf(s.Partition))))
+			dst = binary.AppendUvarint(dst, uint64(s.Partition.Partition))
+			dst = binary.AppendUvarint(dst, uint64(s.Epoch))
+			dst = binary.AppendUvarint(dst, uint64(s.StartOffset))
+			dst = binary.AppendUvarint(dst, uint64(s.LeaderBrokerID))
+		}
 	}
 	for i := range nc {
 		c := p.commit(i)
@@ -212,7 +235,100 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(c.Epoch))
 		dst = binary.AppendUvarint(dst, uint64(c.Offset))
 	}
+	if version == messageVersion1 {
+		return dst, nil
+	}
 	return binary.LittleEndian.AppendUint32(dst, crc32c(dst[start:])), nil
+}
+
+// The columns of version 4 markers, in the order they are encoded, one
+// value per marker. The numbering is part of the format.
+const (
+	mcolTopic  = iota // index into the topic table
+	mcolEpoch         // Epoch
+	mcolStart         // StartOffset
+	mcolLeader        // LeaderBrokerID minus the message's WriterBrokerID
+	numMarkerColumns
+)
+
+var markerColumnNames = [numMarkerColumns]string{
+	"marker column topic", "marker column epoch", "marker column startOffset", "marker column leader",
+}
+
+var markerColumnRange = [numMarkerColumns][2]int64{
+	mcolTopic:  {0, math.MaxInt64},
+	mcolEpoch:  {0, math.MaxInt32},
+	mcolStart:  {0, math.MaxInt64},
+	mcolLeader: {-math.MaxInt32, math.MaxInt32},
+}
+
+// markerValues sets v[c] to marker i's value in each marker column.
+func (p *plan) markerValues(i int, v *[numMarkerColumns]int64) {
+	s := p.marker(i)
+	v[mcolTopic] = int64(p.topicIndex(keyOf(s.Partition)))
+	v[mcolEpoch] = int64(s.Epoch)
+	v[mcolStart] = s.StartOffset
+	v[mcolLeader] = int64(s.LeaderBrokerID) - int64(p.m.WriterBrokerID)
+}
+
+// appendMarkers writes the markers as version 4 does: the marker column
+// mask and every present column, packed as the entry columns are (see
+// appendColumns), then each marker's partition as a varint: minus the
+// previous marker's when both are of one topic, which markers in
+// canonical order make small and never negative. A leader announcing its
+// partitions of one topic at one epoch, from empty logs or not, thus
+// costs about a byte a partition plus its start offsets' bits.
+func (p *plan) appendMarkers(dst []byte) []byte {
+	k := len(p.m.Markers)
+	var stats [numMarkerColumns]columnStats
+	var v [numMarkerColumns]int64
+	for i := range k {
+		p.markerValues(i, &v)
+		for c := range numMarkerColumns {
+			stats[c].add(v[c])
+		}
+	}
+	var mask uint64
+	for c := range numMarkerColumns {
+		if stats[c].present() {
+			mask |= 1 << c
+		}
+	}
+	dst = binary.AppendUvarint(dst, mask)
+	var start [numMarkerColumns]int
+	var width [numMarkerColumns]uint
+	for c := range numMarkerColumns {
+		if mask&(1<<c) == 0 {
+			continue
+		}
+		dst = binary.AppendVarint(dst, stats[c].min)
+		width[c] = stats[c].width()
+		dst = append(dst, byte(width[c]))
+		start[c] = len(dst)
+		if n := int((uint(k)*width[c] + 7) / 8); n > 0 {
+			dst = slices.Grow(dst, n)[:len(dst)+n]
+			clear(dst[start[c]:])
+		}
+	}
+	for i := range k {
+		p.markerValues(i, &v)
+		for c := range numMarkerColumns {
+			if width[c] > 0 {
+				putBits(dst[start[c]:], uint(i)*width[c], uint64(v[c])-uint64(stats[c].min), width[c])
+			}
+		}
+	}
+	for i := range k {
+		s := p.marker(i)
+		part := int64(s.Partition.Partition)
+		if i > 0 {
+			if prev := p.marker(i - 1); keyOf(prev.Partition) == keyOf(s.Partition) {
+				part -= int64(prev.Partition.Partition)
+			}
+		}
+		dst = binary.AppendUvarint(dst, uint64(part))
+	}
+	return dst
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -379,12 +495,13 @@ func readBits(data []byte, pos, width uint) uint64 {
 // markers come back in canonical order (see AppendMessage), each entry
 // carrying the message's Object. The result does not alias b.
 //
-// Any input yields either a message that AppendMessage would encode to
-// exactly b, or an error matching ErrCorrupt (a *DecodeError): one that
+// Any input yields either a message that encodes to exactly b in b's
+// version, or an error matching ErrCorrupt (a *DecodeError): one that
 // also matches ErrChecksum when b does not match its checksum, and
 // ErrUnsupportedVersion when b starts with a version this build does not
-// read. Version 1 messages, written before messages carried a checksum,
-// are still read; AppendMessage encodes what they decode to as version 2.
+// read. Messages of earlier versions (1, without a checksum; 2; 3, with
+// markers as varints) are still read; AppendMessage encodes what they
+// decode to in the current version.
 // Counts and lengths in the input are checked against the bytes remaining
 // before anything is allocated for them, so a short input cannot make the
 // decoder allocate much more than its own size.
@@ -460,7 +577,7 @@ func (d *decoder) message() (*Message, error) {
 	}
 	version := d.b[0]
 	switch version {
-	case messageVersion, messageVersion3:
+	case messageVersion, messageVersion2, messageVersion3:
 		// Verify before parsing; the body ends where the checksum starts,
 		// so offsets in errors stay offsets in the input.
 		if len(d.b) < 1+checksumSize {
@@ -474,7 +591,11 @@ func (d *decoder) message() (*Message, error) {
 		d.b = d.b[:at]
 	case messageVersion1:
 	default:
-		return nil, &DecodeError{Offset: 0, What: "version", Err: fmt.Errorf("%w %d (this build reads versions %d to %d)", ErrUnsupportedVersion, version, messageVersion1, messageVersion3)}
+		return nil, &DecodeError{Offset: 0, What: "version", Err: fmt.Errorf("%w %d (this build reads versions %d to %d)", ErrUnsupportedVersion, version, messageVersion1, messageVersion)}
+	}
+	minMarker := minMarkerBytes
+	if version >= messageVersion {
+		minMarker = minMarkerBytesV4
 	}
 	d.off = 1
 	writer, err := d.uvarint("writer broker id", math.MaxInt32)
@@ -486,22 +607,22 @@ func (d *decoder) message() (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := d.uvarint("marker count", uint64(d.remaining()/minMarkerBytes))
+	k, err := d.uvarint("marker count", uint64(d.remaining()/minMarker))
 	if err != nil {
 		return nil, err
 	}
 	var nc uint64
-	if version == messageVersion3 {
+	if version >= messageVersion3 {
 		cat := d.off
 		if nc, err = d.uvarint("commit count", uint64(d.remaining()/minCommitBytes)); err != nil {
 			return nil, err
 		}
-		if nc == 0 {
+		if nc == 0 && version == messageVersion3 {
 			// A message without commits is written as version 2.
 			return nil, d.fail(cat, "commit count", "version %d message has no commits", messageVersion3)
 		}
 	}
-	if n*minEntryBytes+k*minMarkerBytes+nc*minCommitBytes > uint64(d.remaining()) {
+	if n*minEntryBytes+k*uint64(minMarker)+nc*minCommitBytes > uint64(d.remaining()) {
 		return nil, d.fail(at, "entry and marker counts", "%d entries, %d markers and %d commits cannot fit in %d bytes", n, k, nc, d.remaining())
 	}
 	if n+k == 0 && nc == 0 {
@@ -539,7 +660,12 @@ func (d *decoder) message() (*Message, error) {
 		}
 	}
 	if k > 0 {
-		if err := d.markers(m, int(k), topics); err != nil {
+		if version >= messageVersion {
+			err = d.markerColumns(m, int(k), topics)
+		} else {
+			err = d.markers(m, int(k), topics)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -605,12 +731,11 @@ func (c *column) value(i int) int64 {
 	return c.min + int64(readBits(c.data, uint(i)*c.width, c.width))
 }
 
-// column reads column c holding count values, checking that it is in the
-// form AppendMessage writes (minimum attained, width minimal, zero padding)
-// and that its values lie in [lo, hi].
-func (d *decoder) column(c int, count int, present bool, lo, hi int64) (column, error) {
+// column reads the column named what holding count values, checking that
+// it is in the form AppendMessage writes (minimum attained, width minimal,
+// zero padding) and that its values lie in [lo, hi].
+func (d *decoder) column(what string, count int, present bool, lo, hi int64) (column, error) {
 	col := column{at: d.off}
-	what := columnNames[c]
 	if !present {
 		if count > 0 && lo > 0 {
 			return col, d.fail(d.off, what, "column is absent (all zero) but values must be at least %d", lo)
@@ -703,7 +828,7 @@ func (d *decoder) entries(m *Message, n int, topics []decodedTopic) error {
 		if c == colTopic {
 			hi = int64(len(topics) - 1)
 		}
-		if cols[c], err = d.column(c, count, mask&(1<<c) != 0, lo, hi); err != nil {
+		if cols[c], err = d.column(columnNames[c], count, mask&(1<<c) != 0, lo, hi); err != nil {
 			return err
 		}
 	}
@@ -860,6 +985,54 @@ func (d *decoder) commits(m *Message, n int, topics []decodedTopic) error {
 		c.Epoch, c.Offset = int32(epoch), int64(off)
 		if i > 0 && compareCommits(&m.Commits[i-1], c) > 0 {
 			return d.fail(at, "commit", "commit %d is out of canonical order", i)
+		}
+	}
+	return nil
+}
+
+// markerColumns decodes k version 4 markers (see appendMarkers).
+func (d *decoder) markerColumns(m *Message, k int, topics []decodedTopic) error {
+	mask, err := d.uvarint("marker column mask", 1<<numMarkerColumns-1)
+	if err != nil {
+		return err
+	}
+	var cols [numMarkerColumns]column
+	for c := range numMarkerColumns {
+		lo, hi := markerColumnRange[c][0], markerColumnRange[c][1]
+		if c == mcolTopic {
+			hi = int64(len(topics) - 1)
+		}
+		if cols[c], err = d.column(markerColumnNames[c], k, mask&(1<<c) != 0, lo, hi); err != nil {
+			return err
+		}
+	}
+	m.Markers = make([]EpochStart, k)
+	for i := range m.Markers {
+		at := d.off
+		delta, err := d.uvarint("marker partition", math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		s := &m.Markers[i]
+		ti := cols[mcolTopic].value(i)
+		topics[ti].used = true
+		part := int64(delta)
+		if i > 0 && ti == cols[mcolTopic].value(i-1) {
+			part += int64(m.Markers[i-1].Partition.Partition)
+			if part > math.MaxInt32 {
+				return d.fail(at, "marker partition", "marker %d has partition %d", i, part)
+			}
+		}
+		s.Partition = TopicPartition{Topic: topics[ti].key.name, TopicID: topics[ti].key.id, Partition: int32(part)}
+		s.Epoch = int32(cols[mcolEpoch].value(i))
+		s.StartOffset = cols[mcolStart].value(i)
+		leader := int64(m.WriterBrokerID) + cols[mcolLeader].value(i)
+		if leader < 0 || leader > math.MaxInt32 {
+			return d.fail(cols[mcolLeader].at, "marker column leader", "marker %d has leader broker id %d", i, leader)
+		}
+		s.LeaderBrokerID = int32(leader)
+		if i > 0 && compareMarkers(&m.Markers[i-1], s) > 0 {
+			return d.fail(at, "marker", "marker %d is out of canonical order", i)
 		}
 	}
 	return nil

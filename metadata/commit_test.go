@@ -10,8 +10,8 @@ import (
 )
 
 // TestCommitsRoundTrip: commits come back in canonical order with the
-// entries and markers they ride with, and only a message that has commits
-// is written as version 3.
+// entries and markers they ride with, in the current version and in
+// version 3, the first with commits.
 func TestCommitsRoundTrip(t *testing.T) {
 	orders := func(p int32) TopicPartition { return TopicPartition{Topic: "orders", Partition: p} }
 	for _, tc := range []struct {
@@ -29,9 +29,14 @@ func TestCommitsRoundTrip(t *testing.T) {
 			Commits: []Commit{{Partition: TopicPartition{TopicID: [16]byte{1}, Partition: 3}, Epoch: 2, Offset: 1 << 40}, {Partition: orders(4), Epoch: 2, Offset: 9}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			v3, err := appendMessage(nil, tc.m, messageVersion3)
+			require.NoError(t, err)
+			require.Equal(t, byte(messageVersion3), v3[0])
+			got3, err := DecodeMessage(v3)
+			require.NoError(t, err)
 			b, err := AppendMessage(nil, tc.m)
 			require.NoError(t, err)
-			require.Equal(t, byte(messageVersion3), b[0])
+			require.Equal(t, byte(messageVersion), b[0])
 			got, err := DecodeMessage(b)
 			require.NoError(t, err)
 			require.ElementsMatch(t, tc.m.Commits, got.Commits)
@@ -41,6 +46,7 @@ func TestCommitsRoundTrip(t *testing.T) {
 			again, err := AppendMessage(nil, got)
 			require.NoError(t, err)
 			require.Equal(t, b, again)
+			require.Equal(t, got, got3)
 		})
 	}
 
@@ -76,10 +82,11 @@ func TestCommitValidate(t *testing.T) {
 // TestDecodeCommitsMalformed: each way a commits section can be broken is
 // rejected with the item and offset it concerns.
 func TestDecodeCommitsMalformed(t *testing.T) {
-	good, err := AppendMessage(nil, &Message{WriterBrokerID: 1, Commits: []Commit{
+	// Version 3, which must carry commits; version 4 may carry none.
+	good, err := appendMessage(nil, &Message{WriterBrokerID: 1, Commits: []Commit{
 		{Partition: TopicPartition{Topic: "a", Partition: 1}, Epoch: 2, Offset: 3},
 		{Partition: TopicPartition{Topic: "a", Partition: 2}, Epoch: 2, Offset: 3},
-	}})
+	}}, messageVersion3)
 	require.NoError(t, err)
 	// version, writer, n, k, nc, t, kind, len, 'a', then 2 × 4 varints.
 	require.Equal(t, []byte{3, 1, 0, 0, 2, 1, 1, 1, 'a', 0, 1, 2, 3, 0, 2, 2, 3}, good[:len(good)-checksumSize])

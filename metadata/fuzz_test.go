@@ -50,7 +50,7 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	truncated := bytes.Clone(typical[:len(typical)-3])
 	trailing := append(bytes.Clone(typical), 0)
 	future := bytes.Clone(typical)
-	future[0] = messageVersion3 + 1
+	future[0] = messageVersion + 1
 	flipped := bytes.Clone(typical)
 	flipped[len(flipped)/2] ^= 0x10
 
@@ -64,8 +64,8 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 		{Partition: TopicPartition{TopicID: [16]byte{9}, Partition: 0}, Epoch: 1, Offset: 0},
 	}, Markers: []EpochStart{{Partition: TopicPartition{Topic: "orders", Partition: 1}, Epoch: 6, StartOffset: 100, LeaderBrokerID: 4}}}
 	// Version 3 with a commit count of zero, resealed: a message without
-	// commits is version 2, so this one is not canonical.
-	noCommits := bytes.Clone(enc(commitsOnly))
+	// commits was written as version 2, so this one is not canonical.
+	noCommits := asVersion(enc(commitsOnly), messageVersion3)
 	noCommits = noCommits[:len(noCommits)-checksumSize]
 	noCommits[4] = 0
 	noCommits = binary.LittleEndian.AppendUint32(noCommits, crc32c(noCommits))
@@ -87,31 +87,52 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 		// Version 1 has no checksum, so the count is what fails.
 		"broken-huge-count": {messageVersion1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f},
 	}
-	// Each valid message without commits in version 1, as the first release wrote it:
-	// this build still reads them. Being unchecksummed, they also let the
-	// fuzzer reach the parser with mutations a checksum would stop.
+	// Each valid message in the earlier versions, as earlier releases
+	// wrote them: this build still reads them. Being unchecksummed, the
+	// version 1 seeds also let the fuzzer reach the parser with mutations
+	// a checksum would stop. Versions 1 and 2 have no commits section;
+	// version 3 wrote a message without commits as version 2.
 	for name, b := range seeds {
-		// Version 1 has no commits section.
-		if strings.HasPrefix(name, "valid-") && !strings.Contains(name, "commits") {
-			seeds["v1-"+name] = asVersion1(b)
+		switch {
+		case !strings.HasPrefix(name, "valid-"):
+		case strings.Contains(name, "commits"):
+			seeds["v3-"+name] = asVersion(b, messageVersion3)
+		default:
+			seeds["v1-"+name] = asVersion(b, messageVersion1)
+			seeds["v2-"+name] = asVersion(b, messageVersion2)
 		}
 	}
 	return seeds
 }
 
-// asVersion1 returns the version 1 encoding of a version 2 message: the
-// same bytes without the checksum.
-func asVersion1(b []byte) []byte {
-	return append([]byte{messageVersion1}, b[1:len(b)-checksumSize]...)
+// asVersion returns b's message encoded in version v. Bytes that do not
+// decode are taken to differ from version 1 only in their version byte
+// and checksum, and are given v's.
+func asVersion(b []byte, v byte) []byte {
+	m, err := DecodeMessage(b)
+	if err != nil {
+		out := append([]byte{v}, b[1:]...)
+		if b[0] != messageVersion1 {
+			out = out[:len(out)-checksumSize]
+		}
+		if v == messageVersion1 {
+			return out
+		}
+		return binary.LittleEndian.AppendUint32(out, crc32c(out))
+	}
+	out, err := appendMessage(nil, m, v)
+	if err != nil {
+		panic(err)
+	}
+	return out
 }
 
-// asVersion2 returns the version 2 encoding of a version 1 message: the
-// same bytes with a checksum. Tests build messages by hand as version 1
-// and seal them with it.
-func asVersion2(b []byte) []byte {
-	out := append([]byte{messageVersion}, b[1:]...)
-	return binary.LittleEndian.AppendUint32(out, crc32c(out))
-}
+// asVersion1 returns b's message in version 1, which has no checksum.
+func asVersion1(b []byte) []byte { return asVersion(b, messageVersion1) }
+
+// asVersion2 returns b's message in version 2. Tests build messages by
+// hand as version 1 and seal them with it.
+func asVersion2(b []byte) []byte { return asVersion(b, messageVersion2) }
 
 // TestFuzzSeedCorpus keeps the checked-in corpus equal to what the encoder
 // writes today, so the corpus doubles as a golden record of the format: an
@@ -158,11 +179,15 @@ func FuzzDecodeMessage(f *testing.F) {
 		require.NoError(t, m.Validate(), "decoded message does not validate")
 		again, err := AppendMessage(nil, m)
 		require.NoError(t, err)
-		want := b
-		if b[0] == messageVersion1 {
-			want = asVersion2(b)
+		if b[0] != messageVersion {
+			// An earlier version: canonical in its own layout, and
+			// re-encoded in the current one.
+			old, err := appendMessage(nil, m, b[0])
+			require.NoError(t, err)
+			require.Equal(t, b, old, "re-encoding in version %d differs from the input", b[0])
+		} else {
+			require.Equal(t, b, again, "re-encoding differs from the input")
 		}
-		require.Equal(t, want, again, "re-encoding differs from the input")
 		m2, err := DecodeMessage(again)
 		require.NoError(t, err)
 		require.Equal(t, m, m2, fmt.Sprintf("decode of re-encoding, input %x", b))

@@ -1,0 +1,5 @@
+package metadata
+
+// AppendMessageVersion encodes in an earlier version, for the external
+// tests.
+var AppendMessageVersion = appendMessage
