@@ -52,6 +52,7 @@ func subcommands() []subcommand {
 		{"demo", "simulate a multi-AZ cluster replicating through object storage", runDemo},
 		{"inspect", "list and verify the sections of a combined object", runInspect},
 		{"cost", "price a workload: activetier next to broker-to-broker replication", runCost},
+		{"bench", "run the demo over a grid of partitions and rates and tabulate throughput, lag, CPU, memory", runBench},
 		{"help", "show usage, or a subcommand's flags", runHelp},
 	}
 }
@@ -74,7 +75,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return exitCode(stderr, "activetier "+name, sc.run(ctx, e, args[1:]))
 		}
 	}
-	return exitCode(stderr, "activetier", usagef("unknown subcommand %q (want demo, inspect, cost or help)", name))
+	return exitCode(stderr, "activetier", usagef("unknown subcommand %q (want demo, inspect, cost, bench or help)", name))
 }
 
 // exitCode prints err, if any, as one line prefixed with the command's name
@@ -114,10 +115,13 @@ func runHelp(_ context.Context, e env, args []string) error {
 	case "cost":
 		_, fs := costFlags()
 		writeFlags(e.stdout, "cost [flags]", fs)
+	case "bench":
+		_, fs := benchFlags()
+		writeFlags(e.stdout, "bench [flags]", fs)
 	case "help":
 		writeUsage(e.stdout)
 	default:
-		return usagef("unknown subcommand %q (want demo, inspect, cost or help)", args[0])
+		return usagef("unknown subcommand %q (want demo, inspect, cost, bench or help)", args[0])
 	}
 	return nil
 }

@@ -53,6 +53,11 @@ func (p *progress) header(o *demoOptions, cfg simConfig, where string) {
 // start begins sampling the cluster; stop ends it and finishes the line.
 func (p *progress) start(s *sim, pr *producer, start time.Time) {
 	p.began = start
+	if p.w == io.Discard {
+		// Nobody reads it; sampling costs the engines CPU at scale (its
+		// count of offsets behind visits every replica).
+		return
+	}
 	p.sample = func() progressSample { return sampleSim(s, pr) }
 	p.stopCh, p.stopped = make(chan struct{}), make(chan struct{})
 	every := time.Second

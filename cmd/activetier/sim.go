@@ -580,20 +580,30 @@ func (s *sim) liveReplicas() []replica {
 // log end offset, and the offsets they lack in total.
 func (s *sim) behind() (replicas int, offsets int64, err error) {
 	for _, r := range s.liveReplicas() {
-		le, err := r.leader.local.EndOffset(r.tp)
+		n, err := r.lacks()
 		if err != nil {
 			return 0, 0, err
 		}
-		fe, err := r.follower.local.EndOffset(r.tp)
-		if err != nil {
-			return 0, 0, err
-		}
-		if fe != le {
+		if n != 0 {
 			replicas++
-			offsets += max(0, le-fe)
+			offsets += max(0, n)
 		}
 	}
 	return replicas, offsets, nil
+}
+
+// lacks returns how many offsets r's follower lacks of its leader's log;
+// negative if it has more.
+func (r replica) lacks() (int64, error) {
+	le, err := r.leader.local.EndOffset(r.tp)
+	if err != nil {
+		return 0, err
+	}
+	fe, err := r.follower.local.EndOffset(r.tp)
+	if err != nil {
+		return 0, err
+	}
+	return le - fe, nil
 }
 
 // compare checks every live follower's log against its leader's, batch by

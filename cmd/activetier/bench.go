@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// benchOptions are the flags of `activetier bench`.
+type benchOptions struct {
+	partitions   string
+	rates        string
+	duration     time.Duration
+	drainTimeout time.Duration
+	seed         uint64
+	json         bool
+	prof         profileOptions
+}
+
+func benchFlags() (*benchOptions, *flag.FlagSet) {
+	o := &benchOptions{}
+	fs := newFlagSet("bench")
+	fs.StringVar(&o.partitions, "partitions", "1000,10000,100000", "comma-separated partition `counts` of the grid")
+	fs.StringVar(&o.rates, "rates", "10,100", "comma-separated produce `rates` of the grid, in MB/s")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each run produces")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long each run waits, after producing, for followers to catch up")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of every run")
+	fs.BoolVar(&o.json, "json", false, "print the table as one JSON object")
+	o.prof.register(fs)
+	return o, fs
+}
+
+// benchRow is one run of the grid.
+type benchRow struct {
+	Partitions         int     `json:"partitions"`
+	RateMBPerSec       float64 `json:"rate_mb_per_sec"`
+	ProducedMBPerSec   float64 `json:"produced_mb_per_sec"`
+	ReplicatedMBPerSec float64 `json:"replicated_mb_per_sec"`
+	LagP50MS           float64 `json:"lag_p50_ms"`
+	LagP99MS           float64 `json:"lag_p99_ms"`
+	// CPUSecondsPerGB is the process's CPU time, harness included, per GB
+	// (10^9 bytes) the followers applied.
+	CPUSecondsPerGB float64 `json:"cpu_s_per_replicated_gb"`
+	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
+	// MetadataPerProduced is metadata bytes published per byte produced.
+	MetadataPerProduced float64 `json:"metadata_per_produced_byte"`
+	DrainMS             float64 `json:"drain_ms"`
+	Consistent          bool    `json:"followers_consistent"`
+}
+
+// benchMachine is what the table was measured on.
+type benchMachine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model,omitempty"`
+	GoVersion string `json:"go_version"`
+	OS        string `json:"os"`
+	Arch      string `json:"arch"`
+}
+
+type benchResult struct {
+	Machine     benchMachine `json:"machine"`
+	DurationS   float64      `json:"duration_s"`
+	PeakRSSNote string       `json:"peak_rss_note"`
+	Rows        []benchRow   `json:"rows"`
+}
+
+func runBench(ctx context.Context, e env, args []string) error {
+	o, fs := benchFlags()
+	if help, err := parseFlags(e, fs, "bench [flags]", args); help || err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	parts, err := parseList(fs, "partitions", o.partitions, strconv.Atoi)
+	if err != nil {
+		return err
+	}
+	rates, err := parseList(fs, "rates", o.rates, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
+	if err != nil {
+		return err
+	}
+	// Each run is the demo's, with its flags, validated as the demo
+	// validates them.
+	type cell struct {
+		o   *demoOptions
+		cfg simConfig
+	}
+	var cells []cell
+	for _, p := range parts {
+		for _, r := range rates {
+			do, dfs := demoFlags()
+			dargs := []string{"--partitions", strconv.Itoa(p), "--rate", strconv.FormatFloat(r, 'g', -1, 64),
+				"--duration", o.duration.String(), "--drain-timeout", o.drainTimeout.String(), "--seed", strconv.FormatUint(o.seed, 10)}
+			if err := dfs.Parse(dargs); err != nil {
+				return usagef("%v", err)
+			}
+			cfg, err := do.validate(dfs)
+			if err != nil {
+				return fmt.Errorf("the run of %d partitions at %g MB/s: %w", p, r, err)
+			}
+			cells = append(cells, cell{do, cfg})
+		}
+	}
+
+	stopProfile, err := o.prof.start()
+	if err != nil {
+		return err
+	}
+	res := benchResult{Machine: thisMachine(), DurationS: o.duration.Seconds()}
+	res.PeakRSSNote = "peak RSS of the process during the run"
+	var inconsistent int
+	for _, c := range cells {
+		// Start each run from a clean heap, and its peak RSS from what is
+		// resident now, so that runs measure themselves, not the last.
+		runtime.GC()
+		debug.FreeOSMemory()
+		if !resetPeakRSS() {
+			res.PeakRSSNote = "peak RSS of the process so far (this system cannot reset it between runs)"
+		}
+		if !o.json {
+			fmt.Fprintf(e.stderr, "bench: %d partitions at %g MB/s for %v\n", c.cfg.partitions, c.o.rate, o.duration)
+		}
+		rep, err := runSimulation(ctx, c.o, c.cfg, newProgress(io.Discard, false), nil)
+		if err != nil {
+			return errors.Join(fmt.Errorf("the run of %d partitions at %g MB/s: %w", c.cfg.partitions, c.o.rate, err), stopProfile())
+		}
+		res.Rows = append(res.Rows, benchRowOf(rep))
+		if !rep.FollowersConsistent {
+			inconsistent++
+		}
+	}
+	if err := stopProfile(); err != nil {
+		return err
+	}
+	if o.json {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(res)
+	} else {
+		err = res.writeText(e.stdout)
+	}
+	if err == nil && inconsistent > 0 {
+		err = fmt.Errorf("%d of %d runs ended with follower logs that differ from their leader's (see followers_consistent)", inconsistent, len(res.Rows))
+	}
+	return err
+}
+
+func benchRowOf(rep *demoReport) benchRow {
+	row := benchRow{
+		Partitions: rep.Partitions, RateMBPerSec: rep.RateMBPerSec, ProducedMBPerSec: rep.ProducedMBPerSec,
+		LagP50MS: rep.LagP50MS, LagP99MS: rep.LagP99MS, PeakRSSBytes: rep.PeakRSSBytes,
+		DrainMS: rep.DrainMS, Consistent: rep.FollowersConsistent,
+	}
+	// Replication ends when the drain does.
+	if s := rep.DurationS + rep.DrainMS/1e3; s > 0 {
+		row.ReplicatedMBPerSec = float64(rep.BytesReplicated) / 1e6 / s
+	}
+	if rep.BytesReplicated > 0 {
+		row.CPUSecondsPerGB = rep.CPUSeconds / (float64(rep.BytesReplicated) / 1e9)
+	}
+	if rep.BytesProduced > 0 {
+		row.MetadataPerProduced = float64(rep.MetadataBytes) / float64(rep.BytesProduced)
+	}
+	return row
+}
+
+func (r *benchResult) writeText(w io.Writer) error {
+	m := r.Machine
+	fmt.Fprintf(w, "%d CPUs (%s), %s, %s/%s; %v runs; lag from produce to follower append\n\n",
+		m.CPUs, cmp.Or(m.CPUModel, "model unknown"), m.GoVersion, m.OS, m.Arch, time.Duration(r.DurationS*float64(time.Second)))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "partitions\trate MB/s\tproduced MB/s\treplicated MB/s\tlag p50 ms\tlag p99 ms\tCPU s/GB\tpeak RSS MiB\tmetadata %\tconsistent\t")
+	for _, row := range r.Rows {
+		consistent := "yes"
+		if !row.Consistent {
+			consistent = "NO"
+		}
+		fmt.Fprintf(tw, "%d\t%g\t%.1f\t%.1f\t%.0f\t%.0f\t%.1f\t%.0f\t%.3f\t%s\t\n",
+			row.Partitions, row.RateMBPerSec, row.ProducedMBPerSec, row.ReplicatedMBPerSec, row.LagP50MS, row.LagP99MS,
+			row.CPUSecondsPerGB, float64(row.PeakRSSBytes)/(1<<20), 100*row.MetadataPerProduced, consistent)
+	}
+	return tw.Flush()
+}
+
+// parseList parses flag name's comma-separated positive values.
+func parseList[T int | float64](fs *flag.FlagSet, name, list string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for s := range strings.SplitSeq(list, ",") {
+		v, err := parse(strings.TrimSpace(s))
+		if err != nil || v <= 0 {
+			return nil, flagError(fs, name, fmt.Sprintf("%q is not a positive number", strings.TrimSpace(s)))
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// thisMachine describes the machine: CPUs, their model (Linux), Go.
+func thisMachine() benchMachine {
+	m := benchMachine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
