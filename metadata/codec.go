@@ -17,7 +17,9 @@ import (
 // with a commits section, written only for a message that has commits;
 // version 4 is version 3 with the commit count always present and its
 // markers in columns (see appendMarkers), a byte or two each instead of
-// five or more. All four are read.
+// five or more, written only for a message that has markers. All four are
+// read. Writing each version only where it is needed keeps the messages
+// that carry neither readable by brokers of earlier releases.
 const (
 	messageVersion  = 4
 	messageVersion1 = 1
@@ -151,10 +153,10 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 	return appendMessage(dst, m, messageVersion)
 }
 
-// appendMessage encodes m in version: the current one, or an earlier
-// one, which tests write to check that this build still reads them.
-// Version 3 is written as version 2 when m has no commits, as the release
-// that wrote it did.
+// appendMessage encodes m in version, or in the earliest version at or
+// below it that m needs: version 4 only for markers, 3 only for commits.
+// AppendMessage asks for the latest; tests ask for earlier ones, to check
+// that this build still reads what earlier releases wrote.
 func appendMessage(dst []byte, m *Message, version byte) ([]byte, error) {
 	if m == nil {
 		return dst, fmt.Errorf("%w: nil message", ErrInvalid)
@@ -165,6 +167,9 @@ func appendMessage(dst []byte, m *Message, version byte) ([]byte, error) {
 		return dst, err
 	}
 	n, k, nc := len(m.Entries), len(m.Markers), len(m.Commits)
+	if version >= messageVersion && k == 0 {
+		version = messageVersion3
+	}
 	switch {
 	case version == messageVersion3 && nc == 0:
 		version = messageVersion2
@@ -621,6 +626,10 @@ func (d *decoder) message() (*Message, error) {
 			// A message without commits is written as version 2.
 			return nil, d.fail(cat, "commit count", "version %d message has no commits", messageVersion3)
 		}
+	}
+	if version >= messageVersion && k == 0 {
+		// A message without markers is written as version 3 or 2.
+		return nil, d.fail(at, "marker count", "version %d message has no markers", version)
 	}
 	if n*minEntryBytes+k*uint64(minMarker)+nc*minCommitBytes > uint64(d.remaining()) {
 		return nil, d.fail(at, "entry and marker counts", "%d entries, %d markers and %d commits cannot fit in %d bytes", n, k, nc, d.remaining())

@@ -68,7 +68,7 @@
 //     whatever order they were given in. [Partitioner.Split] keeps the order of
 //     its input.
 //
-// # Wire format (versions 2 and 3)
+// # Wire format (versions 2 to 4)
 //
 // A message is encoded as below; varints are Go's encoding/binary varints,
 // which the decoder accepts only in their shortest form. "zigzag" marks a
@@ -76,11 +76,11 @@
 //
 //	field            encoding                               notes
 //	---------------  -------------------------------------  ------------------------------------------
-//	version          1 byte                                 2
+//	version          1 byte                                 2; 3 with commits; 4 with markers
 //	writer           uvarint                                Message.WriterBrokerID
 //	n                uvarint                                number of entries
 //	k                uvarint                                number of markers; n+k+c > 0
-//	c                uvarint, version 3 only                number of commits, c > 0 (none: version 2)
+//	c                uvarint, versions 3 and 4              number of commits; in version 3, c > 0
 //	t                uvarint                                number of topics, 1 ≤ t ≤ n+k+c
 //	topic × t        kind byte (bit 0: name, bit 1: id),    sorted by (name, id), each used by an
 //	                 [16-byte id], [uvarint length, name]   entry or a marker; no empty name or zero id
@@ -93,9 +93,15 @@
 //	custom metadata  bytes                                  all entries' CustomMetadata, concatenated
 //	checksums        n × 8 bytes, little endian             Entry.Checksum
 //	── then ──────────────────────────────────────────────────────────────────────────────────────────
-//	marker × k       5 uvarints                             topic index, partition, epoch, start
+//	marker × k       5 uvarints, versions 2 and 3           topic index, partition, epoch, start
 //	                                                        offset, leader broker id
-//	commit × c       4 uvarints, version 3 only             topic index, partition, epoch, offset;
+//	── version 4 instead (k > 0) ─────────────────────────────────────────────────────────────────────
+//	marker mask      uvarint                                bit c set: marker column c is present
+//	column × present as the entry columns                   k values each
+//	partition × k    uvarint                                partition − previous marker's if of the
+//	                                                        same topic, else the partition
+//	── then ──────────────────────────────────────────────────────────────────────────────────────────
+//	commit × c       4 uvarints, versions 3 and 4             topic index, partition, epoch, offset;
 //	                                                        sorted like markers
 //	── last ──────────────────────────────────────────────────────────────────────────────────────────
 //	checksum         4 bytes, little endian                 CRC-32C of every byte before it
@@ -117,6 +123,22 @@
 //	10  timestamp     n                                       MaxTimestamp
 //	11  writer        n                                       WriterBrokerID − Message.WriterBrokerID
 //	12  customLen     n                                       len(CustomMetadata)
+//
+// In version 4 markers are encoded in canonical order (topic, partition,
+// epoch, start offset, leader), one column per field but the partition:
+//
+//	c   column        values (count)                          value
+//	0   topic         k                                       index into the topic table
+//	1   epoch         k                                       Epoch
+//	2   startOffset   k                                       StartOffset
+//	3   leader        k                                       LeaderBrokerID − Message.WriterBrokerID
+//
+// The partitions are varints because their deltas are small and regular
+// (a broker leads every third partition: 3, 3, 3, ...) but jump where the
+// topic changes, which would widen a packed column; a byte a marker also
+// bounds the markers a short input can claim. A broker announcing
+// thousands of leaderships at one epoch thus writes about a byte each,
+// plus its logs' start offsets, where versions 2 and 3 wrote five or more.
 //
 // The encoding is canonical: the minimum of a column is attained, its width
 // is the smallest that holds every value, padding bits are zero, and
@@ -149,6 +171,13 @@
 // only for a message that has commits, so a broker of an earlier release
 // still reads every other message during a rolling upgrade, and rejects a
 // commits message with ErrUnsupportedVersion rather than misreading it.
+//
+// Version 4 is version 3 with the commit count always present (it may be
+// zero) and the markers in columns. AppendMessage writes it only for a
+// message that has markers, and version 3 or 2 for any other, as before;
+// a broker of an earlier release rejects a version 4 message with
+// ErrUnsupportedVersion, so upgrade the brokers that follow before the
+// leaders that write markers, as with any new message version.
 //
 // Why columns: under uniform load the partitions of a topic sit at similar
 // offsets, lengths and timestamps, so each field of an entry has a few bits

@@ -43,7 +43,7 @@ func ExampleAppendMessage() {
 		fmt.Printf("%s offsets %d-%d at %s [%d, %d)\n", e.Partition, e.FirstOffset, e.LastOffset, e.Object, e.Position, e.Position+e.Length)
 	}
 	// Output:
-	// 116 bytes
+	// 115 bytes
 	// orders-0 offsets 5010000-5010019 at wal--use1-az4--x-s3/wal/broker-3/000042 [16, 4112)
 	// orders-1 offsets 5000120-5000149 at wal--use1-az4--x-s3/wal/broker-3/000042 [4112, 6160)
 }

@@ -40,6 +40,7 @@ func benchFlags() (*benchOptions, *flag.FlagSet) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of every run")
 	fs.BoolVar(&o.json, "json", false, "print the table as one JSON object")
 	o.prof.register(fs)
+	fs.Lookup("memprofile").Usage = "write a heap profile of the grid's last run, taken once its followers caught up, to `FILE`"
 	return o, fs
 }
 
@@ -116,6 +117,8 @@ func runBench(ctx context.Context, e env, args []string) error {
 		}
 	}
 
+	// The heap profile is the last run's, the largest in the default grid.
+	cells[len(cells)-1].o.prof.mem = o.prof.mem
 	stopProfile, err := o.prof.start()
 	if err != nil {
 		return err

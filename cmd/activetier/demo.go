@@ -422,6 +422,9 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	if tl != nil {
 		tl.stop()
 	}
+	if err == nil {
+		err = writeHeapProfile(o.prof.mem)
+	}
 	var readersDrain time.Duration
 	var readersTimedOut bool
 	if err == nil && len(readers.readers) > 0 {

@@ -1,7 +1,6 @@
 package leadcore
 
 import (
-	"maps"
 	"slices"
 	"time"
 
@@ -16,8 +15,9 @@ type slot struct {
 	// gens is the leadership each pending partition's data was accepted
 	// under.
 	gens map[metadata.TopicPartition]uint64
-	// followers is the placement as it was when the slot was handed out
-	// for encoding, read by the builder during the driver's Cut.
+	// followers is the placement of the partitions in gens as it was when
+	// the slot was handed out for encoding, read by the builder during the
+	// driver's Cut.
 	followers map[metadata.TopicPartition][]int32
 	encode    uint64    // the Encode request while handed out
 	oldest    time.Time // when its oldest batch was appended
@@ -55,7 +55,12 @@ func (c *Core) maybeCut(now time.Time) {
 	}
 	full := c.active
 	c.active, c.spare = c.spare, nil
-	full.followers = maps.Clone(c.followers)
+	// Only the partitions with data in it: the placement of every led
+	// partition would cost each cut as much as the broker leads.
+	full.followers = make(map[metadata.TopicPartition][]int32, len(full.gens))
+	for tp := range full.gens {
+		full.followers[tp] = c.followers[tp]
+	}
 	full.oldest = full.b.Stats().Oldest
 	c.encoding = full
 	r := c.newRequest(now, whatEncode)
