@@ -52,8 +52,9 @@ type benchRow struct {
 	ReplicatedMBPerSec float64 `json:"replicated_mb_per_sec"`
 	LagP50MS           float64 `json:"lag_p50_ms"`
 	LagP99MS           float64 `json:"lag_p99_ms"`
-	// CPUSecondsPerGB is the process's CPU time, harness included, per GB
-	// (10^9 bytes) the followers applied.
+	// CPUSecondsPerGB is the process's CPU time while producing and
+	// draining, harness included, per GB (10^9 bytes) the followers
+	// applied.
 	CPUSecondsPerGB float64 `json:"cpu_s_per_replicated_gb"`
 	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
 	// MetadataPerProduced is metadata bytes published per byte produced.

@@ -271,7 +271,6 @@ func runDemo(ctx context.Context, e env, args []string) error {
 // runSimulation runs the whole demo: start the cluster, produce for the
 // duration (failing an AZ halfway if asked), drain, compare, and report.
 func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress, metrics *metricsServer) (rep *demoReport, err error) {
-	cpu0 := processCPU()
 	var objects objectBackend
 	var onS3 *s3Objects
 	var onStore storeBackend
@@ -363,6 +362,9 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 		s: s, gen: newRecordGen(o.seed), pick: rand.New(rand.NewPCG(o.seed, 0x7069636b)), // "pick"
 		rate: o.rate * 1e6, batchBytes: int(o.batchBytes), sample: sample,
 	}
+	// CPU from here: producing and draining, not setting up the cluster,
+	// which at 100,000 partitions costs as much as a short run.
+	cpu0 := processCPU()
 	start := time.Now()
 	prog.start(s, p, start)
 	var tl *timeline

@@ -136,8 +136,9 @@ type demoReport struct {
 	// each yielded exactly its partitions' committed logs.
 	Readers           *readersReport `json:"readers,omitempty"`
 	ReadersConsistent *bool          `json:"readers_consistent,omitempty"`
-	// The process's CPU time during the run, harness included, and its
-	// peak resident set (0 where not measured).
+	// The process's CPU time from the start of producing to the end of the
+	// drain, harness included, and its peak resident set (0 where not
+	// measured).
 	CPUSeconds   float64 `json:"cpu_s"`
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
 }
