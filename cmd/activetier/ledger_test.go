@@ -70,7 +70,7 @@ func TestTopicPartitions(t *testing.T) {
 // tallyLog counts, independently of package metering, what each partition
 // should be charged for the metadata messages that pass through it: a
 // message's bytes times the AZ crossings they make, split equally among the
-// entries and markers it carries, and for each entry read one follower
+// entries, markers and commits it carries, and for each entry read one follower
 // fetch's worth of control bytes.
 type tallyLog struct {
 	metadata.Log
@@ -108,6 +108,9 @@ func (l *tallyLog) tally(value []byte, crossings int, read bool) {
 	}
 	for _, mk := range m.Markers {
 		named = append(named, mk.Partition)
+	}
+	for _, c := range m.Commits {
+		named = append(named, c.Partition)
 	}
 	if !assert.NotEmpty(l.t, named, "a message names a partition") {
 		return
