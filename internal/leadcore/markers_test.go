@@ -11,7 +11,9 @@ import (
 	"github.com/activetier/activetier/metadata"
 )
 
-func tpN(i int) metadata.TopicPartition { return metadata.TopicPartition{Topic: "t", Partition: int32(i)} }
+func tpN(i int) metadata.TopicPartition {
+	return metadata.TopicPartition{Topic: "t", Partition: int32(i)}
+}
 
 // lineage answers ReadLineage id with one epoch from offset 0.
 func (h *harness) lineage(id uint64, epoch int32) {
