@@ -321,14 +321,53 @@ func tunedHTTPClient(base aws.HTTPClient, concurrency, buckets int, timeout time
 	return timedClient(tr, timeout), tr
 }
 
-// timedClient is the store's HTTP client on tr with a per-attempt timeout.
-func timedClient(tr *http.Transport, timeout time.Duration) *http.Client {
-	return &http.Client{
+// timedClient is the store's HTTP client on tr. Each attempt gets the
+// timeout its request's context carries (see Store.sized), else def. The
+// timeout travels in the context rather than in a client per request, so
+// that a client wrapped around this one through Options.ClientOptions
+// (metering, accounting, tracing) sees every request.
+func timedClient(tr *http.Transport, def time.Duration) aws.HTTPClient {
+	return attemptClient{def: def, c: &http.Client{
 		Transport: tr,
-		Timeout:   timeout,
 		// The SDK handles S3's redirects (wrong region) as errors.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// attemptTimeoutKey is the context key of an attempt's timeout.
+type attemptTimeoutKey struct{}
+
+// attemptClient bounds each attempt, body included, by a timeout.
+type attemptClient struct {
+	def time.Duration
+	c   *http.Client
+}
+
+func (a attemptClient) Do(r *http.Request) (*http.Response, error) {
+	d := a.def
+	if v, ok := r.Context().Value(attemptTimeoutKey{}).(time.Duration); ok && v > 0 {
+		d = v
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	resp, err := a.c.Do(r.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends an attempt's timeout when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // attemptTimeout is the per-attempt timeout of a request moving n bytes
@@ -340,15 +379,14 @@ func (s *Store) attemptTimeout(n int64) time.Duration {
 	return DefaultFirstByteTimeout + time.Duration(float64(n)/DefaultMinThroughput*float64(time.Second))
 }
 
-// sized is an API option giving the attempts of a request moving n bytes
-// their timeout. It changes nothing for an HTTP client the caller tunes,
-// nor with a fixed Options.RequestTimeout.
-func (s *Store) sized(n int64) func(*s3.Options) {
-	return func(o *s3.Options) {
-		if s.transport != nil && s.timeout == 0 {
-			o.HTTPClient = timedClient(s.transport, s.attemptTimeout(n))
-		}
+// sized gives the attempts of a request moving n bytes their timeout,
+// through ctx. It changes nothing for an HTTP client the caller supplied
+// in aws.Config, nor with a fixed Options.RequestTimeout.
+func (s *Store) sized(ctx context.Context, n int64) context.Context {
+	if s.transport == nil || s.timeout > 0 {
+		return ctx
 	}
+	return context.WithValue(ctx, attemptTimeoutKey{}, s.attemptTimeout(n))
 }
 
 // Client returns the S3 client of the local AZ's bucket, for operations
@@ -405,7 +443,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 		}
 	}
 	var maybeStored bool
-	_, err := s.Client().PutObject(ctx, in, noteMaybeStored(&maybeStored), s.sized(int64(len(body))))
+	_, err := s.Client().PutObject(s.sized(ctx, int64(len(body))), in, noteMaybeStored(&maybeStored))
 	if err == nil {
 		return ref, nil
 	}
@@ -541,14 +579,14 @@ func (s *Store) get(ctx context.Context, op string, ref metadata.ObjectRef, offs
 	}
 	last := offset + length - 1
 	var buf []byte
-	_, err := s.buckets[ref.Bucket].client.GetObject(ctx, &s3.GetObjectInput{
+	_, err := s.buckets[ref.Bucket].client.GetObject(s.sized(ctx, length), &s3.GetObjectInput{
 		Bucket: aws.String(ref.Bucket),
 		Key:    aws.String(s.prefix + ref.Key),
 		Range:  aws.String("bytes=" + strconv.FormatInt(offset, 10) + "-" + strconv.FormatInt(last, 10)),
 	}, withBody(func(out *s3.GetObjectOutput) (err error) {
 		buf, err = readRange(out, offset, length, dst)
 		return err
-	}), s.sized(length))
+	}))
 	if err != nil {
 		return nil, requestError(ctx, op, ref.Bucket, ref.Key, err)
 	}

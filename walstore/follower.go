@@ -352,6 +352,20 @@ func (f *Follower) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case rs := <-recs:
+			// A read may hold thousands of messages of thousands of
+			// markers each: the core takes it a step at a time, so that
+			// Follow and Unfollow wait for one step, not for the read.
+			for n := stepRecords(rs); n < len(rs); n = stepRecords(rs) {
+				part := rs[:n]
+				rs = rs[n:]
+				f.locked(func() {
+					f.core.Records(f.cfg.Clock.Now(), part)
+					wakeAt = f.drive(ctx, &wg, results)
+				})
+				if ctx.Err() != nil {
+					return nil
+				}
+			}
 			event = func(now time.Time) { f.core.Records(now, rs) }
 		case done := <-results:
 			delete(f.fetches, done.id)
@@ -369,6 +383,23 @@ func (f *Follower) Run(ctx context.Context) error {
 			wakeAt = f.drive(ctx, &wg, results)
 		})
 	}
+}
+
+// stepBytes bounds the metadata the core takes in one step (at least one
+// record): about a thousand entries, or some thousands of markers.
+const stepBytes = 16 << 10
+
+// stepRecords returns how many of the leading records the core takes in
+// one step: as many as fit in stepBytes, and at least one.
+func stepRecords(rs []metadata.Record) int {
+	size := 0
+	for i, r := range rs {
+		size += len(r.Value)
+		if size > stepBytes && i > 0 {
+			return i
+		}
+	}
+	return len(rs)
 }
 
 // locked runs fn holding roleMu, and releases it however fn ends: a local

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/internal/clustertest"
+	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -34,6 +35,11 @@ func TestFollowerReadsTenPartitionsOfOneObjectWithOneGet(t *testing.T) {
 	for i := range 10 {
 		r1.BecomeLeader(ctx, tpN(i), 1, -1)
 	}
+	// A burst of leaderships shares marker messages, the first going at
+	// once and the rest up to an Interval later; entries wait for their
+	// partition's markers. Produce once all ten are announced, so that
+	// one entry message names all ten sections.
+	require.Eventually(t, func() bool { return markersPublished(t, c.Meta) == 10 }, 10*time.Second, 5*time.Millisecond)
 	for i := range 10 {
 		r1.Produce(ctx, tpN(i), 1, 0, 9, 10)
 	}
@@ -238,4 +244,26 @@ func TestFollowerHedgesASlowGET(t *testing.T) {
 	assert.GreaterOrEqual(t, st.Hedges, uint64(1))
 	assert.GreaterOrEqual(t, st.HedgeWins, uint64(1))
 	assert.Zero(t, st.FetchErrors, "the hung GET was cancelled, not failed")
+}
+
+// markersPublished counts the epoch markers in every partition of log.
+func markersPublished(t *testing.T, log metadata.Log) int {
+	t.Helper()
+	n := 0
+	ctx := context.Background()
+	for p := range log.Partitions() {
+		low, high, err := log.Watermarks(ctx, p)
+		require.NoError(t, err)
+		if high == low {
+			continue // Read would wait for a record
+		}
+		recs, err := log.Read(ctx, p, low, int(high-low))
+		require.NoError(t, err)
+		for _, r := range recs {
+			m, err := metadata.DecodeMessage(r.Value)
+			require.NoError(t, err)
+			n += len(m.Markers)
+		}
+	}
+	return n
 }
