@@ -85,8 +85,8 @@ func Example() {
 
 	// README snippet begins.
 	reader, err := directread.New(directread.Config{
-		Log:        meta, // the metadata log the leaders publish to
-		Stores:     map[string]walstore.ObjectStore{"az1": az2, "az2": az2},
+		Log:        meta,                                                          // the metadata log the leaders publish to
+		Stores:     map[string]walstore.ObjectStore{"az1": az2, "az2": az2},       // by AZ; this AZ's client reads both
 		Partitions: map[metadata.TopicPartition]int64{orders[0]: 0, orders[1]: 0}, // start offsets
 	})
 	if err != nil {
