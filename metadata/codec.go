@@ -576,6 +576,26 @@ type decodedTopic struct {
 	used bool
 }
 
+// use names partition part of topic ti, and marks the topic used.
+func use(topics []decodedTopic, ti int64, part int32) TopicPartition {
+	topics[ti].used = true
+	return TopicPartition{Topic: topics[ti].key.name, TopicID: topics[ti].key.id, Partition: part}
+}
+
+// rowPartition reads a marker's or commit's topic index and partition,
+// each a varint: what names the item in errors.
+func (d *decoder) rowPartition(what string, topics []decodedTopic) (TopicPartition, error) {
+	ti, err := d.uvarint(what+" topic", uint64(len(topics)-1))
+	if err != nil {
+		return TopicPartition{}, err
+	}
+	part, err := d.uvarint(what+" partition", math.MaxInt32)
+	if err != nil {
+		return TopicPartition{}, err
+	}
+	return use(topics, int64(ti), int32(part)), nil
+}
+
 func (d *decoder) message() (*Message, error) {
 	if len(d.b) == 0 {
 		return nil, d.fail(0, "version", "empty input")
@@ -936,11 +956,7 @@ func (d *decoder) markers(m *Message, k int, topics []decodedTopic) error {
 	for i := range m.Markers {
 		at := d.off
 		s := &m.Markers[i]
-		ti, err := d.uvarint("marker topic", uint64(len(topics)-1))
-		if err != nil {
-			return err
-		}
-		part, err := d.uvarint("marker partition", math.MaxInt32)
+		tp, err := d.rowPartition("marker", topics)
 		if err != nil {
 			return err
 		}
@@ -956,8 +972,7 @@ func (d *decoder) markers(m *Message, k int, topics []decodedTopic) error {
 		if err != nil {
 			return err
 		}
-		topics[ti].used = true
-		s.Partition = TopicPartition{Topic: topics[ti].key.name, TopicID: topics[ti].key.id, Partition: int32(part)}
+		s.Partition = tp
 		s.Epoch, s.StartOffset, s.LeaderBrokerID = int32(epoch), int64(start), int32(leader)
 		// The topic table is sorted, so comparing topic keys orders
 		// markers as their topic indexes do.
@@ -973,11 +988,7 @@ func (d *decoder) commits(m *Message, n int, topics []decodedTopic) error {
 	for i := range m.Commits {
 		at := d.off
 		c := &m.Commits[i]
-		ti, err := d.uvarint("commit topic", uint64(len(topics)-1))
-		if err != nil {
-			return err
-		}
-		part, err := d.uvarint("commit partition", math.MaxInt32)
+		tp, err := d.rowPartition("commit", topics)
 		if err != nil {
 			return err
 		}
@@ -989,8 +1000,7 @@ func (d *decoder) commits(m *Message, n int, topics []decodedTopic) error {
 		if err != nil {
 			return err
 		}
-		topics[ti].used = true
-		c.Partition = TopicPartition{Topic: topics[ti].key.name, TopicID: topics[ti].key.id, Partition: int32(part)}
+		c.Partition = tp
 		c.Epoch, c.Offset = int32(epoch), int64(off)
 		if i > 0 && compareCommits(&m.Commits[i-1], c) > 0 {
 			return d.fail(at, "commit", "commit %d is out of canonical order", i)
@@ -1024,7 +1034,6 @@ func (d *decoder) markerColumns(m *Message, k int, topics []decodedTopic) error 
 		}
 		s := &m.Markers[i]
 		ti := cols[mcolTopic].value(i)
-		topics[ti].used = true
 		part := int64(delta)
 		if i > 0 && ti == cols[mcolTopic].value(i-1) {
 			part += int64(m.Markers[i-1].Partition.Partition)
@@ -1032,7 +1041,7 @@ func (d *decoder) markerColumns(m *Message, k int, topics []decodedTopic) error 
 				return d.fail(at, "marker partition", "marker %d has partition %d", i, part)
 			}
 		}
-		s.Partition = TopicPartition{Topic: topics[ti].key.name, TopicID: topics[ti].key.id, Partition: int32(part)}
+		s.Partition = use(topics, ti, int32(part))
 		s.Epoch = int32(cols[mcolEpoch].value(i))
 		s.StartOffset = cols[mcolStart].value(i)
 		leader := int64(m.WriterBrokerID) + cols[mcolLeader].value(i)
