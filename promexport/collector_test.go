@@ -102,7 +102,8 @@ next:
 func TestCollector(t *testing.T) {
 	m := meterWithTraffic(t)
 	var lag walstore.Histogram
-	lag.Counts[44], lag.Counts[80] = 3, 1 // about 2ms, about 1s
+	const perDoubling = walstore.HistogramBucketsPerDoubling
+	lag.Counts[11*perDoubling], lag.Counts[20*perDoubling] = 3, 1 // about 2ms, about 1s
 	lag.Count, lag.Sum = 4, 1100*time.Millisecond
 	e := &engine{
 		stats: walstore.NodeStats{

@@ -17,14 +17,14 @@ func latencyHistogram(d *prometheus.Desc, h metering.Histogram, labels ...string
 	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum.Seconds(), buckets, labels...)
 }
 
-// Engine histograms have four buckets per doubling from 1µs; the export
-// keeps one per doubling from about 1ms to about 67s, where replication lag
-// lies, each bound exactly on one of the engine's bucket edges so that the
-// counts are exact.
+// Engine histograms have walstore.HistogramBucketsPerDoubling buckets per
+// doubling from 1µs; the export keeps one per doubling from about 1ms to
+// about 67s, where replication lag lies, each bound exactly on one of the
+// engine's bucket edges so that the counts are exact.
 const (
-	engineFirstBucket = 40 // walstore.BucketLow(40) = 1.024ms
-	engineLastBucket  = 104
-	engineStep        = 4
+	engineStep        = walstore.HistogramBucketsPerDoubling
+	engineFirstBucket = 10 * engineStep // 2^10 µs = 1.024ms
+	engineLastBucket  = 26 * engineStep // 2^26 µs ≈ 67s
 )
 
 // engineHistogram exports a walstore.Histogram on the coarser buckets

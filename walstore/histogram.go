@@ -6,12 +6,15 @@ import (
 	"time"
 )
 
-// Histogram buckets cover 1µs to about 1.2 hours with four buckets per
-// doubling, so any quantile it reports is within 19% of the true value.
-const (
-	histBucketsPerDoubling = 4
-	histBuckets            = 32 * histBucketsPerDoubling
-)
+// HistogramBucketsPerDoubling is how finely a Histogram divides each
+// doubling of duration. Its buckets cover 1µs to about 1.2 hours, and a
+// quantile it reports is within one bucket, 2^(1/16)-1 ≈ 4.4%, above the
+// true value: fine enough that a p99 compared with a bound of a few
+// hundred milliseconds is judged by the data, not by where a bucket edge
+// happens to fall.
+const HistogramBucketsPerDoubling = 16
+
+const histBuckets = 32 * HistogramBucketsPerDoubling
 
 // Histogram is a snapshot of a latency distribution.
 type Histogram struct {
@@ -28,7 +31,7 @@ func BucketLow(i int) time.Duration {
 	if i <= 0 {
 		return 0
 	}
-	return time.Duration(math.Exp2(float64(i)/histBucketsPerDoubling) * float64(time.Microsecond))
+	return time.Duration(math.Exp2(float64(i)/HistogramBucketsPerDoubling) * float64(time.Microsecond))
 }
 
 func bucketOf(d time.Duration) int {
@@ -36,7 +39,7 @@ func bucketOf(d time.Duration) int {
 	if us < 1 {
 		return 0
 	}
-	i := int(math.Log2(us) * histBucketsPerDoubling)
+	i := int(math.Log2(us) * HistogramBucketsPerDoubling)
 	if i >= histBuckets {
 		return histBuckets - 1
 	}
@@ -79,6 +82,19 @@ func (h *Histogram) Merge(o *Histogram) {
 	h.Count += o.Count
 	h.Sum += o.Sum
 	h.Max = max(h.Max, o.Max)
+}
+
+// Since returns the samples h holds that prev, an earlier snapshot of the
+// same recorder, did not: what was observed in between. Its Max is h's, an
+// upper bound that Quantile uses only as a cap.
+func (h *Histogram) Since(prev *Histogram) Histogram {
+	d := *h
+	for i := range d.Counts {
+		d.Counts[i] -= prev.Counts[i]
+	}
+	d.Count -= prev.Count
+	d.Sum -= prev.Sum
+	return d
 }
 
 // histogram is the concurrent recorder behind a Histogram snapshot.

@@ -117,7 +117,7 @@ func (p *progress) line(s string) {
 
 func (p *progress) status(prev, cur progressSample) {
 	dt := cur.at.Sub(prev.at).Seconds()
-	lag := diffHistogram(cur.lag, prev.lag)
+	lag := cur.lag.Since(&prev.lag)
 	s := fmt.Sprintf("%6.1fs  %s produced (%s/s), %s replicated, lag p50 %v p99 %v, %s offsets behind, uploading %d, %d objects, %d PUTs, %d GETs",
 		cur.at.Sub(p.began).Seconds(), humanBytes(float64(cur.produced)), humanBytes(float64(cur.produced-prev.produced)/dt),
 		humanBytes(float64(cur.replicated)), lag.Quantile(0.5).Round(time.Millisecond), lag.Quantile(0.99).Round(time.Millisecond),
@@ -137,18 +137,6 @@ func (p *progress) status(prev, cur progressSample) {
 		return
 	}
 	fmt.Fprintln(p.w, s)
-}
-
-// diffHistogram is the samples of cur not in prev: the last interval's.
-// Its Max is cur's, an upper bound, which Quantile only uses as a cap.
-func diffHistogram(cur, prev walstore.Histogram) walstore.Histogram {
-	d := cur
-	for i := range d.Counts {
-		d.Counts[i] -= prev.Counts[i]
-	}
-	d.Count -= prev.Count
-	d.Sum -= prev.Sum
-	return d
 }
 
 func sampleSim(s *sim, pr *producer) progressSample {

@@ -62,7 +62,7 @@ func startTimeline(s *sim, p *producer, m *metering.Meter, start time.Time, runF
 			}
 			cur := sampleSim(s, p)
 			dt := cur.at.Sub(prev.at).Seconds()
-			lag := diffHistogram(cur.lag, prev.lag)
+			lag := cur.lag.Since(&prev.lag)
 			ts := timelineSample{
 				AtS:            cur.at.Sub(start).Seconds(),
 				ProducedMBps:   float64(cur.produced-prev.produced) / 1e6 / dt,
