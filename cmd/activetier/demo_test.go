@@ -76,7 +76,9 @@ func TestDemoFailAZ(t *testing.T) {
 	assert.Equal(t, []int32{1}, fo.CrashedBrokers)
 	assert.Equal(t, 4, fo.PartitionsMoved, "broker 1 led every third partition")
 	assert.Equal(t, int32(1), fo.NewEpoch)
-	assert.InDelta(t, 1.0, fo.AtS, 0.5)
+	// Halfway at the earliest; how much later depends on the machine's
+	// load, which a test must not assert on.
+	assert.GreaterOrEqual(t, fo.AtS, 1.0)
 	// Broker 1 followed 8 partitions and led 4; every partition keeps one
 	// live follower.
 	assert.Equal(t, 12, rep.ReplicasCompared)
