@@ -3,6 +3,7 @@ package walstore_test
 import (
 	"context"
 	"math"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -261,6 +262,75 @@ func TestAdversaryHungLocalLogHoldsUpOnlyItsPartition(t *testing.T) {
 		requireSameLog(t, log1, log2, tpB)
 		assert.Empty(t, log2.Batches(tpA))
 		assert.Positive(t, n2.Stats().Follower.LocalErrors)
+	})
+}
+
+// deadlineLocal records how long each Append's context had left when the
+// call started; tpA's first Append waits until its context ends.
+type deadlineLocal struct {
+	*memstore.LocalLog
+	mu   sync.Mutex
+	left []time.Duration
+	hung bool
+}
+
+func (l *deadlineLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []combiner.Batch) error {
+	l.mu.Lock()
+	left := time.Duration(-1) // no deadline
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	l.left = append(l.left, left)
+	hang := tp == tpA && !l.hung
+	l.hung = l.hung || hang
+	l.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return l.LocalLog.Append(ctx, tp, bs)
+}
+
+// Every local-log call has at least LocalTimeout, and at most
+// LocalTimeout/64 more (calls in quick succession share a deadline): the
+// calls right after one that ran out too, and calls spread over several
+// times LocalTimeout/64.
+func TestAdversaryEveryLocalCallHasLocalTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1 := memstore.NewLocalLog()
+		local := &deadlineLocal{LocalLog: memstore.NewLocalLog()}
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		const timeout = 64 * time.Second
+		cfg := walstore.NodeConfig{Local: local}
+		cfg.Follower.LocalTimeout = timeout
+		n2 := w.start(2, cfg)
+		for _, tp := range []metadata.TopicPartition{tpA, tpB} {
+			require.NoError(t, log1.AssignEpoch(tp, 1, 0))
+			require.NoError(t, n1.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
+			require.NoError(t, n2.BecomeFollower(ctx, tp, 1, 1))
+		}
+		// Appends spread over several shared deadlines' lives (a second).
+		for first := int64(0); first < 200; first += 10 {
+			produce(t, n1, log1, tpB, 1, first, first+9)
+			settle(300 * time.Millisecond)
+		}
+		// tpA's append runs out; tpB's, waiting behind it, must not.
+		produce(t, n1, log1, tpA, 1, 0, 9)
+		settle(time.Second)
+		produce(t, n1, log1, tpB, 1, 200, 209)
+		settle(2 * timeout)
+		requireSameLog(t, log1, local.LocalLog, tpA)
+		requireSameLog(t, log1, local.LocalLog, tpB)
+		assert.Positive(t, n2.Stats().Follower.LocalErrors, "tpA's first append ran out")
+		local.mu.Lock()
+		defer local.mu.Unlock()
+		require.Greater(t, len(local.left), 22)
+		for i, left := range local.left {
+			require.GreaterOrEqual(t, left, timeout, "call %d", i)
+			require.LessOrEqual(t, left, timeout+timeout/64, "call %d", i)
+		}
 	})
 }
 

@@ -45,7 +45,9 @@ type FollowerConfig struct {
 	// (Append, Truncate, Read): the engine appends on one goroutine, so a
 	// partition whose log stops answering would otherwise hold up every
 	// other. One that runs out counts as a failure of that partition's
-	// log, which rests. Default 30s.
+	// log, which rests. Each call has at least LocalTimeout and at most
+	// LocalTimeout/64 more: calls made in quick succession share one
+	// deadline, which spares a timer per append. Default 30s.
 	LocalTimeout time.Duration
 	// CoalesceGap: see ManagerConfig.CoalesceGap.
 	CoalesceGap int64
@@ -194,6 +196,7 @@ type Follower struct {
 	roleMu  roleLock
 	core    *followcore.Core
 	fetches map[uint64]context.CancelFunc // fetches in flight; Run's goroutine only
+	local   localDeadline                 // local-log calls' context; Run's goroutine only
 	wake    chan struct{}
 	rewind  chan struct{} // asks readMetadata to start again from the low watermark
 	stopped bool          // Run has returned
@@ -247,6 +250,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		jitter:  newJitter(cfg.Seed ^ 0x3e7ad),
 		core:    core,
 		fetches: make(map[uint64]context.CancelFunc),
+		local:   localDeadline{timeout: cfg.LocalTimeout},
 		roleMu:  make(roleLock, 1),
 		wake:    make(chan struct{}, 1),
 		rewind:  make(chan struct{}, 1),
@@ -330,6 +334,7 @@ func (f *Follower) Run(ctx context.Context) error {
 	results := make(chan fetchDone, f.cfg.FetchConcurrency)
 	defer func() {
 		cancel()
+		f.local.release()
 		wg.Wait()
 		f.roleMu.lock()
 		f.stopped = true
@@ -500,9 +505,7 @@ func (f *Follower) truncate(ctx context.Context, t followcore.Truncate) (to, end
 	if t.AtBatch {
 		// Epochs start at batch boundaries in every log, but a marker may
 		// be wrong: a batch holding the first divergent offset goes whole.
-		lctx, cancel := context.WithTimeout(ctx, f.cfg.LocalTimeout)
-		bs, err := f.cfg.Local.Read(lctx, t.Partition, to, 1)
-		cancel()
+		bs, err := f.cfg.Local.Read(f.local.context(ctx), t.Partition, to, 1)
 		if err != nil {
 			return 0, 0, &DependencyError{Dependency: "LocalLog.Read", Err: err}
 		}
@@ -510,10 +513,7 @@ func (f *Follower) truncate(ctx context.Context, t followcore.Truncate) (to, end
 			to = bs[0].FirstOffset
 		}
 	}
-	lctx, cancel := context.WithTimeout(ctx, f.cfg.LocalTimeout)
-	err = f.cfg.Local.Truncate(lctx, t.Partition, to)
-	cancel()
-	if err != nil {
+	if err := f.cfg.Local.Truncate(f.local.context(ctx), t.Partition, to); err != nil {
 		return 0, 0, &DependencyError{Dependency: "LocalLog.Truncate", Err: err}
 	}
 	end, err = f.cfg.Local.EndOffset(t.Partition)
@@ -526,10 +526,7 @@ func (f *Follower) truncate(ctx context.Context, t followcore.Truncate) (to, end
 // append performs an append the core asks for and returns where the log
 // ends afterwards.
 func (f *Follower) append(ctx context.Context, a followcore.Append) (int64, error) {
-	lctx, cancel := context.WithTimeout(ctx, f.cfg.LocalTimeout)
-	err := f.cfg.Local.Append(lctx, a.Partition, a.Batches)
-	cancel()
-	if err != nil {
+	if err := f.cfg.Local.Append(f.local.context(ctx), a.Partition, a.Batches); err != nil {
 		return 0, &DependencyError{Dependency: "LocalLog.Append", Err: err}
 	}
 	end, err := f.cfg.Local.EndOffset(a.Partition)
@@ -537,6 +534,40 @@ func (f *Follower) append(ctx context.Context, a followcore.Append) (int64, erro
 		return 0, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err}
 	}
 	return end, nil
+}
+
+// localDeadline gives local-log calls their context: one that ends
+// LocalTimeout after the call starts, or up to timeout/64 later. A context
+// with a deadline costs a timer and a few allocations, and one per append
+// was a good part of a follower's allocations: calls made within
+// timeout/64 of one another (an append per partition of a fetched object)
+// share one. A call that runs out leaves less than timeout, so the next
+// gets a new one.
+type localDeadline struct {
+	timeout  time.Duration
+	ctx      context.Context
+	cancel   context.CancelFunc
+	deadline time.Time
+}
+
+// context returns the context for a local-log call starting now, derived
+// from Run's context.
+func (d *localDeadline) context(run context.Context) context.Context {
+	now := time.Now()
+	if d.ctx == nil || d.deadline.Sub(now) < d.timeout {
+		d.release()
+		d.deadline = now.Add(d.timeout).Add(d.timeout / 64) // Add saturates; a sum could overflow
+		d.ctx, d.cancel = context.WithDeadline(run, d.deadline)
+	}
+	return d.ctx
+}
+
+// release ends the shared context, if any, and its timer.
+func (d *localDeadline) release() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+	d.ctx, d.cancel = nil, nil
 }
 
 // fetch starts a fetch on its own goroutine; its results go to Run, unless
