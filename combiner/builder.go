@@ -95,6 +95,8 @@ type Builder struct {
 type pendingPartition struct {
 	sections []SectionInput // one per epoch, in offset order
 	bytes    int
+	// followers is its group's follower set, during a Cut.
+	followers []int32
 }
 
 // NewBuilder validates cfg and returns an empty Builder.
@@ -262,7 +264,7 @@ func (b *Builder) Cut(dst []Object) ([]Object, error) {
 	if b.stats.Batches == 0 {
 		return dst, nil
 	}
-	groups, followers := b.groups()
+	groups := b.groups()
 	layout := b.policy.Layout(groups)
 	objects, err := b.split(layout)
 	if err != nil {
@@ -288,7 +290,7 @@ func (b *Builder) Cut(dst []Object) ([]Object, error) {
 			Followers: make([][]int32, len(infos)),
 		}
 		for i := range infos {
-			obj.Followers[i] = followers[infos[i].Partition]
+			obj.Followers[i] = b.parts[infos[i].Partition].followers
 		}
 		out = append(out, obj)
 	}
@@ -328,6 +330,7 @@ func (b *Builder) recycle(p *pendingPartition) {
 	}
 	p.sections = p.sections[:0]
 	p.bytes = 0
+	p.followers = nil
 	b.spare = append(b.spare, p)
 }
 
@@ -367,16 +370,24 @@ func encodedSizeBound(sections []SectionInput) int {
 }
 
 // groups returns the pending partitions grouped by follower set, in Group
-// order, and each partition's follower set.
-func (b *Builder) groups() ([]Group, map[metadata.TopicPartition][]int32) {
-	followers := make(map[metadata.TopicPartition][]int32, len(b.parts))
+// order, and notes in each pending partition its group's follower set.
+// A set the Followers function returns sorted and without duplicates, as
+// a leader keeps them, is used as it is to find its group, and copied only
+// for a new group: a cut allocates per group, not per partition.
+func (b *Builder) groups() []Group {
 	var groups []Group
 	index := make(map[string]int) // follower set, as bytes, to group
 	var key []byte
+	var scratch []int32
 	for tp, p := range b.parts {
 		var set []int32
 		if b.cfg.Followers != nil {
-			set = slices.Compact(slices.Sorted(slices.Values(b.cfg.Followers(tp))))
+			set = b.cfg.Followers(tp)
+			if !sortedUnique(set) {
+				scratch = append(scratch[:0], set...)
+				slices.Sort(scratch)
+				set = slices.Compact(scratch)
+			}
 		}
 		key = key[:0]
 		for _, f := range set {
@@ -386,9 +397,13 @@ func (b *Builder) groups() ([]Group, map[metadata.TopicPartition][]int32) {
 		if !ok {
 			g = len(groups)
 			index[string(key)] = g
-			groups = append(groups, Group{Followers: set})
+			var own []int32
+			if len(set) > 0 {
+				own = slices.Clone(set)
+			}
+			groups = append(groups, Group{Followers: own})
 		}
-		followers[tp] = groups[g].Followers
+		p.followers = groups[g].Followers
 		groups[g].Partitions = append(groups[g].Partitions, tp)
 		groups[g].Bytes += p.bytes
 	}
@@ -396,7 +411,18 @@ func (b *Builder) groups() ([]Group, map[metadata.TopicPartition][]int32) {
 		slices.SortFunc(groups[i].Partitions, comparePartitions)
 	}
 	slices.SortFunc(groups, func(a, b Group) int { return slices.Compare(a.Followers, b.Followers) })
-	return groups, followers
+	return groups
+}
+
+// sortedUnique reports whether set is in ascending order without
+// duplicates.
+func sortedUnique(set []int32) bool {
+	for i := 1; i < len(set); i++ {
+		if set[i-1] >= set[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func comparePartitions(a, b metadata.TopicPartition) int {

@@ -224,6 +224,36 @@ func TestBuilderFollowerGrouping(t *testing.T) {
 	})
 }
 
+// A follower set the placement returns sorted is used without sorting
+// (the common case, a leader's own sets) and one returned in another order
+// joins the same group; either way the object holds a copy, which a later
+// change to the placement's slices does not reach.
+func TestBuilderFollowerSetsAreCopied(t *testing.T) {
+	sets := [][]int32{{1, 2, 3}, {3, 2, 1, 1}, {5, 4}, {9, 8}, {}}
+	b := newBuilder(t, BuilderConfig{
+		Followers:       func(p metadata.TopicPartition) []int32 { return sets[p.Partition] },
+		SmallFlushBytes: 64 << 10,
+	})
+	for p := range int32(len(sets)) {
+		require.NoError(t, b.Add(tp("A", p), rawBatch(1, 0, 0, 100), t0))
+	}
+	objs := cutAndVerify(t, b)
+	for _, set := range sets {
+		for i := range set {
+			set[i] = 7
+		}
+	}
+	got := make(map[int32][]int32)
+	for _, o := range objs {
+		for i, s := range o.Sections {
+			got[s.Partition.Partition] = o.Followers[i]
+		}
+	}
+	assert.Equal(t, map[int32][]int32{0: {1, 2, 3}, 1: {1, 2, 3}, 2: {4, 5}, 3: {8, 9}, 4: nil}, got)
+	assert.Equal(t, []metadata.TopicPartition{tp("A", 4)}, partitionsOf(objs[0]), "no followers come first")
+	assert.Equal(t, []metadata.TopicPartition{tp("A", 0), tp("A", 1)}, partitionsOf(objs[1]), "one group")
+}
+
 func TestDefaultPolicyCapsSmallFlushObjects(t *testing.T) {
 	var groups []Group
 	for f := range int32(10) {
