@@ -583,13 +583,14 @@ func use(topics []decodedTopic, ti int64, part int32) TopicPartition {
 }
 
 // rowPartition reads a marker's or commit's topic index and partition,
-// each a varint: what names the item in errors.
-func (d *decoder) rowPartition(what string, topics []decodedTopic) (TopicPartition, error) {
-	ti, err := d.uvarint(what+" topic", uint64(len(topics)-1))
+// each a varint, named in errors by topicWhat and partWhat (constants: a
+// name built per row cost an allocation per row).
+func (d *decoder) rowPartition(topicWhat, partWhat string, topics []decodedTopic) (TopicPartition, error) {
+	ti, err := d.uvarint(topicWhat, uint64(len(topics)-1))
 	if err != nil {
 		return TopicPartition{}, err
 	}
-	part, err := d.uvarint(what+" partition", math.MaxInt32)
+	part, err := d.uvarint(partWhat, math.MaxInt32)
 	if err != nil {
 		return TopicPartition{}, err
 	}
@@ -956,7 +957,7 @@ func (d *decoder) markers(m *Message, k int, topics []decodedTopic) error {
 	for i := range m.Markers {
 		at := d.off
 		s := &m.Markers[i]
-		tp, err := d.rowPartition("marker", topics)
+		tp, err := d.rowPartition("marker topic", "marker partition", topics)
 		if err != nil {
 			return err
 		}
@@ -988,7 +989,7 @@ func (d *decoder) commits(m *Message, n int, topics []decodedTopic) error {
 	for i := range m.Commits {
 		at := d.off
 		c := &m.Commits[i]
-		tp, err := d.rowPartition("commit", topics)
+		tp, err := d.rowPartition("commit topic", "commit partition", topics)
 		if err != nil {
 			return err
 		}
