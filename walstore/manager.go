@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -312,6 +313,11 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 		return
 	}
 	holds := int32(0)
+	// The sections' batches share one array, sized once the first section
+	// shows how many batches a byte holds: an allocation per read, not per
+	// section. Each result's slice ends at its capacity, so that appending
+	// to one cannot reach another's.
+	var batches []combiner.Batch
 	for _, i := range r.idx {
 		e := &entries[i]
 		if err != nil {
@@ -320,12 +326,18 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 		}
 		section := data[e.Position-r.start : e.Position-r.start+e.Length]
 		want := combiner.SectionOf(*e)
-		batches, err := m.dec.DecodeSection(nil, section, want)
-		if err != nil {
-			results[i].Err = fetchError(e, err)
+		from := len(batches)
+		decoded, derr := m.dec.DecodeSection(batches, section, want)
+		if derr != nil {
+			results[i].Err = fetchError(e, derr)
 			continue
 		}
-		results[i].Batches = batches
+		if batches = decoded; from == 0 {
+			// r.idx is in position order: the rest of the read follows.
+			rest := r.end - e.Position - e.Length
+			batches = slices.Grow(batches, int(int64(len(batches))*rest/e.Length))
+		}
+		results[i].Batches = batches[from:len(batches):len(batches)]
 		// Uncompressed batches alias the buffer; decompressed ones do not.
 		if sb != nil && want.Codec == metadata.CodecNone {
 			results[i].buf = sb

@@ -116,6 +116,44 @@ func TestManagerCoalescesOneObjectIntoOneGet(t *testing.T) {
 	}
 }
 
+// The sections of one coalesced read decode apart: sections of different
+// batch counts each get their own batches, a corrupt one in the middle
+// fails alone, and appending to one result's batches cannot change
+// another's (they may share an array).
+func TestManagerCoalescedSectionsDecodeApart(t *testing.T) {
+	ctx := context.Background()
+	c, local, peer := newStores(t)
+	w, err := walstore.NewManager(walstore.ManagerConfig{Store: local})
+	require.NoError(t, err)
+	defer w.Close()
+	var inputs []walstore.CopyInput
+	for i, n := range []int{1, 5, 12, 3} {
+		inputs = append(inputs, copyInputs(i+1, n)[i])
+	}
+	entries, err := w.Copy(ctx, inputs)
+	require.NoError(t, err)
+	entries[1].Checksum ^= 1
+	r, err := walstore.NewManager(walstore.ManagerConfig{Store: peer})
+	require.NoError(t, err)
+	defer r.Close()
+	c.ResetStats()
+	res, err := r.Fetch(ctx, entries)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), c.Stats().Total.GetRequests)
+	require.ErrorIs(t, res[1].Err, walstore.ErrCorrupt)
+	assert.Empty(t, res[1].Batches)
+	for _, i := range []int{0, 2, 3} {
+		require.NoError(t, res[i].Err)
+		clustertest.RequireSameLog(t, inputs[i].Batches, res[i].Batches)
+	}
+	extra := clustertest.MakeBatch(inputs[0].Partition, 3, 1_000_000, 1_000_009)
+	_ = append(res[0].Batches, extra, extra)
+	_ = append(res[2].Batches, extra)
+	for _, i := range []int{0, 2, 3} {
+		clustertest.RequireSameLog(t, inputs[i].Batches, res[i].Batches)
+	}
+}
+
 func TestManagerFetchErrorsNameObjectAndPartition(t *testing.T) {
 	ctx := context.Background()
 	c, local, peer := newStores(t)
