@@ -69,7 +69,10 @@ type Core struct {
 	// dirty are the partitions the next step visits: those an event
 	// touched, whose timer fell due, or that waited for a fetch slot. A
 	// step costs in proportion to them, not to every partition followed.
+	// visited is the array the last step visited, which the next takes
+	// over for dirty, rather than grow a new one every step.
 	dirty    []*part
+	visited  []*part
 	timers   timerHeap
 	timerSeq uint64
 	starved  []*part // entries left unfetched for want of a slot
@@ -83,9 +86,18 @@ type Core struct {
 	evicted    bool      // held entries were forgotten: re-read when idle
 	lastRewind time.Time
 
+	// free are entries appended and forgotten, whose memory the next
+	// entries held reuse: an entry a section is the follower's commonest
+	// allocation otherwise.
+	free []*pendingEntry
+
 	out Ready
 	Counters
 }
+
+// maxFree bounds Core.free: enough for the sections of a few objects of a
+// thousand partitions each, between their appends and the next entries.
+const maxFree = 1024
 
 type role struct {
 	epoch  int32
@@ -540,7 +552,15 @@ func (c *Core) hold(p *part, e metadata.Entry) {
 	if _, dup := p.pending[k]; dup {
 		return
 	}
-	pe := &pendingEntry{e: e}
+	var pe *pendingEntry
+	if n := len(c.free); n > 0 {
+		pe = c.free[n-1]
+		c.free[n-1] = nil
+		c.free = c.free[:n-1]
+		*pe = pendingEntry{e: e}
+	} else {
+		pe = &pendingEntry{e: e}
+	}
 	p.pending[k] = pe
 	i, _ := slices.BinarySearchFunc(p.held, e.FirstOffset+1, func(h *pendingEntry, off int64) int { return cmp.Compare(h.e.FirstOffset, off) })
 	p.held = slices.Insert(p.held, i, pe)
@@ -634,19 +654,22 @@ func (c *Core) Appended(now time.Time, id uint64, end int64, err error) {
 		bytes += len(b.Data)
 	}
 	p.leo = want
-	if p.leo > pe.e.LastOffset {
-		p.forget(pe)
-		// Appended and forgotten: nothing refers to the batches any more.
-		pe.batches = nil
-		if pe.buf != nil {
-			pe.buf.Release()
-			pe.buf = nil
-		}
-	}
 	c.Applied++
 	c.AppliedBytes += uint64(bytes)
 	c.report(p)
 	c.out.Applied = append(c.out.Applied, Applied{Partition: p.tp, Bytes: bytes, MaxTimestamp: pe.e.MaxTimestamp})
+	if p.leo > pe.e.LastOffset {
+		p.forget(pe)
+		// Appended and forgotten: nothing refers to the batches, nor to
+		// pe, any more.
+		if pe.buf != nil {
+			pe.buf.Release()
+		}
+		*pe = pendingEntry{}
+		if len(c.free) < maxFree {
+			c.free = append(c.free, pe)
+		}
+	}
 }
 
 // report tells p's leader where p's log is.

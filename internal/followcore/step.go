@@ -32,7 +32,7 @@ func (c *Core) step() {
 	c.hedge()
 	var want []*pendingEntry
 	visit := c.dirty
-	c.dirty = nil
+	c.dirty = c.visited[:0]
 	for _, p := range visit {
 		p.dirty = false
 		if p.gone {
@@ -42,6 +42,8 @@ func (c *Core) step() {
 		c.Held += len(p.held) - p.counted
 		p.counted = len(p.held)
 	}
+	clear(visit) // an unfollowed partition is not kept from the collector
+	c.visited = visit
 	if c.Held > c.cfg.MaxHeld {
 		c.evict(c.Held - c.cfg.MaxHeld)
 	}
