@@ -54,7 +54,7 @@ func (l *Leader) WaitReplicated(ctx context.Context, tp metadata.TopicPartition,
 	for {
 		l.mu.Lock()
 		hw, g, ok := l.core.HighWatermark(tp)
-		stopped, ch := l.stopped, l.commit
+		stopped, ch := l.stopped, l.commit.wait()
 		l.mu.Unlock()
 		switch {
 		case stopped:

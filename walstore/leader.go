@@ -222,9 +222,9 @@ type Leader struct {
 	wg       sync.WaitGroup  // Run's goroutines
 	ops      map[uint64]*opCtl
 	calls    map[uint64]chan error // Republish calls by task id
-	space    chan struct{}         // closed when buffered bytes drop; then replaced
-	durable  chan struct{}         // closed when a durable offset advances or a leadership ends; then replaced
-	commit   chan struct{}         // closed when a high watermark advances or a leadership ends; then replaced
+	space    signal                // buffered bytes dropped
+	durable  signal                // a durable offset advanced or a leadership ended
+	commit   signal                // a high watermark advanced or a leadership ended
 	done     chan struct{}         // closed when Run stops
 	wakeAt   time.Time             // when Run next ticks the core
 	reported bool                  // the Degraded last given to OnHealth
@@ -335,14 +335,32 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	}
 	return &Leader{
 		cfg: cfg, mgr: mgr, core: core, objects: objects,
-		ops:     make(map[uint64]*opCtl),
-		calls:   make(map[uint64]chan error),
-		space:   make(chan struct{}),
-		durable: make(chan struct{}),
-		commit:  make(chan struct{}),
-		done:    make(chan struct{}),
-		wake:    make(chan struct{}, 1),
+		ops:   make(map[uint64]*opCtl),
+		calls: make(map[uint64]chan error),
+		done:  make(chan struct{}),
+		wake:  make(chan struct{}, 1),
 	}, nil
+}
+
+// signal wakes every goroutine waiting for a change, under the Leader's
+// mu: a waiter takes wait's channel, and broadcast closes it. The channel
+// is made only when someone waits: the changes come with every append and
+// every follower's progress, and a new channel for each was much of a
+// leader's allocations.
+type signal struct{ ch chan struct{} }
+
+func (s *signal) wait() <-chan struct{} {
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+func (s *signal) broadcast() {
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
 }
 
 func notify(ch chan struct{}) {
@@ -374,16 +392,13 @@ func (l *Leader) takeLocked() bool {
 	rd := l.core.Ready()
 	l.core.Advance()
 	if rd.DurableChanged {
-		close(l.durable)
-		l.durable = make(chan struct{})
+		l.durable.broadcast()
 	}
 	if rd.SpaceFreed {
-		close(l.space)
-		l.space = make(chan struct{})
+		l.space.broadcast()
 	}
 	if rd.CommitChanged {
-		close(l.commit)
-		l.commit = make(chan struct{})
+		l.commit.broadcast()
 	}
 	for _, d := range rd.UploadLatency {
 		l.uploadLat.observe(d)
@@ -684,9 +699,11 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 			return ErrStopped
 		}
 		err := l.core.Append(l.cfg.Clock.Now(), tp, b)
-		changed, space := false, l.space
+		changed, space := false, (<-chan struct{})(nil)
 		if err == nil {
 			changed = l.takeLocked()
+		} else if leadcore.CodeOf(err) == leadcore.BufferFull {
+			space = l.space.wait()
 		}
 		l.mu.Unlock()
 		if changed {
@@ -741,7 +758,7 @@ func (l *Leader) WaitDurable(ctx context.Context, tp metadata.TopicPartition, of
 	for {
 		l.mu.Lock()
 		g, durable, failed, ok := l.core.Leadership(tp)
-		stopped, ch := l.stopped, l.durable
+		stopped, ch := l.stopped, l.durable.wait()
 		l.mu.Unlock()
 		switch {
 		case stopped:
@@ -823,20 +840,16 @@ func (l *Leader) Run(ctx context.Context) error {
 }
 
 // stop waits for Run's goroutines, wakes every caller waiting to find the
-// engine stopped, and releases its resources. The channels are replaced,
-// not left closed: a Resign after Run closes them again.
+// engine stopped, and releases its resources.
 func (l *Leader) stop() {
 	l.mu.Lock()
 	l.running, l.stopped = false, true
 	l.mu.Unlock()
 	l.wg.Wait()
 	l.mu.Lock()
-	close(l.space)
-	l.space = make(chan struct{})
-	close(l.durable)
-	l.durable = make(chan struct{})
-	close(l.commit)
-	l.commit = make(chan struct{})
+	l.space.broadcast()
+	l.durable.broadcast()
+	l.commit.broadcast()
 	close(l.done)
 	l.mu.Unlock()
 	l.release()
