@@ -91,7 +91,9 @@ type Core struct {
 	// allocation otherwise.
 	free []*pendingEntry
 
-	out Ready
+	// out is the Ready being filled; handed the one last handed out,
+	// whose arrays out takes over at the next Ready.
+	out, handed Ready
 	Counters
 }
 

@@ -45,6 +45,30 @@ type Ready struct {
 	WakeAt time.Time
 }
 
+// maxReused bounds the elements of a Ready slice the core keeps to reuse:
+// a burst of work must not pin its arrays for good.
+const maxReused = 4096
+
+// emptied returns rd without its requests, for the core to fill again:
+// its slices keep their arrays, cleared so that they keep nothing from the
+// collector, unless longer than maxReused. A Ready's slices otherwise grew
+// afresh at every step, a few allocations per partition appended.
+func (rd *Ready) emptied() Ready {
+	return Ready{
+		Loads: reused(rd.Loads), Truncates: reused(rd.Truncates), Appends: reused(rd.Appends),
+		Fetches: reused(rd.Fetches), Cancels: reused(rd.Cancels), Progress: reused(rd.Progress),
+		Applied: reused(rd.Applied), Lags: reused(rd.Lags),
+	}
+}
+
+func reused[S ~[]E, E any](s S) S {
+	if cap(s) > maxReused {
+		return nil
+	}
+	clear(s)
+	return s[:0]
+}
+
 // Empty reports whether rd asks for nothing but, perhaps, a Tick.
 func (rd *Ready) Empty() bool {
 	return len(rd.Loads) == 0 && len(rd.Truncates) == 0 && len(rd.Appends) == 0 &&

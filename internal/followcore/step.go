@@ -14,10 +14,14 @@ import (
 // It drops and skips entries fencing rules out, truncates diverged logs,
 // appends fetched entries in offset order, and starts fetches for the
 // entries that come next.
+//
+// The slices of the Ready returned are valid until the next call of
+// Ready, which reuses their arrays: a driver copies what it keeps longer.
 func (c *Core) Ready() Ready {
 	c.step()
 	rd := c.out
-	c.out = Ready{}
+	c.out = c.handed.emptied()
+	c.handed = rd
 	rd.WakeAt = c.nextWake()
 	return rd
 }
