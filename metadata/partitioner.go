@@ -83,15 +83,6 @@ func (p Partitioner) Split(m *Message, followers func(TopicPartition) []int32) (
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	out := make(map[int32]*Message)
-	get := func(part int32) *Message {
-		msg := out[part]
-		if msg == nil {
-			msg = &Message{WriterBrokerID: m.WriterBrokerID}
-			out[part] = msg
-		}
-		return msg
-	}
 	// targets holds the distinct metadata partitions of one data
 	// partition's followers; RF is small, so a linear search beats a set.
 	var targets []int32
@@ -107,34 +98,68 @@ func (p Partitioner) Split(m *Message, followers func(TopicPartition) []int32) (
 		}
 		return nil
 	}
-	for i := range m.Entries {
-		if err := route(m.Entries[i].Partition); err != nil {
-			return nil, err
+	// walk calls fn for item i of each kind (entries, markers, commits)
+	// and each metadata partition it goes to.
+	walk := func(fn func(part int32, kind, i int)) error {
+		for kind, n := range [3]int{len(m.Entries), len(m.Markers), len(m.Commits)} {
+			for i := range n {
+				var tp TopicPartition
+				switch kind {
+				case 0:
+					tp = m.Entries[i].Partition
+				case 1:
+					tp = m.Markers[i].Partition
+				default:
+					tp = m.Commits[i].Partition
+				}
+				if err := route(tp); err != nil {
+					return err
+				}
+				for _, part := range targets {
+					fn(part, kind, i)
+				}
+			}
 		}
-		for _, part := range targets {
-			msg := get(part)
-			msg.Object = m.Object
+		return nil
+	}
+	// The first walk counts what each metadata partition gets, so that the
+	// second fills slices allocated once at their size, not grown item by
+	// item.
+	counts := make(map[int32]*[3]int)
+	if err := walk(func(part int32, kind, _ int) {
+		c := counts[part]
+		if c == nil {
+			c = new([3]int)
+			counts[part] = c
+		}
+		c[kind]++
+	}); err != nil {
+		return nil, err
+	}
+	out := make(map[int32]*Message, len(counts))
+	for part, c := range counts {
+		msg := &Message{WriterBrokerID: m.WriterBrokerID}
+		if c[0] > 0 {
+			msg.Object, msg.Entries = m.Object, make([]Entry, 0, c[0])
+		}
+		if c[1] > 0 {
+			msg.Markers = make([]EpochStart, 0, c[1])
+		}
+		if c[2] > 0 {
+			msg.Commits = make([]Commit, 0, c[2])
+		}
+		out[part] = msg
+	}
+	_ = walk(func(part int32, kind, i int) { // routes as the first walk did
+		switch msg := out[part]; kind {
+		case 0:
 			msg.Entries = append(msg.Entries, m.Entries[i])
-		}
-	}
-	for i := range m.Markers {
-		if err := route(m.Markers[i].Partition); err != nil {
-			return nil, err
-		}
-		for _, part := range targets {
-			msg := get(part)
+		case 1:
 			msg.Markers = append(msg.Markers, m.Markers[i])
-		}
-	}
-	for i := range m.Commits {
-		if err := route(m.Commits[i].Partition); err != nil {
-			return nil, err
-		}
-		for _, part := range targets {
-			msg := get(part)
+		default:
 			msg.Commits = append(msg.Commits, m.Commits[i])
 		}
-	}
+	})
 	routed := make([]Routed, 0, len(out))
 	for _, part := range slices.Sorted(maps.Keys(out)) {
 		routed = append(routed, Routed{Partition: part, Message: out[part]})

@@ -35,3 +35,27 @@ func TestDecodeMessageAllocatesPerMessage(t *testing.T) {
 		})
 	}
 }
+
+// Split allocates per metadata partition, not per item: a leader splits
+// every object's entries and commits.
+func TestSplitAllocatesPerPartition(t *testing.T) {
+	p, err := NewPartitioner(4)
+	require.NoError(t, err)
+	var sets [12][]int32
+	for i := range sets {
+		sets[i] = []int32{int32(i), int32(i+5) % 12}
+	}
+	followers := func(tp TopicPartition) []int32 { return sets[tp.Partition%12] }
+	allocs := func(rows int) float64 {
+		m := typicalMessage(rand.New(rand.NewPCG(7, uint64(rows))), rows, 0)
+		for _, e := range m.Entries {
+			m.Commits = append(m.Commits, Commit{Partition: e.Partition, Epoch: 7, Offset: e.FirstOffset})
+		}
+		return testing.AllocsPerRun(20, func() {
+			if _, err := p.Split(m, followers); err != nil {
+				panic(err)
+			}
+		})
+	}
+	require.Equal(t, allocs(40), allocs(400))
+}
