@@ -86,7 +86,9 @@ func (c *Core) publishable() *upload {
 // on, at its current epoch. An entry the metadata codec rejects (an engine
 // bug) fails its own partition's leadership, not the others'.
 func (c *Core) entriesOf(now time.Time, u *upload) *message {
-	m := &message{up: u}
+	n := len(u.obj.Sections)
+	m := &message{up: u, entries: make([]metadata.Entry, 0, n), sections: make([]combiner.SectionInfo, 0, n),
+		followers: make([][]int32, 0, n), gens: make([]uint64, 0, n)}
 	for i, s := range u.obj.Sections {
 		ld := c.leading[s.Partition]
 		if ld == nil || ld.gen != u.gens[i] {
