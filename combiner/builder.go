@@ -95,8 +95,10 @@ type Builder struct {
 type pendingPartition struct {
 	sections []SectionInput // one per epoch, in offset order
 	bytes    int
-	// followers is its group's follower set, during a Cut.
+	// followers is its group's follower set, and placed whether the
+	// layout placed it yet, during a Cut.
 	followers []int32
+	placed    bool
 }
 
 // NewBuilder validates cfg and returns an empty Builder.
@@ -436,36 +438,42 @@ func comparePartitions(a, b metadata.TopicPartition) int {
 // split checks that layout places every pending partition exactly once
 // and cuts its objects at MaxPartitions and TargetBytes.
 func (b *Builder) split(layout [][]Group) ([][]*pendingPartition, error) {
-	placed := make(map[metadata.TopicPartition]bool, len(b.parts))
+	// Each pending partition is placed once: the objects are runs of one
+	// array.
+	all := make([]*pendingPartition, 0, len(b.parts))
+	defer func() {
+		for _, p := range all {
+			p.placed = false
+		}
+	}()
 	var objects [][]*pendingPartition
 	for i, obj := range layout {
-		var cur []*pendingPartition
-		size := 0
+		from, size := len(all), 0
 		for _, g := range obj {
 			for _, tp := range g.Partitions {
 				p := b.parts[tp]
 				if p == nil {
 					return nil, fmt.Errorf("%w: policy layout object %d names partition %s, which has nothing pending", ErrInvalidInput, i, tp)
 				}
-				if placed[tp] {
+				if p.placed {
 					return nil, fmt.Errorf("%w: policy layout places partition %s twice", ErrInvalidInput, tp)
 				}
-				placed[tp] = true
-				if len(cur) > 0 && (len(cur) == b.cfg.MaxPartitions || size+p.bytes > b.cfg.TargetBytes) {
-					objects = append(objects, cur)
-					cur, size = nil, 0
+				p.placed = true
+				if n := len(all) - from; n > 0 && (n == b.cfg.MaxPartitions || size+p.bytes > b.cfg.TargetBytes) {
+					objects = append(objects, all[from:len(all):len(all)])
+					from, size = len(all), 0
 				}
-				cur = append(cur, p)
+				all = append(all, p)
 				size += p.bytes
 			}
 		}
-		if len(cur) > 0 {
-			objects = append(objects, cur)
+		if len(all) > from {
+			objects = append(objects, all[from:len(all):len(all)])
 		}
 	}
-	if len(placed) != len(b.parts) {
-		for tp := range b.parts {
-			if !placed[tp] {
+	if len(all) != len(b.parts) {
+		for tp, p := range b.parts {
+			if !p.placed {
 				return nil, fmt.Errorf("%w: policy layout leaves out partition %s", ErrInvalidInput, tp)
 			}
 		}

@@ -356,8 +356,15 @@ func TestBuilderKeepsPendingOnBadLayout(t *testing.T) {
 	invent := policyFunc{layout: func(g []Group) [][]Group {
 		return [][]Group{append(slices.Clone(g), Group{Partitions: []metadata.TopicPartition{tp("ghost", 0)}})}
 	}}
-	for name, pol := range map[string]policyFunc{"leaves out": drop, "twice": dup, "nothing pending": invent} {
+	for name, bad := range map[string]policyFunc{"leaves out": drop, "twice": dup, "nothing pending": invent} {
 		t.Run(name, func(t *testing.T) {
+			fixed := false
+			pol := policyFunc{layout: func(g []Group) [][]Group {
+				if fixed {
+					return [][]Group{g}
+				}
+				return bad.Layout(g)
+			}}
 			b := newBuilder(t, BuilderConfig{Policy: pol, Followers: func(p metadata.TopicPartition) []int32 { return []int32{p.Partition} }})
 			require.NoError(t, b.Add(tp("a", 0), rawBatch(1, 0, 0, 10), t0))
 			require.NoError(t, b.Add(tp("a", 1), rawBatch(1, 0, 0, 10), t0))
@@ -366,6 +373,11 @@ func TestBuilderKeepsPendingOnBadLayout(t *testing.T) {
 			n, parts := b.Pending()
 			assert.Equal(t, 20, n)
 			assert.Equal(t, 2, parts)
+			// The failed cut leaves nothing behind: a good layout cuts all.
+			fixed = true
+			objs := cutAndVerify(t, b)
+			require.Len(t, objs, 1)
+			assert.Equal(t, []metadata.TopicPartition{tp("a", 0), tp("a", 1)}, partitionsOf(objs[0]))
 		})
 	}
 }
