@@ -73,6 +73,7 @@ type Core struct {
 	// over for dirty, rather than grow a new one every step.
 	dirty    []*part
 	visited  []*part
+	want     []*pendingEntry // a step's entries to fetch, kept for the next step's
 	timers   timerHeap
 	timerSeq uint64
 	starved  []*part // entries left unfetched for want of a slot

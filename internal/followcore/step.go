@@ -34,7 +34,7 @@ func (c *Core) step() {
 		c.touch(t.p)
 	})
 	c.hedge()
-	var want []*pendingEntry
+	want := c.want[:0]
 	visit := c.dirty
 	c.dirty = c.visited[:0]
 	for _, p := range visit {
@@ -58,6 +58,8 @@ func (c *Core) step() {
 		c.out.Rewind = true
 	}
 	c.startRounds(want)
+	clear(want)
+	c.want = want
 }
 
 // hedge sends again the GETs unanswered for their bucket's learned
