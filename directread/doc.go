@@ -39,7 +39,31 @@
 // metadata, Poll reports a *GoneError (errors.Is ErrGone) naming the
 // partition, the offset, and the offset to resume from here; the caller
 // reads the records in between from the broker or from tiered storage
-// and calls Seek. A leader deletes an object as soon as every follower
+// and calls Seek.
+//
+// The Reader judges records gone when a commit past them is known but no
+// entry it read describes them, and only once it has read every metadata
+// partition to a high watermark taken after it learned that commit (or
+// found the partition at its end), so that every entry describing them
+// was read: a follower applies only what an entry told it of, so such an
+// entry was in the metadata log before the commit that covers it was.
+// That holds however busy the metadata log is. The high watermarks are
+// taken only while a partition waits for this judgement, at the start of
+// a round of reading, and only of the metadata partitions that need one:
+// not found at their end by the last read, and with no high watermark
+// taken before that the Reader's cursor has yet to reach. Each is one
+// metadata.Log.Watermarks call, on a Kafka-backed log (metadata/kafkalog)
+// two ListOffsets requests to the partition's leader, and typically one
+// or two rounds' worth per judgement; none at all while no partition's
+// records are missing (Stats.MetadataWatermarks counts them). A Watermarks
+// call that fails is retried; an answer that breaks the log's contract (a
+// high watermark negative or below what was read) is never trusted: Poll
+// returns it as a *walstore.DependencyError. With
+// Config.MetadataPartitions, read every metadata partition of the
+// followers of the Reader's partitions, or the entries the judgement
+// needs may be in one not read.
+//
+// A leader deletes an object as soon as every follower
 // applied it, the same moment its records become committed, so a Reader
 // that trails the followers needs the leaders to keep objects a little
 // longer: walstore.LeaderConfig.RetainFor (a few seconds is enough for a

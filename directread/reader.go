@@ -1,6 +1,7 @@
 package directread
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,8 @@ type Config struct {
 	Partitions map[metadata.TopicPartition]int64
 	// MetadataPartitions are the partitions of Log to read. Default: all.
 	// A partition's metadata is in the metadata partitions of its
-	// followers (metadata.Partitioner).
+	// followers (metadata.Partitioner): include all of them, for records
+	// to be judged gone only on every entry that could describe them.
 	MetadataPartitions []int32
 	// Cache is shared by the Readers of a process. Default: a 64 MiB
 	// cache of this Reader's own.
@@ -76,6 +78,11 @@ type Reader struct {
 type Stats struct {
 	// MetadataRecords read, and how many of them failed to decode.
 	MetadataRecords, CorruptMetadata uint64
+	// MetadataWatermarks counts the metadata.Log.Watermarks calls: the
+	// high watermarks taken to judge records gone, none while no
+	// partition waits for that judgement, and the low watermarks looked
+	// up when the metadata was trimmed past the Reader.
+	MetadataWatermarks uint64
 	// Sections fetched from the stores, and served by the Cache.
 	SectionsFetched, CacheHits uint64
 	// Batches and bytes yielded.
@@ -135,12 +142,13 @@ func New(cfg Config) (*Reader, error) {
 	if cfg.UnavailableAfter < 0 {
 		return nil, fmt.Errorf("directread: Config.UnavailableAfter %v is negative", cfg.UnavailableAfter)
 	}
+	r := &Reader{cfg: cfg, mgrs: make(map[string]*walstore.Manager), meta: meta, cursor: make(map[int32]int64)}
 	core, err := readcore.New(readcore.Config{Partitions: cfg.Partitions, Durable: cfg.Durable, MaxBytes: cfg.MaxBytes,
-		UnavailableFor: cfg.UnavailableAfter})
+		UnavailableFor: cfg.UnavailableAfter, MetadataPartitions: meta, Violation: r.violation})
 	if err != nil {
 		return nil, fmt.Errorf("directread: Config.Partitions: %w", err)
 	}
-	r := &Reader{cfg: cfg, core: core, mgrs: make(map[string]*walstore.Manager), meta: meta, cursor: make(map[int32]int64)}
+	r.core = core
 	quietLogs := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for az, store := range cfg.Stores {
 		if store == nil {
@@ -207,7 +215,12 @@ func (r *Reader) Stats() Stats {
 // It reads the metadata log, fetches the sections it can serve (each
 // Poll at most MaxBytes of them) and yields their committed batches.
 // Errors of the stores and the metadata log are retried; Poll returns an
-// error only for ctx, a closed Reader, or a closed metadata log.
+// error only for ctx, a closed Reader, a closed metadata log, or a
+// metadata log whose answer broke its contract (a *walstore.DependencyError
+// naming the call, matching walstore.ErrContractViolation: a high
+// watermark below what was read, records out of order). Such an answer
+// is not trusted, so no records are judged gone on it, and the next Poll
+// reads on.
 func (r *Reader) Poll(ctx context.Context) (Fetch, error) {
 	r.pollMu.Lock()
 	defer r.pollMu.Unlock()
@@ -370,55 +383,68 @@ func (r *Reader) fetchOwn(ctx context.Context, wants []readcore.Want, idx []int,
 	}
 }
 
+// metaRead is one round's read of a metadata partition.
+type metaRead struct {
+	from int64 // where the read began: the cursor, or the low watermark
+	recs []metadata.Record
+	high int64 // a high watermark taken before the read, if hasHigh
+	err  error // the read's error
+	// hasHigh: high was taken; highErr: taking it failed.
+	hasHigh bool
+	highErr error
+	calls   uint64 // of Log.Watermarks
+}
+
 // readMetadata reads every metadata partition from its cursor, in
 // parallel (each read may long-poll), and hands the messages to the
-// partitions. A round in which every partition was at its end is quiet:
-// what the Reader learned before it is all the log holds.
+// core, a round at a time. While a partition waits for a gone judgement,
+// it first takes the high watermarks the core asks for: the core judges
+// once every metadata partition was read up to one taken in a round
+// after the partition last changed, or found at its end (readcore's
+// Core.Plan says why that is enough). A metadata log that breaks its
+// contract is reported as a *walstore.DependencyError.
 func (r *Reader) readMetadata(ctx context.Context) error {
-	type read struct {
-		recs []metadata.Record
-		err  error
-	}
-	reads := make([]read, len(r.meta))
+	r.mu.Lock()
+	r.core.Round()
+	want := r.core.WantWatermarks()
+	r.mu.Unlock()
+	reads := make([]metaRead, len(r.meta))
 	var wg sync.WaitGroup
 	for i, mp := range r.meta {
-		wg.Go(func() {
-			from := r.cursor[mp]
-			recs, err := r.cfg.Log.Read(ctx, mp, from, 500)
-			if errors.Is(err, metadata.ErrOffsetOutOfRange) {
-				// Trimmed below the cursor: start again at the low
-				// watermark; a GoneError tells of what was lost.
-				var low int64
-				if low, _, err = r.cfg.Log.Watermarks(ctx, mp); err == nil {
-					r.cfg.Logger.Warn("directread: metadata trimmed past the reader", "metadata_partition", mp, "from", from, "low", low)
-					recs, err = r.cfg.Log.Read(ctx, mp, low, 500)
-				}
-			}
-			reads[i] = read{recs, err}
-		})
+		wg.Go(func() { reads[i] = r.readPartition(ctx, mp, slices.Contains(want, mp)) })
 	}
 	wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.core.Round()
-	quiet := true
+	var violation error
 	for i, mp := range r.meta {
 		rd := reads[i]
+		r.stats.MetadataWatermarks += rd.calls
+		if rd.highErr != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("directread: taking a metadata high watermark failed; retrying", "metadata_partition", mp, "err", rd.highErr)
+		}
 		if rd.err != nil {
 			if errors.Is(rd.err, metadata.ErrClosed) {
 				return fmt.Errorf("directread: reading metadata partition %d: %w", mp, rd.err)
 			}
-			if ctx.Err() == nil {
+			if errors.Is(rd.err, walstore.ErrContractViolation) {
+				violation = cmp.Or(violation, rd.err)
+			} else if ctx.Err() == nil {
 				r.cfg.Logger.Warn("directread: reading metadata failed; retrying", "metadata_partition", mp, "err", rd.err)
 			}
-			quiet = false
-			continue
 		}
-		if len(rd.recs) > 0 {
-			quiet = false
+		if rd.from != r.cursor[mp] {
+			r.cfg.Logger.Warn("directread: metadata trimmed past the reader", "metadata_partition", mp, "from", r.cursor[mp], "low", rd.from)
+			r.cursor[mp] = rd.from
 		}
+		next := rd.from
 		for _, rec := range rd.recs {
-			r.cursor[mp] = max(r.cursor[mp], rec.Offset+1)
+			if rec.Offset < next {
+				violation = cmp.Or(violation, r.violation("metadata.Log.Read",
+					fmt.Sprintf("partition %d: record at offset %d where %d or later was due (read from %d)", mp, rec.Offset, next, rd.from)))
+				break
+			}
+			next = rec.Offset + 1
 			r.stats.MetadataRecords++
 			m, err := metadata.DecodeMessage(rec.Value)
 			if err != nil {
@@ -428,9 +454,54 @@ func (r *Reader) readMetadata(ctx context.Context) error {
 			}
 			r.core.Learn(m)
 		}
+		r.cursor[mp] = next
+		err := r.core.MetadataRead(readcore.MetadataRead{Partition: mp, From: rd.from, Next: next, High: rd.high, HasHigh: rd.hasHigh,
+			AtEnd: rd.err == nil && len(rd.recs) == 0})
+		violation = cmp.Or(violation, err)
 	}
-	if quiet {
-		r.core.Quiet()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return ctx.Err()
+	if violation != nil {
+		return fmt.Errorf("directread: %w", violation)
+	}
+	return nil
+}
+
+// readPartition is one round's read of metadata partition mp, from its
+// cursor, after taking its high watermark if high. A cursor the log
+// trimmed past moves to the low watermark, whose lookup gives a high
+// watermark too.
+func (r *Reader) readPartition(ctx context.Context, mp int32, high bool) metaRead {
+	rd := metaRead{from: r.cursor[mp]}
+	if high {
+		rd.calls++
+		if _, rd.high, rd.highErr = r.cfg.Log.Watermarks(ctx, mp); rd.highErr == nil {
+			rd.hasHigh = true
+		}
+	}
+	rd.recs, rd.err = r.cfg.Log.Read(ctx, mp, rd.from, 500)
+	if !errors.Is(rd.err, metadata.ErrOffsetOutOfRange) {
+		return rd
+	}
+	// Trimmed past the cursor: start again at the low watermark; a
+	// GoneError tells of what was lost.
+	rd.calls++
+	low, hw, err := r.cfg.Log.Watermarks(ctx, mp)
+	if err == nil && low < 0 {
+		err = r.violation("metadata.Log.Watermarks", fmt.Sprintf("partition %d: negative low watermark %d", mp, low))
+	}
+	if err != nil {
+		rd.err = err
+		return rd
+	}
+	rd.from, rd.high, rd.hasHigh, rd.highErr = low, hw, true, nil
+	rd.recs, rd.err = r.cfg.Log.Read(ctx, mp, low, 500)
+	return rd
+}
+
+// violation is the error for an answer of the metadata log that breaks
+// its contract.
+func (r *Reader) violation(call, detail string) error {
+	return &walstore.DependencyError{Dependency: call, Err: fmt.Errorf("%w: %s", walstore.ErrContractViolation, detail)}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -283,4 +284,215 @@ func TestReaderUnavailableAfter(t *testing.T) {
 
 	_, err = directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: start, UnavailableAfter: -1})
 	require.Error(t, err)
+}
+
+// publishing appends a message to every metadata partition of log, again
+// and again until the test ends: the publishing of a second leader on a
+// busy cluster, so that a read of the metadata log never comes back
+// empty. It paces itself (a millisecond between rounds) so that a reader
+// can keep up, as it can with a real cluster's metadata.
+func publishing(t *testing.T, log metadata.Log) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		other := metadata.TopicPartition{Topic: "other", Partition: 0}
+		for off := int64(1); ctx.Err() == nil; off++ {
+			msg, err := metadata.AppendMessage(nil, &metadata.Message{WriterBrokerID: 9, Commits: []metadata.Commit{{Partition: other, Epoch: 1, Offset: off}}})
+			if err != nil {
+				panic(err)
+			}
+			for p := range log.Partitions() {
+				_, _ = log.Append(ctx, p, msg) // fails only once the test ends
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+}
+
+// goneCluster returns a cluster whose partition's records 0-29 are
+// committed and their objects deleted, with another leader publishing to
+// every metadata partition throughout if busy.
+func goneCluster(t *testing.T, busy bool) (*clustertest.Cluster, metadata.TopicPartition, *clustertest.Broker) {
+	c, tps, leader := cluster(t, 1)
+	tp := tps[0]
+	ctx := context.Background()
+	leader.Produce(ctx, tp, 1, 0, 29, 10)
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 29))
+	if busy {
+		publishing(t, c.Meta)
+	}
+	leader.Node.ReportTiered(tp, 30)
+	n, err := leader.Node.CollectGarbage(ctx)
+	require.NoError(t, err)
+	require.Positive(t, n)
+	return c, tp, leader
+}
+
+// pollGone polls r until it reports a GoneError, requiring that it yields
+// nothing and fails no other way; ctx bounds the wait.
+func pollGone(ctx context.Context, t *testing.T, r *directread.Reader) *directread.GoneError {
+	t.Helper()
+	for {
+		f, err := r.Poll(ctx)
+		require.NoError(t, err)
+		require.Empty(t, f.Batches, "nothing is skipped to")
+		for _, e := range f.Errors {
+			var gone *directread.GoneError
+			require.ErrorAs(t, e, &gone)
+			return gone
+		}
+	}
+}
+
+// A reader whose next records are gone says so whether or not the
+// metadata log is busy: with another leader publishing to every metadata
+// partition throughout, no read of it ever comes back empty, and the
+// reader judges on high watermarks it takes (and only then); with
+// publishing paused, empty reads are enough and it takes none.
+func TestReaderGoneOnABusyCluster(t *testing.T) {
+	for _, busy := range []bool{true, false} {
+		t.Run(fmt.Sprintf("busy=%v", busy), func(t *testing.T) {
+			c, tp, leader := goneCluster(t, busy)
+			r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: 5}})
+			require.NoError(t, err)
+			defer r.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			gone := pollGone(ctx, t, r)
+			require.Equal(t, int64(5), gone.Offset)
+			require.Equal(t, int64(30), gone.ResumeHint)
+			require.ErrorIs(t, gone, walstore.ErrNotFound)
+			st := r.Stats()
+			t.Logf("%d metadata records read, %d high watermarks taken", st.MetadataRecords, st.MetadataWatermarks)
+			if busy {
+				require.Positive(t, st.MetadataWatermarks)
+			} else {
+				require.Zero(t, st.MetadataWatermarks, "empty reads prove the log read to its end")
+			}
+
+			// It goes on after Seek, on the busy log too.
+			leader.Produce(ctx, tp, 1, 30, 39, 10)
+			require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 39))
+			require.NoError(t, r.Seek(tp, 30))
+			clustertest.RequireSameLog(t, leader.Local.Batches(tp)[3:], poll(t, r, []metadata.TopicPartition{tp}, 40)[tp])
+		})
+	}
+}
+
+// hostileLog is a metadata log whose Watermarks misbehaves as mode says.
+type hostileLog struct {
+	metadata.Log
+	mode  atomic.Value // string: "", "fail", "below", "negative"
+	calls atomic.Int64
+	// after, if set, is called on every misbehaving answer with how many
+	// there were.
+	after func(n int64)
+}
+
+func (l *hostileLog) Watermarks(ctx context.Context, p int32) (low, high int64, err error) {
+	low, high, err = l.Log.Watermarks(ctx, p)
+	mode, _ := l.mode.Load().(string)
+	if mode == "" || err != nil {
+		return low, high, err
+	}
+	if l.after != nil {
+		defer l.after(l.calls.Add(1))
+	}
+	switch mode {
+	case "fail":
+		return 0, 0, fmt.Errorf("list offsets: %w", walstore.ErrUnavailable)
+	case "below":
+		return 0, 0, nil // below every cursor past the first record
+	default:
+		return low, -1, nil
+	}
+}
+
+// A metadata log whose Watermarks fails, or returns a high watermark
+// below the reader's cursor or negative, never makes a busy reader judge
+// records gone: a failure is retried, a broken answer is reported as a
+// *walstore.DependencyError naming the call. Once the log answers right,
+// the reader judges.
+func TestReaderHostileWatermarks(t *testing.T) {
+	for _, mode := range []string{"fail", "below", "negative"} {
+		t.Run(mode, func(t *testing.T) {
+			c, tp, _ := goneCluster(t, true)
+			log := &hostileLog{Log: c.Meta}
+			log.mode.Store(mode)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			pctx, stop := context.WithCancel(ctx)
+			log.after = func(n int64) {
+				if n >= 20 {
+					stop() // enough misbehaving answers seen
+				}
+			}
+			r, err := directread.New(directread.Config{Log: log, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: 5},
+				Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, err)
+			defer r.Close()
+			violations := 0
+			for pctx.Err() == nil {
+				f, err := r.Poll(pctx)
+				require.Empty(t, f.Errors, "nothing is judged gone on a misbehaving log")
+				require.Empty(t, f.Batches)
+				if err == nil || errors.Is(err, context.Canceled) {
+					continue
+				}
+				var dep *walstore.DependencyError
+				require.ErrorAs(t, err, &dep)
+				require.Equal(t, "metadata.Log.Watermarks", dep.Dependency)
+				require.ErrorIs(t, err, walstore.ErrContractViolation)
+				violations++
+			}
+			require.GreaterOrEqual(t, log.calls.Load(), int64(20))
+			if mode == "fail" {
+				require.Zero(t, violations, "a failure is retried")
+			} else {
+				require.Positive(t, violations)
+				t.Log(violations, "violations reported")
+			}
+
+			log.mode.Store("")
+			gone := pollGone(ctx, t, r)
+			require.Equal(t, int64(5), gone.Offset)
+		})
+	}
+}
+
+// Metadata trimmed past a reader's cursor, on a busy cluster: the reader
+// starts again at the low watermark and reports the records the trimmed
+// entries described as gone, up to the first it can still read. (It
+// serves those once the leader publishes its markers again.)
+func TestReaderMetadataTrimmed(t *testing.T) {
+	c, tps, leader := cluster(t, 1)
+	tp := tps[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leader.Produce(ctx, tp, 1, 0, 29, 10)
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 29))
+	publishing(t, c.Meta)
+	for p := range c.Meta.Partitions() {
+		_, high, err := c.Meta.Watermarks(ctx, p)
+		require.NoError(t, err)
+		require.NoError(t, c.Meta.Trim(ctx, p, high))
+	}
+	leader.Produce(ctx, tp, 1, 30, 39, 10)
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 39))
+
+	r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: 0}})
+	require.NoError(t, err)
+	defer r.Close()
+	gone := pollGone(ctx, t, r)
+	require.Equal(t, int64(0), gone.Offset)
+	require.Equal(t, int64(30), gone.ResumeHint, "30-39 are still described")
+	require.Nil(t, gone.Cause, "nothing failed: the metadata is gone")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -33,6 +34,13 @@ type Config struct {
 	// holds from the broker instead of waiting out the outage. Zero
 	// waits for as long as the outage lasts.
 	UnavailableFor time.Duration
+	// MetadataPartitions are the partitions of the metadata log the
+	// driver reads, each round. At least one.
+	MetadataPartitions []int32
+	// Violation builds the error for an answer of the metadata log that
+	// breaks its contract: call names the method ("metadata.Log.Read"),
+	// detail what was wrong. Default: a plain error naming both.
+	Violation func(call, detail string) error
 }
 
 // Core is one reader's partitions and what it knows of them. It is not
@@ -42,7 +50,30 @@ type Core struct {
 	parts map[metadata.TopicPartition]*partition
 	order []metadata.TopicPartition
 	round uint64 // metadata rounds begun
-	quiet uint64 // the last round that found the metadata at its end
+	meta  map[int32]*metaState
+	mps   []int32 // meta's keys, in order
+	// waiting: the last Plan found a partition that a proof of the
+	// metadata read to its end in a round after waitAfter would judge
+	// gone.
+	waiting   bool
+	waitAfter uint64
+}
+
+// metaState is how far the driver has read one metadata partition.
+type metaState struct {
+	// next is the driver's cursor after its last read: every record
+	// below it that the log retains was handed to Learn.
+	next int64
+	// target is a high watermark taken after round targetRound began,
+	// not yet reached by the cursor; targetRound 0: none.
+	target      int64
+	targetRound uint64
+	// proven is the latest round the partition was proven read to its
+	// end in (0: none yet), high the high watermark that proved it.
+	proven uint64
+	high   int64
+	// atEnd: the last read found the partition at its end.
+	atEnd bool
 }
 
 // New validates cfg and returns a Core.
@@ -56,11 +87,23 @@ func New(cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("CorruptFor %v is negative", cfg.CorruptFor)
 	case cfg.UnavailableFor < 0:
 		return nil, fmt.Errorf("UnavailableFor %v is negative", cfg.UnavailableFor)
+	case len(cfg.MetadataPartitions) == 0:
+		return nil, errors.New("no metadata partitions")
 	}
 	if cfg.CorruptFor == 0 {
 		cfg.CorruptFor = 30 * time.Second
 	}
-	c := &Core{cfg: cfg, parts: make(map[metadata.TopicPartition]*partition, len(cfg.Partitions))}
+	if cfg.Violation == nil {
+		cfg.Violation = func(call, detail string) error { return fmt.Errorf("%s broke its contract: %s", call, detail) }
+	}
+	c := &Core{cfg: cfg, parts: make(map[metadata.TopicPartition]*partition, len(cfg.Partitions)), meta: make(map[int32]*metaState)}
+	for _, mp := range cfg.MetadataPartitions {
+		if mp < 0 {
+			return nil, fmt.Errorf("metadata partition %d is negative", mp)
+		}
+		c.meta[mp] = &metaState{}
+	}
+	c.mps = slices.Sorted(maps.Keys(c.meta))
 	for tp, start := range cfg.Partitions {
 		if err := tp.Validate(); err != nil {
 			return nil, err
@@ -76,15 +119,121 @@ func New(cfg Config) (*Core, error) {
 	return c, nil
 }
 
-// Round begins a round of metadata reading: what Learn hands over until
-// the next Round was read in it.
-func (c *Core) Round() { c.round++ }
+// Round begins a round of metadata reading and returns its number: the
+// high watermarks taken after it and what Learn hands over until the next
+// Round belong to it.
+func (c *Core) Round() uint64 {
+	c.round++
+	return c.round
+}
 
-// Quiet says that the current round found every metadata partition the
-// reader reads at its end: what the Core learned before it is all the
-// log holds, so a partition that learned nothing since may be judged
-// gone.
-func (c *Core) Quiet() { c.quiet = c.round }
+// WantWatermarks returns the metadata partitions whose high watermark the
+// driver should take in this round, before reading them, and hand over
+// with MetadataRead: none unless a partition waits for a gone judgement
+// (the last Plan found one), and then only those not yet proven read far
+// enough that have no useful high watermark outstanding and whose last
+// read did not find them at their end (an empty read proves as much for
+// free).
+func (c *Core) WantWatermarks() []int32 {
+	if !c.waiting {
+		return nil
+	}
+	var out []int32
+	for _, mp := range c.mps {
+		m := c.meta[mp]
+		if m.proven <= c.waitAfter && !m.atEnd && (m.targetRound == 0 || m.targetRound <= c.waitAfter) {
+			out = append(out, mp)
+		}
+	}
+	return out
+}
+
+// MetadataRead is what a round's read of one metadata partition found.
+type MetadataRead struct {
+	Partition int32
+	// From is the offset the read began at: the driver's cursor, or the
+	// low watermark if the log was trimmed past the cursor.
+	From int64
+	// Next is the driver's cursor after the read: every record below it
+	// that the log retains was handed to Learn (in this round or before).
+	Next int64
+	// High, if HasHigh, is the partition's high watermark, taken after
+	// the round began and before the read.
+	High    int64
+	HasHigh bool
+	// AtEnd says that the partition held nothing at Next at some moment
+	// after the round began: a read at Next came back empty.
+	AtEnd bool
+}
+
+// MetadataRead records how far the driver read a metadata partition in
+// the current round, after handing what it read to Learn. The partition
+// is proven read to its end as of round r when its cursor reached a high
+// watermark taken after round r began, or a read in round r found
+// nothing: every record appended before round r began was then learned.
+//
+// An answer that breaks the metadata log's contract proves nothing, and
+// is returned as an error built by Config.Violation: a negative high
+// watermark, or one below the offset the read began at (Watermarks), and
+// a read finding the partition at its end below a high watermark taken
+// before it (high watermarks never go down; Read or Watermarks lied).
+// Trusted, either could judge records gone that the log still describes.
+func (c *Core) MetadataRead(r MetadataRead) error {
+	m := c.meta[r.Partition]
+	if m == nil {
+		return fmt.Errorf("metadata partition %d is not one the reader reads", r.Partition)
+	}
+	if r.Next < r.From {
+		return fmt.Errorf("metadata partition %d: cursor %d is behind the read's start %d", r.Partition, r.Next, r.From)
+	}
+	if r.From < m.next {
+		m.targetRound = 0 // the log began again (a topic re-created): the target is another log's
+	}
+	m.next, m.atEnd = r.Next, false
+	if r.HasHigh {
+		switch {
+		case r.High < 0:
+			return c.cfg.Violation("metadata.Log.Watermarks", fmt.Sprintf("partition %d: negative high watermark %d", r.Partition, r.High))
+		case r.High < r.From:
+			return c.cfg.Violation("metadata.Log.Watermarks", fmt.Sprintf("partition %d: high watermark %d is below offset %d, up to which the log was read", r.Partition, r.High, r.From))
+		}
+		m.target, m.targetRound = r.High, c.round
+	}
+	if r.AtEnd {
+		if m.targetRound != 0 && r.Next < m.target {
+			return c.cfg.Violation("metadata.Log.Read", fmt.Sprintf("partition %d: nothing at offset %d, below the high watermark %d taken before", r.Partition, r.Next, m.target))
+		}
+		m.proven, m.high, m.targetRound, m.atEnd = c.round, r.Next, 0, true
+		return nil
+	}
+	if m.targetRound != 0 && r.Next >= m.target {
+		if m.targetRound > m.proven {
+			m.proven, m.high = m.targetRound, m.target
+		}
+		m.targetRound = 0
+	}
+	return nil
+}
+
+// Proof returns the latest round metadata partition mp was proven read to
+// its end in, and the high watermark that proved it: what a gone
+// judgement made now rests on. Round 0: none yet.
+func (c *Core) Proof(mp int32) (round uint64, high int64) {
+	if m := c.meta[mp]; m != nil {
+		return m.proven, m.high
+	}
+	return 0, 0
+}
+
+// proven is the latest round every metadata partition was proven read to
+// its end in.
+func (c *Core) proven() uint64 {
+	r := uint64(math.MaxUint64)
+	for _, m := range c.meta {
+		r = min(r, m.proven)
+	}
+	return r
+}
 
 // Learn hands what m says of the Core's partitions to them. The markers
 // one message carries for a partition are one publication.
@@ -99,7 +248,7 @@ func (c *Core) Learn(m *metadata.Message) {
 		}
 	}
 	for tp, pub := range pubs {
-		c.parts[tp].learnMarkers(pub, c.round)
+		c.parts[tp].learnMarkers(pub)
 	}
 	for _, cm := range m.Commits {
 		if p := c.parts[cm.Partition]; p != nil {
@@ -140,17 +289,46 @@ type Pause struct {
 // sections to fetch next, at most MaxBytes of them (and at least one if
 // any is due), and the partitions that paused since the last Plan, each
 // reported once.
+//
+// A partition is judged gone at its next offset when the records there
+// were published (a commit past them is known) but no entry it holds
+// describes them, once every metadata partition was proven read to its
+// end (MetadataRead) as of a round r later than the round in which the
+// partition last changed (learned the first commit past next, moved, or
+// forgot an entry). That is enough, however busy the metadata log:
+//
+//   - A commit covers only offsets every in-sync follower applied, and a
+//     follower applies only what it read in an entry from its metadata
+//     partition (one of those the reader reads). So every entry
+//     describing offsets below a commit was in the metadata log before
+//     the commit was appended, possibly in another metadata partition.
+//   - The commit was learned by the end of the round the partition last
+//     changed in, before round r began; so was, durable, the entry
+//     beyond next that stands in for it (a leader publishes one object's
+//     entries, in every partition, before the next object's).
+//   - Every record appended to each metadata partition before round r
+//     began was learned: the reader's cursor reached a high watermark
+//     taken after r began, or a read in r found the partition at its end.
+//
+// So every entry that could describe next was learned; the ones the
+// partition no longer holds were yielded past, fenced, or failed to
+// fetch. Nothing waits on a round in which every metadata partition was
+// empty, which a busy cluster never has.
 func (c *Core) Plan() ([]Want, []Pause) {
 	var wants []Want
 	var errs []Pause
 	budget := c.cfg.MaxBytes
+	proven := c.proven()
+	c.waiting, c.waitAfter = false, 0
 	for _, tp := range c.order {
 		p := c.parts[tp]
-		for _, w := range p.plan(budget) {
+		for _, w := range p.plan(budget, c.round) {
 			wants = append(wants, w)
 			budget -= w.Entry.Length
 		}
-		p.gone(c.quiet)
+		if p.gone(proven) {
+			c.waiting, c.waitAfter = true, max(c.waitAfter, p.changed)
+		}
 		if ps := p.takeError(); ps != nil {
 			errs = append(errs, *ps)
 		}
@@ -174,21 +352,18 @@ func (c *Core) Fetched(now time.Time, w Want, r followcore.Result) (batches []co
 	}
 	switch r.Outcome {
 	case followcore.Fetched:
-		return p.apply(w, r.Batches), false
+		return p.apply(w, r.Batches, c.round), false
 	case followcore.Gone:
-		p.drop(w.Entry, r.Err)
-		p.changed = c.round // judged again on metadata read from now on
+		p.drop(w.Entry, r.Err, c.round)
 		return nil, false
 	case followcore.Corrupt:
 		if p.keepsFailing(p.corruptSince, now, w.Entry, c.cfg.CorruptFor) {
-			p.drop(w.Entry, r.Err)
-			p.changed = c.round
+			p.drop(w.Entry, r.Err, c.round)
 			return nil, false
 		}
 	case followcore.Unavailable:
 		if c.cfg.UnavailableFor > 0 && p.keepsFailing(p.unavailableSince, now, w.Entry, c.cfg.UnavailableFor) {
-			p.drop(w.Entry, r.Err)
-			p.changed = c.round
+			p.drop(w.Entry, r.Err, c.round)
 			return nil, false
 		}
 	}
@@ -208,7 +383,7 @@ func (c *Core) Seek(tp metadata.TopicPartition, offset int64) error {
 		return fmt.Errorf("seek: %s is not one of the reader's partitions", tp)
 	}
 	p.seek(offset)
-	p.changed = c.round
+	p.touch(c.round)
 	return nil
 }
 

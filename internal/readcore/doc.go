@@ -7,10 +7,14 @@
 // lineage learned from the epoch-start markers, the commits (high
 // watermarks) of each leader epoch, the entries not yet yielded, and what
 // was yielded. The driver hands it the metadata it reads, a round at a
-// time (Round, Learn, Quiet), asks it what to fetch (Plan: the sections,
-// and up to which offset each may be yielded), and hands back what each
+// time (Round; the high watermarks WantWatermarks asks for; Learn; and
+// MetadataRead, how far each metadata partition was read), asks it what
+// to fetch (Plan: the sections, and up to which offset each may be
+// yielded, and the partitions judged gone), and hands back what each
 // fetch returned (Fetched: the batches to yield, or whether to retry).
-// Seek restarts a partition after a GoneError or TruncatedError.
+// Seek restarts a partition after a GoneError or TruncatedError. Plan
+// says when records are judged gone and why that is sound however busy
+// the metadata log is.
 //
 // Which entries to take is package fencing's decision (fencing.Decide,
 // with the yielded log as the local lineage), and how far is the commit's:

@@ -27,9 +27,17 @@ type partition struct {
 	commits map[int32]int64
 	// pending are the entries not yet yielded, skipped or dropped.
 	pending map[entryKey]metadata.Entry
-	// changed is the metadata round in which what the partition may
-	// serve last grew; Gone is only judged on metadata read since.
+	// changed is the last metadata round in which something a gone
+	// judgement at next rests on changed: next moved, a pending entry was
+	// forgotten, or the records at next became known to be published (a
+	// commit past next, or, durable, an entry beyond it). Gone is judged
+	// only on metadata proven read to its end in a later round. Learning
+	// more of what is already known (a higher commit, another entry
+	// beyond next) leaves it be, so a busy partition is judged too.
 	changed uint64
+	// beyond: an entry beginning beyond next was learned since changed
+	// was last set, and set it.
+	beyond bool
 	// paused is why the partition stopped until Seek.
 	paused *Pause
 	// cause is why the last section that could not be read failed.
@@ -81,28 +89,48 @@ func (p *partition) seek(offset int64) {
 	}
 }
 
+// touch records that something a gone judgement at next rests on
+// changed in metadata round.
+func (p *partition) touch(round uint64) { p.changed, p.beyond = round, false }
+
 // learnMarkers merges one publication of the partition's markers (the
-// markers one message carries for it), read in metadata round.
-func (p *partition) learnMarkers(pub []metadata.EpochStart, round uint64) {
+// markers one message carries for it). The lineage decides which entries
+// plan forgets, and forgetting one touches the partition; the gone
+// judgement itself reads no marker.
+func (p *partition) learnMarkers(pub []metadata.EpochStart) {
 	if p.leader.Merge(pub...) == nil {
-		p.changed, p.idle = round, false
+		p.idle = false
 	}
 }
 
+// learnCommit learns c, read in metadata round. The first commit past
+// next is what makes the records there published.
 func (p *partition) learnCommit(c metadata.Commit, round uint64) {
-	if c.Offset > p.commits[c.Epoch] {
-		p.commits[c.Epoch] = c.Offset
-		p.changed, p.idle = round, false
+	if c.Offset <= p.commits[c.Epoch] {
+		return
 	}
+	if c.Offset > p.next && p.highestCommit() <= p.next {
+		p.touch(round)
+	}
+	p.commits[c.Epoch] = c.Offset
+	p.idle = false
 }
 
+// learnEntry learns e, read in metadata round. Durable, the first entry
+// beyond next (with no commit past it) is what makes the records there
+// published: the leader publishes a partition's entries in offset order.
 func (p *partition) learnEntry(e metadata.Entry, round uint64) {
-	if e.LastOffset >= p.next {
-		k := keyOf(&e)
-		if _, ok := p.pending[k]; !ok {
-			p.pending[k], p.idle = e, false
-		}
-		p.changed = round
+	if e.LastOffset < p.next {
+		return
+	}
+	k := keyOf(&e)
+	if _, ok := p.pending[k]; ok {
+		return
+	}
+	p.pending[k], p.idle = e, false
+	if p.durable && e.FirstOffset > p.next && !p.beyond && p.highestCommit() <= p.next {
+		p.touch(round)
+		p.beyond = true
 	}
 }
 
@@ -152,9 +180,9 @@ func (p *partition) highestCommit() int64 {
 // plan decides the pending entries in offset order, as a follower whose
 // log ends at p.next would, and returns the ones to fetch next: a chain
 // of applies, each starting where the one before ends, up to maxBytes of
-// sections. Entries to skip or drop are forgotten; a truncation pauses
-// the partition.
-func (p *partition) plan(maxBytes int64) (out []Want) {
+// sections. Entries to skip or drop are forgotten (in metadata round); a
+// truncation pauses the partition.
+func (p *partition) plan(maxBytes int64, round uint64) (out []Want) {
 	if p.paused != nil || p.idle || len(p.pending) == 0 || maxBytes <= 0 {
 		return nil
 	}
@@ -182,6 +210,7 @@ func (p *partition) plan(maxBytes int64) (out []Want) {
 			case fencing.Skip, fencing.Drop:
 				if next == p.next {
 					p.forget(k)
+					p.touch(round)
 				}
 				continue
 			case fencing.Truncate:
@@ -207,11 +236,11 @@ func (p *partition) plan(maxBytes int64) (out []Want) {
 }
 
 // apply yields the batches of w's section, fetched and verified, that lie
-// in [w.From, w.Limit), if w still continues the partition. A batch that
-// holds w.From but starts below it (a start offset inside a batch) is
-// yielded whole, as Kafka's fetch does; one that runs past w.Limit waits
-// for the commit to cover it.
-func (p *partition) apply(w Want, batches []combiner.Batch) []combiner.Batch {
+// in [w.From, w.Limit), if w still continues the partition, in metadata
+// round. A batch that holds w.From but starts below it (a start offset
+// inside a batch) is yielded whole, as Kafka's fetch does; one that runs
+// past w.Limit waits for the commit to cover it.
+func (p *partition) apply(w Want, batches []combiner.Batch, round uint64) []combiner.Batch {
 	if p.paused != nil || w.From != p.next {
 		return nil
 	}
@@ -231,13 +260,17 @@ func (p *partition) apply(w Want, batches []combiner.Batch) []combiner.Batch {
 	if p.next > w.Entry.LastOffset {
 		p.forget(keyOf(&w.Entry))
 	}
+	if len(out) > 0 {
+		p.touch(round)
+	}
 	return out
 }
 
 // drop forgets an entry whose section cannot be read (gone or corrupt),
-// remembering why for the Pause it may lead to.
-func (p *partition) drop(e metadata.Entry, cause error) {
+// in metadata round, remembering why for the Pause it may lead to.
+func (p *partition) drop(e metadata.Entry, cause error, round uint64) {
 	p.forget(keyOf(&e))
+	p.touch(round)
 	p.cause = cause
 }
 
@@ -263,32 +296,35 @@ func (p *partition) keepsFailing(since map[entryKey]time.Time, now time.Time, e 
 	return now.Sub(first) >= d
 }
 
-// gone pauses the partition as gone at p.next if the records
-// there were published (a commit is past it) but no pending entry
-// describes them, judged on metadata read to its end in round quiet,
-// after the partition last learned something.
-func (p *partition) gone(quiet uint64) {
-	if p.paused != nil || quiet <= p.changed {
-		return
+// gone pauses the partition as gone at p.next if the records there were
+// published (a commit is past them, or, durable, an entry beyond them)
+// but no pending entry describes them, judged on metadata proven read to
+// its end in round proven (see Core.Plan for why that is enough) after
+// the partition last changed. It reports whether the partition waits for
+// such a proof: it would be judged gone on one.
+func (p *partition) gone(proven uint64) (waiting bool) {
+	if p.paused != nil {
+		return false
 	}
 	resume := int64(math.MaxInt64)
 	for _, e := range p.pending {
 		if e.FirstOffset <= p.next && p.next <= e.LastOffset {
-			return
+			return false
 		}
 		if e.FirstOffset > p.next {
 			resume = min(resume, e.FirstOffset)
 		}
 	}
 	high := p.highestCommit()
+	if high <= p.next && (!p.durable || resume == math.MaxInt64) {
+		return false // nothing known published past next yet: wait
+	}
+	if proven <= p.changed {
+		return true
+	}
 	if resume == math.MaxInt64 {
-		if high <= p.next {
-			return // nothing published past next yet: wait
-		}
 		resume = high
 	}
-	if !p.durable && high <= p.next {
-		return
-	}
 	p.paused = &Pause{Partition: p.tp, Offset: p.next, ResumeHint: resume, Cause: p.cause}
+	return false
 }

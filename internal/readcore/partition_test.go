@@ -51,7 +51,7 @@ func TestPartitionPlan(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPartition(tp, 100, tc.durable)
 			for _, pub := range tc.markers {
-				p.learnMarkers(pub, 1)
+				p.learnMarkers(pub)
 			}
 			for _, e := range tc.entries {
 				p.learnEntry(e, 1)
@@ -60,7 +60,7 @@ func TestPartitionPlan(t *testing.T) {
 				p.learnCommit(c, 1)
 			}
 			got := ""
-			if ws := p.plan(1 << 20); len(ws) > 0 {
+			if ws := p.plan(1<<20, 1); len(ws) > 0 {
 				w := ws[0]
 				got = fmt.Sprintf("%s [%d, %d)", w.Entry.Object.Key, w.From, w.Limit)
 			}
@@ -69,26 +69,44 @@ func TestPartitionPlan(t *testing.T) {
 	}
 }
 
-// Gone is judged only on metadata read to its end after the partition
-// last learned something, and only for offsets a commit says were
-// published; it names where to resume and pauses the partition once.
+// Gone is judged only on metadata proven read to its end in a round
+// after the partition last changed, and only for offsets a commit says
+// were published; it names where to resume and pauses the partition once.
+// A higher commit or another entry beyond next changes nothing the
+// judgement rests on, so a busy partition is judged as soon as a quiet
+// one.
 func TestPartitionGone(t *testing.T) {
 	p := newPartition(tp, 0, false)
-	p.learnMarkers([]metadata.EpochStart{marker(1, 0)}, 1)
+	p.learnMarkers([]metadata.EpochStart{marker(1, 0)})
 	p.learnEntry(entry(1, 1, 50, 59, "a"), 1)
-	p.gone(1)
-	require.Nil(t, p.takeError(), "no quiet round since")
-	p.gone(2)
-	require.Nil(t, p.takeError(), "nothing committed past 0: the records may not exist yet")
-	p.learnCommit(metadata.Commit{Partition: tp, Epoch: 1, Offset: 60}, 3)
-	p.gone(3)
+	require.False(t, p.gone(1), "nothing committed past 0: the records may not exist yet")
 	require.Nil(t, p.takeError())
-	p.gone(4)
+	p.learnCommit(metadata.Commit{Partition: tp, Epoch: 1, Offset: 60}, 3)
+	require.True(t, p.gone(3), "waits for a proof after round 3")
+	require.Nil(t, p.takeError())
+	p.learnCommit(metadata.Commit{Partition: tp, Epoch: 1, Offset: 70}, 4)
+	p.learnEntry(entry(1, 1, 60, 69, "b"), 4)
+	require.Equal(t, uint64(3), p.changed, "more of what is known is no change")
+	require.False(t, p.gone(4))
 	g := p.takeError()
 	require.NotNil(t, g)
 	require.Equal(t, Pause{Partition: tp, Offset: 0, ResumeHint: 50}, *g)
 	require.Nil(t, p.takeError(), "reported once")
-	require.Empty(t, p.plan(1<<20), "paused")
+	require.Empty(t, p.plan(1<<20, 4), "paused")
 	p.seek(50)
-	require.Len(t, p.plan(1<<20), 1)
+	require.Len(t, p.plan(1<<20, 4), 2, "a and b")
+}
+
+// Durable, an entry beyond next stands in for a commit: the first one
+// learned is the change a proof must come after, later ones are not.
+func TestPartitionGoneDurable(t *testing.T) {
+	p := newPartition(tp, 0, true)
+	p.learnMarkers([]metadata.EpochStart{marker(1, 0)})
+	p.learnEntry(entry(1, 1, 50, 59, "a"), 2)
+	require.Equal(t, uint64(2), p.changed)
+	p.learnEntry(entry(1, 1, 60, 69, "b"), 3)
+	require.Equal(t, uint64(2), p.changed)
+	require.True(t, p.gone(2))
+	require.False(t, p.gone(3))
+	require.Equal(t, &Pause{Partition: tp, Offset: 0, ResumeHint: 50}, p.takeError())
 }

@@ -20,7 +20,11 @@ import (
 // (late, out of order and duplicated, as followers do), learns a round of
 // what was delivered at a time, fetches the sections the core plans
 // through a walstore.Manager over a store behind chaos (faults, outages,
-// corrupted bytes, latency), and hands the results back.
+// corrupted bytes, latency), and hands the results back. Its cursor in a
+// metadata partition is the offset below which every record was
+// delivered (or trimmed); like the Reader, it takes the high watermarks
+// the core asks for at the start of a round, and tells the core how far
+// it read each round.
 //
 // What it yields is checked as the run goes and at the end:
 //
@@ -30,11 +34,12 @@ import (
 //     and the final log, are checked too;
 //   - yields are contiguous from where the reader started or resumed
 //     (KindReaderSkipped);
-//   - a reader reports a partition gone only when nothing the metadata
-//     log retained, as of the last time the reader had read it to its end,
-//     describes a stored copy of the record there (KindReaderGone); it
-//     then reads the records in between from the leader, as a consumer
-//     would, and resumes;
+//   - a reader reports a partition gone only when nothing each metadata
+//     partition retains below the high watermark the judgement rested on
+//     (the one the reader's cursor last reached, as the core says and the
+//     reader checks it took) describes a stored copy of the record there
+//     (KindReaderGone); it then reads the records in between from the
+//     leader, as a consumer would, and resumes;
 //   - once faults stop, every reader reaches the end of each of its
 //     partitions (KindNoProgress).
 type simReader struct {
@@ -47,14 +52,56 @@ type simReader struct {
 	// reader's.
 	pseudo *broker
 	mgr    *walstore.Manager
-	reads  []*metaReader // one per metadata partition
-	inbox  []metadata.Record
-	// quietHigh is, per metadata partition, its high watermark at the
-	// last round that read the whole log: what a gone judgement rests on.
-	quietHigh []int64
-	backoff   time.Duration
+	// reads, inbox, cursors and proofs are per metadata partition: its
+	// reader, what it delivered since the last round, how far the reader
+	// has learned it, and the high watermarks the reader gave the core
+	// that could prove it read to its end (the high watermarks it took,
+	// and its cursor when it was at the end), by round.
+	reads   []*metaReader
+	inbox   [][]metadata.Record
+	cursors []metaCursor
+	proofs  [][]proof
+	backoff time.Duration
 	// parts are, per partition read, what was yielded.
 	parts map[metadata.TopicPartition]*readLog
+}
+
+// metaCursor is how far a reader learned a metadata partition whose
+// records come out of order: next is the offset below which every record
+// was learned or trimmed, ahead the offsets learned above it.
+type metaCursor struct {
+	next  int64
+	ahead map[int64]bool
+}
+
+// learned records that the record at off was learned.
+func (c *metaCursor) learned(off int64) {
+	if off >= c.next {
+		c.ahead[off] = true
+	}
+}
+
+// advance moves next past what was learned and what the log trimmed
+// (below low).
+func (c *metaCursor) advance(low int64) {
+	for off := range c.ahead {
+		if off < low {
+			delete(c.ahead, off)
+		}
+	}
+	c.next = max(c.next, low)
+	for c.ahead[c.next] {
+		delete(c.ahead, c.next)
+		c.next++
+	}
+}
+
+// proof is a high watermark a reader gave its core in a round: one it
+// took, or its cursor when it found the partition at its end.
+type proof struct {
+	round uint64
+	high  int64
+	taken bool
 }
 
 // readLog is what a reader yielded of one partition since it started or
@@ -154,8 +201,12 @@ func (w *world) startReader(rr *rand.Rand, later bool) {
 		}
 		starts[tp] = start
 	}
+	var mps []int32
+	for mp := range w.meta.Partitions() {
+		mps = append(mps, mp)
+	}
 	core, err := readcore.New(readcore.Config{Partitions: starts, Durable: w.cfg.DurableReaders,
-		MaxBytes: choose[int64](rr, 2<<10, 64<<10, 4<<20)})
+		MaxBytes: choose[int64](rr, 2<<10, 64<<10, 4<<20), MetadataPartitions: mps})
 	if err != nil {
 		w.violate(KindHarness, "reader %d: %v", n, err)
 		return
@@ -178,11 +229,14 @@ func (w *world) startReader(rr *rand.Rand, later bool) {
 		r.parts[tp] = &readLog{next: s}
 	}
 	seed := w.cfg.Seed ^ uint64(readerID(n))<<40
-	for mp := range w.meta.Partitions() {
+	r.inbox = make([][]metadata.Record, len(mps))
+	r.cursors = make([]metaCursor, len(mps))
+	r.proofs = make([][]proof, len(mps))
+	for _, mp := range mps {
+		r.cursors[mp].ahead = make(map[int64]bool)
 		r.reads = append(r.reads, startMetaReader(w, nil, mp, seed, 1, func(recs []metadata.Record) {
-			r.inbox = append(r.inbox, recs...)
+			r.inbox[mp] = append(r.inbox[mp], recs...)
 		}, func() bool { return true }))
-		r.quietHigh = append(r.quietHigh, 0)
 	}
 	w.readers = append(w.readers, r)
 	w.tracef("reader %d in %s starts at %v", n, az, r.positions())
@@ -248,36 +302,51 @@ func (r *simReader) fetched(wants []readcore.Want, results []followcore.Result, 
 	}
 }
 
-// readMetadata learns what was delivered since the last round, and polls
-// again: soon if it learned something, else after the poll interval (a
-// read of the metadata log long-polls). A
-// round that found nothing delivered and nothing on its way read the log
-// to its end.
+// readMetadata is a round of metadata reading, as directread.Reader's:
+// it takes the high watermarks the core asks for, learns what was
+// delivered since the last round, and tells the core how far it got in
+// each metadata partition; then it polls again: soon if it learned
+// something, else after the poll interval (a read of the metadata log
+// long-polls).
 func (r *simReader) readMetadata() {
 	if r.w.done {
 		return
 	}
-	r.core.Round()
-	learned := len(r.inbox) > 0
-	quiet := !learned
-	for _, rd := range r.reads {
-		quiet = quiet && rd.pending == 0
-	}
-	for _, rec := range r.inbox {
-		if m, err := metadata.DecodeMessage(rec.Value); err == nil {
-			r.core.Learn(m)
+	round := r.core.Round()
+	want := r.core.WantWatermarks()
+	learned := false
+	for i, rd := range r.reads {
+		mp := int32(i)
+		c := &r.cursors[i]
+		c.advance(rd.low())
+		mr := readcore.MetadataRead{Partition: mp, From: c.next}
+		if slices.Contains(want, mp) {
+			mr.High, mr.HasHigh = rd.high(), true
+			r.proofs[i] = append(r.proofs[i], proof{round, mr.High, true})
 		}
+		for _, rec := range r.inbox[i] {
+			c.learned(rec.Offset)
+			if m, err := metadata.DecodeMessage(rec.Value); err == nil {
+				r.core.Learn(m)
+			}
+		}
+		learned = learned || len(r.inbox[i]) > 0
+		r.inbox[i] = r.inbox[i][:0]
+		c.advance(rd.low())
+		mr.Next = c.next
+		if mr.AtEnd = c.next >= rd.high(); mr.AtEnd {
+			r.proofs[i] = append(r.proofs[i], proof{round, c.next, false})
+		}
+		if err := r.core.MetadataRead(mr); err != nil {
+			r.w.violate(KindHarness, "reader %d: %v", r.n, err)
+		}
+		// A proof older than the core's latest can never be its latest.
+		proven, _ := r.core.Proof(mp)
+		r.proofs[i] = slices.DeleteFunc(r.proofs[i], func(p proof) bool { return p.round < proven })
 	}
-	r.inbox = r.inbox[:0]
 	wait := r.w.p.follower.PollInterval
 	if learned {
 		wait = readLatency
-	}
-	if quiet {
-		r.core.Quiet()
-		for i, rd := range r.reads {
-			r.quietHigh[i] = rd.high()
-		}
 	}
 	r.w.after(wait, r.poll)
 }
@@ -347,11 +416,29 @@ func (r *simReader) seek(tp metadata.TopicPartition, offset int64) {
 }
 
 // checkGone checks a reader's claim that tp's record at offset is gone
-// from object storage: the partition's log holds it, and no entry of the
-// metadata log the reader had read to its end, still retained, describes
-// it in a stored object.
+// from object storage: the partition's log holds it, and no entry of any
+// metadata partition, still retained below the high watermark the
+// judgement rested on there, describes it in a stored object. That high
+// watermark is the one the core says proved the partition read to its
+// end; the reader checks that it gave the core that one, in that round.
 func (r *simReader) checkGone(tp metadata.TopicPartition, offset int64) {
 	w := r.w
+	highs := make([]int64, len(r.reads))
+	busy := false
+	for i := range r.reads {
+		round, high := r.core.Proof(int32(i))
+		k := slices.IndexFunc(r.proofs[i], func(p proof) bool { return p.round == round && p.high == high })
+		if k < 0 {
+			w.violate(KindHarness, "reader %d judged %s gone at %d on metadata partition %d read to %d in round %d, which it never gave its core (gave %v)",
+				r.n, tp, offset, i, high, round, r.proofs[i])
+			return
+		}
+		highs[i] = high
+		busy = busy || r.proofs[i][k].taken
+	}
+	if busy {
+		w.stats.ReaderGoneBusy++
+	}
 	s, truth := w.brokers[w.parts[tp].leader].log.snapshot(tp)
 	i := covering(truth, offset)
 	if i < 0 {
@@ -362,7 +449,7 @@ func (r *simReader) checkGone(tp metadata.TopicPartition, offset int64) {
 	}
 	x := truth[i]
 	for mp, rd := range r.reads {
-		for _, rec := range rd.retained(r.quietHigh[mp]) {
+		for _, rec := range rd.retained(highs[mp]) {
 			m, err := metadata.DecodeMessage(rec.Value)
 			if err != nil {
 				continue

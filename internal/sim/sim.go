@@ -111,7 +111,10 @@ type Stats struct {
 	FencedAppends                   int
 	DurableClaims                   int
 	ReaderBatches, ReaderGone       int
-	Converged                       time.Duration
+	// ReaderGoneBusy counts the gone judgements that rested on a high
+	// watermark a reader took, not on empty reads alone.
+	ReaderGoneBusy int
+	Converged      time.Duration
 }
 
 // Result is what one run found.

@@ -138,6 +138,7 @@ func (s *Stats) add(o Stats) {
 	s.DurableClaims += o.DurableClaims
 	s.ReaderBatches += o.ReaderBatches
 	s.ReaderGone += o.ReaderGone
+	s.ReaderGoneBusy += o.ReaderGoneBusy
 	s.Converged = max(s.Converged, o.Converged)
 }
 
