@@ -121,9 +121,10 @@
 //     later cuts it off, and it is in the final log
 //     (KindReaderTruncated); yields are contiguous from where the reader
 //     started or resumed (KindReaderSkipped); a reader reports a partition
-//     gone only when no retained metadata entry, as of the last time it
-//     read the log to its end, describes the record there in a stored
-//     object (KindReaderGone); and once faults stop every reader reaches
+//     gone only when no metadata entry each metadata partition retains
+//     below the high watermark the judgement rested on (one the reader's
+//     cursor reached) describes the record there in a stored object
+//     (KindReaderGone); and once faults stop every reader reaches
 //     the end of its partitions (KindNoProgress). A consumer told a
 //     partition is gone reads the records in between from the leader and
 //     resumes, as directread's GoneError says.
