@@ -322,11 +322,14 @@ func (c *Core) Plan() ([]Want, []Pause) {
 	c.waiting, c.waitAfter = false, 0
 	for _, tp := range c.order {
 		p := c.parts[tp]
-		for _, w := range p.plan(budget, c.round) {
+		ws := p.plan(budget, c.round)
+		for _, w := range ws {
 			wants = append(wants, w)
 			budget -= w.Entry.Length
 		}
-		if p.gone(proven) {
+		// A section planned holds next: nothing to judge (and no scan of
+		// the pending entries for a partition that is reading).
+		if len(ws) == 0 && p.gone(proven) {
 			c.waiting, c.waitAfter = true, max(c.waitAfter, p.changed)
 		}
 		if ps := p.takeError(); ps != nil {

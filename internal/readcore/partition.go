@@ -303,8 +303,9 @@ func (p *partition) keepsFailing(since map[entryKey]time.Time, now time.Time, e 
 // the partition last changed. It reports whether the partition waits for
 // such a proof: it would be judged gone on one.
 func (p *partition) gone(proven uint64) (waiting bool) {
-	if p.paused != nil {
-		return false
+	high := p.highestCommit()
+	if p.paused != nil || high <= p.next && !p.durable {
+		return false // nothing known published past next yet: wait
 	}
 	resume := int64(math.MaxInt64)
 	for _, e := range p.pending {
@@ -315,9 +316,8 @@ func (p *partition) gone(proven uint64) (waiting bool) {
 			resume = min(resume, e.FirstOffset)
 		}
 	}
-	high := p.highestCommit()
-	if high <= p.next && (!p.durable || resume == math.MaxInt64) {
-		return false // nothing known published past next yet: wait
+	if high <= p.next && resume == math.MaxInt64 {
+		return false
 	}
 	if proven <= p.changed {
 		return true
