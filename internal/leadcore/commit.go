@@ -14,7 +14,8 @@ import (
 // which every in-sync follower has applied its log (Kafka's high
 // watermark): the minimum of what those followers reported applied in
 // this leadership, capped by the leader's own log end. It only grows. The
-// core publishes it as a metadata.Commit whenever it grows: riding in the
+// core publishes it, up to what the leadership has published itself (its
+// durable offset), as a metadata.Commit whenever that grows: riding in the
 // next object's entry message, or, when no object is published within
 // Interval, in a message of commits alone. Direct readers serve consumers
 // up to it; records below it are never truncated by a leader elected from
@@ -36,9 +37,19 @@ func newCommitState(followers []int32) commitState {
 	return commitState{inSync: slices.Clone(followers), hw: -1, sent: -1, sending: -1}
 }
 
-// pending reports whether ld's high watermark is ahead of what is
+// commitTarget is the commit ld may publish: its high watermark, but no
+// further than ld's durable offset. In-sync followers applied only what was
+// published, so that caps nothing while any follower is in sync; with none,
+// the high watermark is the leader's log end, ahead of the entries being
+// cut and stored, and a direct reader that learned a commit past every
+// entry describing its next records would judge them gone.
+func (ld *leadership) commitTarget() int64 { return min(ld.commit.hw, ld.durable) }
+
+// commitPending reports whether ld's commit target is ahead of what is
 // published or being published.
-func (s *commitState) pending() bool { return s.hw > max(s.sent, s.sending) }
+func (ld *leadership) commitPending() bool {
+	return ld.commitTarget() > max(ld.commit.sent, ld.commit.sending)
+}
 
 // SetInSync sets the followers of tp whose progress the high watermark
 // waits for: Kafka's in-sync replica set without the leader. A broker
@@ -99,7 +110,7 @@ func (c *Core) advanceHW(now time.Time, tp metadata.TopicPartition, ld *leadersh
 // queueCommit queues tp's commit for publication if it is pending and
 // some metadata partition carries tp's messages (it has followers).
 func (c *Core) queueCommit(now time.Time, tp metadata.TopicPartition, ld *leadership) {
-	if len(c.followers[tp]) == 0 || !ld.commit.pending() {
+	if len(c.followers[tp]) == 0 || !ld.commitPending() {
 		return
 	}
 	c.commitQueue[tp] = struct{}{}
@@ -124,9 +135,10 @@ func (c *Core) takeCommits() []metadata.Commit {
 	out := make([]metadata.Commit, 0, len(tps))
 	for _, tp := range tps {
 		ld := c.leading[tp]
-		if ld != nil && ld.commit.pending() {
-			out = append(out, metadata.Commit{Partition: tp, Epoch: ld.epoch, Offset: ld.commit.hw})
-			ld.commit.sending = ld.commit.hw
+		if ld != nil && ld.commitPending() {
+			target := ld.commitTarget()
+			out = append(out, metadata.Commit{Partition: tp, Epoch: ld.epoch, Offset: target})
+			ld.commit.sending = target
 		}
 	}
 	clear(c.commitQueue)

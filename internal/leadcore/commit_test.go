@@ -117,17 +117,25 @@ func TestCoreSetInSync(t *testing.T) {
 	h.encode(6)
 	h.ready()
 	h.stored(7)
-	require.Equal(t, []string{"publish 8: entry t-0 10-14 e1/p1, commit t-0 e1@15", "wake at +5s"}, h.ready())
+	// The leader alone is ahead of its entries: the commit covers only
+	// what is published, so a reader never learns a commit past every
+	// entry describing its records (and judges them gone). It rides to
+	// 10 with the entries that make 15 durable, and 15 follows alone.
+	require.Equal(t, []string{"publish 8: entry t-0 10-14 e1/p1, commit t-0 e1@10", "wake at +5s"}, h.ready())
 	h.published(8, 2)
+	require.Equal(t, []string{"durable changed", "space freed", "wake at +100ms"}, h.ready())
+	h.advance(100 * time.Millisecond)
+	require.Equal(t, []string{"publish 9: commit t-0 e1@15", "wake at +5s"}, h.ready())
+	h.published(9, 2)
 	h.ready()
 
 	// Re-elected at epoch 2 without a break: the in-sync set is all the
 	// followers again, the high watermark stays, and is published at 2.
 	require.NoError(t, h.c.BecomeLeader(h.now, tpA, 2, []int32{2, 3}, -1, 15))
 	require.Equal(t, int64(15), h.hw())
-	require.Equal(t, []string{"read 9 lineage t-0 from 0", "durable changed", "wake at +100ms"}, h.ready())
+	require.Equal(t, []string{"read 10 lineage t-0 from 0", "durable changed", "wake at +100ms"}, h.ready())
 	h.advance(100 * time.Millisecond)
-	require.Equal(t, []string{"publish 10: commit t-0 e2@15", "wake at +5s"}, h.ready())
+	require.Equal(t, []string{"publish 11: commit t-0 e2@15", "wake at +5s"}, h.ready())
 }
 
 // A partition without followers has a high watermark (its leader's log
@@ -141,4 +149,24 @@ func TestCoreNoFollowersNoCommit(t *testing.T) {
 	require.Equal(t, []string{"commit changed", "wake at +100ms"}, h.ready())
 	h.advance(100 * time.Millisecond)
 	require.NotContains(t, h.ready(), "publish")
+}
+
+// With no follower in sync the high watermark is the leader's log end,
+// ahead of what is stored: a commit published then would tell direct
+// readers that records no entry describes are committed, and they would
+// judge them gone. The commit waits for the entries, however long their
+// upload takes.
+func TestCoreCommitNeverPassesTheEntries(t *testing.T) {
+	h := newHarness(t, nil)
+	leadWithObject(t, h)
+	require.NoError(t, h.c.SetInSync(h.now, tpA, nil))
+	require.Equal(t, int64(10), h.hw())
+	require.NoError(t, h.append(tpA, 1, 10, 14, 10))
+	require.Equal(t, int64(15), h.hw())
+	for range 20 {
+		h.advance(100 * time.Millisecond)
+		for _, r := range h.ready() {
+			require.NotContains(t, r, "e1@15", "a commit past the entries published")
+		}
+	}
 }

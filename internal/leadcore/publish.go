@@ -214,8 +214,8 @@ func (c *Core) messageDone(now time.Time, m *message) {
 	c.gc.track(now, u.ref, m.sections, m.followers, m.offsets)
 	c.remove(u)
 	for i, e := range m.entries {
-		if ld := c.leading[e.Partition]; ld != nil && ld.gen == m.gens[i] {
-			ld.published(e.FirstOffset, e.LastOffset+1)
+		if ld := c.leading[e.Partition]; ld != nil && ld.gen == m.gens[i] && ld.published(e.FirstOffset, e.LastOffset+1) {
+			c.queueCommit(now, e.Partition, ld)
 		}
 	}
 	c.rd.DurableChanged = true

@@ -238,6 +238,7 @@ func (c *Core) taskPublished(now time.Time, t *task, offsets map[int32]int64) {
 	c.stats.Republished += uint64(len(t.entries))
 	if ld := c.leading[t.tp]; ld != nil && ld.gen == t.gen && ld.published(t.from, t.next) {
 		c.rd.DurableChanged = true
+		c.queueCommit(now, t.tp, ld)
 	}
 	t.from, t.entries = t.next, nil
 	c.advance(now, t)
