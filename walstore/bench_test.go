@@ -236,7 +236,8 @@ func logBatch(rng *rand.Rand, size int) []byte {
 // BenchmarkReplication measures end-to-end throughput: batches appended on
 // the leader, at most two ops ahead of the followers, until both
 // followers have applied them all, on memstore with no latency and codec
-// none. BenchmarkReplicationLag measures latency. Compare with BenchmarkBaselineCopyXXHash, which
+// none, in the steady state (sixteen ops run before the clock starts).
+// BenchmarkReplicationLag measures latency. Compare with BenchmarkBaselineCopyXXHash, which
 // only copies the same bytes once and hashes them; x-baseline is that
 // ratio measured in the same process just before the run.
 // alloc-B/replicated-B is the bytes allocated per byte a follower
@@ -262,7 +263,6 @@ func BenchmarkReplication(b *testing.B) {
 	b.SetBytes(batchesPerOp * batchBytes)
 	b.ReportAllocs()
 	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
 	// The producer runs at most window ops ahead of the followers, as
 	// acks=all producers with a bounded number of requests in flight do:
 	// the pipeline stays full, and the backlog (objects stored and not yet
@@ -272,8 +272,8 @@ func BenchmarkReplication(b *testing.B) {
 	for i := range ends {
 		ends[i] = make([]int64, partitions)
 	}
-	b.ResetTimer()
-	for op := range b.N {
+	op := 0
+	produce := func() {
 		if op >= window {
 			bc.caughtUp(b, partitions, ends[op%window])
 		}
@@ -286,6 +286,18 @@ func BenchmarkReplication(b *testing.B) {
 			end[p] += 10
 		}
 		copy(ends[op%window], end)
+		op++
+	}
+	// Sixteen ops before the clock starts: the buffer pools fill and the
+	// heap reaches its size, as in a broker that has run for a while.
+	for range 16 {
+		produce()
+	}
+	bc.caughtUp(b, partitions, end)
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for range b.N {
+		produce()
 	}
 	bc.caughtUp(b, partitions, end)
 	b.StopTimer()
