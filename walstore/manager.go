@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/bufpool"
@@ -334,8 +335,13 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 		}
 		if batches = decoded; from == 0 {
 			// r.idx is in position order: the rest of the read follows.
+			// The first section's density is a guess, which small
+			// batches ahead of large ones would make wild: the array
+			// grown for the rest never takes more bytes than the rest
+			// of the read has, and appends grow it past that if need be.
 			rest := r.end - e.Position - e.Length
-			batches = slices.Grow(batches, int(int64(len(batches))*rest/e.Length))
+			guess := min(int64(len(batches))*rest/e.Length, rest/int64(unsafe.Sizeof(combiner.Batch{})))
+			batches = slices.Grow(batches, int(guess))
 		}
 		results[i].Batches = batches[from:len(batches):len(batches)]
 		// Uncompressed batches alias the buffer; decompressed ones do not.
