@@ -98,43 +98,42 @@ func (p Partitioner) Split(m *Message, followers func(TopicPartition) []int32) (
 		}
 		return nil
 	}
-	// walk calls fn for item i of each kind (entries, markers, commits)
-	// and each metadata partition it goes to.
-	walk := func(fn func(part int32, kind, i int)) error {
-		for kind, n := range [3]int{len(m.Entries), len(m.Markers), len(m.Commits)} {
-			for i := range n {
-				var tp TopicPartition
-				switch kind {
-				case 0:
-					tp = m.Entries[i].Partition
-				case 1:
-					tp = m.Markers[i].Partition
-				default:
-					tp = m.Commits[i].Partition
-				}
-				if err := route(tp); err != nil {
-					return err
-				}
-				for _, part := range targets {
-					fn(part, kind, i)
-				}
-			}
-		}
-		return nil
-	}
-	// The first walk counts what each metadata partition gets, so that the
-	// second fills slices allocated once at their size, not grown item by
-	// item.
+	// One routing pass records where each item goes (followers is called
+	// once per item, so that an answer that changes cannot route an item
+	// to a partition the counts missed); the counts then size each
+	// metadata partition's slices once, not item by item.
+	kinds := [3]int{len(m.Entries), len(m.Markers), len(m.Commits)}
+	items := kinds[0] + kinds[1] + kinds[2]
+	// The metadata partitions of every item, in order; two each (RF 3)
+	// before it grows.
+	dest := make([]int32, 0, 2*items)
+	per := make([]int, 0, items)
 	counts := make(map[int32]*[3]int)
-	if err := walk(func(part int32, kind, _ int) {
-		c := counts[part]
-		if c == nil {
-			c = new([3]int)
-			counts[part] = c
+	for kind, n := range kinds {
+		for i := range n {
+			var tp TopicPartition
+			switch kind {
+			case 0:
+				tp = m.Entries[i].Partition
+			case 1:
+				tp = m.Markers[i].Partition
+			default:
+				tp = m.Commits[i].Partition
+			}
+			if err := route(tp); err != nil {
+				return nil, err
+			}
+			for _, part := range targets {
+				c := counts[part]
+				if c == nil {
+					c = new([3]int)
+					counts[part] = c
+				}
+				c[kind]++
+			}
+			dest = append(dest, targets...)
+			per = append(per, len(targets))
 		}
-		c[kind]++
-	}); err != nil {
-		return nil, err
 	}
 	out := make(map[int32]*Message, len(counts))
 	for part, c := range counts {
@@ -150,16 +149,23 @@ func (p Partitioner) Split(m *Message, followers func(TopicPartition) []int32) (
 		}
 		out[part] = msg
 	}
-	_ = walk(func(part int32, kind, i int) { // routes as the first walk did
-		switch msg := out[part]; kind {
-		case 0:
-			msg.Entries = append(msg.Entries, m.Entries[i])
-		case 1:
-			msg.Markers = append(msg.Markers, m.Markers[i])
-		default:
-			msg.Commits = append(msg.Commits, m.Commits[i])
+	item := 0
+	for kind, n := range kinds {
+		for i := range n {
+			for _, part := range dest[:per[item]] {
+				switch msg := out[part]; kind {
+				case 0:
+					msg.Entries = append(msg.Entries, m.Entries[i])
+				case 1:
+					msg.Markers = append(msg.Markers, m.Markers[i])
+				default:
+					msg.Commits = append(msg.Commits, m.Commits[i])
+				}
+			}
+			dest = dest[per[item]:]
+			item++
 		}
-	})
+	}
 	routed := make([]Routed, 0, len(out))
 	for _, part := range slices.Sorted(maps.Keys(out)) {
 		routed = append(routed, Routed{Partition: part, Message: out[part]})
