@@ -257,7 +257,7 @@ func (c *Core) Learn(m *metadata.Message) {
 	}
 	for _, e := range m.Entries {
 		if p := c.parts[e.Partition]; p != nil {
-			p.learnEntry(e, c.round)
+			p.learnEntry(e)
 		}
 	}
 }
@@ -303,9 +303,10 @@ type Pause struct {
 //     describing offsets below a commit was in the metadata log before
 //     the commit was appended, possibly in another metadata partition.
 //   - The commit was learned by the end of the round the partition last
-//     changed in, before round r began; so was, durable, the entry
-//     beyond next that stands in for it (a leader publishes one object's
-//     entries, in every partition, before the next object's).
+//     changed in, before round r began. A Durable reader is judged by
+//     commits too: an entry beyond next proves nothing, since a new
+//     leader publishes new objects while it still republishes older
+//     offsets.
 //   - Every record appended to each metadata partition before round r
 //     began was learned: the reader's cursor reached a high watermark
 //     taken after r began, or a read in r found the partition at its end.

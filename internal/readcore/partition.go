@@ -30,14 +30,10 @@ type partition struct {
 	// changed is the last metadata round in which something a gone
 	// judgement at next rests on changed: next moved, a pending entry was
 	// forgotten, or the records at next became known to be published (a
-	// commit past next, or, durable, an entry beyond it). Gone is judged
-	// only on metadata proven read to its end in a later round. Learning
-	// more of what is already known (a higher commit, another entry
-	// beyond next) leaves it be, so a busy partition is judged too.
+	// commit past next). Gone is judged only on metadata proven read to
+	// its end in a later round. Learning more of what is already known (a
+	// higher commit) leaves it be, so a busy partition is judged too.
 	changed uint64
-	// beyond: an entry beginning beyond next was learned since changed
-	// was last set, and set it.
-	beyond bool
 	// paused is why the partition stopped until Seek.
 	paused *Pause
 	// cause is why the last section that could not be read failed.
@@ -91,7 +87,7 @@ func (p *partition) seek(offset int64) {
 
 // touch records that something a gone judgement at next rests on
 // changed in metadata round.
-func (p *partition) touch(round uint64) { p.changed, p.beyond = round, false }
+func (p *partition) touch(round uint64) { p.changed = round }
 
 // learnMarkers merges one publication of the partition's markers (the
 // markers one message carries for it). The lineage decides which entries
@@ -116,10 +112,12 @@ func (p *partition) learnCommit(c metadata.Commit, round uint64) {
 	p.idle = false
 }
 
-// learnEntry learns e, read in metadata round. Durable, the first entry
-// beyond next (with no commit past it) is what makes the records there
-// published: the leader publishes a partition's entries in offset order.
-func (p *partition) learnEntry(e metadata.Entry, round uint64) {
+// learnEntry learns e. An entry beyond next does
+// not make the records at next gone, durable or not: a new leader
+// publishes its new objects while it republishes older offsets, so the
+// entry for next may still come. Only a commit past next says that it
+// was published.
+func (p *partition) learnEntry(e metadata.Entry) {
 	if e.LastOffset < p.next {
 		return
 	}
@@ -128,10 +126,6 @@ func (p *partition) learnEntry(e metadata.Entry, round uint64) {
 		return
 	}
 	p.pending[k], p.idle = e, false
-	if p.durable && e.FirstOffset > p.next && !p.beyond && p.highestCommit() <= p.next {
-		p.touch(round)
-		p.beyond = true
-	}
 }
 
 // takeError returns why the partition paused, once.
@@ -297,14 +291,13 @@ func (p *partition) keepsFailing(since map[entryKey]time.Time, now time.Time, e 
 }
 
 // gone pauses the partition as gone at p.next if the records there were
-// published (a commit is past them, or, durable, an entry beyond them)
-// but no pending entry describes them, judged on metadata proven read to
+// published (a commit is past them) but no pending entry describes them, judged on metadata proven read to
 // its end in round proven (see Core.Plan for why that is enough) after
 // the partition last changed. It reports whether the partition waits for
 // such a proof: it would be judged gone on one.
 func (p *partition) gone(proven uint64) (waiting bool) {
 	high := p.highestCommit()
-	if p.paused != nil || high <= p.next && !p.durable {
+	if p.paused != nil || high <= p.next {
 		return false // nothing known published past next yet: wait
 	}
 	resume := int64(math.MaxInt64)
@@ -315,9 +308,6 @@ func (p *partition) gone(proven uint64) (waiting bool) {
 		if e.FirstOffset > p.next {
 			resume = min(resume, e.FirstOffset)
 		}
-	}
-	if high <= p.next && resume == math.MaxInt64 {
-		return false
 	}
 	if proven <= p.changed {
 		return true

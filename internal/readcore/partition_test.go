@@ -54,7 +54,7 @@ func TestPartitionPlan(t *testing.T) {
 				p.learnMarkers(pub)
 			}
 			for _, e := range tc.entries {
-				p.learnEntry(e, 1)
+				p.learnEntry(e)
 			}
 			for _, c := range tc.commits {
 				p.learnCommit(c, 1)
@@ -78,14 +78,14 @@ func TestPartitionPlan(t *testing.T) {
 func TestPartitionGone(t *testing.T) {
 	p := newPartition(tp, 0, false)
 	p.learnMarkers([]metadata.EpochStart{marker(1, 0)})
-	p.learnEntry(entry(1, 1, 50, 59, "a"), 1)
+	p.learnEntry(entry(1, 1, 50, 59, "a"))
 	require.False(t, p.gone(1), "nothing committed past 0: the records may not exist yet")
 	require.Nil(t, p.takeError())
 	p.learnCommit(metadata.Commit{Partition: tp, Epoch: 1, Offset: 60}, 3)
 	require.True(t, p.gone(3), "waits for a proof after round 3")
 	require.Nil(t, p.takeError())
 	p.learnCommit(metadata.Commit{Partition: tp, Epoch: 1, Offset: 70}, 4)
-	p.learnEntry(entry(1, 1, 60, 69, "b"), 4)
+	p.learnEntry(entry(1, 1, 60, 69, "b"))
 	require.Equal(t, uint64(3), p.changed, "more of what is known is no change")
 	require.False(t, p.gone(4))
 	g := p.takeError()
@@ -97,16 +97,20 @@ func TestPartitionGone(t *testing.T) {
 	require.Len(t, p.plan(1<<20, 4), 2, "a and b")
 }
 
-// Durable, an entry beyond next stands in for a commit: the first one
-// learned is the change a proof must come after, later ones are not.
+// Durable, an entry beyond next is no proof that the records at next were
+// published (a new leader publishes new objects while it still
+// republishes older offsets): only a commit past next is, as when
+// committed.
 func TestPartitionGoneDurable(t *testing.T) {
 	p := newPartition(tp, 0, true)
 	p.learnMarkers([]metadata.EpochStart{marker(1, 0)})
-	p.learnEntry(entry(1, 1, 50, 59, "a"), 2)
-	require.Equal(t, uint64(2), p.changed)
-	p.learnEntry(entry(1, 1, 60, 69, "b"), 3)
-	require.Equal(t, uint64(2), p.changed)
-	require.True(t, p.gone(2))
-	require.False(t, p.gone(3))
+	p.learnEntry(entry(1, 1, 50, 59, "a"))
+	p.learnEntry(entry(1, 1, 60, 69, "b"))
+	require.Equal(t, uint64(0), p.changed)
+	require.False(t, p.gone(5), "no commit past next: the republish may still come")
+	require.Nil(t, p.takeError())
+	p.learnCommit(metadata.Commit{Partition: tp, Epoch: 1, Offset: 70}, 6)
+	require.True(t, p.gone(6), "waits for a proof after the commit")
+	require.False(t, p.gone(7))
 	require.Equal(t, &Pause{Partition: tp, Offset: 0, ResumeHint: 50}, p.takeError())
 }
