@@ -30,7 +30,10 @@ import (
 // rebuilds its fencing state from EndOffset and Epochs. The context of
 // Append, Truncate and Read bounds calls that may block; an implementation
 // that observes its cancellation returns an error matching ctx.Err() and
-// changes nothing, one that does not block may ignore it.
+// changes nothing, one that does not block may ignore it. The context may
+// outlive the call (the follower shares one deadline among calls made in
+// quick succession), so an implementation must not leave work behind
+// that waits for it to end.
 type LocalLog interface {
 	// EndOffset returns the offset the next record of tp will get.
 	EndOffset(tp metadata.TopicPartition) (int64, error)

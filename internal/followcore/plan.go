@@ -50,7 +50,7 @@ func PlanReads(entries []metadata.Entry, idx []int, gap int64) []Read {
 		reads = append(reads, Read{Object: e.Object, Start: e.Position, End: end})
 	}
 	if n := len(reads); n > 0 {
-		reads[n-1].Idx = order[from:]
+		reads[n-1].Idx = order[from:len(order):len(order)]
 	}
 	return reads
 }
