@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,6 +143,60 @@ func TestPutOutcomeUnknown(t *testing.T) {
 			_, err := p.store.Put(t.Context(), key, []byte("maybe stored"))
 			requireKind(t, err, walstore.ErrUnavailable, "Put")
 			assert.Equal(t, []byte("maybe stored"), p.stored(t, key))
+		})
+	}
+}
+
+// TestPutOverAShorterObject: a Put whose first attempt is lost in
+// transit, to a key that already holds a shorter object whose bytes begin
+// its body (an empty one, say), reads the key back to learn whose object
+// is there. The read-back's bytes end early, as an answer cut short would,
+// but the SDK checked them against the object's checksum, so they are the
+// whole object: another's, and the key is taken. The same read-back
+// answered short on every attempt, with a Content-Length that agrees (a
+// lie the checksum exposes), of the Put's own object, must not be taken
+// for another's: that Put cannot tell, and says so.
+func TestPutOverAShorterObject(t *testing.T) {
+	body := []byte("a body of a few bytes")
+	for _, tc := range []struct {
+		name     string
+		existing []byte // stored first, without faults; nil: none
+		get      fault  // what every GET meets
+		want     error
+	}{
+		{"empty object there", []byte{}, pass, walstore.ErrAlreadyExists},
+		{"prefix there", body[:5], pass, walstore.ErrAlreadyExists},
+		{"own object read back short", nil, shortLength, walstore.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var armed atomic.Bool // read by the proxy's goroutine
+			armed.Store(tc.existing == nil)
+			putFaulted := false
+			p := newProxied(t, func(r *http.Request, _ int) fault {
+				switch {
+				case !armed.Load():
+					return pass
+				case r.Method == http.MethodPut && !putFaulted:
+					putFaulted = true
+					return map[bool]fault{true: stored500, false: dropAfterForward}[tc.existing == nil]
+				case r.Method == http.MethodGet:
+					return tc.get
+				}
+				return pass
+			}, faultTimeout)
+			key := uniqueKey(t, "object")
+			if tc.existing != nil {
+				_, err := p.store.Put(t.Context(), key, tc.existing)
+				require.NoError(t, err)
+				armed.Store(true)
+			}
+			_, err := p.store.Put(t.Context(), key, body)
+			requireKind(t, err, tc.want, "Put")
+			want := tc.existing
+			if want == nil {
+				want = body
+			}
+			assert.Equal(t, want, p.stored(t, key), "the key holds the first object")
 		})
 	}
 }

@@ -502,7 +502,11 @@ func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body [
 		return storeutil.StoredUnknown, err
 	}
 	found := storeutil.StoredUnknown
-	_, err := s.buckets[bucketName].client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucketName), Key: aws.String(wireKey)},
+	// With the checksum mode on, S3 sends the stored object's checksum and
+	// the SDK checks the bytes against it: an answer that ends cleanly is
+	// then the whole object, and a shorter one than body is another.
+	_, err := s.buckets[bucketName].client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucketName), Key: aws.String(wireKey),
+		ChecksumMode: types.ChecksumModeEnabled},
 		withBody(func(out *s3.GetObjectOutput) error {
 			var err error
 			found, err = compareBody(out, body)
@@ -518,9 +522,11 @@ func (s *Store) readBack(ctx context.Context, bucketName, wireKey string, body [
 // a Content-Length header that disagrees proves nothing, since a proxy or
 // a server can send a wrong one (a fault the tests inject, which once made
 // a Put take its own object for another). A differing byte, or more bytes
-// than body, is another object. Fewer bytes, all matching, cannot be told
-// from an answer cut short: it is an incompleteAnswer, for the retryer,
-// and in the end StoredUnknown.
+// than body, is another object. Fewer bytes, all matching, are another
+// object too if the SDK checked them against the object's full checksum
+// (the stored object is shorter: an empty one, say); without one they
+// cannot be told from an answer cut short: it is an incompleteAnswer, for
+// the retryer, and in the end StoredUnknown.
 func compareBody(out *s3.GetObjectOutput, body []byte) (storeutil.Stored, error) {
 	var chunk [32 << 10]byte
 	rest := body
@@ -533,12 +539,30 @@ func compareBody(out *s3.GetObjectOutput, body []byte) (storeutil.Stored, error)
 		switch {
 		case errors.Is(err, io.EOF) && len(rest) == 0:
 			return storeutil.StoredOurs, nil
+		case errors.Is(err, io.EOF) && checkedWhole(out):
+			return storeutil.StoredOther, nil
 		case errors.Is(err, io.EOF):
 			return storeutil.StoredUnknown, incompleteAnswer{io.ErrUnexpectedEOF}
 		case err != nil:
 			return storeutil.StoredUnknown, incompleteAnswer{err}
 		}
 	}
+}
+
+// checkedWhole reports whether the SDK checked a GET answer's bytes
+// against the object's full checksum: it then fails a body cut short at
+// its end, so one that ends cleanly is the whole object. A composite
+// checksum (of a multipart upload's parts, "…-N") is not checked.
+func checkedWhole(out *s3.GetObjectOutput) bool {
+	if out.ChecksumType == types.ChecksumTypeComposite {
+		return false
+	}
+	for _, c := range []*string{out.ChecksumCRC32, out.ChecksumCRC32C, out.ChecksumCRC64NVME, out.ChecksumSHA1, out.ChecksumSHA256} {
+		if c != nil && *c != "" && !strings.Contains(*c, "-") {
+			return true
+		}
+	}
+	return false
 }
 
 // GetRange reads bytes [offset, offset+length) of the object ref names
