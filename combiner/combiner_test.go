@@ -498,3 +498,34 @@ func TestDecoderConcurrentUse(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 }
+
+// DecodeSectionInto decompresses into the caller's buffer when it is large
+// enough, so the batches alias it; a buffer too small is ignored; an
+// uncompressed section aliases the section, whatever the buffer.
+func TestDecodeSectionInto(t *testing.T) {
+	sections := sampleSections(5)
+	dec := newDecoder(t, DecoderOptions{})
+	for _, codec := range codecs {
+		obj, infos := encode(t, newEncoder(t, EncoderOptions{Codec: codec}), sections)
+		for i, s := range infos {
+			section := obj[s.Position : s.Position+s.Length]
+			want, err := dec.DecodeSection(nil, section, s)
+			require.NoError(t, err)
+			for _, tc := range []struct {
+				name    string
+				buf     []byte
+				aliases bool
+			}{
+				{"large enough", make([]byte, 3, s.UncompressedSize+10), s.Codec != metadata.CodecNone},
+				{"too small", make([]byte, 0, max(s.UncompressedSize-1, 0)), false},
+				{"nil", nil, false},
+			} {
+				got, err := dec.DecodeSectionInto(nil, section, s, tc.buf)
+				require.NoError(t, err, "%s section %d %s", codec, i, tc.name)
+				require.Equal(t, want, got, "%s section %d %s", codec, i, tc.name)
+				inBuf := cap(tc.buf) > 0 && len(got) > 0 && &got[0].Data[:1][0] == &tc.buf[:1][0]
+				require.Equal(t, tc.aliases, inBuf, "%s section %d %s: batches alias the buffer", codec, i, tc.name)
+			}
+		}
+	}
+}

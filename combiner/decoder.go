@@ -103,6 +103,15 @@ func (d *Decoder) Close() error {
 // Errors about the bytes are *CorruptError values (matching ErrCorrupt)
 // naming want's partition and first offset; dst is returned unchanged.
 func (d *Decoder) DecodeSection(dst []Batch, section []byte, want SectionInfo) ([]Batch, error) {
+	return d.DecodeSectionInto(dst, section, want, nil)
+}
+
+// DecodeSectionInto is DecodeSection, decompressing a compressed payload
+// into buf's array when its capacity holds want.UncompressedSize bytes,
+// so that a caller can reuse decompression buffers: the returned batches
+// then alias buf, and stay valid as long as the caller keeps it. A buf
+// too small, or nil, is ignored. The Decoder keeps no reference to buf.
+func (d *Decoder) DecodeSectionInto(dst []Batch, section []byte, want SectionInfo, buf []byte) ([]Batch, error) {
 	if d.closed {
 		return dst, ErrClosed
 	}
@@ -123,7 +132,7 @@ func (d *Decoder) DecodeSection(dst []Batch, section []byte, want SectionInfo) (
 			return dst, fmt.Errorf("%w: section of %s from offset %d decompresses to %d bytes, limit %d",
 				ErrTooLarge, want.Partition, want.FirstOffset, want.UncompressedSize, d.max)
 		}
-		if data, err = d.decompress(payload, &want); err != nil {
+		if data, err = d.decompress(payload, &want, buf); err != nil {
 			return dst, err
 		}
 	}
@@ -144,11 +153,14 @@ func (d *Decoder) DecodeSection(dst []Batch, section []byte, want SectionInfo) (
 	return out, nil
 }
 
-func (d *Decoder) decompress(payload []byte, want *SectionInfo) ([]byte, error) {
+func (d *Decoder) decompress(payload []byte, want *SectionInfo, buf []byte) ([]byte, error) {
 	n := int(want.UncompressedSize)
+	if cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
 	switch want.Codec {
 	case metadata.CodecZstd:
-		out, err := d.zstd.DecodeAll(payload, make([]byte, 0, n))
+		out, err := d.zstd.DecodeAll(payload, buf[:0])
 		if err != nil {
 			return nil, sectionCorrupt(want, err, "zstd payload does not decode")
 		}
@@ -164,7 +176,7 @@ func (d *Decoder) decompress(payload []byte, want *SectionInfo) ([]byte, error) 
 		if l != n {
 			return nil, sectionCorrupt(want, nil, "s2 payload decodes to %d bytes, want %d", l, n)
 		}
-		out, err := s2.Decode(make([]byte, n), payload)
+		out, err := s2.Decode(buf[:n], payload)
 		if err != nil {
 			return nil, sectionCorrupt(want, err, "s2 payload does not decode")
 		}

@@ -70,10 +70,11 @@ func TestFetchIntoPooledBuffers(t *testing.T) {
 		public    bool  // through Fetch, which does not pool
 		wantErr   error // every entry fails with it
 		wantHolds int   // entries holding the buffer
+		own       bool  // each holds its own (decompressed) buffer, the GET's went back at once
 		wantReads int
 	}{
 		{name: "uncompressed sections hold the buffer", wantHolds: 3, wantReads: 1},
-		{name: "compressed sections do not", codec: metadata.CodecZstd, wantHolds: 0, wantReads: 1},
+		{name: "compressed sections hold buffers of their own", codec: metadata.CodecZstd, wantHolds: 3, own: true, wantReads: 1},
 		{name: "a short answer is a broken contract", store: rangeStore{short: 1}, wantErr: ErrContractViolation, wantReads: 4},
 		{name: "a failed read", store: rangeStore{err: fmt.Errorf("boom: %w", ErrUnavailable)}, wantErr: ErrUnavailable, wantReads: 1},
 		{name: "a corrupt section fails alone", store: rangeStore{corruptAfter: 40}, wantHolds: 2, wantReads: 1},
@@ -129,6 +130,18 @@ func TestFetchIntoPooledBuffers(t *testing.T) {
 				if !tc.public {
 					require.Equal(t, 1, pool.Free(), "the buffer went back at once")
 				}
+				return
+			}
+			if tc.own {
+				require.Equal(t, 1, pool.Free(), "the GET buffer went back at once")
+				for i, h := range holders {
+					for _, o := range holders[:i] {
+						require.NotSame(t, o, h, "a decompressed section's buffer is its own")
+					}
+					h.Release()
+					require.Equal(t, 2+i, pool.Free(), "each goes back on its release")
+				}
+				require.Panics(t, func() { holders[0].Release() }, "a release without a hold")
 				return
 			}
 			for _, h := range holders[1:] {

@@ -281,6 +281,11 @@ func fetchError(e *metadata.Entry, err error) *FetchError {
 	return &FetchError{Object: e.Object, Partition: e.Partition, Position: e.Position, Length: e.Length, Err: err}
 }
 
+// maxPooledSection bounds the decompressed sections given a pooled
+// buffer (larger ones get their own): the pool keeps no more than that
+// either way.
+const maxPooledSection = 16 << 20
+
 // rangeRead is one GET serving the entries at idx, which all lie in
 // [start, end) of object.
 type rangeRead struct {
@@ -328,8 +333,20 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 		section := data[e.Position-r.start : e.Position-r.start+e.Length]
 		want := combiner.SectionOf(*e)
 		from := len(batches)
-		decoded, derr := m.dec.DecodeSection(batches, section, want)
+		// A compressed section decompresses into a pooled buffer of its
+		// own, released once its batches are appended, as the GET buffer
+		// is: every replicated byte of a compressed topic went through a
+		// fresh buffer. Only sizes the pool keeps: the size comes from
+		// the metadata, and a section's checksum is not checked yet.
+		var scratch []byte
+		if pool != nil && want.Codec != metadata.CodecNone && want.UncompressedSize > 0 && want.UncompressedSize <= maxPooledSection {
+			scratch = pool.Get(int(want.UncompressedSize))
+		}
+		decoded, derr := m.dec.DecodeSectionInto(batches, section, want, scratch)
 		if derr != nil {
+			if scratch != nil {
+				pool.Put(scratch)
+			}
 			results[i].Err = fetchError(e, derr)
 			continue
 		}
@@ -344,8 +361,14 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 			batches = slices.Grow(batches, int(guess))
 		}
 		results[i].Batches = batches[from:len(batches):len(batches)]
-		// Uncompressed batches alias the buffer; decompressed ones do not.
-		if sb != nil && want.Codec == metadata.CodecNone {
+		// Uncompressed batches alias the GET buffer; decompressed ones
+		// their own.
+		switch {
+		case scratch != nil:
+			own := &sharedBuf{pool: pool, b: scratch}
+			own.refs.Store(1)
+			results[i].buf = own
+		case sb != nil && want.Codec == metadata.CodecNone:
 			results[i].buf = sb
 			holds++
 		}
