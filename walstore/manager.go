@@ -281,9 +281,8 @@ func fetchError(e *metadata.Entry, err error) *FetchError {
 	return &FetchError{Object: e.Object, Partition: e.Partition, Position: e.Position, Length: e.Length, Err: err}
 }
 
-// maxPooledSection bounds the decompressed sections given a pooled
-// buffer (larger ones get their own): the pool keeps no more than that
-// either way.
+// maxPooledSection bounds the decompressed bytes of one read given a
+// pooled arena (more get buffers of their own).
 const maxPooledSection = 16 << 20
 
 // rangeRead is one GET serving the entries at idx, which all lie in
@@ -318,7 +317,19 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 		}
 		return
 	}
-	holds := int32(0)
+	// Compressed sections decompress into one pooled arena per read, as
+	// uncompressed ones alias the GET buffer: each goes back to the pool
+	// once the last section holding it is appended. Without it every
+	// replicated byte of a compressed topic went through a fresh buffer.
+	// The arena is sized from the entries' uncompressed sizes, whose
+	// checksums are not checked yet, so only within the pool's sizes.
+	var arena *sharedBuf
+	if pool != nil && err == nil {
+		if total := compressedBytes(entries, r.idx); total > 0 && total <= maxPooledSection {
+			arena = &sharedBuf{pool: pool, b: pool.Get(int(total))}
+		}
+	}
+	holds, arenaHolds := int32(0), int32(0)
 	// The sections' batches share one array, sized once the first section
 	// shows how many batches a byte holds: an allocation per read, not per
 	// section. Each result's slice ends at its capacity, so that appending
@@ -333,20 +344,13 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 		section := data[e.Position-r.start : e.Position-r.start+e.Length]
 		want := combiner.SectionOf(*e)
 		from := len(batches)
-		// A compressed section decompresses into a pooled buffer of its
-		// own, released once its batches are appended, as the GET buffer
-		// is: every replicated byte of a compressed topic went through a
-		// fresh buffer. Only sizes the pool keeps: the size comes from
-		// the metadata, and a section's checksum is not checked yet.
 		var scratch []byte
-		if pool != nil && want.Codec != metadata.CodecNone && want.UncompressedSize > 0 && want.UncompressedSize <= maxPooledSection {
-			scratch = pool.Get(int(want.UncompressedSize))
+		if arena != nil && want.Codec != metadata.CodecNone && want.UncompressedSize > 0 {
+			n := len(arena.b)
+			scratch = arena.b[n:n:min(n+int(want.UncompressedSize), cap(arena.b))]
 		}
 		decoded, derr := m.dec.DecodeSectionInto(batches, section, want, scratch)
 		if derr != nil {
-			if scratch != nil {
-				pool.Put(scratch)
-			}
 			results[i].Err = fetchError(e, derr)
 			continue
 		}
@@ -361,25 +365,42 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 			batches = slices.Grow(batches, int(guess))
 		}
 		results[i].Batches = batches[from:len(batches):len(batches)]
-		// Uncompressed batches alias the GET buffer; decompressed ones
-		// their own.
 		switch {
-		case scratch != nil:
-			own := &sharedBuf{pool: pool, b: scratch}
-			own.refs.Store(1)
-			results[i].buf = own
+		case want.Codec != metadata.CodecNone && cap(scratch) == int(want.UncompressedSize):
+			// Decompressed into the arena (a scratch too small, which
+			// only a wrong size in the entry makes, was not used).
+			arena.b = arena.b[:len(arena.b)+cap(scratch)]
+			results[i].buf = arena
+			arenaHolds++
 		case sb != nil && want.Codec == metadata.CodecNone:
 			results[i].buf = sb
 			holds++
 		}
 	}
-	if sb != nil {
-		if holds == 0 {
-			pool.Put(sb.b)
-			return
+	for _, b := range []struct {
+		sb    *sharedBuf
+		holds int32
+	}{{sb, holds}, {arena, arenaHolds}} {
+		switch {
+		case b.sb == nil:
+		case b.holds == 0:
+			pool.Put(b.sb.b)
+		default:
+			b.sb.refs.Store(b.holds)
 		}
-		sb.refs.Store(holds)
 	}
+}
+
+// compressedBytes is what the compressed sections among entries[idx]
+// decompress to, by their entries.
+func compressedBytes(entries []metadata.Entry, idx []int) int64 {
+	var total int64
+	for _, i := range idx {
+		if e := &entries[i]; e.Codec != metadata.CodecNone && e.UncompressedSize > 0 {
+			total += min(e.UncompressedSize, maxPooledSection+1) // no overflow
+		}
+	}
+	return total
 }
 
 // getRange is ObjectStore.GetRange with its answer checked: errors name
