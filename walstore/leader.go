@@ -702,7 +702,7 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 		changed, space := false, (<-chan struct{})(nil)
 		if err == nil {
 			changed = l.takeLocked()
-		} else if leadcore.CodeOf(err) == leadcore.BufferFull {
+		} else if leadcore.CodeOf(err) == leadcore.BufferFull && l.cfg.Overflow != Reject {
 			space = l.space.wait()
 		}
 		l.mu.Unlock()

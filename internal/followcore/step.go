@@ -46,8 +46,9 @@ func (c *Core) step() {
 		c.Held += len(p.held) - p.counted
 		p.counted = len(p.held)
 	}
-	clear(visit) // an unfollowed partition is not kept from the collector
-	c.visited = visit
+	// Cleared, so that an unfollowed partition is not kept from the
+	// collector, and dropped past maxReused, as a Ready's slices are.
+	c.visited = reused(visit)
 	if c.Held > c.cfg.MaxHeld {
 		c.evict(c.Held - c.cfg.MaxHeld)
 	}
@@ -58,8 +59,7 @@ func (c *Core) step() {
 		c.out.Rewind = true
 	}
 	c.startRounds(want)
-	clear(want)
-	c.want = want
+	c.want = reused(want)
 }
 
 // hedge sends again the GETs unanswered for their bucket's learned
