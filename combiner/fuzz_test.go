@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,6 +102,18 @@ func FuzzDecodeSection(f *testing.F) {
 			want.Checksum = getUint64(section[len(section)-checksumSize:])
 		}
 		got, err := dec.DecodeSection(nil, section, want)
+		// DecodeSectionInto, given a buffer of exactly the claimed size,
+		// decodes alike and writes nothing past the buffer's capacity.
+		if size >= 0 && size <= 1<<20 {
+			backing := bytes.Repeat([]byte{0xa5}, int(size)+64)
+			into, intoErr := dec.DecodeSectionInto(nil, section, want, backing[:0:size])
+			if (err == nil) != (intoErr == nil) || err == nil && !reflect.DeepEqual(got, into) {
+				t.Fatalf("DecodeSectionInto: %v, %d batches; DecodeSection: %v, %d batches", intoErr, len(into), err, len(got))
+			}
+			if !bytes.Equal(backing[size:], bytes.Repeat([]byte{0xa5}, 64)) {
+				t.Fatalf("DecodeSectionInto wrote past the %d bytes it was given", size)
+			}
+		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("untyped error: %v", err)
