@@ -170,6 +170,13 @@ type demoReader struct {
 	err                      error
 }
 
+// running reports whether d still reads: it has neither stopped nor failed.
+func (d *demoReader) running() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stoppedWith == "" && d.err == nil
+}
+
 // batchDigest is a yielded batch, its bytes as a SHA-256: the readers'
 // logs are compared with the leaders' without holding a copy of each.
 type batchDigest struct {
@@ -256,10 +263,7 @@ const holdEvery = 20 * time.Millisecond
 func (f *readerFleet) hold() {
 	marks := make(map[metadata.TopicPartition]int64)
 	for _, d := range f.readers {
-		d.mu.Lock()
-		running := d.stoppedWith == "" && d.err == nil
-		d.mu.Unlock()
-		if !running {
+		if !d.running() {
 			continue
 		}
 		for _, tp := range d.tps {
@@ -334,10 +338,7 @@ func (f *readerFleet) drain(ctx context.Context, timeout time.Duration) (time.Du
 func (f *readerFleet) behind() (int, error) {
 	n := 0
 	for _, d := range f.readers {
-		d.mu.Lock()
-		running := d.stoppedWith == "" && d.err == nil
-		d.mu.Unlock()
-		if !running {
+		if !d.running() {
 			continue
 		}
 		for _, tp := range d.tps {
