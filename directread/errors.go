@@ -43,6 +43,7 @@ type GoneError struct {
 	Cause error
 }
 
+// Error names the partition, the offset gone and where to resume.
 func (e *GoneError) Error() string {
 	s := fmt.Sprintf("directread: %s offset %d is gone from object storage; read from the broker or tiered storage up to offset %d, then resume there", e.Partition, e.Offset, e.ResumeHint)
 	if e.Cause != nil {
@@ -70,6 +71,7 @@ type TruncatedError struct {
 	Offset int64
 }
 
+// Error names the partition and the offset to seek back to.
 func (e *TruncatedError) Error() string {
 	return fmt.Sprintf("directread: %s records yielded from offset %d were truncated by a later leader; seek back to %d", e.Partition, e.Offset, e.Offset)
 }

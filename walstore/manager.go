@@ -215,10 +215,12 @@ type FetchError struct {
 	Err       error
 }
 
+// Error names the object, the byte range and the partition.
 func (e *FetchError) Error() string {
 	return fmt.Sprintf("walstore: fetch %s bytes %d+%d for %s: %v", e.Object, e.Position, e.Length, e.Partition, e.Err)
 }
 
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *FetchError) Unwrap() error { return e.Err }
 
 // Fetch reads the sections the entries name and returns their verified
