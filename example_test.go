@@ -72,7 +72,7 @@ func Example_broker() {
 	if err := node.Append(ctx, tp, batch); err != nil {
 		log.Fatal(err)
 	}
-	if err := node.WaitDurable(ctx, tp, 9); err != nil { // acks-on-upload, if asked for
+	if err := node.WaitDurable(ctx, tp, epoch, 9); err != nil { // acks-on-upload, if asked for
 		log.Fatal(err)
 	}
 	// ... and later a follower of broker 2 at a higher epoch, or nothing.

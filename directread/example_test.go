@@ -73,7 +73,7 @@ func Example() {
 				log.Fatal(err)
 			}
 		}
-		if err := nodes[1].WaitReplicated(ctx, tp, 29); err != nil { // acks=all
+		if err := nodes[1].WaitReplicated(ctx, tp, 1, 29); err != nil { // acks=all
 			log.Fatal(err)
 		}
 	}

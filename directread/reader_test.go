@@ -77,7 +77,7 @@ func TestReaderYieldsTheCommittedLog(t *testing.T) {
 			leader.Produce(ctx, tp, 1, round*10, round*10+9, 5)
 		}
 		for _, tp := range tps {
-			require.NoError(t, leader.Node.WaitReplicated(ctx, tp, round*10+9))
+			require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, round*10+9))
 		}
 	}
 	start := make(map[metadata.TopicPartition]int64)
@@ -141,11 +141,11 @@ func TestReaderStopsAtTheCommittedOffset(t *testing.T) {
 	tp := tps[0]
 	ctx := context.Background()
 	leader.Produce(ctx, tp, 1, 0, 19, 10)
-	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 19))
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 19))
 	c.SetReplicas(tp, 1, 2, 3, 4) // broker 4 joins and never reports
 	require.NoError(t, leader.Node.BecomeLeader(ctx, tp, 1, []int32{2, 3, 4}, -1))
 	leader.Produce(ctx, tp, 1, 20, 39, 10)
-	require.NoError(t, leader.Node.WaitDurable(ctx, tp, 39))
+	require.NoError(t, leader.Node.WaitDurable(ctx, tp, 1, 39))
 
 	r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: 0}})
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestReaderGone(t *testing.T) {
 	tp := tps[0]
 	ctx := context.Background()
 	leader.Produce(ctx, tp, 1, 0, 29, 10)
-	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 29))
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 29))
 	leader.Node.ReportTiered(tp, 30)
 	n, err := leader.Node.CollectGarbage(ctx)
 	require.NoError(t, err)
@@ -206,7 +206,7 @@ func TestReaderGone(t *testing.T) {
 	t.Log(gone)
 
 	leader.Produce(ctx, tp, 1, 30, 39, 10)
-	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 39))
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 39))
 	require.NoError(t, r.Seek(tp, 35))
 	got2 := poll(t, r, tps, 40)
 	clustertest.RequireSameLog(t, leader.Local.Batches(tp)[3:], got2[tp])
@@ -249,7 +249,7 @@ func TestReaderUnavailableAfter(t *testing.T) {
 	tp := tps[0]
 	ctx := context.Background()
 	leader.Produce(ctx, tp, 1, 0, 19, 10)
-	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 19))
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 19))
 	var down atomic.Bool
 	c.SetFault(func(op clustertest.Op, bucket string) clustertest.Fault {
 		if op == clustertest.OpGet && bucket == "bucket-az1" && down.Load() {
@@ -325,7 +325,7 @@ func goneCluster(t *testing.T, busy bool) (*clustertest.Cluster, metadata.TopicP
 	tp := tps[0]
 	ctx := context.Background()
 	leader.Produce(ctx, tp, 1, 0, 29, 10)
-	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 29))
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 29))
 	if busy {
 		publishing(t, c.Meta)
 	}
@@ -380,7 +380,7 @@ func TestReaderGoneOnABusyCluster(t *testing.T) {
 
 			// It goes on after Seek, on the busy log too.
 			leader.Produce(ctx, tp, 1, 30, 39, 10)
-			require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 39))
+			require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 39))
 			require.NoError(t, r.Seek(tp, 30))
 			clustertest.RequireSameLog(t, leader.Local.Batches(tp)[3:], poll(t, r, []metadata.TopicPartition{tp}, 40)[tp])
 		})
@@ -478,7 +478,7 @@ func TestReaderMetadataTrimmed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	leader.Produce(ctx, tp, 1, 0, 29, 10)
-	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 29))
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 29))
 	publishing(t, c.Meta)
 	for p := range c.Meta.Partitions() {
 		_, high, err := c.Meta.Watermarks(ctx, p)
@@ -486,7 +486,7 @@ func TestReaderMetadataTrimmed(t *testing.T) {
 		require.NoError(t, c.Meta.Trim(ctx, p, high))
 	}
 	leader.Produce(ctx, tp, 1, 30, 39, 10)
-	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 39))
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 39))
 
 	r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: 0}})
 	require.NoError(t, err)

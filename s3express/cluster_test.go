@@ -76,7 +76,7 @@ func TestLeaderAZOutage(t *testing.T) {
 			r1.BecomeLeader(ctx, tp, 1, -1)
 			r2.StartFollower(tp)
 			r1.Produce(ctx, tp, 1, 0, 99, 10)
-			require.NoError(t, r1.Node.WaitDurable(ctx, tp, 99))
+			require.NoError(t, r1.Node.WaitDurable(ctx, tp, 1, 99))
 
 			require.NoError(t, cl.Objects.SetOutage("az1", true))
 			r1.Produce(ctx, tp, 1, 100, 199, 10)
@@ -88,7 +88,7 @@ func TestLeaderAZOutage(t *testing.T) {
 			require.Less(t, r1.Node.DurableOffset(tp), int64(200), "nothing is durable while the bucket is down")
 
 			require.NoError(t, cl.Objects.SetOutage("az1", false))
-			require.NoError(t, r1.Node.WaitDurable(ctx, tp, 199))
+			require.NoError(t, r1.Node.WaitDurable(ctx, tp, 1, 199))
 			require.Eventually(t, func() bool { return !r1.Node.Health().Degraded }, 20*time.Second, time.Millisecond,
 				"healthy again once uploads succeed")
 			clustertest.RequireConverges(t, r2, r1, tp)

@@ -73,7 +73,7 @@ func TestAdversaryReelectionDuringRepublish(t *testing.T) {
 
 				wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 				defer cancel()
-				require.NoError(t, n1.WaitDurable(wctx, tpA, 24), "the durable offset must get past the republish")
+				require.NoError(t, n1.WaitDurable(wctx, tpA, 3, 24), "the durable offset must get past the republish")
 				settle(time.Minute)
 				requireSameLog(t, log1, log2, tpA)
 			})
@@ -96,7 +96,7 @@ func TestAdversarySameEpochNewFollowerGetsRepublish(t *testing.T) {
 		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
 		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
 		produce(t, n1, log1, tpA, 1, 0, 9)
-		require.NoError(t, n1.WaitDurable(ctx, tpA, 9))
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 9))
 		settle(time.Minute) // broker 2 applies it and the objects are collected
 		requireSameLog(t, log1, log2, tpA)
 
@@ -104,7 +104,7 @@ func TestAdversarySameEpochNewFollowerGetsRepublish(t *testing.T) {
 		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2, 3}, 0))
 		require.NoError(t, n3.BecomeFollower(ctx, tpA, 1, 1))
 		produce(t, n1, log1, tpA, 1, 10, 14)
-		require.NoError(t, n1.WaitDurable(ctx, tpA, 14))
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 14))
 		settle(time.Minute)
 		requireSameLog(t, log1, log3, tpA)
 		requireSameLog(t, log1, log2, tpA)
@@ -136,14 +136,14 @@ func TestAdversaryForgedProgressDoesNotCollectLaterObjects(t *testing.T) {
 				require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2, 3}, -1))
 				require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
 				produce(t, n1, log1, tpA, 1, 0, 9)
-				require.NoError(t, n1.WaitDurable(ctx, tpA, 9))
+				require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 9))
 
 				p := tc.p
 				p.Partition, p.Leader, p.Follower = tpA, 1, 3
 				n1.RecordProgress(p)
 
 				produce(t, n1, log1, tpA, 1, 10, 19)
-				require.NoError(t, n1.WaitDurable(ctx, tpA, 19))
+				require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 19))
 				settle(time.Minute)
 				requireSameLog(t, log1, log2, tpA)
 				_, err := n1.CollectGarbage(ctx)
@@ -367,7 +367,7 @@ func TestAdversaryStoreThatLosesAcknowledgedPuts(t *testing.T) {
 		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
 		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
 		produce(t, n1, log1, tpA, 1, 0, 9)
-		require.NoError(t, n1.WaitDurable(ctx, tpA, 9), "the leader cannot tell")
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 9), "the leader cannot tell")
 		settle(time.Minute)
 		assert.Empty(t, log2.Batches(tpA))
 		assert.Positive(t, n2.Stats().Follower.NotFound)

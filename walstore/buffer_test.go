@@ -52,7 +52,7 @@ func TestBufferHoldsUntilPublished(t *testing.T) {
 		require.Positive(t, n.Stats().Leader.Objects, "uploads went on while publishing failed")
 
 		meta.down.Store(false)
-		require.NoError(t, n.WaitDurable(ctx, tp, next-1))
+		require.NoError(t, n.WaitDurable(ctx, tp, 1, next-1))
 		require.Zero(t, n.Stats().Leader.BufferedBytes)
 	})
 }

@@ -44,33 +44,18 @@ func (l *Leader) SetInSync(tp metadata.TopicPartition, inSync []int32) error {
 	return nil
 }
 
-// WaitReplicated blocks until tp's high watermark is past offset, that is,
-// until every in-sync follower has applied it (what Kafka's acks=all
-// waits for), or ctx ends. It fails with an error matching ErrNotLeader
-// if the engine does not lead tp, or if the leadership it found ends
-// first: the offset may then never be replicated by this leader.
-func (l *Leader) WaitReplicated(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
-	var gen uint64
-	for {
-		l.mu.Lock()
-		hw, g, ok := l.core.HighWatermark(tp)
-		stopped, ch := l.stopped, l.commit.wait()
-		l.mu.Unlock()
-		switch {
-		case stopped:
-			return ErrStopped
-		case !ok || gen != 0 && g != gen:
-			return fmt.Errorf("walstore: waiting for %s offset %d to be replicated: %w", tp, offset, ErrNotLeader)
-		case hw > offset:
-			return nil
-		}
-		gen = g
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("walstore: waiting for %s offset %d to be replicated: %w", tp, offset, ctx.Err())
-		case <-ch:
-		}
-	}
+// WaitReplicated blocks until tp's high watermark is past offset, appended
+// at epoch, that is, until every in-sync follower has applied it (what
+// Kafka's acks=all waits for), or ctx ends. As for WaitDurable, epoch is
+// the epoch of the batch that holds offset, and the wait fails with an
+// error matching ErrNotLeader unless the leadership that accepted it is
+// the current one and lasts until the offset is replicated: a leader that
+// lost its leadership can no longer say what its followers will keep.
+func (l *Leader) WaitReplicated(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64) error {
+	return l.waitFor(ctx, tp, epoch, offset, "replicated", func(c *leadcore.Core) (int64, error) {
+		hw, _, _ := c.HighWatermark(tp)
+		return hw, nil
+	}, &l.commit)
 }
 
 // HighWatermark returns tp's high watermark; see Leader.HighWatermark.
@@ -83,6 +68,6 @@ func (n *Node) SetInSync(tp metadata.TopicPartition, inSync []int32) error {
 
 // WaitReplicated waits until every in-sync follower has applied tp's
 // offset (acks=all); see Leader.WaitReplicated.
-func (n *Node) WaitReplicated(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
-	return n.leader.WaitReplicated(ctx, tp, offset)
+func (n *Node) WaitReplicated(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64) error {
+	return n.leader.WaitReplicated(ctx, tp, epoch, offset)
 }

@@ -31,27 +31,27 @@ func TestNodeHighWatermark(t *testing.T) {
 		require.Equal(t, int64(-1), n2.HighWatermark(tpA), "not its leader")
 
 		produce(t, n1, log1, tpA, 1, 0, 9)
-		require.NoError(t, n1.WaitDurable(ctx, tpA, 9))
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 9))
 		settle(time.Second)
 		require.Equal(t, int64(-1), n1.HighWatermark(tpA), "broker 3 never reported")
 
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		require.ErrorIs(t, n1.WaitReplicated(wctx, tpA, 9), context.DeadlineExceeded)
+		require.ErrorIs(t, n1.WaitReplicated(wctx, tpA, 1, 9), context.DeadlineExceeded)
 
 		require.NoError(t, n1.SetInSync(tpA, []int32{2}))
-		require.NoError(t, n1.WaitReplicated(ctx, tpA, 9))
+		require.NoError(t, n1.WaitReplicated(ctx, tpA, 1, 9))
 		require.Equal(t, int64(10), n1.HighWatermark(tpA))
 		require.Error(t, n1.SetInSync(tpA, []int32{4}), "not a follower")
 		require.ErrorIs(t, n1.SetInSync(tpB, nil), walstore.ErrNotLeader)
-		require.ErrorIs(t, n1.WaitReplicated(ctx, tpB, 0), walstore.ErrNotLeader)
+		require.ErrorIs(t, n1.WaitReplicated(ctx, tpB, 1, 0), walstore.ErrNotLeader)
 
 		settle(time.Second)
 		require.Equal(t, int64(10), publishedCommit(t, w.meta, tpA), "the commit is in the metadata log")
 
 		// A leadership that ends fails the wait.
 		errc := make(chan error, 1)
-		go func() { errc <- n1.WaitReplicated(ctx, tpA, 100) }()
+		go func() { errc <- n1.WaitReplicated(ctx, tpA, 1, 100) }()
 		synctest.Wait()
 		require.NoError(t, n1.StopReplica(ctx, tpA))
 		require.ErrorIs(t, <-errc, walstore.ErrNotLeader)

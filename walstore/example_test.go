@@ -63,7 +63,7 @@ func Example() {
 			panic(err)
 		}
 	}
-	if err := nodes[1].WaitDurable(ctx, tp, 29); err != nil { // acks-on-upload
+	if err := nodes[1].WaitDurable(ctx, tp, 1, 29); err != nil { // acks-on-upload
 		panic(err)
 	}
 	for _, id := range []int32{2, 3} {

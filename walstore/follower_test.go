@@ -44,7 +44,7 @@ func TestFollowerReadsTenPartitionsOfOneObjectWithOneGet(t *testing.T) {
 		r1.Produce(ctx, tpN(i), 1, 0, 9, 10)
 	}
 	for i := range 10 {
-		require.NoError(t, l.WaitDurable(ctx, tpN(i), 9))
+		require.NoError(t, l.WaitDurable(ctx, tpN(i), 1, 9))
 	}
 	require.Equal(t, uint64(1), l.Stats().Leader.Objects, "one object holds all ten partitions")
 
@@ -67,7 +67,7 @@ func TestFollowerBootstrapsEmptyReplicaFromMetadata(t *testing.T) {
 			require.NoError(t, r1.Local.Truncate(ctx, clustertest.TP, start))
 			r1.BecomeLeader(ctx, clustertest.TP, 3, -1)
 			r1.Produce(ctx, clustertest.TP, 3, start, start+49, 10)
-			require.NoError(t, l.WaitDurable(ctx, clustertest.TP, start+49))
+			require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 3, start+49))
 
 			// R2 has an empty log and an empty epoch cache.
 			f := r2.StartFollower(clustertest.TP)
@@ -125,7 +125,7 @@ func TestFollowerBoundsHeldEntriesAndStillConverges(t *testing.T) {
 	require.NoError(t, r1.Local.Truncate(ctx, tp, 100))
 	r1.BecomeLeader(ctx, tp, 5, -1)
 	r1.Produce(ctx, tp, 5, 100, 149, 10)
-	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 149))
+	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 5, 149))
 	r2.Preload(tp, 5, 100, 149, 10)
 	r3.Preload(tp, 5, 100, 109, 10)
 	r1.Stop()
@@ -137,7 +137,7 @@ func TestFollowerBoundsHeldEntriesAndStillConverges(t *testing.T) {
 	r2.BecomeLeader(ctx, tp, 6, -1)
 	for off := int64(150); off < 250; off += 10 {
 		r2.Produce(ctx, tp, 6, off, off+9, 10)
-		require.NoError(t, r2.Node.WaitDurable(ctx, tp, off+9))
+		require.NoError(t, r2.Node.WaitDurable(ctx, tp, 6, off+9))
 	}
 	f3 := r3.StartFollowerConfig(tp, walstore.NodeConfig{Follower: walstore.FollowerConfig{MaxHeld: 3}})
 	require.Eventually(t, func() bool { return f3.Stats().Follower.Evicted > 0 }, 10*time.Second, time.Millisecond)
@@ -166,7 +166,7 @@ func TestFollowerStopsAppendingWhenItsBrokerLeads(t *testing.T) {
 	})
 	f := r2.StartFollower(tp)
 	r1.Produce(ctx, tp, 1, 0, 49, 10)
-	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 49))
+	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 1, 49))
 	require.Eventually(t, func() bool { return f.Stats().Follower.FetchErrors > 0 }, 10*time.Second, time.Millisecond)
 
 	// R2 becomes the leader: once BecomeLeader returns, its follower side
@@ -190,7 +190,7 @@ func TestFollowerHedgesAroundABucketThatStopsAnswering(t *testing.T) {
 	require.NoError(t, r1.Local.Truncate(ctx, tp, 100))
 	r1.BecomeLeader(ctx, tp, 5, -1)
 	r1.Produce(ctx, tp, 5, 100, 149, 10)
-	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 149))
+	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 5, 149))
 	r2.Preload(tp, 5, 100, 149, 10)
 	r1.Stop()
 
@@ -226,7 +226,7 @@ func TestFollowerHedgesASlowGET(t *testing.T) {
 	r1.StartLeader(walstore.LeaderConfig{})
 	r1.BecomeLeader(ctx, tp, 1, -1)
 	r1.Produce(ctx, tp, 1, 0, 49, 10)
-	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 49))
+	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 1, 49))
 
 	var gets atomic.Int64
 	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {

@@ -28,9 +28,9 @@ func TestGCDeletesOnlyWhenEveryFollowerAppliedAndTiered(t *testing.T) {
 	l := r1.StartLeader(walstore.LeaderConfig{GCInterval: time.Hour})
 	r1.BecomeLeader(ctx, clustertest.TP, 1, -1)
 	r1.Produce(ctx, clustertest.TP, 1, 0, 29, 10)
-	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 29))
+	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 1, 29))
 	r1.Produce(ctx, clustertest.TP, 1, 30, 59, 10)
-	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 59))
+	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 1, 59))
 	objects := listLocal(t, r1)
 	require.Positive(t, objects)
 
@@ -84,7 +84,7 @@ func TestSweepDeletesUntrackedObjectsOlderThanAge(t *testing.T) {
 	l := r1.StartLeader(walstore.LeaderConfig{GCInterval: time.Hour})
 	r1.BecomeLeader(ctx, clustertest.TP, 1, -1)
 	r1.Produce(ctx, clustertest.TP, 1, 0, 9, 10)
-	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 9))
+	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 1, 9))
 
 	// An orphan: an upload under this broker's prefix nobody tracks.
 	_, err := r1.Store.Put(ctx, "1/orphan.wal", []byte("lost acknowledgement"))

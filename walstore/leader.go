@@ -31,6 +31,10 @@ var (
 	// epoch other than the leadership's, or a first offset that does not
 	// continue the batches appended before it.
 	ErrInvalidBatch = errors.New("walstore: invalid batch")
+	// ErrStaleEpoch: BecomeLeader at an epoch not above the last one this
+	// engine led the partition at. An epoch names one leadership, so that
+	// a wait for records accepted at it is never answered by another.
+	ErrStaleEpoch = errors.New("walstore: stale leader epoch")
 )
 
 // Overflow says what Append does when the buffer is full.
@@ -651,7 +655,7 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 	_, err := l.core.CheckLeader(tp, epoch, followers)
 	l.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, refusal(err))
 	}
 	leo, err := l.cfg.Local.EndOffset(tp)
 	if err != nil {
@@ -669,7 +673,7 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 		l.report()
 	}
 	if err != nil {
-		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, refusal(err))
 	}
 	return nil
 }
@@ -732,6 +736,8 @@ func refusal(err error) error {
 		return fmt.Errorf("%w: %w", ErrInvalidBatch, err)
 	case leadcore.BufferFull, leadcore.TooLarge:
 		return fmt.Errorf("%w: %w", ErrBufferFull, err)
+	case leadcore.StaleEpoch:
+		return fmt.Errorf("%w: %w", ErrStaleEpoch, err)
 	}
 	return err
 }
@@ -747,33 +753,48 @@ func (l *Leader) DurableOffset(tp metadata.TopicPartition) int64 {
 	return durable
 }
 
-// WaitDurable blocks until tp's data up to and including offset is stored
-// and published (the acks-on-upload mode), or ctx ends. It fails with an
-// error matching ErrNotLeader if the engine does not lead tp, or if the
-// leadership it found ends before the offset is durable: data accepted
-// under a leadership that ended is never published, and must not be
-// acknowledged.
-func (l *Leader) WaitDurable(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
+// WaitDurable blocks until tp's data up to and including offset, appended
+// at epoch, is stored and published (the acks-on-upload mode), or ctx
+// ends. epoch is the epoch of the batch that holds offset, as given to
+// Append: it binds the wait to the leadership that accepted the records.
+// The wait fails with an error matching ErrNotLeader unless the engine's
+// current leadership of tp is that one, and if that leadership ends
+// before the offset is durable, whether before the call or during it:
+// data accepted under a leadership that ended is never published by it,
+// and a later leadership may hold other records at the same offsets.
+func (l *Leader) WaitDurable(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64) error {
+	return l.waitFor(ctx, tp, epoch, offset, "durable", func(c *leadcore.Core) (int64, error) {
+		_, durable, failed, _ := c.Leadership(tp)
+		return durable, failed
+	}, &l.durable)
+}
+
+// waitFor blocks until reached, read under mu, is past offset in the
+// leadership of tp that accepts appends at epoch, waking on sig. It fails
+// with ErrNotLeader if that leadership is not the current one, or ends,
+// and with reached's error when the offset can never be reached.
+func (l *Leader) waitFor(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64, what string, reached func(*leadcore.Core) (int64, error), sig *signal) error {
 	var gen uint64
 	for {
 		l.mu.Lock()
-		g, durable, failed, ok := l.core.Leadership(tp)
-		stopped, ch := l.stopped, l.durable.wait()
+		g, ok := l.core.Accepted(tp, epoch)
+		at, failed := reached(l.core)
+		stopped, ch := l.stopped, sig.wait()
 		l.mu.Unlock()
 		switch {
 		case stopped:
 			return ErrStopped
 		case !ok || gen != 0 && g != gen:
-			return fmt.Errorf("walstore: waiting for %s offset %d to be durable: %w", tp, offset, ErrNotLeader)
-		case durable > offset:
+			return fmt.Errorf("walstore: waiting for %s offset %d of epoch %d to be %s: %w", tp, offset, epoch, what, ErrNotLeader)
+		case at > offset:
 			return nil
 		case failed != nil:
-			return fmt.Errorf("walstore: waiting for %s offset %d to be durable: %w", tp, offset, failed)
+			return fmt.Errorf("walstore: waiting for %s offset %d of epoch %d to be %s: %w", tp, offset, epoch, what, failed)
 		}
 		gen = g
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("walstore: waiting for %s offset %d to be durable: %w", tp, offset, ctx.Err())
+			return fmt.Errorf("walstore: waiting for %s offset %d of epoch %d to be %s: %w", tp, offset, epoch, what, ctx.Err())
 		case <-ch:
 		}
 	}

@@ -85,7 +85,7 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 
 			// The store recovers: everything accepted becomes durable.
 			c.SetFault(nil)
-			require.NoError(t, r1.Node.WaitDurable(ctx, clustertest.TP, accepted-1))
+			require.NoError(t, r1.Node.WaitDurable(ctx, clustertest.TP, 1, accepted-1))
 			assert.Zero(t, r1.Node.Stats().Leader.BufferedBytes)
 			require.Eventually(t, func() bool { return !r1.Node.Health().Degraded }, 10*time.Second, time.Millisecond)
 			require.Eventually(t, func() bool {
@@ -132,9 +132,9 @@ func TestLeaderPublishesInOffsetOrderWhenUploadsFinishOutOfOrder(t *testing.T) {
 	require.Eventually(t, func() bool { return r1.Node.Stats().Leader.Objects == 1 }, 10*time.Second, time.Millisecond,
 		"the second object of a is stored while the first is still uploading")
 	r1.Produce(ctx, b, 1, 0, 9, 10)
-	require.NoError(t, r1.Node.WaitDurable(ctx, b, 9), "b's object does not wait for a's slow one")
+	require.NoError(t, r1.Node.WaitDurable(ctx, b, 1, 9), "b's object does not wait for a's slow one")
 	assert.Equal(t, int64(0), r1.Node.DurableOffset(a), "a's second object waits for its first")
-	require.NoError(t, r1.Node.WaitDurable(ctx, a, 19))
+	require.NoError(t, r1.Node.WaitDurable(ctx, a, 1, 19))
 
 	// In the metadata log: b first, then a's entries in offset order.
 	var order []string
@@ -200,7 +200,7 @@ func TestLeaderAppendErrors(t *testing.T) {
 	assert.ErrorIs(t, l.Append(ctx, clustertest.TP, big), walstore.ErrBufferFull)
 	r1.Stop()
 	assert.ErrorIs(t, l.Append(ctx, clustertest.TP, clustertest.MakeBatch(clustertest.TP, 1, 0, 0)), walstore.ErrStopped)
-	assert.True(t, errors.Is(l.WaitDurable(ctx, clustertest.TP, 0), walstore.ErrStopped))
+	assert.True(t, errors.Is(l.WaitDurable(ctx, clustertest.TP, 1, 0), walstore.ErrStopped))
 }
 
 // flakyLog fails every Append while down is set.
@@ -246,7 +246,7 @@ func TestLeaderDegradesWhilePublishingFails(t *testing.T) {
 	assert.Equal(t, int64(0), l.DurableOffset(clustertest.TP), "stored but unpublished data is not durable")
 
 	log.down.Store(false)
-	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 9))
+	require.NoError(t, l.WaitDurable(ctx, clustertest.TP, 1, 9))
 	require.Eventually(t, func() bool { return !l.Health().Degraded }, 10*time.Second, time.Millisecond)
 }
 
@@ -297,7 +297,7 @@ func TestLeaderHedgesAnOverstayingPUT(t *testing.T) {
 	r1.StartLeader(walstore.LeaderConfig{RequestTimeout: time.Hour, DegradedAfter: time.Hour, Hedge: walstore.HedgeConfig{Max: 10 * time.Millisecond}})
 	r1.BecomeLeader(ctx, tp, 1, -1)
 	r1.Produce(ctx, tp, 1, 0, 9, 10)
-	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 9))
+	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 1, 9))
 	st := r1.Node.Stats().Leader
 	// Later uploads may be hedged too on a busy machine; the hung one was.
 	assert.GreaterOrEqual(t, st.UploadHedges, uint64(1))

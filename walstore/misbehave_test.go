@@ -370,7 +370,7 @@ func TestLeaderReportsAMisbehavingLocalLog(t *testing.T) {
 				requireDependencyError(t, err, tc.dependency, tc.is)
 
 				produce(t, n1, local.LocalLog, tpB, 1, 20, 29)
-				require.NoError(t, n1.WaitDurable(ctx, tpB, 29))
+				require.NoError(t, n1.WaitDurable(ctx, tpB, 1, 29))
 				settle(time.Minute)
 				requireSameLog(t, local.LocalLog, log2, tpB)
 			})
@@ -420,7 +420,7 @@ func TestLeaderSurvivesAMisbehavingStoreOrMetadataLog(t *testing.T) {
 				require.NoError(t, n1.BecomeLeader(ctx, tpB, 1, []int32{2}, -1))
 				require.NoError(t, n2.BecomeFollower(ctx, tpB, 1, 1))
 				produce(t, n1, log1, tpA, 1, 0, 9)
-				require.NoError(t, n1.WaitDurable(ctx, tpA, 9))
+				require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 9))
 
 				on.Store(true)
 				produce(t, n1, log1, tpB, 1, 0, 9)
@@ -442,7 +442,7 @@ func TestLeaderSurvivesAMisbehavingStoreOrMetadataLog(t *testing.T) {
 				}
 
 				on.Store(false)
-				require.NoError(t, n1.WaitDurable(ctx, tpB, 9))
+				require.NoError(t, n1.WaitDurable(ctx, tpB, 1, 9))
 				settle(time.Minute)
 				assert.False(t, n1.Health().Degraded)
 				requireSameLog(t, log1, log2, tpB)

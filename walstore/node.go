@@ -217,10 +217,11 @@ func (n *Node) Append(ctx context.Context, tp metadata.TopicPartition, b combine
 	return n.leader.Append(ctx, tp, b)
 }
 
-// WaitDurable waits until tp's data up to and including offset is stored
-// and published (acks-on-upload); see Leader.WaitDurable.
-func (n *Node) WaitDurable(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
-	return n.leader.WaitDurable(ctx, tp, offset)
+// WaitDurable waits until tp's data up to and including offset, appended
+// at epoch, is stored and published (acks-on-upload); see
+// Leader.WaitDurable.
+func (n *Node) WaitDurable(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64) error {
+	return n.leader.WaitDurable(ctx, tp, epoch, offset)
 }
 
 // DurableOffset returns the offset below which tp's log is durable in this

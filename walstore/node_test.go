@@ -86,8 +86,8 @@ func TestNodeMisuse(t *testing.T) {
 			{"Append to an unknown partition", func() error { return n.Append(ctx, unknown, batch) }, walstore.ErrNotLeader},
 			{"Append to a followed partition", func() error { return n.Append(ctx, tpB, batch) }, walstore.ErrNotLeader},
 			{"Append of a zero batch", func() error { return n.Append(ctx, tpA, combiner.Batch{}) }, walstore.ErrInvalidBatch},
-			{"WaitDurable of an unknown partition", func() error { return n.WaitDurable(ctx, unknown, 0) }, walstore.ErrNotLeader},
-			{"WaitDurable of a followed partition", func() error { return n.WaitDurable(ctx, tpB, 0) }, walstore.ErrNotLeader},
+			{"WaitDurable of an unknown partition", func() error { return n.WaitDurable(ctx, unknown, 1, 0) }, walstore.ErrNotLeader},
+			{"WaitDurable of a followed partition", func() error { return n.WaitDurable(ctx, tpB, 1, 0) }, walstore.ErrNotLeader},
 			{"Republish of an unknown partition", func() error { return n.Republish(ctx, unknown, 0) }, walstore.ErrNotLeader},
 			{"Republish from a negative offset", func() error { return n.Republish(ctx, tpA, -1) }, nil},
 			{"BecomeLeader with a cancelled context", func() error {
@@ -123,7 +123,7 @@ func TestNodeMisuse(t *testing.T) {
 
 		// The Node still works.
 		produce(t, n, log1, tpA, 3, 0, 9)
-		require.NoError(t, n.WaitDurable(ctx, tpA, 9))
+		require.NoError(t, n.WaitDurable(ctx, tpA, 3, 9))
 	})
 }
 
@@ -144,7 +144,7 @@ func TestNodeAfterRun(t *testing.T) {
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- n.Run(runCtx) }()
-		require.NoError(t, n.WaitDurable(ctx, tpA, 9))
+		require.NoError(t, n.WaitDurable(ctx, tpA, 1, 9))
 		assert.ErrorIs(t, n.Run(ctx), walstore.ErrStopped, "a second Run")
 		stop()
 		require.NoError(t, <-done)
@@ -153,7 +153,7 @@ func TestNodeAfterRun(t *testing.T) {
 		assert.ErrorIs(t, n.BecomeLeader(ctx, tpA, 2, nil, -1), walstore.ErrStopped)
 		assert.ErrorIs(t, n.BecomeFollower(ctx, tpA, 2, 2), walstore.ErrStopped)
 		assert.ErrorIs(t, n.Append(ctx, tpA, combiner.Batch{Epoch: 1, FirstOffset: 10, LastOffset: 10, Data: []byte("x")}), walstore.ErrStopped)
-		assert.ErrorIs(t, n.WaitDurable(ctx, tpA, 20), walstore.ErrStopped)
+		assert.ErrorIs(t, n.WaitDurable(ctx, tpA, 1, 20), walstore.ErrStopped)
 		assert.ErrorIs(t, n.Republish(ctx, tpA, 0), walstore.ErrStopped)
 		assert.NoError(t, n.StopReplica(ctx, tpB))
 		_ = n.Health()
@@ -187,7 +187,7 @@ func TestNodeConcurrentTransitions(t *testing.T) {
 				require.NoError(t, log1.AssignEpoch(tp, 11, end))
 				require.NoError(t, n.BecomeLeader(ctx, tp, 11, []int32{2}, -1))
 				produce(t, n, log1, tp, 11, end, end+4)
-				require.NoError(t, n.WaitDurable(ctx, tp, end+4))
+				require.NoError(t, n.WaitDurable(ctx, tp, 11, end+4))
 			})
 		}
 		wg.Wait()

@@ -57,7 +57,7 @@ func TestPermanentRefusalDegradesAtOnce(t *testing.T) {
 		require.True(t, errors.Is(h.Err, walstore.ErrPermanent), "the cause is named: %v", h.Err)
 
 		store.refuse.Store(false)
-		require.NoError(t, n.WaitDurable(ctx, tp, 0))
+		require.NoError(t, n.WaitDurable(ctx, tp, 1, 0))
 		synctest.Wait()
 		require.False(t, n.Health().Degraded)
 	})

@@ -188,8 +188,8 @@ func TestRegressionReelectionPublishesWhatWasAcknowledged(t *testing.T) {
 				}
 				wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 				defer cancel()
-				require.NoError(t, n1.WaitDurable(wctx, tpA, 9))
-				require.NoError(t, n1.WaitDurable(wctx, tpA, 19))
+				require.NoError(t, n1.WaitDurable(wctx, tpA, 2, 9))
+				require.NoError(t, n1.WaitDurable(wctx, tpA, 2, 19))
 				settle(time.Minute)
 				requireSameLog(t, log1, log2, tpA)
 			})
@@ -251,8 +251,8 @@ func TestRegressionAppendRejectsInvalidBatches(t *testing.T) {
 				produce(t, n1, log1, tpB, epoch, 0, 9)
 				wctx, cancel := context.WithTimeout(ctx, time.Minute)
 				defer cancel()
-				require.NoError(t, n1.WaitDurable(wctx, tpA, tc.before+9))
-				require.NoError(t, n1.WaitDurable(wctx, tpB, 9))
+				require.NoError(t, n1.WaitDurable(wctx, tpA, epoch, tc.before+9))
+				require.NoError(t, n1.WaitDurable(wctx, tpB, epoch, 9))
 				assert.Equal(t, tc.before+10, n1.DurableOffset(tpA), "nothing past the valid batches is durable")
 				settle(time.Minute)
 				requireSameLog(t, log1, log2, tpA)
@@ -348,7 +348,7 @@ func TestRegressionGCKeepsObjectsThroughAPlacementFlap(t *testing.T) {
 		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
 		produce(t, n1, log1, tpA, 1, 0, 9)
 		produce(t, n1, log1, tpA, 1, 10, 19)
-		require.NoError(t, n1.WaitDurable(ctx, tpA, 19))
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 19))
 		objects := w.objectsIn(1)
 		require.Positive(t, objects)
 
@@ -445,7 +445,7 @@ func TestRegressionFollowLeadFollowTruncatesWhatItWroteAsLeader(t *testing.T) {
 		require.NoError(t, log2.AssignEpoch(tpA, 2, 10))
 		require.NoError(t, n2.BecomeLeader(ctx, tpA, 2, []int32{1}, -1))
 		produce(t, n2, log2, tpA, 2, 10, 19)
-		require.NoError(t, n2.WaitDurable(ctx, tpA, 19))
+		require.NoError(t, n2.WaitDurable(ctx, tpA, 2, 19))
 
 		// Broker 1 leads epoch 3 from 10; broker 2 follows again.
 		require.NoError(t, log1.AssignEpoch(tpA, 3, 10))
@@ -493,7 +493,7 @@ func TestRegressionProgressOfRecordsToBeTruncatedIsNotCredited(t *testing.T) {
 		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{3}, -1))
 		produce(t, n1, log1, tpA, 1, 0, 49)
 		produce(t, n1, log1, tpA, 1, 50, 69)
-		require.NoError(t, n1.WaitDurable(ctx, tpA, 69))
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 69))
 		require.NoError(t, log2.Append(ctx, tpA, []combiner.Batch{clustertest.MakeBatch(tpA, 1, 0, 49)}))
 		require.NoError(t, n1.StopReplica(ctx, tpA))
 		_, high, err := w.meta.Watermarks(ctx, 3%w.meta.Partitions())
@@ -501,7 +501,7 @@ func TestRegressionProgressOfRecordsToBeTruncatedIsNotCredited(t *testing.T) {
 		require.NoError(t, log2.AssignEpoch(tpA, 2, 50))
 		require.NoError(t, n2.BecomeLeader(ctx, tpA, 2, []int32{3}, 0))
 		produce(t, n2, log2, tpA, 2, 50, 59)
-		require.NoError(t, n2.WaitDurable(ctx, tpA, 59))
+		require.NoError(t, n2.WaitDurable(ctx, tpA, 2, 59))
 
 		// Broker 3 lags: its broker has not heard of epoch 2 yet, and it
 		// reads the metadata slowly from epoch 2's first message on. It

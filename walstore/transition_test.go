@@ -76,7 +76,7 @@ func TestStopReplicaWaitsForTheAppendInFlight(t *testing.T) {
 					b := combiner.Batch{Epoch: 1, FirstOffset: first, LastOffset: last, MaxTimestamp: 1, Data: []byte{byte(first)}}
 					require.NoError(t, log1.Append(ctx, tp, []combiner.Batch{b}))
 					require.NoError(t, leader.Append(ctx, tp, b))
-					require.NoError(t, leader.WaitDurable(ctx, tp, last))
+					require.NoError(t, leader.WaitDurable(ctx, tp, 1, last))
 				}
 
 				// The follower's next append waits at the gate.

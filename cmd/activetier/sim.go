@@ -337,16 +337,17 @@ type failover struct {
 type republishJob struct {
 	leader    *simBroker
 	tp        metadata.TopicPartition
+	epoch     int32
 	from, end int64
 }
 
 // waitDurable waits until b's leadership of tp is durable up to end: its
 // republish, which BecomeLeader started, is done.
-func (b *simBroker) waitDurable(ctx context.Context, tp metadata.TopicPartition, end int64) error {
+func (b *simBroker) waitDurable(ctx context.Context, tp metadata.TopicPartition, epoch int32, end int64) error {
 	if end <= 0 {
 		return nil
 	}
-	return b.node.WaitDurable(ctx, tp, end-1)
+	return b.node.WaitDurable(ctx, tp, epoch, end-1)
 }
 
 // failAZ takes az's bucket down and crashes its brokers, waits detect (the
@@ -420,7 +421,7 @@ func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, start
 			go func() {
 				defer wg.Done()
 				for _, j := range js {
-					if err := j.leader.waitDurable(ctx, j.tp, j.end); err != nil {
+					if err := j.leader.waitDurable(ctx, j.tp, j.epoch, j.end); err != nil {
 						errs <- fmt.Errorf("broker %d republishing %s from %d: %w", j.leader.id, j.tp, j.from, err)
 						return
 					}
@@ -505,7 +506,7 @@ func (s *sim) elect(ctx context.Context, tp metadata.TopicPartition) (job republ
 	}
 	// Followers may lack anything from their own log end: the objects
 	// that held it are in the bucket that went down.
-	job = republishJob{leader: best, tp: tp, from: -1, end: end}
+	job = republishJob{leader: best, tp: tp, epoch: epoch, from: -1, end: end}
 	var followers []int32
 	for _, r := range s.replicas[tp] {
 		if r == best {

@@ -68,7 +68,7 @@ func main() {
 		check(logs[1].Append(ctx, tp, []combiner.Batch{b}))
 		check(nodes[1].Append(ctx, tp, b))
 	}
-	check(nodes[1].WaitDurable(ctx, tp, 999))
+	check(nodes[1].WaitDurable(ctx, tp, 1, 999))
 	fmt.Printf("leader: 1000 records durable in object storage after %v\n", time.Since(start).Round(time.Millisecond))
 
 	for _, id := range []int32{2, 3} {

@@ -282,7 +282,7 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 	// acks on upload: the leader's data is stored in its AZ's bucket and
 	// announced in the metadata log.
 	for _, tp := range tps {
-		if err := leader.WaitDurable(ctx, tp, end-1); err != nil {
+		if err := leader.WaitDurable(ctx, tp, 1, end-1); err != nil {
 			return nil, fmt.Errorf("waiting for %s to be durable: %w", tp, err)
 		}
 	}

@@ -43,7 +43,7 @@ func uploadOldEpoch(t *testing.T, ctx context.Context, r1 *Broker, last int64) {
 	require.NoError(t, r1.Local.Truncate(ctx, TP, 100)) // the log starts at 100
 	r1.BecomeLeader(ctx, TP, 5, -1)
 	r1.Produce(ctx, TP, 5, 100, last, 10)
-	require.NoError(t, r1.Node.WaitDurable(ctx, TP, last))
+	require.NoError(t, r1.Node.WaitDurable(ctx, TP, 5, last))
 }
 
 // threeAZs returns a cluster with brokers 1, 2 and 3 in az1, az2 and az3,
@@ -137,7 +137,7 @@ func Scenario3ZombieLeader(t *testing.T, b Backend) {
 	r2.StartLeader(walstore.LeaderConfig{})
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r1.Produce(ctx, TP, 5, 150, 199, 10)
-	require.NoError(t, r1.Node.WaitDurable(ctx, TP, 199), "the zombie's uploads succeed")
+	require.NoError(t, r1.Node.WaitDurable(ctx, TP, 5, 199), "the zombie's uploads succeed")
 	r2.Produce(ctx, TP, 6, 150, 179, 10)
 
 	RequireConverges(t, r3, r2, TP)
@@ -161,7 +161,7 @@ func Scenario4RepublishAfterNewerEpoch(t *testing.T, b Backend) {
 	r2.StartLeader(walstore.LeaderConfig{})
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r2.Produce(ctx, TP, 6, 150, 189, 10)
-	require.NoError(t, r2.Node.WaitDurable(ctx, TP, 189))
+	require.NoError(t, r2.Node.WaitDurable(ctx, TP, 6, 189))
 	f3 := r3.StartFollower(TP)
 	require.Eventually(t, func() bool { return f3.Stats().Follower.Held > 0 }, 10*time.Second, time.Millisecond,
 		"R3 holds epoch-6 entries it cannot apply yet")

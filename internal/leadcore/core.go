@@ -150,6 +150,9 @@ const (
 	BufferFull
 	// TooLarge: the batch is larger than the whole buffer.
 	TooLarge
+	// StaleEpoch: a leadership at an epoch not above one this engine
+	// already led the partition at.
+	StaleEpoch
 )
 
 // Error is a refusal of the core; the driver maps Code to its own typed
@@ -360,6 +363,7 @@ type Core struct {
 	active, spare *slot // spare is nil while handed out for encoding
 	encoding      *slot // the slot handed out, or nil
 	leading       map[metadata.TopicPartition]*leadership
+	led           map[metadata.TopicPartition]int32 // the last epoch of each ended leadership
 	followers     map[metadata.TopicPartition][]int32
 	gens          uint64
 
@@ -416,6 +420,7 @@ func New(cfg Config) (*Core, error) {
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		part:      part,
 		leading:   make(map[metadata.TopicPartition]*leadership),
+		led:       make(map[metadata.TopicPartition]int32),
 		followers: make(map[metadata.TopicPartition][]int32),
 		reqs:      make(map[uint64]*request),
 		tasks:     make(map[uint64]*task),

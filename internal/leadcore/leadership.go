@@ -18,7 +18,11 @@ import (
 // at the earlier epoch is published at the later one.
 type leadership struct {
 	epoch int32
-	gen   uint64
+	// epochs are the epochs this leadership has held, ascending: the
+	// epochs its appends were accepted at, and so the only ones a wait
+	// may name.
+	epochs []int32
+	gen    uint64
 	// next is the offset the next Append must start at.
 	next int64
 	// durable: every offset below it is stored and published by this
@@ -78,6 +82,11 @@ func (c *Core) CheckLeader(tp metadata.TopicPartition, epoch int32, followers []
 	if epoch < 0 {
 		return nil, fmt.Errorf("negative epoch %d", epoch)
 	}
+	if last, ok := c.led[tp]; ok && c.leading[tp] == nil && epoch <= last {
+		// An epoch names one leadership: a wait naming epoch must never be
+		// answered by a later leadership that happens to hold the offset.
+		return nil, refuse(StaleEpoch, "epoch %d is not above epoch %d, which this broker led before", epoch, last)
+	}
 	followers = slices.Compact(slices.Sorted(slices.Values(followers)))
 	if slices.Contains(followers, c.cfg.BrokerID) {
 		return nil, fmt.Errorf("the leader, broker %d, is among its followers %v", c.cfg.BrokerID, followers)
@@ -121,6 +130,9 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 		// asked for now is for followers that lack the log from there (a
 		// reassignment): until it is done, only this broker is sure to
 		// hold it, so the durable offset goes back to where it starts.
+		if epoch > ld.epoch {
+			ld.epochs = append(ld.epochs, epoch)
+		}
 		ld.epoch = epoch
 		ld.commit.sent, ld.commit.sending = -1, -1 // published anew at the new epoch
 		if republishFrom >= 0 && republishFrom < ld.durable {
@@ -138,7 +150,7 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 		if republishFrom >= 0 {
 			start = min(republishFrom, leo)
 		}
-		ld = &leadership{epoch: epoch, gen: c.gens, next: leo, durable: start, commit: newCommitState(followers)}
+		ld = &leadership{epoch: epoch, epochs: []int32{epoch}, gen: c.gens, next: leo, durable: start, commit: newCommitState(followers)}
 		c.leading[tp] = ld
 		c.gc.newLeadership(tp, ld.gen)
 	}
@@ -173,6 +185,7 @@ func (c *Core) endLeadership(now time.Time, tp metadata.TopicPartition) {
 		}
 	}
 	delete(c.leading, tp)
+	c.led[tp] = ld.epoch
 	if n := c.active.b.Remove(tp); n > 0 {
 		delete(c.active.gens, tp)
 		c.stats.Fenced++
@@ -199,6 +212,22 @@ func (c *Core) Leadership(tp metadata.TopicPartition) (gen uint64, durable int64
 		return 0, -1, nil, false
 	}
 	return ld.gen, ld.durable, ld.failed, true
+}
+
+// Accepted returns the generation of tp's current leadership if it is
+// the one that accepts appends at epoch (it held epoch, and has not ended
+// since); ok is false otherwise. A wait names the epoch of the records it
+// waits for, so that a later leadership, which may hold other records at
+// the same offsets, never answers it.
+func (c *Core) Accepted(tp metadata.TopicPartition, epoch int32) (gen uint64, ok bool) {
+	ld := c.leading[tp]
+	if ld == nil {
+		return 0, false
+	}
+	if _, found := slices.BinarySearch(ld.epochs, epoch); !found {
+		return 0, false
+	}
+	return ld.gen, true
 }
 
 // Append buffers batch b of tp. Refusals are *Error: NotLeader,

@@ -44,7 +44,7 @@ func TestSimSeed1DurableOffsetStartsOverAtANewEpoch(t *testing.T) {
 		require.NoError(t, l.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 		produce(1, 0, 49)
 		produce(1, 50, 99)
-		require.NoError(t, l.WaitDurable(ctx, tp, 99))
+		require.NoError(t, l.WaitDurable(ctx, tp, 1, 99))
 
 		// Deposed; as a follower the broker truncates the records from 50
 		// on, which the next leader did not have.
@@ -59,7 +59,7 @@ func TestSimSeed1DurableOffsetStartsOverAtANewEpoch(t *testing.T) {
 		produce(3, 50, 59)
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		require.ErrorIs(t, l.WaitDurable(wctx, tp, 59), context.DeadlineExceeded, "offset 59 of epoch 3 acknowledged as durable with the bucket down")
+		require.ErrorIs(t, l.WaitDurable(wctx, tp, 3, 59), context.DeadlineExceeded, "offset 59 of epoch 3 acknowledged as durable with the bucket down")
 	})
 }
 
@@ -155,7 +155,7 @@ func TestSimSeed3DurableOffsetWaitsForTheRepublish(t *testing.T) {
 		time.Sleep(time.Second)
 		require.LessOrEqual(t, l.DurableOffset(tp), int64(0), "durable offset while 0-99 are only being republished")
 
-		require.NoError(t, l.WaitDurable(ctx, tp, 100))
+		require.NoError(t, l.WaitDurable(ctx, tp, 2, 100))
 		require.Equal(t, int64(101), l.DurableOffset(tp), "durable offset once the republish is stored")
 	})
 }
@@ -179,7 +179,7 @@ func TestSimSeed11FollowerProgressIsForgottenAtANewEpoch(t *testing.T) {
 			b := regressBatch(tp, epoch, first, last)
 			require.NoError(t, l.Append(ctx, tp, b))
 			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
-			require.NoError(t, l.WaitDurable(ctx, tp, last))
+			require.NoError(t, l.WaitDurable(ctx, tp, epoch, last))
 		}
 
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))

@@ -80,7 +80,7 @@ func TestNodeDegradesWhileKafkaRejectsAndRecovers(t *testing.T) {
 			require.Equal(t, int64(0), n.DurableOffset(tp), "nothing is durable while the entries cannot be published")
 
 			remove()
-			require.NoError(t, n.WaitDurable(ctx, tp, 9), "durable once Kafka accepts again")
+			require.NoError(t, n.WaitDurable(ctx, tp, 1, 9), "durable once Kafka accepts again")
 			require.Eventually(t, func() bool { return !n.Health().Degraded }, 30*time.Second, 10*time.Millisecond, "the Node never recovered")
 			mu.Lock()
 			defer mu.Unlock()
