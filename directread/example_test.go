@@ -17,8 +17,8 @@ import (
 // Example tails two partitions straight from the buckets: broker 1 in
 // az1 leads them, broker 2 in az2 follows, and a consumer in az2 reads
 // their committed records from the objects in az1's bucket instead of
-// fetching them from broker 1. The README's "Consumers read the active
-// segment directly" shows the consumer's part (TestReadmeReaderSnippet).
+// fetching them from broker 1. docs/direct-reads.md ("Reading") shows the
+// consumer's part (TestReadmeReaderSnippet).
 func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

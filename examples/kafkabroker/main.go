@@ -2,8 +2,7 @@
 // activetier's: one process per broker, each in its own availability zone
 // with its own bucket, records reaching followers only through object
 // storage and a metadata log on a Kafka topic. See package broker for what
-// it serves, and the README's "Embedding activetier in a broker" for the
-// wiring.
+// it serves, and docs/kafkabroker.md for the wiring.
 //
 //	kafkabroker -id 0 -az az0 -data /var/lib/kb0 \
 //	    -buckets az0=wal-az0,az1=wal-az1,az2=wal-az2 -s3-endpoint http://127.0.0.1:7070 \

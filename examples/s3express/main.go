@@ -18,8 +18,8 @@
 // The first AZ listed is the leader's. -buckets defaults to
 // $ACTIVETIER_BUCKETS. Credentials and region come from where the AWS SDK
 // always finds them (environment, shared config files, instance role);
-// -region overrides the region. README.md ("Running on S3 Express") lists
-// the IAM permissions, how to create the buckets and what a run costs.
+// -region overrides the region. docs/s3express.md lists the IAM
+// permissions, how to create the buckets and what a run costs.
 //
 // With -endpoint URL the program runs against an S3-compatible server
 // (versitygw, MinIO) instead of AWS, with s3express's compatibility option.
