@@ -1,10 +1,17 @@
 package activetier_test
 
 import (
+	"io/fs"
 	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -85,6 +92,153 @@ func trimLines(s string) string {
 		lines[i] = strings.TrimSpace(l)
 	}
 	return "\n" + strings.Join(lines, "\n") + "\n"
+}
+
+// TestReadmeLinks requires every relative link of README.md and
+// docs/*.md to name a file or directory of the repository and, with a
+// #fragment, a heading of the Markdown file it names (as GitHub makes
+// anchors of headings), and every page in docs/ to be linked from the
+// README, so that a reader can find it.
+func TestReadmeLinks(t *testing.T) {
+	docs, err := filepath.Glob("docs/*.md")
+	require.NoError(t, err)
+	require.NotEmpty(t, docs)
+	linkedFromReadme := map[string]bool{}
+	for _, doc := range append([]string{"README.md"}, docs...) {
+		for _, link := range markdownLinks(readFile(t, doc)) {
+			if isExternal(link) {
+				continue
+			}
+			target, fragment, _ := strings.Cut(link, "#")
+			file := doc
+			if target != "" {
+				file = path.Join(path.Dir(doc), target)
+			}
+			if doc == "README.md" {
+				linkedFromReadme[file] = true
+			}
+			_, err := os.Stat(file)
+			if !assert.NoError(t, err, "%s links to %q: no such file", doc, link) || fragment == "" {
+				continue
+			}
+			if !assert.True(t, strings.HasSuffix(file, ".md"), "%s links to %q: an anchor in a file that is not Markdown", doc, link) {
+				continue
+			}
+			assert.Contains(t, headingAnchors(readFile(t, file)), fragment, "%s links to %q: %s has no such heading", doc, link, file)
+		}
+	}
+	for _, doc := range docs {
+		assert.True(t, linkedFromReadme[filepath.ToSlash(doc)], "README.md does not link to %s", doc)
+	}
+}
+
+// TestReadmeLinksChecker checks the link checker's parts on cases whose
+// answer is known, so that TestReadmeLinks cannot pass by finding nothing.
+func TestReadmeLinksChecker(t *testing.T) {
+	links := markdownLinks("See [a](docs/a.md), [`b`](b#c \"title\") and ![img](x.png).\n" +
+		"Code: `[not](a link)`.\n```\n[nor](this)\n```\n[web](https://example.com)\n")
+	require.Equal(t, []string{"docs/a.md", "b#c", "x.png", "https://example.com"}, links)
+	require.True(t, isExternal("https://example.com"))
+	require.False(t, isExternal("docs/a.md"))
+
+	anchors := headingAnchors("# Title\n## `activetier cost`\n## The scaling table: `activetier bench`\n" +
+		"```\n# not a heading\n```\n## Data flow\n## Data flow\n### On an S3-compatible server\n")
+	require.Equal(t, []string{"title", "activetier-cost", "the-scaling-table-activetier-bench",
+		"data-flow", "data-flow-1", "on-an-s3-compatible-server"}, anchors)
+}
+
+var (
+	fence    = regexp.MustCompile("(?ms)^```.*?^```[ \t]*$")
+	codeSpan = regexp.MustCompile("`[^`\n]*`")
+	mdLink   = regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+)
+
+// markdownLinks returns the targets of the links and images of a Markdown
+// text, outside code blocks and code spans, in order.
+func markdownLinks(text string) []string {
+	text = fence.ReplaceAllString(text, "")
+	text = codeSpan.ReplaceAllString(text, "``")
+	var links []string
+	for _, m := range mdLink.FindAllStringSubmatch(text, -1) {
+		links = append(links, m[1])
+	}
+	return links
+}
+
+// isExternal reports whether a link leaves the repository.
+func isExternal(link string) bool {
+	for _, scheme := range []string{"http://", "https://", "mailto:"} {
+		if strings.HasPrefix(link, scheme) {
+			return true
+		}
+	}
+	return false
+}
+
+// headingAnchors returns the anchors GitHub gives the headings of a
+// Markdown text: lower case, punctuation dropped, spaces as hyphens, and
+// "-1", "-2", ... after a repeated one.
+func headingAnchors(text string) []string {
+	text = fence.ReplaceAllString(text, "")
+	seen := map[string]int{}
+	var anchors []string
+	for _, line := range strings.Split(text, "\n") {
+		title := strings.TrimLeft(line, "#")
+		if title == line || !strings.HasPrefix(title, " ") {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(title)) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		anchor := b.String()
+		if n := seen[anchor]; n > 0 {
+			seen[anchor]++
+			anchor += "-" + strconv.Itoa(n)
+		} else {
+			seen[anchor] = 1
+		}
+		anchors = append(anchors, anchor)
+	}
+	return anchors
+}
+
+// TestReadmePackageTable requires the README's package table to list
+// every package of the module, each linked to its directory.
+func TestReadmePackageTable(t *testing.T) {
+	_, table, ok := strings.Cut(readFile(t, "README.md"), "## Packages\n")
+	require.True(t, ok, "README has no Packages section")
+	table, _, _ = strings.Cut(table, "\n## ")
+
+	var packages []string
+	seen := map[string]bool{}
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if dir := filepath.ToSlash(filepath.Dir(p)); !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") && !seen[dir] {
+			seen[dir] = true
+			packages = append(packages, dir)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Contains(t, packages, "walstore", "the walk found no packages")
+	for _, p := range packages {
+		row := "| [`" + p + "`](" + p + ") |"
+		if p == "." {
+			row = "| [`activetier`](doc.go) |"
+		}
+		assert.True(t, strings.Contains(table, row), "README's package table does not list %s", p)
+	}
 }
 
 // readFile returns a file of the repository as a string.
