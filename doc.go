@@ -7,7 +7,7 @@
 // This package holds no code; it is the map. Read it first. The design
 // behind it, the seven failure scenarios it is tested against, and the
 // reference prices and latencies with their sources are in docs/design.md
-// in the repository.
+// in the repository; the README lists every package and the other guides.
 //
 // # Why
 //
@@ -42,12 +42,19 @@
 //	metadata.Log read -> fencing.Decide -> ObjectStore range GET (coalesced)
 //	  -> verify, decode -> broker's LocalLog append
 //
+// The leader computes each partition's high watermark from the progress
+// its followers report and publishes it as a commit; a direct reader
+// (package directread) follows the second path for a consumer, yielding
+// only records below it.
+//
 // # Packages
 //
-//   - metadata: the vocabulary (partitions, entries, epoch-start markers),
-//     its compact binary codec, the Log interface that carries it, and the
-//     follower-affinity partitioner (an entry goes to metadata partition
-//     follower_id % N, so each broker reads one partition).
+//   - metadata: the vocabulary (partitions, entries, epoch-start markers,
+//     commits), its compact binary codec, the Log interface that carries
+//     it, and the follower-affinity partitioner (an entry goes to metadata
+//     partition follower_id % N, so each broker reads one partition).
+//     metadata/metadatatest holds the conformance suite for Log
+//     implementations.
 //   - fencing: leader-epoch lineage with Kafka's leader-epoch-cache
 //     semantics, and the pure decision a follower makes for each entry:
 //     apply, skip, drop, hold or truncate. No I/O.
@@ -56,13 +63,17 @@
 //     which partitions go into which object and when to cut. No I/O.
 //   - walstore: the ObjectStore and LocalLog contracts with typed errors,
 //     the Node (a broker's one entry point), the Manager (copy, fetch,
-//     delete combined objects), the Leader and Follower engines and
-//     garbage collection. walstore/walstoretest holds the conformance
-//     suites for ObjectStore and LocalLog implementations.
-//   - internal/leadcore and internal/followcore: the leader's and the
-//     follower's protocol as state machines without goroutines, clock or
-//     I/O (events in, work out through a Ready, as etcd-io/raft's
-//     RawNode); walstore's Leader and Follower are their drivers.
+//     delete combined objects), the Leader and Follower engines, the high
+//     watermark (HighWatermark, SetInSync, WaitReplicated) and garbage
+//     collection. walstore/walstoretest holds the conformance suites for
+//     ObjectStore and LocalLog implementations.
+//   - directread: a consumer's Reader of committed records straight from
+//     the objects, fenced as a follower is, never skipping an offset.
+//   - internal/leadcore, internal/followcore and internal/readcore: the
+//     leader's, the follower's and the direct reader's protocol as state
+//     machines without goroutines, clock or I/O (events in, work out
+//     through a Ready, as etcd-io/raft's RawNode); walstore's Leader and
+//     Follower and directread's Reader are their drivers.
 //   - memstore: in-memory ObjectStore, metadata.Log and LocalLog, with
 //     latency profiles, fault injection and request accounting: the default
 //     for tests, examples and the demo.
@@ -75,10 +86,13 @@
 //     partitions, and a Prometheus collector over them and the Nodes.
 //   - metadata/kafkalog: metadata.Log on a Kafka topic through franz-go.
 //   - costmodel: prices and the arithmetic of a workload, and a planner.
-//   - cmd/activetier: the demo, inspect and cost commands.
-//   - examples/kafkabroker: a small Kafka-protocol broker whose replication
-//     is activetier alone, with its log on disk: the wiring a broker
-//     author writes.
+//   - cmd/activetier: the demo, bench, inspect and cost commands.
+//   - internal/clustertest and internal/sim: the seven failure scenarios
+//     over any backend, and the seeded simulation of a whole cluster.
+//   - examples/quickstart (three Nodes on memstore), examples/s3express
+//     (the same on an AWS account) and examples/kafkabroker: a small
+//     Kafka-protocol broker whose replication is activetier alone, with
+//     its log on disk: the wiring a broker author writes.
 //
 // Lower packages never import higher ones: metadata, fencing and combiner
 // know nothing of storage; walstore knows storage only through ObjectStore,
@@ -101,6 +115,11 @@
 //     its own AZ's bucket; followers wait for it rather than stopping.
 //   - An object is deleted only once every section in it is below what all
 //     the partition's followers applied and below the broker's tiered mark.
+//   - A partition's high watermark never goes back within a leadership. A
+//     direct reader yields only records below a commit it can trust (unless
+//     configured to read everything published, Config.Durable) and never
+//     skips an offset: records it can no longer find are reported
+//     (directread.GoneError) with where to resume.
 //   - Time and randomness are injected: the protocol cores give the same
 //     work for the same events, byte for byte, and their tests are tables
 //     of events and expected output.

@@ -211,9 +211,7 @@ func headingAnchors(text string) []string {
 // TestReadmePackageTable requires the README's package table to list
 // every package of the module, each linked to its directory.
 func TestReadmePackageTable(t *testing.T) {
-	_, table, ok := strings.Cut(readFile(t, "README.md"), "## Packages\n")
-	require.True(t, ok, "README has no Packages section")
-	table, _, _ = strings.Cut(table, "\n## ")
+	table := between(t, readFile(t, "README.md"), "## Packages\n", "\n## ")
 
 	var packages []string
 	seen := map[string]bool{}
@@ -239,6 +237,43 @@ func TestReadmePackageTable(t *testing.T) {
 		}
 		assert.True(t, strings.Contains(table, row), "README's package table does not list %s", p)
 	}
+}
+
+// TestReadmeCommands requires every subcommand of cmd/activetier to be
+// documented wherever the commands are listed: the command reference
+// (docs/commands.md), the command's package documentation, the root
+// package's map and the README's package table.
+func TestReadmeCommands(t *testing.T) {
+	list := between(t, readFile(t, "cmd/activetier/main.go"), "func subcommands() []subcommand {", "\n}\n")
+	var names []string
+	for _, m := range regexp.MustCompile(`\{"(\w+)", "`).FindAllStringSubmatch(list, -1) {
+		names = append(names, m[1])
+	}
+	require.Contains(t, names, "demo", "no subcommands found in cmd/activetier/main.go")
+
+	reference := readFile(t, "docs/commands.md")
+	cmdDoc := readFile(t, "cmd/activetier/doc.go")
+	rootLine := between(t, readFile(t, "doc.go"), "//   - cmd/activetier:", "//   - ")
+	readmeRow := between(t, readFile(t, "README.md"), "| [`cmd/activetier`](cmd/activetier) |", "\n")
+	for _, name := range names {
+		assert.True(t, strings.Contains(reference, "\n## `activetier "+name+"`\n"), "docs/commands.md has no section for %s", name)
+		if name == "help" {
+			continue
+		}
+		assert.True(t, strings.Contains(cmdDoc, "\n// # "+name+"\n"), "cmd/activetier/doc.go has no section for %s", name)
+		assert.Regexp(t, `\b`+name+`\b`, rootLine, "doc.go's line for cmd/activetier omits %s", name)
+		assert.Contains(t, readmeRow, "`"+name+"`", "README's row for cmd/activetier omits %s", name)
+	}
+}
+
+// between returns the part of text after start, up to end or, if end does
+// not follow, to the end of text. It fails the test if start is missing.
+func between(t *testing.T, text, start, end string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(text, start)
+	require.True(t, ok, "%q not found", start)
+	rest, _, _ = strings.Cut(rest, end)
+	return rest
 }
 
 // readFile returns a file of the repository as a string.

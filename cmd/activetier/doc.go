@@ -1,6 +1,8 @@
 // Command activetier shows active-segment tiering at work and the numbers
 // behind it: a simulated multi-AZ cluster replicating through object
-// storage, a combined-object inspector, and the cost model.
+// storage (demo), the same cluster over a grid of sizes and rates (bench),
+// a combined-object inspector (inspect), and the cost model (cost).
+// docs/commands.md in the repository is the overview, with example output.
 //
 // Usage:
 //
@@ -30,6 +32,7 @@
 //	                [--batch-bytes 16KiB] [--codec zstd] [--profile s3express]
 //	                [--fail-az AZ] [--seed 1] [--drain-timeout 30s] [--json] [--verbose]
 //	                [--metrics-addr HOST:PORT] [--report FILE.html]
+//	                [--cpuprofile FILE] [--memprofile FILE]
 //	                [--readers N [--reader-share 1]]
 //	                [--s3-endpoint URL [--buckets AZ=BUCKET,...] [--create-buckets]
 //	                 [--keep-objects] [--s3-compatible=true] [--region R]]
@@ -161,6 +164,34 @@
 // line names the endpoint and the prefix.
 //
 // --store and --s3-endpoint exclude each other.
+//
+// --cpuprofile writes a CPU profile of the run, --memprofile a heap
+// profile taken once the followers caught up, while the cluster still
+// runs (read either with go tool pprof).
+//
+// # bench
+//
+//	activetier bench [--partitions 1000,10000,100000] [--rates 10,100] [--duration 10s]
+//	                 [--drain-timeout 30s] [--seed 1] [--json]
+//	                 [--cpuprofile FILE] [--memprofile FILE]
+//
+// runs the demo's cluster (3 brokers in 3 AZs, RF 3, the s3express latency
+// profile, one process) once for each pair of a partition count and a
+// produce rate in MB/s, each for --duration, and prints one table with a
+// row per run: produced and replicated MB/s (replicated counts every
+// follower's copy, over the run and its drain), lag p50 and p99 from
+// produce to follower append, the process's CPU seconds per replicated GB
+// (while producing and draining, the harness included), its peak resident
+// set during the run, metadata bytes published per byte produced, and
+// whether every follower's log equals its leader's. The header names the
+// machine (CPUs, Go version, OS and architecture), so a table says what it
+// was measured on. Each run starts from a collected heap and, where the
+// system allows, a reset peak resident set; where it does not, the peak is
+// the process's so far and the output says so. --json prints the machine
+// and the rows as one JSON object; --cpuprofile profiles the whole grid,
+// --memprofile the heap of its last run once its followers caught up. A
+// run whose followers differ from their leader makes the command exit 1
+// after the table.
 //
 // # inspect
 //
