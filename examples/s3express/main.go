@@ -372,7 +372,7 @@ func checkBuckets(ctx context.Context, store *s3express.Store, o options) error 
 	for _, az := range o.azs {
 		_, err := store.Client().HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(o.buckets[az])})
 		if err != nil {
-			return fmt.Errorf("bucket %s of AZ %s: %w (create it first; see README.md, Running on S3 Express)", o.buckets[az], az, err)
+			return fmt.Errorf("bucket %s of AZ %s: %w (create it first; see docs/s3express.md)", o.buckets[az], az, err)
 		}
 	}
 	return nil
