@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,9 @@ type Broker struct {
 
 	reporter *reporter
 	pids     *producerIDs
+	// forward carries CreateTopics to the controller, bounded by each
+	// request's timeout.
+	forward *http.Client
 
 	// Record bytes served to consumers, as leader and as follower.
 	servedLeader, servedFollower atomic.Int64
@@ -129,6 +133,7 @@ func New(cfg Config) (*Broker, error) {
 		parts:   make(map[metadata.TopicPartition]*partition),
 		changed: make(chan struct{}),
 		pids:    newProducerIDs(cfg.Log.Dir(), cfg.ID, time.Now),
+		forward: &http.Client{},
 	}
 	b.reporter = newReporter(b)
 	nc := cfg.Node
@@ -166,6 +171,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		cancel()
 	}
 	wg.Wait()
+	b.forward.CloseIdleConnections()
 	return first
 }
 

@@ -530,11 +530,17 @@ func (b *Broker) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 	code, err := kerr.InvalidRequest.Code, errors.New("the cluster view names no controller, so topics cannot be created")
 	if controller != "" {
 		code = kerr.RequestTimedOut.Code
-		ctx, cancel := waitOrTimeout(ctx, max(req.TimeoutMillis, int32(controllerRequestTimeout/time.Millisecond)))
+		// The request's timeout bounds the wait; a request that
+		// does not wait (0) still needs the controller's answer.
+		timeout := req.TimeoutMillis
+		if timeout <= 0 {
+			timeout = int32(controllerRequestTimeout / time.Millisecond)
+		}
+		ctx, cancel := waitOrTimeout(ctx, timeout)
 		defer cancel()
 		var body []byte
 		if body, err = json.Marshal(fwd); err == nil {
-			err = postJSON(ctx, b.reporter.client, controller, "/v1/topics", body, &answers)
+			err = postJSON(ctx, b.forward, controller, "/v1/topics", body, &answers)
 		}
 		if err == nil && len(answers) != len(fwd.Topics) {
 			err = fmt.Errorf("the controller answered %d topics of %d", len(answers), len(fwd.Topics))
