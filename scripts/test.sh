@@ -170,14 +170,20 @@ if [[ $# -eq 0 ]]; then
 	fi
 fi
 
-# kcat (librdkafka's command-line client, Debian package kcat) for the
-# example broker's tests in examples/kafkabroker; as root, or with sudo.
-if ! command -v kcat >/dev/null 2>&1; then
-	log "installing kcat (Debian package)"
+# The Kafka clients of the example broker's tests in examples/kafkabroker,
+# as Debian packages: kcat (librdkafka's command-line client) and Python's
+# confluent-kafka (python3-confluent-kafka, for Debian's /usr/bin/python3,
+# named by its path because a pyenv python3 may come first on PATH); as
+# root, or with sudo.
+debs=()
+command -v kcat >/dev/null 2>&1 || debs+=(kcat)
+/usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || debs+=(python3-confluent-kafka)
+if [[ ${#debs[@]} -gt 0 ]]; then
+	log "installing ${debs[*]} (Debian packages)"
 	as_root=()
 	[[ $(id -u) -ne 0 ]] && as_root=(sudo)
 	"${as_root[@]}" apt-get update -qq >&2
-	DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq kcat >&2
+	DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq "${debs[@]}" >&2
 fi
 
 logs=()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -150,20 +151,22 @@ func (p *proc) kill() {
 }
 
 // procCluster is a kfake process and three broker processes, in az0, az1
-// and az2, each with its own bucket on the S3 server.
+// and az2, each with its own bucket on the S3 server, and their
+// controller, in the test's process.
 type procCluster struct {
 	t       *testing.T
 	kfake   *proc
 	brokers []*proc
 	dirs    []string
-	view    broker.Cluster
+	infos   []broker.BrokerInfo // every broker started, by id
+	ctl     *broker.Controller
 	// failedOver gets failover's outcome.
 	failedOver chan error
 }
 
-// startProcCluster starts the processes and assigns each topic's
-// partitions round-robin, partition p led by broker p % 3 at epoch 1 with
-// all three in sync.
+// startProcCluster starts the processes and the controller, which places
+// each topic's partitions as it places a created topic's: partition p led
+// by broker p % 3 at epoch 1, with all three in sync.
 func startProcCluster(t *testing.T, topics map[string]int) *procCluster {
 	t.Helper()
 	endpoint := s3Endpoint(t)
@@ -187,59 +190,27 @@ func startProcCluster(t *testing.T, topics map[string]int) *procCluster {
 		var bi broker.BrokerInfo
 		require.NoError(t, json.Unmarshal(p.line, &bi))
 		c.brokers = append(c.brokers, p)
-		c.view.Brokers = append(c.view.Brokers, bi)
+		c.infos = append(c.infos, bi)
 	}
-	names := make([]string, 0, len(topics))
-	for name := range topics {
-		names = append(names, name)
+	view := broker.Cluster{Brokers: c.infos}
+	for name, n := range topics {
+		view.Topics = append(view.Topics, broker.PlaceTopic(name, int32(n), 3, c.infos))
 	}
-	for _, name := range names {
-		top := broker.Topic{Name: name}
-		for p := range int32(topics[name]) {
-			top.Partitions = append(top.Partitions, broker.Placement{Partition: p, Leader: p % 3, Epoch: 1, Replicas: []int32{0, 1, 2}})
-		}
-		c.view.Topics = append(c.view.Topics, top)
-	}
-	for id := range c.brokers {
-		require.NoError(t, c.post(id))
-	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	view.Controller = ln.Addr().String()
+	c.ctl, err = broker.NewController(view)
+	require.NoError(t, err)
+	srv := &http.Server{Handler: c.ctl.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close(); c.ctl.CloseIdleConnections() })
+	require.NoError(t, c.ctl.Update(t.Context(), func(*broker.Cluster) {}))
 	return c
-}
-
-// post sends the cluster view to broker id, as a controller does. It
-// may run on any goroutine.
-func (c *procCluster) post(id int) error {
-	body, err := json.Marshal(c.view)
-	if err != nil {
-		return err
-	}
-	var addr string
-	for _, b := range c.view.Brokers {
-		if int(b.ID) == id {
-			addr = b.Control
-		}
-	}
-	resp, err := http.Post("http://"+addr+"/v1/cluster", "application/json", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("broker %d refused the cluster view: %s: %s", id, resp.Status, msg)
-	}
-	return nil
 }
 
 func (c *procCluster) status(id int) broker.Status {
 	c.t.Helper()
-	var addr string
-	for _, b := range c.view.Brokers {
-		if int(b.ID) == id {
-			addr = b.Control
-		}
-	}
-	resp, err := http.Get("http://" + addr + "/v1/status")
+	resp, err := http.Get("http://" + c.infos[id].Control + "/v1/status")
 	require.NoError(c.t, err)
 	defer resp.Body.Close()
 	var st broker.Status
@@ -250,7 +221,7 @@ func (c *procCluster) status(id int) broker.Status {
 // seeds returns the Kafka addresses of the brokers in the view.
 func (c *procCluster) seeds() []string {
 	var s []string
-	for _, b := range c.view.Brokers {
+	for _, b := range c.ctl.View().Brokers {
 		s = append(s, b.Kafka)
 	}
 	return s

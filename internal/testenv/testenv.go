@@ -1,11 +1,13 @@
 // Package testenv finds the real servers and tools scripts/test.sh starts
 // or installs for the tests (an S3 server, a Cloud Storage emulator,
-// kcat, chromium). Under a plain `go test` a test that needs one skips;
-// under the script, which sets ACTIVETIER_REQUIRE_SERVERS, a missing one
-// fails the test, so that nothing is skipped when the suite runs.
+// kcat, Python's confluent-kafka, chromium). Under a plain `go test` a
+// test that needs one skips; under the script, which sets
+// ACTIVETIER_REQUIRE_SERVERS, a missing one fails the test, so that
+// nothing is skipped when the suite runs.
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -41,6 +43,20 @@ func Tool(t testing.TB, name string) string {
 		missing(t, name+" is not installed")
 	}
 	return path
+}
+
+// DebianPython is Debian's python3, named by its path: a python3 earlier
+// on PATH (pyenv's) does not see the Debian packages of Python modules.
+const DebianPython = "/usr/bin/python3"
+
+// Python returns DebianPython once it imports module, which the Debian
+// package pkg installs (scripts/test.sh installs it), or ends the test.
+func Python(t testing.TB, module, pkg string) string {
+	t.Helper()
+	if out, err := exec.Command(DebianPython, "-c", "import "+module).CombinedOutput(); err != nil {
+		missing(t, fmt.Sprintf("%s with the module %s (Debian package %s): %v: %s", DebianPython, module, pkg, err, out))
+	}
+	return DebianPython
 }
 
 func missing(t testing.TB, why string) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,10 @@ type Config struct {
 	// leader has not yet answered with a high watermark at its log end.
 	// Default 10ms.
 	ProgressInterval time.Duration
+	// ProducerExpiry is how long a partition's leader remembers an
+	// idempotent producer that appends nothing (Kafka's
+	// producer.id.expiration.ms). Default 24h.
+	ProducerExpiry time.Duration
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -49,13 +54,18 @@ type Broker struct {
 	// transitions serializes the controller's decisions.
 	transitions sync.Mutex
 
-	mu      sync.Mutex
-	brokers map[int32]BrokerInfo
-	topics  map[string]int32 // partition counts
-	parts   map[metadata.TopicPartition]*partition
-	changed chan struct{} // closed and replaced whenever a partition's visible end moves
+	mu         sync.Mutex
+	controller string // where CreateTopics goes, from the cluster view
+	brokers    map[int32]BrokerInfo
+	topics     map[string]int32 // partition counts
+	parts      map[metadata.TopicPartition]*partition
+	changed    chan struct{} // closed and replaced whenever a partition's visible end moves
 
 	reporter *reporter
+	pids     *producerIDs
+	// forward carries CreateTopics to the controller, bounded by each
+	// request's timeout.
+	forward *http.Client
 
 	// Record bytes served to consumers, as leader and as follower.
 	servedLeader, servedFollower atomic.Int64
@@ -90,6 +100,10 @@ type partition struct {
 	replicas []int32
 	hw       int64           // high watermark: every in-sync replica holds the log below it
 	credit   map[int32]int64 // leader: what each follower holds of this leader's log
+
+	// producers is the leader's idempotent producer state, nil when it
+	// does not lead; guarded by appendMu.
+	producers *producers
 }
 
 // New validates cfg and returns a Broker. Nothing runs until Run.
@@ -97,14 +111,17 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.Kafka == nil || cfg.Control == nil || cfg.Log == nil {
 		return nil, errors.New("broker: Kafka, Control and Log are required")
 	}
-	if cfg.ID < 0 {
-		return nil, fmt.Errorf("broker: ID %d is negative", cfg.ID)
+	if cfg.ID < 0 || cfg.ID > maxBrokerID {
+		return nil, fmt.Errorf("broker: ID %d is not between 0 and %d", cfg.ID, maxBrokerID)
 	}
-	if cfg.ProgressInterval < 0 {
-		return nil, fmt.Errorf("broker: ProgressInterval %v is negative", cfg.ProgressInterval)
+	if cfg.ProgressInterval < 0 || cfg.ProducerExpiry < 0 {
+		return nil, fmt.Errorf("broker: ProgressInterval %v or ProducerExpiry %v is negative", cfg.ProgressInterval, cfg.ProducerExpiry)
 	}
 	if cfg.ProgressInterval == 0 {
 		cfg.ProgressInterval = 10 * time.Millisecond
+	}
+	if cfg.ProducerExpiry == 0 {
+		cfg.ProducerExpiry = 24 * time.Hour
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -115,6 +132,8 @@ func New(cfg Config) (*Broker, error) {
 		topics:  make(map[string]int32),
 		parts:   make(map[metadata.TopicPartition]*partition),
 		changed: make(chan struct{}),
+		pids:    newProducerIDs(cfg.Log.Dir(), cfg.ID, time.Now),
+		forward: &http.Client{},
 	}
 	b.reporter = newReporter(b)
 	nc := cfg.Node
@@ -152,6 +171,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		cancel()
 	}
 	wg.Wait()
+	b.forward.CloseIdleConnections()
 	return first
 }
 
@@ -199,12 +219,14 @@ var (
 	errTimedOut  = errors.New("broker: timed out waiting for followers")
 )
 
-// produce appends one partition's batches as its leader: each gets the
-// next offsets and the leadership's epoch, goes to the local log, then to
-// the Node. It returns the first batch's base offset, the last offset and
-// the epoch they were appended at: acks=1 needs nothing more, acks=all
-// waits for the high watermark to pass the last offset in that epoch.
-func (b *Broker) produce(ctx context.Context, tp metadata.TopicPartition, batches []producedBatch) (base, last int64, epoch int32, err error) {
+// produce appends one partition's batch as its leader: it gets the next
+// offsets and the leadership's epoch, goes to the local log, then to the
+// Node. It returns the batch's base offset, its last offset and the epoch
+// it was appended at: acks=1 needs nothing more, acks=all waits for the
+// high watermark to pass the last offset in that epoch. The retry of an
+// idempotent producer's batch is not appended again: it answers with the
+// offsets the batch got the first time.
+func (b *Broker) produce(ctx context.Context, tp metadata.TopicPartition, pb producedBatch) (base, last int64, epoch int32, err error) {
 	p := b.partition(tp)
 	if p == nil {
 		return 0, 0, 0, errUnknownTP
@@ -215,33 +237,41 @@ func (b *Broker) produce(ctx context.Context, tp metadata.TopicPartition, batche
 	if s.role != roleLeader {
 		return 0, 0, 0, errNotLeader
 	}
+	if pb.idempotent() {
+		dup, err := p.producers.check(pb.batchHeader)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if dup != nil {
+			return dup.firstOffset, dup.lastOffset, s.epoch, nil
+		}
+	}
 	next, err := b.log.EndOffset(tp)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	base = next
-	for _, pb := range batches {
-		pb.stamp(next, s.epoch)
-		cb := combiner.Batch{Epoch: s.epoch, FirstOffset: next, LastOffset: next + pb.lastDelta, MaxTimestamp: pb.maxTimestamp, Data: pb.data}
-		if err := b.log.Append(ctx, tp, []combiner.Batch{cb}); err != nil {
-			return 0, 0, 0, err
+	pb.stamp(next, s.epoch)
+	cb := combiner.Batch{Epoch: s.epoch, FirstOffset: next, LastOffset: next + pb.lastDelta, MaxTimestamp: pb.maxTimestamp, Data: pb.data}
+	if err := b.log.Append(ctx, tp, []combiner.Batch{cb}); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := b.node.Append(ctx, tp, cb); err != nil {
+		// Nothing acknowledged it and the Node does not have it:
+		// take it out of the log, or every later append would
+		// fail the Node's contiguity check.
+		if terr := b.log.Truncate(context.WithoutCancel(ctx), tp, cb.FirstOffset); terr != nil {
+			b.lg.Error("undoing an append the Node refused", "partition", tp.String(), "err", terr)
 		}
-		if err := b.node.Append(ctx, tp, cb); err != nil {
-			// Nothing acknowledged it and the Node does not have it:
-			// take it out of the log, or every later append would
-			// fail the Node's contiguity check.
-			if terr := b.log.Truncate(context.WithoutCancel(ctx), tp, cb.FirstOffset); terr != nil {
-				b.lg.Error("undoing an append the Node refused", "partition", tp.String(), "err", terr)
-			}
-			if errors.Is(err, walstore.ErrNotLeader) {
-				return 0, 0, 0, errNotLeader
-			}
-			return 0, 0, 0, err
+		if errors.Is(err, walstore.ErrNotLeader) {
+			return 0, 0, 0, errNotLeader
 		}
-		next = cb.LastOffset + 1
+		return 0, 0, 0, err
+	}
+	if pb.idempotent() {
+		p.producers.record(pb.batchHeader, cb.FirstOffset, cb.LastOffset)
 	}
 	b.advanceHW(p)
-	return base, next - 1, s.epoch, nil
+	return cb.FirstOffset, cb.LastOffset, s.epoch, nil
 }
 
 // waitHW waits until tp's high watermark passes last, as acks=all does.

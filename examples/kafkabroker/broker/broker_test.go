@@ -8,13 +8,14 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"net/http"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,11 +30,14 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testCluster is three brokers in one process, on memstore's buckets and
-// metadata log: the protocol and the control path without processes.
+// metadata log, and their controller: the protocol and the control path
+// without processes.
 type testCluster struct {
 	brokers []*Broker
 	logs    []*disklog.Log
-	view    Cluster
+	view    Cluster // as at the start
+	ctl     *Controller
+	stops   []func() // each stops its broker and waits for it
 }
 
 func startCluster(t *testing.T, topic string, partitions int) *testCluster {
@@ -63,20 +67,59 @@ func startCluster(t *testing.T, topic string, partitions int) *testCluster {
 			Store: store, Log: meta, Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond},
 		}})
 		require.NoError(t, err)
-		wg.Go(func() { _ = b.Run(ctx) })
+		bctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		wg.Go(func() { defer close(done); _ = b.Run(bctx) })
+		c.stops = append(c.stops, func() { stop(); <-done })
 		c.brokers = append(c.brokers, b)
 		c.logs = append(c.logs, lg)
 		c.view.Brokers = append(c.view.Brokers, BrokerInfo{ID: id, AZ: az, Kafka: kl.Addr().String(), Control: cl.Addr().String()})
 	}
-	top := Topic{Name: topic}
-	for p := range int32(partitions) {
-		top.Partitions = append(top.Partitions, Placement{Partition: p, Leader: p % 3, Epoch: 1, Replicas: []int32{0, 1, 2}})
-	}
-	c.view.Topics = []Topic{top}
-	for _, b := range c.brokers {
-		require.NoError(t, b.applyCluster(t.Context(), c.view))
-	}
+	// Partition p led by broker p % 3, all three in sync.
+	c.view.Topics = []Topic{PlaceTopic(topic, int32(partitions), 3, c.view.Brokers)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	c.view.Controller = ln.Addr().String()
+	c.ctl, err = NewController(c.view)
+	require.NoError(t, err)
+	srv := &http.Server{Handler: c.ctl.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	wg.Go(func() { _ = srv.Serve(ln) })
+	t.Cleanup(func() { srv.Close(); c.ctl.CloseIdleConnections() })
+	require.NoError(t, c.ctl.Update(t.Context(), func(*Cluster) {}))
 	return c
+}
+
+// moveLeader makes broker to the leader of tp at the next epoch, as a
+// controller does, and waits until every broker has it.
+func (c *testCluster) moveLeader(t *testing.T, tp metadata.TopicPartition, to int32) {
+	t.Helper()
+	require.NoError(t, c.ctl.Update(t.Context(), func(v *Cluster) {
+		for ti := range v.Topics {
+			if v.Topics[ti].Name == tp.Topic {
+				pl := &v.Topics[ti].Partitions[tp.Partition]
+				pl.Leader, pl.Epoch = to, pl.Epoch+1
+			}
+		}
+	}))
+}
+
+// failover takes a stopped broker out of the view and of every
+// partition's in-sync replicas and moves tp's leadership to broker to at
+// the next epoch, in one change, as a controller does once it notices.
+func (c *testCluster) failover(t *testing.T, dead int32, tp metadata.TopicPartition, to int32) {
+	t.Helper()
+	require.NoError(t, c.ctl.Update(t.Context(), func(v *Cluster) {
+		v.Brokers = slices.DeleteFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == dead })
+		for ti := range v.Topics {
+			for pi := range v.Topics[ti].Partitions {
+				pl := &v.Topics[ti].Partitions[pi]
+				pl.Replicas = slices.DeleteFunc(pl.Replicas, func(r int32) bool { return r == dead })
+				if v.Topics[ti].Name == tp.Topic && pl.Partition == tp.Partition {
+					pl.Leader, pl.Epoch = to, pl.Epoch+1
+				}
+			}
+		}
+	}))
 }
 
 func (c *testCluster) seeds() []string {
@@ -167,6 +210,16 @@ func rawRequest(t *testing.T, conn net.Conn, corr int32, req kmsg.Request) []byt
 	require.NoError(t, err)
 	require.Equal(t, corr, int32(binary.BigEndian.Uint32(body)), "correlation ID")
 	return body[4:]
+}
+
+// rawRequestOn sends req to broker 0 on a connection of its own and
+// returns the response body.
+func rawRequestOn(t *testing.T, c *testCluster, req kmsg.Request) []byte {
+	t.Helper()
+	conn, err := net.Dial("tcp", c.view.Brokers[0].Kafka)
+	require.NoError(t, err)
+	defer conn.Close()
+	return rawRequest(t, conn, 1, req)
 }
 
 // TestUnsupportedRequests sends every request kmsg knows that the broker
@@ -320,19 +373,116 @@ func TestProduceRefusals(t *testing.T) {
 // recordBatch builds a one-record batch as a producer would.
 func recordBatch(t *testing.T, value []byte) []byte {
 	t.Helper()
-	var rec []byte
-	rec = append(rec, 0)             // attributes
-	rec = kbin.AppendVarint(rec, 0)  // timestamp delta
-	rec = kbin.AppendVarint(rec, 0)  // offset delta
-	rec = kbin.AppendVarint(rec, -1) // no key
-	rec = kbin.AppendVarint(rec, int32(len(value)))
-	rec = append(rec, value...)
-	rec = kbin.AppendVarint(rec, 0) // no headers
-	records := kbin.AppendVarint(nil, int32(len(rec)))
-	records = append(records, rec...)
-	rb := kmsg.RecordBatch{Magic: 2, NumRecords: 1, FirstTimestamp: 1, MaxTimestamp: 1, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, Records: records}
+	return buildBatch(t, testBatch{pid: -1, epoch: -1, seq: -1, timestamps: []int64{1}, value: value})
+}
+
+// testBatch describes a record batch for buildBatch: the producer's id,
+// epoch and base sequence (-1 for a producer that is not idempotent), a
+// record per timestamp, each with value, and the compression.
+type testBatch struct {
+	pid        int64
+	epoch      int16
+	seq        int32
+	timestamps []int64
+	value      []byte
+	codec      kgo.CompressionCodec // zero: none
+}
+
+// buildBatch builds the batch as a producer would, compressing its
+// records with kgo's own compressor.
+func buildBatch(t *testing.T, tb testBatch) []byte {
+	t.Helper()
+	var records []byte
+	maxTs := tb.timestamps[0]
+	for i, ts := range tb.timestamps {
+		maxTs = max(maxTs, ts)
+		rec := kmsg.Record{TimestampDelta64: ts - tb.timestamps[0], OffsetDelta: int32(i), Value: tb.value}
+		body := rec.AppendTo(nil)
+		rec.Length = int32(len(body) - 1) // the zero length varint took one byte
+		records = rec.AppendTo(records)
+	}
+	var attrs int16
+	if comp, err := kgo.DefaultCompressor(tb.codec); err == nil && comp != nil {
+		var buf bytes.Buffer
+		var codec kgo.CompressionCodecType
+		records, codec = comp.Compress(&buf, records)
+		records = bytes.Clone(records)
+		attrs = int16(codec)
+	}
+	rb := kmsg.RecordBatch{Magic: 2, Attributes: attrs, LastOffsetDelta: int32(len(tb.timestamps) - 1), NumRecords: int32(len(tb.timestamps)),
+		FirstTimestamp: tb.timestamps[0], MaxTimestamp: maxTs, ProducerID: tb.pid, ProducerEpoch: tb.epoch, FirstSequence: tb.seq, Records: records}
 	raw := rb.AppendTo(nil)
 	binary.BigEndian.PutUint32(raw[offBatchLength:], uint32(len(raw)-12))
 	binary.BigEndian.PutUint32(raw[offCRC:], crc32.Checksum(raw[offAttributes:], crc32c))
 	return raw
+}
+
+// TestFetchWithoutWait: a fetch with MaxWaitMillis 0 gets the records
+// there are, not a storage error from a read cut short.
+func TestFetchWithoutWait(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	cl := rawClient(t, c)
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+	code, _ := produceRaw(t, cl, 0, tp, recordBatch(t, []byte("v")))
+	require.Zero(t, code)
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxWaitMillis, req.MaxBytes, req.MinBytes = 0, 1<<20, 1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "t"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	resp, err := cl.Broker(0).Request(t.Context(), req)
+	require.NoError(t, err)
+	p := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	require.Zero(t, p.ErrorCode)
+	require.NotEmpty(t, p.RecordBatches)
+}
+
+// TestProduceVersions: ApiVersions lists Produce from v0, as Kafka 4.0
+// does for librdkafka's compression, while a Produce below v3 (whose
+// message sets this broker does not read) is refused in every partition.
+func TestProduceVersions(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	var api kmsg.ApiVersionsResponse
+	require.NoError(t, api.ReadFrom(rawRequestOn(t, c, kmsg.NewPtrApiVersionsRequest())))
+	for _, k := range api.ApiKeys {
+		if k.ApiKey == kmsg.Produce.Int16() {
+			require.Equal(t, [2]int16{0, 9}, [2]int16{k.MinVersion, k.MaxVersion})
+		}
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(2)
+	req.Acks, req.TimeoutMillis = 1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = recordBatch(t, []byte("v"))
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(2)
+	require.NoError(t, resp.ReadFrom(rawRequestOn(t, c, req)))
+	require.Equal(t, kerr.UnsupportedVersion.Code, resp.Topics[0].Partitions[0].ErrorCode)
+}
+
+// FuzzParseProduced: whatever a produce request's records hold, parsing
+// them ends without a panic, and a batch it accepts is one whole batch
+// whose offset deltas number its records.
+func FuzzParseProduced(f *testing.F) {
+	t := &testing.T{}
+	f.Add(recordBatch(t, []byte("v")), int16(9))
+	f.Add(buildBatch(t, testBatch{pid: 7, epoch: 1, seq: 5, timestamps: []int64{1, 2}, value: []byte("v"), codec: kgo.ZstdCompression()}), int16(3))
+	f.Fuzz(func(t *testing.T, records []byte, version int16) {
+		pb, err := parseProduced(records, version)
+		if err != nil {
+			var refused *errRefused
+			require.ErrorAs(t, err, &refused)
+			return
+		}
+		require.Len(t, pb.data, len(records))
+		require.Equal(t, pb.count-1, pb.lastDelta)
+		require.Positive(t, pb.count)
+	})
 }

@@ -22,8 +22,12 @@ type BrokerInfo struct {
 // partition, its leader, leader epoch and in-sync replicas. A broker
 // applies the whole view at once (POST /v1/cluster).
 type Cluster struct {
-	Brokers []BrokerInfo `json:"brokers"`
-	Topics  []Topic      `json:"topics"`
+	// Controller is the host:port of the controller's HTTP API
+	// (Controller.Handler), where brokers forward CreateTopics; empty
+	// when there is none, and topics cannot be created.
+	Controller string       `json:"controller,omitempty"`
+	Brokers    []BrokerInfo `json:"brokers"`
+	Topics     []Topic      `json:"topics"`
 }
 
 // Topic is one topic's partitions.
@@ -92,6 +96,7 @@ func (b *Broker) applyCluster(ctx context.Context, c Cluster) error {
 	defer b.transitions.Unlock()
 
 	b.mu.Lock()
+	b.controller = c.Controller
 	b.brokers = make(map[int32]BrokerInfo)
 	for _, bi := range c.Brokers {
 		b.brokers[bi.ID] = bi
@@ -135,12 +140,13 @@ func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Place
 	mine := slices.Contains(pl.Replicas, b.cfg.ID)
 	switch {
 	case !mine:
-		if s.role == roleNone {
-			return nil
+		// Not a replica: only the placement, for Metadata answers.
+		if s.role != roleNone {
+			if err := b.node.StopReplica(ctx, tp); err != nil {
+				return err
+			}
 		}
-		if err := b.node.StopReplica(ctx, tp); err != nil {
-			return err
-		}
+		p.producers = nil
 		b.setRole(p, roleNone, pl)
 		return nil
 
@@ -174,6 +180,15 @@ func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Place
 		if err := b.node.BecomeLeader(ctx, tp, pl.Epoch, followers, republishFrom); err != nil {
 			return err
 		}
+		// The producers' state, from the log as it is now that the
+		// follower side has stopped appending, unless the broker leads
+		// on at the same epoch (its log unchanged). Produce waits for it
+		// on appendMu.
+		if s.role != roleLeader || s.epoch != pl.Epoch || p.producers == nil {
+			if p.producers, err = b.rebuildProducers(ctx, tp); err != nil {
+				return err
+			}
+		}
 		b.setRole(p, roleLeader, pl)
 		b.advanceHW(p)
 		b.lg.Info("leading", "partition", tp.String(), "epoch", pl.Epoch, "followers", followers, "republishFrom", republishFrom)
@@ -187,6 +202,7 @@ func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Place
 		if err := b.node.BecomeFollower(ctx, tp, pl.Epoch, pl.Leader); err != nil {
 			return err
 		}
+		p.producers = nil
 		b.setRole(p, roleFollower, pl)
 		b.lg.Info("following", "partition", tp.String(), "epoch", pl.Epoch, "leader", pl.Leader)
 		return nil

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -304,22 +303,8 @@ func (r *reporter) send(ctx context.Context, addr string, reports []ProgressRepo
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/progress", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return nil, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
-	}
 	var answers []ProgressAnswer
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxControlBody)).Decode(&answers); err != nil {
+	if err := postJSON(ctx, r.client, addr, "/v1/progress", body, &answers); err != nil {
 		return nil, err
 	}
 	return answers, nil

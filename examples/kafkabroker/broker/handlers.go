@@ -2,15 +2,19 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"reflect"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
 )
@@ -93,7 +97,7 @@ func (b *Broker) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 
 // kafkaCode maps the broker's errors to Kafka's.
 func kafkaCode(err error) int16 {
-	var bad *errBadBatch
+	var bad *errRefused
 	var ke *kerr.Error
 	switch {
 	case err == nil:
@@ -136,15 +140,18 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) re
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = pp.Partition
 			tp := metadata.TopicPartition{Topic: t.Topic, Partition: pp.Partition}
-			batches, err := splitBatches(pp.Records)
+			pb, err := parseProduced(pp.Records, req.Version)
 			var base, last int64
 			var epoch int32
 			if err == nil {
-				base, last, epoch, err = b.produce(ctx, tp, batches)
+				base, last, epoch, err = b.produce(ctx, tp, pb)
 			}
 			rp.ErrorCode = kafkaCode(err)
 			if err != nil && rp.ErrorCode == kerr.KafkaStorageError.Code {
 				b.lg.Warn("produce failed", "partition", tp.String(), "err", err)
+			}
+			if bad := (*errRefused)(nil); errors.As(err, &bad) {
+				rp.ErrorMessage = &bad.why
 			}
 			if err == nil {
 				rp.BaseOffset = base
@@ -179,9 +186,11 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) re
 // watermark, or, for a client in another rack where a follower is, that
 // follower as its preferred read replica (KIP-392); from a follower, what
 // lies below the high watermark it has learned. It long-polls until
-// MinBytes are there or MaxWaitMillis pass.
+// MinBytes are there or MaxWaitMillis pass; the wait bounds only the
+// long poll, not the reads, so a fetch that does not wait still reads
+// what is there.
 func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Response {
-	ctx, cancel := waitOrTimeout(ctx, req.MaxWaitMillis)
+	wait, cancel := waitOrTimeout(ctx, req.MaxWaitMillis)
 	defer cancel()
 	if req.ReplicaID >= 0 {
 		// Followers replicate through activetier, never by fetching.
@@ -197,7 +206,7 @@ func (b *Broker) fetch(ctx context.Context, req *kmsg.FetchRequest) kmsg.Respons
 		}
 		select {
 		case <-ch:
-		case <-ctx.Done():
+		case <-wait.Done():
 			return resp
 		}
 	}
@@ -324,6 +333,10 @@ func (b *Broker) fetchPartition(ctx context.Context, req *kmsg.FetchRequest, tp 
 	return n
 }
 
+// listOffsets answers ListOffsets, v0 (which Burrow and old sarama send)
+// as v1 in its list of offsets: one offset where v1 has one, none where
+// v1 finds none (Kafka's v0 listed segment base offsets, which a reader
+// of the latest or earliest offset takes the first of).
 func (b *Broker) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := kmsg.NewPtrListOffsetsResponse()
 	resp.Version = req.Version
@@ -335,6 +348,12 @@ func (b *Broker) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) 
 			rp.Partition = lp.Partition
 			tp := metadata.TopicPartition{Topic: t.Topic, Partition: lp.Partition}
 			rp.Offset, rp.Timestamp, rp.LeaderEpoch, rp.ErrorCode = b.listOffset(ctx, req, tp, lp)
+			if req.Version == 0 {
+				rp.OldStyleOffsets = []int64{}
+				if rp.ErrorCode == 0 && rp.Offset >= 0 && lp.MaxNumOffsets > 0 {
+					rp.OldStyleOffsets = append(rp.OldStyleOffsets, rp.Offset)
+				}
+			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -342,10 +361,13 @@ func (b *Broker) listOffsets(ctx context.Context, req *kmsg.ListOffsetsRequest) 
 	return resp
 }
 
-// listOffset answers one partition: -2 the log start, -1 the high
-// watermark, -3 the batch with the newest timestamp, and a timestamp the
-// first batch whose newest record is at or after it (Kafka looks inside
-// the batch; this answers with its first offset).
+// listOffset answers one partition as Kafka does, below the high
+// watermark: -2 the log start, -1 the high watermark, -3 the first record
+// with the newest timestamp, and a timestamp the first record at or after
+// it in the first batch whose newest timestamp is (Kafka's search, which
+// reads the batch's records), or offset and timestamp -1 when there is
+// none. Kafka finds the batch with a time index; this scans the log's
+// batch headers.
 func (b *Broker) listOffset(ctx context.Context, req *kmsg.ListOffsetsRequest, tp metadata.TopicPartition, lp kmsg.ListOffsetsRequestTopicPartition) (offset, ts int64, epoch int32, code int16) {
 	p := b.partition(tp)
 	if p == nil {
@@ -385,35 +407,63 @@ func (b *Broker) listOffset(ctx context.Context, req *kmsg.ListOffsetsRequest, t
 	case -1:
 		return s.hw, -1, epochAt(s.hw), 0
 	}
-	// A scan of the batches below the high watermark.
-	bestOff, bestTs := int64(-1), int64(-1)
-	for off := start; off < s.hw; {
-		batches, err := b.log.Read(ctx, tp, off, 1<<20)
-		if err != nil {
-			return -1, -1, -1, kerr.KafkaStorageError.Code
+	var best *combiner.Batch // -3: the first batch with the newest timestamp
+	offset, ts, epoch = -1, -1, -1
+	err = b.scanBatches(ctx, tp, start, s.hw, func(bt combiner.Batch) (bool, error) {
+		if lp.Timestamp == -3 {
+			if best == nil || bt.MaxTimestamp > best.MaxTimestamp {
+				best = &bt
+			}
+			return true, nil
 		}
-		if len(batches) == 0 {
-			break
+		if bt.MaxTimestamp < lp.Timestamp {
+			return true, nil
+		}
+		serr := scanRecords(bt.Data, func(delta, rts int64) bool {
+			if rts >= lp.Timestamp {
+				offset, ts, epoch = bt.FirstOffset+delta, rts, bt.Epoch
+				return false
+			}
+			return true
+		})
+		return offset < 0, serr // on, unless found: the header's max may overstate its records
+	})
+	if err == nil && best != nil {
+		offset, ts, epoch = best.FirstOffset, -1, best.Epoch
+		err = scanRecords(best.Data, func(delta, rts int64) bool {
+			if rts > ts {
+				offset, ts = best.FirstOffset+delta, rts
+			}
+			return true
+		})
+	}
+	if err != nil {
+		b.lg.Warn("ListOffsets: reading the log", "partition", tp.String(), "err", err)
+		return -1, -1, -1, kerr.KafkaStorageError.Code
+	}
+	return offset, ts, epoch, 0
+}
+
+// scanBatches calls visit with tp's batches from the one holding from, in
+// order, those whose last offset is below to, until visit returns false
+// or an error.
+func (b *Broker) scanBatches(ctx context.Context, tp metadata.TopicPartition, from, to int64, visit func(combiner.Batch) (bool, error)) error {
+	for off := from; off < to; {
+		batches, err := b.log.Read(ctx, tp, off, 1<<20)
+		if err != nil || len(batches) == 0 {
+			return err
 		}
 		for _, bt := range batches {
-			if bt.LastOffset >= s.hw {
-				off = s.hw
-				break
+			if bt.LastOffset >= to {
+				return nil
 			}
-			if lp.Timestamp == -3 {
-				if bt.MaxTimestamp > bestTs {
-					bestOff, bestTs = bt.FirstOffset, bt.MaxTimestamp
-				}
-			} else if bt.MaxTimestamp >= lp.Timestamp {
-				return bt.FirstOffset, bt.MaxTimestamp, bt.Epoch, 0
+			if more, err := visit(bt); err != nil || !more {
+				return err
 			}
 			off = bt.LastOffset + 1
 		}
 	}
-	if lp.Timestamp == -3 && bestOff >= 0 {
-		return bestOff, bestTs, epochAt(bestOff), 0
-	}
-	return -1, -1, -1, 0
+	return nil
 }
 
 func (b *Broker) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
@@ -448,6 +498,67 @@ func (b *Broker) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kms
 				rp.LeaderEpoch, rp.EndOffset = lin.EndOffsetFor(op.LeaderEpoch, end)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// createTopics forwards a CreateTopics request to the controller the
+// cluster view names, which decides and creates the topics, and answers
+// with its decisions: any broker takes the request, as Kafka's forwarding
+// (KIP-590) does. Without a controller every topic gets INVALID_REQUEST;
+// when the controller cannot be reached in time, REQUEST_TIMED_OUT.
+func (b *Broker) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest) kmsg.Response {
+	resp := kmsg.NewPtrCreateTopicsResponse()
+	resp.Version = req.Version
+	fwd := TopicsRequest{ValidateOnly: req.ValidateOnly}
+	for _, t := range req.Topics {
+		tr := TopicRequest{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor}
+		for _, a := range t.ReplicaAssignment {
+			tr.Assignment = append(tr.Assignment, Assignment{Partition: a.Partition, Replicas: a.Replicas})
+		}
+		for _, c := range t.Configs {
+			tr.Configs = append(tr.Configs, c.Name)
+		}
+		fwd.Topics = append(fwd.Topics, tr)
+	}
+	b.mu.Lock()
+	controller := b.controller
+	b.mu.Unlock()
+	var answers []TopicAnswer
+	code, err := kerr.InvalidRequest.Code, errors.New("the cluster view names no controller, so topics cannot be created")
+	if controller != "" {
+		code = kerr.RequestTimedOut.Code
+		// The request's timeout bounds the wait; a request that
+		// does not wait (0) still needs the controller's answer.
+		timeout := req.TimeoutMillis
+		if timeout <= 0 {
+			timeout = int32(controllerRequestTimeout / time.Millisecond)
+		}
+		ctx, cancel := waitOrTimeout(ctx, timeout)
+		defer cancel()
+		var body []byte
+		if body, err = json.Marshal(fwd); err == nil {
+			err = postJSON(ctx, b.forward, controller, "/v1/topics", body, &answers)
+		}
+		if err == nil && len(answers) != len(fwd.Topics) {
+			err = fmt.Errorf("the controller answered %d topics of %d", len(answers), len(fwd.Topics))
+		}
+	}
+	for i, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = t.Topic
+		if err != nil {
+			msg := "forwarding to the controller: " + err.Error()
+			rt.ErrorCode, rt.ErrorMessage = code, &msg
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		a := answers[i]
+		rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = a.Code, a.Partitions, a.ReplicationFactor
+		if a.Message != "" {
+			rt.ErrorMessage = &a.Message
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

@@ -28,14 +28,20 @@ const pipelineDepth = 16
 
 // supported is what ApiVersions advertises: the requests served, at the
 // versions whose every field the handlers honour. Fetch stops at 12 and
-// Metadata at 9 because later versions name topics by ID.
+// Metadata at 9 because later versions name topics by ID. FindCoordinator
+// is served only to say there is no coordinator: librdkafka does not ask
+// a broker that does not advertise it, and its group consumer then waits
+// for ever instead of reporting anything.
 var supported = []struct{ key, min, max int16 }{
 	{kmsg.Produce.Int16(), 3, 9},
 	{kmsg.Fetch.Int16(), 4, 12},
-	{kmsg.ListOffsets.Int16(), 1, 7},
+	{kmsg.ListOffsets.Int16(), 0, 7},
 	{kmsg.Metadata.Int16(), 0, 9},
 	{kmsg.ApiVersions.Int16(), 0, 3},
 	{kmsg.OffsetForLeaderEpoch.Int16(), 2, 4},
+	{kmsg.InitProducerID.Int16(), 0, 4},
+	{kmsg.FindCoordinator.Int16(), 0, 4},
+	{kmsg.CreateTopics.Int16(), 0, 7},
 }
 
 func versionSupported(key, version int16) bool {
@@ -238,6 +244,12 @@ func (b *Broker) handle(ctx context.Context, req request) reply {
 		return now(b.listOffsets(ctx, r))
 	case *kmsg.OffsetForLeaderEpochRequest:
 		return now(b.offsetForLeaderEpoch(r))
+	case *kmsg.InitProducerIDRequest:
+		return now(b.initProducerID(r))
+	case *kmsg.FindCoordinatorRequest:
+		return now(findCoordinator(r))
+	case *kmsg.CreateTopicsRequest:
+		return func(ctx context.Context) kmsg.Response { return b.createTopics(ctx, r) }
 	}
 	return now(unsupported(req))
 }
@@ -254,6 +266,14 @@ func (b *Broker) apiVersions(req request) kmsg.Response {
 	for _, s := range supported {
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = s.key, s.min, s.max
+		if s.key == kmsg.Produce.Int16() {
+			// As Kafka 4.0 does (KAFKA-18659): librdkafka
+			// compresses with gzip, snappy or lz4 only for a broker
+			// that lists Produce v0, and otherwise sends the batch
+			// uncompressed without a word. Produce v0-v2 are still
+			// answered UNSUPPORTED_VERSION.
+			k.MinVersion = 0
+		}
 		resp.ApiKeys = append(resp.ApiKeys, k)
 	}
 	return resp
