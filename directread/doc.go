@@ -69,6 +69,23 @@
 // longer: walstore.LeaderConfig.RetainFor (a few seconds is enough for a
 // Reader that keeps up).
 //
+// # Memory, and reading again
+//
+// A Reader holds the entries it learned and has not yielded yet, at most
+// Config.MaxHeld of them over all its partitions. A partition whose
+// commit stalls (until the broker shrinks the in-sync set) learns entries
+// it cannot yield: at the bound the Reader forgets those furthest ahead
+// of their partition's position and leaves out those it learns past
+// them. It notes where in each metadata partition each partition's
+// entries are (at most 32 places per partition and metadata partition,
+// dense for the newest records), so once the partition reaches what it
+// forgot it reads the metadata again from the first record that may
+// describe it, and serves it then: it forgets and reads again, never
+// skips a record, and judges nothing gone that it forgot. A Seek back to
+// records it yielded, whose entries it forgot, reads them again the same
+// way. Stats counts what it holds (Held), forgot (Evicted) and read again
+// (MetadataRewinds).
+//
 // # Limits
 //
 // Metadata is routed to the metadata partitions of each partition's

@@ -226,6 +226,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		"invalid partition":  func(c *directread.Config) { c.Partitions = map[metadata.TopicPartition]int64{{}: 0} },
 		"unknown meta part":  func(c *directread.Config) { c.MetadataPartitions = []int32{9} },
 		"negative max bytes": func(c *directread.Config) { c.MaxBytes = -1 },
+		"negative max held":  func(c *directread.Config) { c.MaxHeld = -1 },
 	} {
 		cfg := ok()
 		mod(&cfg)
