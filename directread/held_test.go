@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/directread"
+	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
@@ -114,4 +115,109 @@ func TestReaderBoundsWhatItHoldsUnderAStalledCommit(t *testing.T) {
 			require.Equal(t, [2]int64{10, 10}, [2]int64{next, committed})
 		})
 	}
+}
+
+// Four partitions, one of them with its commit stalled (an in-sync
+// follower that never applies) while the leader goes on publishing, read
+// by a reader that holds at most eight entries: the others are read to
+// their end, the stalled one to its commit, and the reader holds no more
+// than its bound. Seeks during the stall, forward past what it holds and
+// back to what it yielded, and the commit arriving after it forgot the
+// entries, all serve exactly the leader's log.
+func TestReaderAtTheBoundWithOnePartitionStalled(t *testing.T) {
+	const maxHeld = 8
+	c, tps, leader := clusterWith(t, 4, walstore.LeaderConfig{RetainFor: time.Hour})
+	stalledTP := tps[0]
+	ctx := context.Background()
+	produce := func(first, last int64) {
+		for _, tp := range tps {
+			leader.Produce(ctx, tp, 1, first, last, 10)
+		}
+		for _, tp := range tps {
+			require.NoError(t, leader.Node.WaitDurable(ctx, tp, last))
+		}
+	}
+	produce(0, 19)
+	for _, tp := range tps {
+		require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 19))
+	}
+	c.SetReplicas(stalledTP, 1, 2, 3, 4) // broker 4 joins the in-sync set and never applies
+	require.NoError(t, leader.Node.BecomeLeader(ctx, stalledTP, 1, []int32{2, 3, 4}, -1))
+	for first := int64(20); first < 200; first += 10 {
+		produce(first, first+9)
+	}
+	for _, tp := range tps[1:] {
+		require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 199))
+	}
+
+	start := make(map[metadata.TopicPartition]int64)
+	for _, tp := range tps {
+		start[tp] = 0
+	}
+	r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: start, MaxHeld: maxHeld})
+	require.NoError(t, err)
+	defer r.Close()
+	got := poll(t, r, tps[1:], 200)
+	for _, tp := range tps[1:] {
+		clustertest.RequireSameLog(t, leader.Local.Batches(tp), got[tp])
+	}
+	got = poll(t, r, tps[:1], 20)
+	quiet(t, r)
+	st := r.Stats()
+	t.Logf("stalled at 20: held %d, forgotten %d, metadata rewinds %d", st.Held, st.Evicted, st.MetadataRewinds)
+	require.LessOrEqual(t, st.Held, maxHeld)
+	require.Positive(t, st.Evicted, "the stalled partition's entries past the bound were forgotten")
+	log := leader.Local.Batches(stalledTP)
+
+	// Forward past what the reader holds, and at the stall's edge:
+	// nothing is committed there yet.
+	for _, to := range []int64{150, 20} {
+		require.NoError(t, r.Seek(stalledTP, to))
+		quiet(t, r)
+	}
+	// Back to what it yielded, whose entries it forgot.
+	require.NoError(t, r.Seek(stalledTP, 5))
+	clustertest.RequireSameLog(t, log[:2], poll(t, r, tps[:1], 20)[stalledTP])
+	quiet(t, r)
+	require.LessOrEqual(t, r.Stats().Held, maxHeld)
+
+	// The commit comes once the broker shrinks the in-sync set: the reader
+	// reads what it forgot again, in order.
+	require.NoError(t, leader.Node.SetInSync(stalledTP, []int32{2, 3}))
+	clustertest.RequireSameLog(t, log[2:], poll(t, r, tps[:1], 200)[stalledTP])
+	st = r.Stats()
+	t.Logf("read to 200: held %d, forgotten %d, metadata rewinds %d", st.Held, st.Evicted, st.MetadataRewinds)
+	require.Positive(t, st.MetadataRewinds)
+	require.LessOrEqual(t, st.Held, maxHeld)
+}
+
+// quiet requires that r yields nothing and reports nothing for a while:
+// every partition is at what it may serve.
+func quiet(t *testing.T, r *directread.Reader) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	f, err := r.Poll(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "%d batches, errors %v", len(f.Batches), f.Errors)
+}
+
+// A reader closed while a Poll waits for metadata ends that Poll with
+// ErrClosed, and Close returns once it has; later calls fail alike.
+func TestReaderClosedMidPoll(t *testing.T) {
+	c, tps, _ := cluster(t, 1)
+	r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tps[0]: 0}})
+	require.NoError(t, err)
+	polled := make(chan error, 1)
+	go func() {
+		_, err := r.Poll(context.Background())
+		polled <- err
+	}()
+	for r.Stats().MetadataRecords == 0 {
+		time.Sleep(time.Millisecond) // the Poll is under way: it read the markers
+	}
+	require.NoError(t, r.Close())
+	require.ErrorIs(t, <-polled, directread.ErrClosed)
+	_, err = r.Poll(context.Background())
+	require.ErrorIs(t, err, directread.ErrClosed)
+	require.NoError(t, r.Close(), "closing again")
 }
