@@ -100,8 +100,9 @@ type Stats struct {
 	SectionsFetched, CacheHits uint64
 	// Batches and bytes yielded.
 	Batches, Bytes uint64
-	// Held is the number of entries held now, at most Config.MaxHeld;
-	// Evicted counts those forgotten, or left out, to stay within it.
+	// Held is the number of entries held now: at most Config.MaxHeld,
+	// unless more than that hold their partitions' next offsets.
+	// Evicted counts entries forgotten, or left out, to stay within it.
 	Held    int
 	Evicted uint64
 	// MetadataRewinds counts the metadata partitions read again from an

@@ -78,7 +78,8 @@ type Core struct {
 
 // Counters are a Core's running totals.
 type Counters struct {
-	// Held is the number of entries held now, at most Config.MaxHeld.
+	// Held is the number of entries held now: at most Config.MaxHeld,
+	// unless more than that hold their partitions' next offsets.
 	Held int
 	// Evicted counts entries forgotten, or not held, to stay within
 	// MaxHeld; each is read again from the metadata when needed.
@@ -362,19 +363,24 @@ func (c *Core) Learn(mp int32, rec int64, m *metadata.Message) {
 // evict forgets the entries furthest ahead of their partition's next
 // offset, down to 1/16 below MaxHeld so that the next eviction is some
 // way off, and moves each partition's horizon to the first it forgot.
-// An entry holding or below next is kept: it is the next to be fetched.
+// Entries wholly below next (left by a seek forward) go first, and move
+// no horizon: the next plan would skip them. An entry holding next is
+// kept: it is the next to be fetched.
 func (c *Core) evict() {
 	type held struct {
 		p     int // index in c.order
 		k     entryKey
 		first int64
-		ahead int64
+		ahead int64 // math.MaxInt64: below next
 	}
 	var cands []held
 	for i, tp := range c.order {
 		p := c.parts[tp]
 		for k, e := range p.pending {
-			if e.FirstOffset > p.next {
+			switch {
+			case e.LastOffset < p.next:
+				cands = append(cands, held{i, k, e.FirstOffset, math.MaxInt64})
+			case e.FirstOffset > p.next:
 				cands = append(cands, held{i, k, e.FirstOffset, e.FirstOffset - p.next})
 			}
 		}
@@ -389,7 +395,9 @@ func (c *Core) evict() {
 	for _, h := range cands[:n] {
 		p := c.parts[c.order[h.p]]
 		p.forget(h.k)
-		p.horizon = min(p.horizon, h.first)
+		if h.ahead != math.MaxInt64 {
+			p.horizon = min(p.horizon, h.first)
+		}
 	}
 	c.evicted += uint64(n)
 }

@@ -226,3 +226,22 @@ func TestCoreSeekAtTheBound(t *testing.T) {
 	require.Equal(t, int64(300), at)
 	require.LessOrEqual(t, d.maxHeld, 4)
 }
+
+// At the bound, entries a seek forward left below the partition's next
+// offset go first, and move no horizon: the entry that holds next is
+// held, and served without reading the metadata again.
+func TestCoreEvictsWhatASeekLeftBehindFirst(t *testing.T) {
+	d := stalled(t, 4, 4) // entries 0-39, committed to 10
+	d.round()
+	require.Equal(t, 4, d.c.Counters().Held)
+	require.NoError(t, d.c.Seek(tp, 100))
+	d.publish(&metadata.Message{Entries: []metadata.Entry{entry(1, 1, 100, 109, "o10")}})
+	d.publish(commit(110))
+	d.round() // learned before a plan skips what is below 100
+	require.Equal(t, 4, d.c.Counters().Held)
+	d.until(110)
+	require.Empty(t, d.pauses)
+	d.requireYielded(0, 100, 110)
+	require.Zero(t, d.c.Counters().Rewinds, "nothing forgotten that was needed")
+	require.Equal(t, uint64(1), d.c.Counters().Evicted, "one entry below 100 made room")
+}

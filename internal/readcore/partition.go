@@ -135,8 +135,8 @@ func (p *partition) learnCommit(c metadata.Commit, round uint64) {
 // was published.
 //
 // An entry at or past the horizon is not held either: entries before it
-// were forgotten at the bound, and it will be read again with them. It
-// reports whether it was left out so.
+// were forgotten, and it will be read again with them once next reaches
+// the horizon. It reports whether it was left out so.
 func (p *partition) learnEntry(e metadata.Entry) (beyond bool) {
 	if e.LastOffset < p.next {
 		return false
@@ -163,9 +163,9 @@ func (p *partition) noteEntry(mp int32, rec int64, e *metadata.Entry) {
 	x.note(rec, e.LastOffset+1)
 }
 
-// rereadFrom returns, per metadata partition, the record from which to
-// read it again for the entries of the offsets from the horizon on; none
-// for one that holds no such entry.
+// rereadFrom lowers to[mp], for each metadata partition mp, to the record
+// from which to read it again for the partition's entries of the offsets
+// from the horizon on, and leaves out one that holds no such entry.
 func (p *partition) rereadFrom(to map[int32]int64) {
 	for mp, x := range p.index {
 		if at, ok := x.from(p.horizon); ok {
