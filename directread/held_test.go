@@ -134,12 +134,12 @@ func TestReaderAtTheBoundWithOnePartitionStalled(t *testing.T) {
 			leader.Produce(ctx, tp, 1, first, last, 10)
 		}
 		for _, tp := range tps {
-			require.NoError(t, leader.Node.WaitDurable(ctx, tp, last))
+			require.NoError(t, leader.Node.WaitDurable(ctx, tp, 1, last))
 		}
 	}
 	produce(0, 19)
 	for _, tp := range tps {
-		require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 19))
+		require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 19))
 	}
 	c.SetReplicas(stalledTP, 1, 2, 3, 4) // broker 4 joins the in-sync set and never applies
 	require.NoError(t, leader.Node.BecomeLeader(ctx, stalledTP, 1, []int32{2, 3, 4}, -1))
@@ -147,7 +147,7 @@ func TestReaderAtTheBoundWithOnePartitionStalled(t *testing.T) {
 		produce(first, first+9)
 	}
 	for _, tp := range tps[1:] {
-		require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 199))
+		require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 199))
 	}
 
 	start := make(map[metadata.TopicPartition]int64)

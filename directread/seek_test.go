@@ -23,7 +23,7 @@ func seekCluster(t *testing.T) (*clustertest.Cluster, metadata.TopicPartition, *
 	leader.Node.ReportTiered(tp, 30)
 	for first := int64(0); first < 100; first += 10 {
 		leader.Produce(ctx, tp, 1, first, first+9, 10)
-		require.NoError(t, leader.Node.WaitReplicated(ctx, tp, first+9))
+		require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, first+9))
 		if first == 20 {
 			n, err := leader.Node.CollectGarbage(ctx)
 			require.NoError(t, err)
@@ -72,6 +72,6 @@ func TestReaderSeekBack(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded, "nothing past 100 yet: %v", f)
 	}
 	leader.Produce(ctx, tp, 1, 100, 129, 10)
-	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 129))
+	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 129))
 	clustertest.RequireSameLog(t, leader.Local.Batches(tp)[12:], poll(t, r, tps, 130)[tp])
 }
