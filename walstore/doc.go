@@ -66,6 +66,15 @@
 // published again every MarkerRefresh, so trimming the metadata log never
 // leaves a restarted follower without them.
 //
+// A follower whose reported log end is below what the leadership's
+// entries still reach (a restarted broker put back into the replicas,
+// whose objects were collected meanwhile or published to other followers'
+// metadata partitions; one that lost its log) is republished for, from its
+// log end, without the broker asking: one republish per partition at a
+// time, from the lowest such follower, its copies kept until they applied
+// them. Followers report at least every ProgressInterval, so a leader that
+// missed a report learns where they are.
+//
 // # Follower
 //
 // The follower reads one metadata partition (BrokerID % N), keeps per
