@@ -168,6 +168,15 @@ func TestContractRestartedFollowerCatchesUp(t *testing.T) {
 				defer cancel()
 				require.NoError(t, n1.WaitReplicated(wctx, tpA, 1, 49), "acks=all waits for broker 3, which must catch up")
 				requireSameLog(t, log1, log3, tpA)
+				rs := n1.Replicas(tpA)
+				for i := range rs {
+					require.False(t, rs[i].LastCaughtUp.IsZero(), "broker %d has held everything published", rs[i].Broker)
+					rs[i].LastCaughtUp = time.Time{}
+				}
+				require.Equal(t, []walstore.ReplicaState{
+					{Broker: 2, EndOffset: 50, CaughtUp: true, InSync: true},
+					{Broker: 3, EndOffset: 50, CaughtUp: true, InSync: true},
+				}, rs)
 			})
 		})
 	}

@@ -27,12 +27,14 @@
 //     no append to tp is in flight.
 //
 // Between them the broker appends produced batches (Append, WaitDurable,
-// DurableOffset), delivers its followers' progress to the leader's broker
-// (NodeConfig.OnProgress to RecordProgress, carrying the follower's log end
-// and last epoch as Kafka's fetch request does, so the leader judges stale
-// reports itself) and reports its tiered-storage mark (ReportTiered). The
-// Node reaches the broker only through LocalLog, its own log, whose
-// contract RunLocalLog checks.
+// WaitReplicated, DurableOffset), delivers its followers' progress to the
+// leader's broker (NodeConfig.OnProgress to RecordProgress, carrying the
+// follower's log end and last epoch as Kafka's fetch request does, so the
+// leader judges stale reports itself), keeps the in-sync replicas by
+// Kafka's rules with what Replicas says of each follower (SetInSync), and
+// reports its tiered-storage mark (ReportTiered). The Node reaches the
+// broker only through LocalLog, its own log, whose contract RunLocalLog
+// checks.
 //
 // # Leader
 //
