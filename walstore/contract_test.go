@@ -270,19 +270,11 @@ func publishedEntries(t *testing.T, log metadata.Log, tp metadata.TopicPartition
 	t.Helper()
 	seen := make(map[metadata.ObjectRef]bool)
 	var out []metadata.Entry
-	for p := range log.Partitions() {
-		_, high, err := log.Watermarks(context.Background(), p)
-		require.NoError(t, err)
-		recs, err := log.Read(context.Background(), p, 0, int(high))
-		require.NoError(t, err)
-		for _, r := range recs {
-			m, err := metadata.DecodeMessage(r.Value)
-			require.NoError(t, err)
-			for _, e := range m.Entries {
-				if e.Partition == tp && !seen[e.Object] {
-					seen[e.Object] = true
-					out = append(out, e)
-				}
+	for _, m := range messages(t, log) {
+		for _, e := range m.Entries {
+			if e.Partition == tp && !seen[e.Object] {
+				seen[e.Object] = true
+				out = append(out, e)
 			}
 		}
 	}
