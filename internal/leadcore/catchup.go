@@ -25,7 +25,10 @@ import (
 // covers causes nothing; one below it moves its start down if it has
 // published nothing yet, and is served when it ends otherwise. Its
 // objects are tracked like any other, so garbage collection keeps them
-// until every follower applied them.
+// until every follower applied them. Each holds at most ObjectBytes of
+// the log read and not yet stored, and at most BufferBytes/ObjectBytes
+// run at once over all partitions: a broker put back into thousands of
+// partitions' replicas takes them in turn, first come first served.
 
 // replica is what a leadership knows of one of its followers.
 type replica struct {
@@ -150,6 +153,14 @@ func (c *Core) catchUp(now time.Time, tp metadata.TopicPartition, ld *leadership
 	}
 	t := ld.catchup
 	if t == nil {
+		if c.catchingUp >= max(1, c.cfg.BufferBytes/c.cfg.ObjectBytes) {
+			if !ld.catchupQueued {
+				ld.catchupQueued = true
+				c.catchupQueue = append(c.catchupQueue, tp)
+			}
+			return
+		}
+		c.catchingUp++
 		ld.catchup = &task{kind: catchup, tp: tp, gen: ld.gen, epoch: ld.epoch, markers: true,
 			from: from, start: from, to: to, republish: true, audience: slices.Clone(c.followers[tp])}
 		c.cfg.Logger.Info("activetier: republishing for followers that nothing continues", "partition", tp.String(), "from", from, "to", to)
@@ -174,6 +185,24 @@ func (c *Core) catchUp(now time.Time, tp metadata.TopicPartition, ld *leadership
 		c.cancel(t.req)
 		t.req = 0
 		c.advance(now, t)
+	}
+}
+
+// caughtUpDone takes ld's catch-up off, stopping it if stop (it is not
+// done), and gives its turn to the partitions waiting for one.
+func (c *Core) caughtUpDone(now time.Time, ld *leadership, stop bool) {
+	if stop {
+		c.stopTask(ld.catchup)
+	}
+	ld.catchup = nil
+	c.catchingUp--
+	for len(c.catchupQueue) > 0 && c.catchingUp < max(1, c.cfg.BufferBytes/c.cfg.ObjectBytes) {
+		tp := c.catchupQueue[0]
+		c.catchupQueue = c.catchupQueue[1:]
+		if next := c.leading[tp]; next != nil && next.catchupQueued {
+			next.catchupQueued = false
+			c.catchUp(now, tp, next)
+		}
 	}
 }
 

@@ -228,6 +228,30 @@ func TestCatchUpStartsAgainAtANewEpoch(t *testing.T) {
 	require.Equal(t, []int32{2}, w.publishers)
 }
 
+// Catch-ups of many partitions run BufferBytes/ObjectBytes at a time
+// (three here), the others in turn.
+func TestCatchUpsTakeTurns(t *testing.T) {
+	w := newLogWorld(t)
+	for off := int64(0); off < 150; off += 50 {
+		w.batches = append(w.batches, combiner.Batch{Epoch: 1, FirstOffset: off, LastOffset: off + 49, Data: make([]byte, 400)})
+	}
+	tps := []metadata.TopicPartition{tpA, tpB, {Topic: "t", Partition: 2}, {Topic: "t", Partition: 3}}
+	for _, tp := range tps {
+		// Its follower is said to hold the log up to 150, and reports 100.
+		require.NoError(t, w.h.c.BecomeLeader(w.h.now, tp, 1, []int32{2}, -1, 150))
+	}
+	w.drain()
+	w.hold = true
+	for _, tp := range tps {
+		w.h.c.Progress(w.h.now, tp, 2, 100, 1, nil, nil)
+	}
+	w.drain()
+	require.Len(t, w.held, 3, "three copies uploading, one partition waiting")
+	w.hold = false
+	w.release()
+	require.Equal(t, []string{"100-149", "100-149", "100-149", "100-149"}, w.republished)
+}
+
 // What a report says is judged as Kafka's leader judges a fetch: a last
 // epoch the leader's log does not have means the follower truncates
 // first, and nothing is done until it reports again; a log end past the
@@ -367,8 +391,8 @@ func TestCoreReplicas(t *testing.T) {
 // which every follower makes for every partition it follows at least every
 // ProgressInterval: over 1000 led partitions, from a follower caught up,
 // one whose last record is of an earlier epoch (judged against the
-// lineage), and one that lags behind what was collected (its catch-up
-// under way).
+// lineage), and one that lags behind what its leadership began with (its
+// catch-up under way or waiting for its turn).
 func BenchmarkProgress(b *testing.B) {
 	const partitions = 1000
 	lineage := []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 100}}
@@ -382,10 +406,8 @@ func BenchmarkProgress(b *testing.B) {
 			tps := make([]metadata.TopicPartition, partitions)
 			for i := range tps {
 				tps[i] = metadata.TopicPartition{Topic: "bench", Partition: int32(i)}
+				// Its followers are said to hold the log up to 100.
 				require.NoError(b, h.c.BecomeLeader(h.now, tps[i], 2, []int32{2, 3}, -1, 100))
-				if bc.end < 100 {
-					h.c.leading[tps[i]].replicas[2].reach = 100 // as if 0-99 were collected
-				}
 			}
 			h.c.Ready()
 			h.c.Advance()

@@ -381,7 +381,11 @@ type Core struct {
 	tasks      map[uint64]*task // Republish calls
 	refresh    []metadata.TopicPartition
 	refreshing int // refresh tasks of the group under way
-	sleeping   int // chores and catch-ups waiting out a backoff
+	// catchingUp counts the catch-ups under way; catchupQueue are the
+	// partitions waiting for one to end (see catchup.go).
+	catchingUp   int
+	catchupQueue []metadata.TopicPartition
+	sleeping     int // chores and catch-ups waiting out a backoff
 
 	markerQueue   []markerBatch // markers waiting for the next marker message
 	markersQueued int           // the markers in markerQueue

@@ -45,6 +45,8 @@ type leadership struct {
 	replicas map[int32]*replica
 	catchup  *task
 	routed   int64
+	// catchupQueued: it waits in Core.catchupQueue for a catch-up.
+	catchupQueued bool
 }
 
 type offsetRange struct{ from, to int64 } // [from, to)
@@ -189,10 +191,14 @@ func (c *Core) Resign(now time.Time, tp metadata.TopicPartition) {
 // chore and Republish calls stopped; waiters learn of it.
 func (c *Core) endLeadership(now time.Time, tp metadata.TopicPartition) {
 	ld := c.leading[tp]
-	for _, t := range ld.duties() {
-		if t != nil {
-			c.stopTask(t)
-		}
+	if ld.chore != nil {
+		c.stopTask(ld.chore)
+	}
+	if ld.catchup != nil {
+		c.caughtUpDone(now, ld, true)
+	}
+	if ld.catchupQueued {
+		c.catchupQueue = slices.DeleteFunc(c.catchupQueue, func(q metadata.TopicPartition) bool { return q == tp })
 	}
 	for _, id := range c.sortedTasks() {
 		if t := c.tasks[id]; t.tp == tp {

@@ -89,8 +89,7 @@ func (c *Core) newChore(now time.Time, tp metadata.TopicPartition, ld *leadershi
 	if t := ld.catchup; t != nil && t.epoch != ld.epoch {
 		// Its entries would name the old epoch as publisher: it starts
 		// again at the new one once the chore allows (BecomeLeader asks).
-		c.stopTask(t)
-		ld.catchup = nil
+		c.caughtUpDone(now, ld, true)
 	}
 }
 
@@ -330,7 +329,7 @@ func (c *Core) finishTask(now time.Time, t *task, err error) {
 		case ld.chore == t:
 			ld.chore = nil
 		case ld.catchup == t:
-			ld.catchup = nil
+			c.caughtUpDone(now, ld, false)
 		default:
 			return
 		}
