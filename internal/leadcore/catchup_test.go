@@ -298,6 +298,7 @@ func TestCatchUpJudgesTheReport(t *testing.T) {
 	t.Run("not a follower", func(t *testing.T) {
 		w := leadCollected(t)
 		w.report(5, 0, 1)
+		require.NotContains(t, w.h.c.gc.applied[tpA].applied, int32(5), "nothing is kept for a broker that is not a follower")
 		require.NoError(t, w.h.c.BecomeLeader(w.h.now, tpA, 1, []int32{2, 3}, -1, 150))
 		w.report(4, 0, 1)
 		w.drain()

@@ -314,7 +314,10 @@ func (c *Core) NeedLineage(tp metadata.TopicPartition, lastEpoch int32) bool {
 // Other reports are ignored.
 func (c *Core) Progress(now time.Time, tp metadata.TopicPartition, follower int32, endOffset int64, lastEpoch int32, epochs []fencing.EpochEntry, epochsErr error) {
 	ld := c.leading[tp]
-	if follower < 0 || follower == c.cfg.BrokerID || endOffset < 0 || lastEpoch < -1 || ld == nil || lastEpoch > ld.epoch {
+	if endOffset < 0 || lastEpoch < -1 || ld == nil || lastEpoch > ld.epoch || !slices.Contains(c.followers[tp], follower) {
+		// A report of a broker that is not a follower (yet) would be
+		// forgotten when it becomes one (see followersChanged), and kept
+		// until then, memory for any broker id a report names.
 		return
 	}
 	// No follower holds more than the leader's log: a report past its
