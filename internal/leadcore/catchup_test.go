@@ -254,9 +254,10 @@ func TestCatchUpsTakeTurns(t *testing.T) {
 
 // What a report says is judged as Kafka's leader judges a fetch: a last
 // epoch the leader's log does not have means the follower truncates
-// first, and nothing is done until it reports again; a log end past the
-// leader's is not believed; a log without records holds nothing and
-// goes on at its end.
+// first, and nothing is done until it reports again; one of an epoch
+// later than the leader's is a deposed leader's to ignore; a log end past
+// the leader's is not believed; a log without records holds nothing and
+// goes on at its end; a broker that is not a follower is not listened to.
 func TestCatchUpJudgesTheReport(t *testing.T) {
 	t.Run("last epoch not in the lineage", func(t *testing.T) {
 		w := newLogWorld(t)
@@ -277,6 +278,14 @@ func TestCatchUpJudgesTheReport(t *testing.T) {
 		w.report(2, 100, 1) // truncated to the end of epoch 1
 		w.drain()
 		require.Equal(t, []string{"100-149"}, w.republished)
+	})
+	t.Run("last epoch past the leader's", func(t *testing.T) {
+		w := leadCollected(t)
+		w.report(2, 0, 2) // it follows a later leader: this one is deposed
+		w.drain()
+		require.Empty(t, w.republished)
+		rs, _ := w.h.c.Replicas(tpA)
+		require.Equal(t, int64(150), rs[0].EndOffset, "the report is ignored")
 	})
 	t.Run("log end past the leader's", func(t *testing.T) {
 		w := leadCollected(t)
