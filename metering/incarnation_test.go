@@ -47,18 +47,21 @@ func TestIncarnationsShareRows(t *testing.T) {
 		_, err := log.Append(ctx, 0, markers(t, tps...))
 		require.NoError(t, err)
 	}
-	// A partition known by its id alone is another partition.
-	_, err = log.Append(ctx, 0, markers(t, metadata.TopicPartition{TopicID: [16]byte{1, 0xaa}, Partition: 0}))
+	// A partition known by its id alone is another partition, and so is
+	// one of another name with a colliding id.
+	_, err = log.Append(ctx, 0, markers(t, metadata.TopicPartition{TopicID: [16]byte{1, 0xaa}, Partition: 0},
+		metadata.TopicPartition{Topic: "other", TopicID: [16]byte{1, 0xaa}, Partition: 0}))
 	require.NoError(t, err)
 
 	led := m.Snapshot().Ledger
-	require.Equal(t, partitions+1, len(led.Partitions), "one row per named partition, whatever its incarnations")
+	require.Equal(t, partitions+2, len(led.Partitions), "one row per named partition, whatever its incarnations")
 	for _, c := range led.Partitions[:partitions] {
 		require.Equal(t, "reborn", c.Partition.Topic)
 		require.Zero(t, c.Partition.TopicID, "a named row has no id: it is the name's")
 		require.Positive(t, c.Share.MetadataBytes)
 	}
-	require.Equal(t, [16]byte{1, 0xaa}, led.Partitions[partitions].Partition.TopicID)
+	rest := []metadata.TopicPartition{led.Partitions[partitions].Partition, led.Partitions[partitions+1].Partition}
+	require.ElementsMatch(t, []metadata.TopicPartition{{TopicID: [16]byte{1, 0xaa}}, {Topic: "other"}}, rest)
 	require.InDelta(t, float64(m.Usage().MetadataBytes), led.Total().Share.MetadataBytes, 1e-6, "the bill is whole")
 	require.Zero(t, led.Unattributed.Share.MetadataBytes)
 }
