@@ -112,6 +112,63 @@ func (c *Core) entriesOf(now time.Time, u *upload) *message {
 	return m
 }
 
+// unpublished returns the stored objects a live leadership still means
+// to publish: cut objects queued for their entries (the metadata log may
+// refuse them for longer than any sweep age) with a section of a
+// leadership still on, and republish copies whose entries are being
+// published. Nothing tracks them yet, and Sweep must not take them for
+// orphans.
+func (c *Core) unpublished() map[metadata.ObjectRef]bool {
+	keep := make(map[metadata.ObjectRef]bool)
+	for _, u := range c.queue {
+		if u.uploaded && c.stillLed(u) {
+			keep[u.ref] = true
+		}
+	}
+	for _, tp := range c.ledPartitions() {
+		if t := c.leading[tp].chore; t != nil && !t.stopped && len(t.entries) > 0 {
+			keep[t.entries[0].Object] = true
+		}
+	}
+	for _, t := range c.tasks {
+		if !t.stopped && len(t.entries) > 0 {
+			keep[t.entries[0].Object] = true
+		}
+	}
+	return keep
+}
+
+// stillLed reports whether some section of u was accepted by a leadership
+// that is still on: entriesOf publishes those.
+func (c *Core) stillLed(u *upload) bool {
+	for i, s := range u.obj.Sections {
+		if ld := c.leading[s.Partition]; ld != nil && ld.gen == u.gens[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// oldestAttempt returns when the oldest upload attempt still in flight
+// began, a hedge included: the object it stores lands after that, and is
+// known to the core only once the attempt reports it. ok is false when no
+// attempt is in flight.
+func (c *Core) oldestAttempt() (at time.Time, ok bool) {
+	for _, r := range c.reqs {
+		if r.what != WhatUpload && r.what != WhatCopy {
+			continue
+		}
+		// While backing off, tried is the next attempt's time: the last
+		// has returned, though a hedge of it may not have.
+		for _, t := range []time.Time{r.tried, r.hedged} {
+			if !t.IsZero() && (!ok || t.Before(at)) {
+				at, ok = t, true
+			}
+		}
+	}
+	return at, ok
+}
+
 // remove takes u off the queue, published or withheld, and frees its
 // buffer space: space is held until then, not only until the upload, so
 // that a metadata log that stops accepting pushes back on Append instead

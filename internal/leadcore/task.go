@@ -200,7 +200,7 @@ func (c *Core) readBatches(now time.Time, t *task, res LocalResult) {
 	}
 	t.next, t.infos = batches[len(batches)-1].LastOffset+1, infos
 	r := c.newRequest(now, WhatCopy)
-	r.task, t.req = t, r.id
+	r.task, t.req, r.tried = t, r.id, now
 	c.rd.Uploads = append(c.rd.Uploads, Upload{ID: r.id, What: WhatCopy, Data: data})
 	c.judgeHealth(now)
 }
