@@ -269,17 +269,10 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 // acting on it could truncate the log). An epoch below the one the engine
 // has is an error; the same epoch again changes nothing.
 func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
-	if err := f.lockRoles(ctx); err != nil {
+	err := f.withCore(ctx, func(c *followcore.Core, now time.Time) error { return c.Follow(now, tp, epoch, leader) })
+	if err != nil {
 		return fmt.Errorf("walstore: Follow %s: %w", tp, err)
 	}
-	defer f.roleMu.unlock()
-	if f.stopped {
-		return fmt.Errorf("walstore: Follow %s: %w", tp, ErrStopped)
-	}
-	if err := f.core.Follow(f.cfg.Clock.Now(), tp, epoch, leader); err != nil {
-		return fmt.Errorf("walstore: Follow %s: %w", tp, err)
-	}
-	notify(f.wake)
 	return nil
 }
 
@@ -287,20 +280,45 @@ func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch
 // to tp is in flight and none will be made. Following tp again later
 // starts afresh from the local log.
 func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) error {
-	if err := f.lockRoles(ctx); err != nil {
+	err := f.withCore(ctx, func(_ *followcore.Core, now time.Time) error {
+		f.unfollowLocked(now, tp)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("walstore: Unfollow %s: %w", tp, err)
 	}
-	defer f.roleMu.unlock()
-	f.core.Unfollow(f.cfg.Clock.Now(), tp)
-	f.mu.Lock()
-	delete(f.lag, tp)
-	f.mu.Unlock()
 	return nil
 }
 
-// lockRoles takes roleMu, or gives up when ctx ends: the Run goroutine
-// holds it while it appends, and a local log may be slow.
-func (f *Follower) lockRoles(ctx context.Context) error { return f.roleMu.lockContext(ctx) }
+// withCore runs fn on the core once no local-log call is in flight,
+// holding roleMu, which it waits for only as long as ctx allows, and
+// wakes Run after; it fails with ErrStopped once Run has returned. No
+// local-log request starts until fn returns, so a role change fn makes
+// is in effect when it does: fn may change the leader side too, before
+// the follower side acts on what it did. A change fn refuses must leave
+// everything as it was.
+func (f *Follower) withCore(ctx context.Context, fn func(c *followcore.Core, now time.Time) error) error {
+	if err := f.roleMu.lockContext(ctx); err != nil {
+		return fmt.Errorf("waiting for the follower engine's local-log call: %w", err)
+	}
+	defer f.roleMu.unlock()
+	if f.stopped {
+		return ErrStopped
+	}
+	if err := fn(f.core, f.cfg.Clock.Now()); err != nil {
+		return err
+	}
+	notify(f.wake)
+	return nil
+}
+
+// unfollowLocked stops following tp; the caller holds roleMu.
+func (f *Follower) unfollowLocked(now time.Time, tp metadata.TopicPartition) {
+	f.core.Unfollow(now, tp)
+	f.mu.Lock()
+	delete(f.lag, tp)
+	f.mu.Unlock()
+}
 
 // roleLock is a mutex whose callers can stop waiting when their context
 // ends (a one-slot semaphore).

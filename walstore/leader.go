@@ -651,31 +651,62 @@ func (l *Leader) report() {
 // republishFrom, or at the log end if republishFrom is negative (the
 // broker says every follower holds the log up to there).
 func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
-	l.mu.Lock()
-	_, err := l.core.CheckLeader(tp, epoch, followers)
-	l.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, refusal(err))
+	if err := l.checkLeader(tp, epoch, followers); err != nil {
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
 	}
+	leo, err := l.endOffset(tp)
+	if err == nil {
+		err = l.begin(tp, epoch, followers, republishFrom, leo)
+	}
+	if err != nil {
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
+	}
+	return nil
+}
+
+// checkLeader validates BecomeLeader's arguments, before anything is
+// read or changed for it.
+func (l *Leader) checkLeader(tp metadata.TopicPartition, epoch int32, followers []int32) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return ErrStopped
+	}
+	_, err := l.core.CheckLeader(tp, epoch, followers)
+	return refusal(err)
+}
+
+// endOffset reads tp's log end for a leadership to begin at.
+func (l *Leader) endOffset(tp metadata.TopicPartition) (int64, error) {
 	leo, err := l.cfg.Local.EndOffset(tp)
 	if err != nil {
-		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err})
+		return 0, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err}
 	}
+	return leo, nil
+}
+
+// begin makes the engine tp's leader, its log ending at leo, or changes
+// nothing and returns why not.
+func (l *Leader) begin(tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64) error {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
 		return ErrStopped
 	}
-	err = l.core.BecomeLeader(l.cfg.Clock.Now(), tp, epoch, followers, republishFrom, leo)
+	err := l.core.BecomeLeader(l.cfg.Clock.Now(), tp, epoch, followers, republishFrom, leo)
 	changed := l.takeLocked()
 	l.mu.Unlock()
 	if changed {
 		l.report()
 	}
-	if err != nil {
-		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, refusal(err))
-	}
-	return nil
+	return refusal(err)
+}
+
+// isStopped reports whether Run has returned, or is returning.
+func (l *Leader) isStopped() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopped
 }
 
 // Resign ends this engine's leadership of tp. Data of tp not yet published
