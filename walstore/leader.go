@@ -42,7 +42,8 @@ type Overflow int
 
 const (
 	// Block makes Append wait, up to its context's deadline, until uploads
-	// free enough space.
+	// free enough space, or until the leadership it waits in ends
+	// (ErrNotLeader) or Run does (ErrStopped).
 	Block Overflow = iota
 	// Reject makes Append return ErrBufferFull at once, so the broker can
 	// fail the produce request or fall back to ordinary replication.
@@ -724,21 +725,34 @@ func (l *Leader) Resign(tp metadata.TopicPartition) {
 // offset when BecomeLeader was called, each next one right after the last,
 // all with the leadership's epoch; anything else is ErrInvalidBatch, and
 // the batch is not queued. When the buffer is full, Append blocks
-// (Overflow Block) until space frees or ctx ends, or returns
-// ErrBufferFull (Overflow Reject).
+// (Overflow Block) until space frees, or returns ErrBufferFull (Overflow
+// Reject). A blocked Append gives up when ctx ends, fails with
+// ErrNotLeader when the leadership it waits in ends (even if another
+// begins at once), and with ErrStopped when Run ends; the batch is then
+// not queued.
 func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combiner.Batch) error {
+	var waitedIn uint64 // the leadership a blocked Append waits in
 	for {
 		l.mu.Lock()
 		if l.stopped {
 			l.mu.Unlock()
 			return ErrStopped
 		}
+		gen, _, _, _ := l.core.Leadership(tp)
+		if waitedIn != 0 && gen != waitedIn {
+			l.mu.Unlock()
+			return fmt.Errorf("walstore: append to %s: the leadership ended while it waited for buffer space: %w", tp, ErrNotLeader)
+		}
 		err := l.core.Append(l.cfg.Clock.Now(), tp, b)
-		changed, space := false, (<-chan struct{})(nil)
+		changed := false
+		var space, ended <-chan struct{}
 		if err == nil {
 			changed = l.takeLocked()
 		} else if leadcore.CodeOf(err) == leadcore.BufferFull && l.cfg.Overflow != Reject {
-			space = l.space.wait()
+			// A leadership that ends broadcasts durable, and may free no
+			// space: the buffer may hold other partitions' data, or this
+			// one's that cannot be uploaded.
+			space, ended, waitedIn = l.space.wait(), l.durable.wait(), gen
 		}
 		l.mu.Unlock()
 		if changed {
@@ -747,13 +761,14 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 		if err == nil {
 			return nil
 		}
-		if leadcore.CodeOf(err) != leadcore.BufferFull || l.cfg.Overflow == Reject {
+		if space == nil {
 			return fmt.Errorf("walstore: append to %s: %w", tp, refusal(err))
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("walstore: append to %s: waiting for buffer space: %w", tp, ctx.Err())
 		case <-space:
+		case <-ended:
 		}
 	}
 }
