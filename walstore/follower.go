@@ -75,6 +75,10 @@ type FollowerConfig struct {
 	// collector waits for it. It is called on the engine's goroutine and
 	// must not block.
 	OnApplied func(Progress)
+	// OnHealth, if set, is called when a followed partition begins or
+	// stops failing (see Health.Partitions), with the engine's health
+	// then. It must not block.
+	OnHealth func(Health)
 	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
 	Clock Clock
 	Seed  uint64
@@ -202,9 +206,12 @@ type Follower struct {
 	stopped bool          // Run has returned
 	ran     atomic.Bool   // Run was called
 
-	mu                 sync.Mutex // guards stats and lag for Stats()
+	mu                 sync.Mutex // guards stats, lag and failing, for Stats() and Health()
 	stats              followcore.Counters
 	lag                map[metadata.TopicPartition]int64
+	failing            failing
+	healthNews         bool       // failing changed since OnHealth was last called
+	reportMu           sync.Mutex // serializes OnHealth calls
 	fetchLat, applyLat histogram
 
 	gets *bufpool.Pool // GET buffers, back once their sections are appended
@@ -255,6 +262,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		wake:    make(chan struct{}, 1),
 		rewind:  make(chan struct{}, 1),
 		lag:     make(map[metadata.TopicPartition]int64),
+		failing: newFailing(Following),
 		gets:    bufpool.New(getPoolBytes),
 	}, nil
 }
@@ -301,6 +309,7 @@ func (f *Follower) withCore(ctx context.Context, fn func(c *followcore.Core, now
 	if err := f.roleMu.lockContext(ctx); err != nil {
 		return fmt.Errorf("waiting for the follower engine's local-log call: %w", err)
 	}
+	defer f.reportHealth()
 	defer f.roleMu.unlock()
 	if f.stopped {
 		return ErrStopped
@@ -317,7 +326,51 @@ func (f *Follower) unfollowLocked(now time.Time, tp metadata.TopicPartition) {
 	f.core.Unfollow(now, tp)
 	f.mu.Lock()
 	delete(f.lag, tp)
+	if f.failing.update(tp, time.Time{}, nil) {
+		f.healthNews = true
+	}
 	f.mu.Unlock()
+}
+
+// Health returns the engine's health: the followed partitions whose
+// replication a failure of the local log has stopped. A follower is never
+// Degraded: an unreachable bucket or metadata log is waited out.
+func (f *Follower) Health() Health {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.healthLocked()
+}
+
+func (f *Follower) healthLocked() Health {
+	parts, n := f.failing.list()
+	return Health{Partitions: parts, FailingPartitions: n}
+}
+
+// PartitionError returns why the engine does not replicate tp, a
+// *PartitionError, or nil if it does (or does not follow tp).
+func (f *Follower) PartitionError(tp metadata.TopicPartition) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e := f.failing.get(tp); e != nil {
+		return e
+	}
+	return nil
+}
+
+// reportHealth calls OnHealth if the failing partitions changed since it last
+// did, with the current health; never with roleMu held, since OnHealth
+// may read the Node's health. Calls are made one at a time, so the last
+// is of the current health.
+func (f *Follower) reportHealth() {
+	f.reportMu.Lock()
+	defer f.reportMu.Unlock()
+	f.mu.Lock()
+	news, h := f.healthNews, f.healthLocked()
+	f.healthNews = false
+	f.mu.Unlock()
+	if news && f.cfg.OnHealth != nil {
+		f.cfg.OnHealth(h)
+	}
 }
 
 // roleLock is a mutex whose callers can stop waiting when their context
@@ -385,6 +438,7 @@ func (f *Follower) Run(ctx context.Context) error {
 					f.core.Records(f.cfg.Clock.Now(), part)
 					wakeAt = f.drive(ctx, &wg, results)
 				})
+				f.reportHealth()
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -405,6 +459,7 @@ func (f *Follower) Run(ctx context.Context) error {
 			}
 			wakeAt = f.drive(ctx, &wg, results)
 		})
+		f.reportHealth()
 	}
 }
 
@@ -445,6 +500,11 @@ func (f *Follower) drive(ctx context.Context, wg *sync.WaitGroup, results chan<-
 		f.stats = f.core.Counters
 		for _, l := range rd.Lags {
 			f.lag[l.Partition] = l.Offsets
+		}
+		for _, fl := range rd.Failures {
+			if f.failing.update(fl.Partition, fl.Since, fl.Err) {
+				f.healthNews = true
+			}
 		}
 		f.mu.Unlock()
 		if rd.Rewind {

@@ -99,7 +99,8 @@ type LeaderConfig struct {
 	// deleted by Sweep. Hedging is on by default.
 	Hedge HedgeConfig
 	// OnHealth, if set, is called when the engine becomes degraded or
-	// recovers. It must not block.
+	// recovers, and when a led partition begins or stops failing (see
+	// Health.Partitions), with the health then. It must not block.
 	OnHealth func(Health)
 	// MarkerRefresh is how often the epoch markers of every led partition
 	// are published again, so that trimming the metadata log never leaves a
@@ -199,6 +200,14 @@ type Health struct {
 	// Err is that operation's latest error, or an error saying it has not
 	// returned.
 	Err error
+	// Partitions are up to MaxFailingListed of the partitions whose
+	// replication a failure has stopped, each with its error (see
+	// PartitionError), in partition order; FailingPartitions counts them
+	// all. They do not make the engine Degraded, which is about every
+	// partition: the broker replicates those the ordinary way, or looks
+	// into their dependency.
+	Partitions        []*PartitionError
+	FailingPartitions int
 }
 
 // Leader is the leader-side engine: it buffers the batches the broker
@@ -232,7 +241,8 @@ type Leader struct {
 	commit   signal                // a high watermark advanced or a leadership ended
 	done     chan struct{}         // closed when Run stops
 	wakeAt   time.Time             // when Run next ticks the core
-	reported bool                  // the Degraded last given to OnHealth
+	reported Health                // the health last given to OnHealth
+	failing  failing               // led partitions whose replication stopped
 
 	wake                  chan struct{} // wakeAt changed
 	uploadLat, publishLat histogram
@@ -340,10 +350,11 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	}
 	return &Leader{
 		cfg: cfg, mgr: mgr, core: core, objects: objects,
-		ops:   make(map[uint64]*opCtl),
-		calls: make(map[uint64]chan error),
-		done:  make(chan struct{}),
-		wake:  make(chan struct{}, 1),
+		ops:     make(map[uint64]*opCtl),
+		calls:   make(map[uint64]chan error),
+		done:    make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+		failing: newFailing(Leading),
 	}, nil
 }
 
@@ -410,6 +421,9 @@ func (l *Leader) takeLocked() bool {
 	}
 	for _, d := range rd.PublishLatency {
 		l.publishLat.observe(d)
+	}
+	for _, f := range rd.Failures {
+		l.failing.update(f.Partition, f.Since, f.Err)
 	}
 	for _, e := range rd.Encodes {
 		l.startEncode(e)
@@ -627,9 +641,9 @@ func (l *Leader) report() {
 	l.reportMu.Lock()
 	defer l.reportMu.Unlock()
 	l.mu.Lock()
-	h := Health(l.core.Health())
-	changed := h.Degraded != l.reported
-	l.reported = h.Degraded
+	h := l.healthLocked()
+	changed := !sameHealth(h, l.reported)
+	l.reported = h
 	l.mu.Unlock()
 	if changed && l.cfg.OnHealth != nil {
 		l.cfg.OnHealth(h)
@@ -846,17 +860,36 @@ func (l *Leader) waitFor(ctx context.Context, tp metadata.TopicPartition, epoch 
 	}
 }
 
-// Health returns the engine's health.
+// Health returns the engine's health: whether it is degraded, and the
+// led partitions whose replication a failure has stopped.
 func (l *Leader) Health() Health {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Health(l.core.Health())
+	return l.healthLocked()
+}
+
+func (l *Leader) healthLocked() Health {
+	h := l.core.Health()
+	parts, n := l.failing.list()
+	return Health{Degraded: h.Degraded, Since: h.Since, Err: h.Err, Partitions: parts, FailingPartitions: n}
+}
+
+// PartitionError returns why the engine's leadership of tp does not
+// replicate it, a *PartitionError, or nil if it does (or the engine does
+// not lead tp).
+func (l *Leader) PartitionError(tp metadata.TopicPartition) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.failing.get(tp); e != nil {
+		return e
+	}
+	return nil
 }
 
 // snapshot returns the engine's counters; see Stats.
 func (l *Leader) snapshot() LeaderStats {
 	l.mu.Lock()
-	s, h := l.core.Stats(), l.core.Health()
+	s, h := l.core.Stats(), l.healthLocked()
 	l.mu.Unlock()
 	return LeaderStats{
 		Appends: s.Appends, AppendedBytes: s.AppendedBytes, BufferedBytes: s.BufferedBytes,
@@ -865,7 +898,7 @@ func (l *Leader) snapshot() LeaderStats {
 		UploadHedges: s.UploadHedges, UploadHedgeWins: s.UploadHedgeWins, UploadHedgesDenied: s.UploadHedgesDenied,
 		Fenced: s.Fenced, Republished: s.Republished, ObjectsDeleted: s.ObjectsDeleted,
 		UploadLatency: l.uploadLat.snapshot(), PublishLatency: l.publishLat.snapshot(),
-		Health: Health(h),
+		Health: h,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,8 +56,12 @@ type NodeConfig struct {
 	// Progress.Leader (RecordProgress), which needs it to collect
 	// garbage. It is called on the engine's goroutine and must not block.
 	OnProgress func(Progress)
-	// OnHealth, if set, is called when the leader side becomes degraded or
-	// recovers (see LeaderConfig.DegradedAfter). It must not block.
+	// OnHealth, if set, is called with the Node's health (Node.Health)
+	// when it changes: the leader side becomes degraded or recovers (see
+	// LeaderConfig.DegradedAfter), or a partition begins or stops failing
+	// on either side (Health.Partitions). Calls are made one at a time,
+	// the last with the current health. It must not block, nor call the
+	// Node's transitions.
 	OnHealth func(Health)
 	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
 	Clock Clock
@@ -86,7 +91,7 @@ func (c *NodeConfig) validate() error {
 		{"Leader.Logger", lc.Logger != nil}, {"Leader.OnHealth", lc.OnHealth != nil},
 		{"Follower.BrokerID", fc.BrokerID != 0}, {"Follower.Store", fc.Store != nil}, {"Follower.Log", fc.Log != nil},
 		{"Follower.Local", fc.Local != nil}, {"Follower.Clock", fc.Clock != nil}, {"Follower.Seed", fc.Seed != 0},
-		{"Follower.Logger", fc.Logger != nil}, {"Follower.OnApplied", fc.OnApplied != nil},
+		{"Follower.Logger", fc.Logger != nil}, {"Follower.OnApplied", fc.OnApplied != nil}, {"Follower.OnHealth", fc.OnHealth != nil},
 	} {
 		if f.set {
 			return fmt.Errorf("walstore: NodeConfig.%s is the node's own: leave it unset", f.name)
@@ -157,6 +162,9 @@ type Node struct {
 
 	rolesMu sync.Mutex
 	roles   map[metadata.TopicPartition]RoleState // the roles in effect; NoRole is absent
+
+	reportMu sync.Mutex // serializes OnHealth calls
+	reported Health     // the health last given to OnHealth
 }
 
 // Role is what a Node does for a partition.
@@ -240,11 +248,18 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	n := &Node{cfg: cfg, transitions: make(roleLock, 1), roles: make(map[metadata.TopicPartition]RoleState)}
 	lc, fc := cfg.Leader, cfg.Follower
 	lc.BrokerID, lc.Store, lc.Log, lc.Local = cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local
-	lc.Clock, lc.Seed, lc.Logger, lc.OnHealth = cfg.Clock, cfg.Seed, cfg.Logger.With("engine", "leader"), cfg.OnHealth
+	lc.Clock, lc.Seed, lc.Logger = cfg.Clock, cfg.Seed, cfg.Logger.With("engine", "leader")
 	fc.BrokerID, fc.Store, fc.Log, fc.Local = cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local
 	fc.Clock, fc.Seed, fc.Logger, fc.OnApplied = cfg.Clock, cfg.Seed^0xf0110e, cfg.Logger.With("engine", "follower"), cfg.OnProgress
+	if cfg.OnHealth != nil {
+		// Either engine's news is the Node's: OnHealth gets the health of
+		// both.
+		lc.OnHealth = func(Health) { n.reportHealth() }
+		fc.OnHealth = lc.OnHealth
+	}
 	l, err := NewLeader(lc)
 	if err != nil {
 		return nil, err
@@ -254,7 +269,8 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		l.release()
 		return nil, err
 	}
-	return &Node{cfg: cfg, leader: l, follower: f, transitions: make(roleLock, 1), roles: make(map[metadata.TopicPartition]RoleState)}, nil
+	n.leader, n.follower = l, f
+	return n, nil
 }
 
 // Run drives both engines until ctx ends, then waits for their goroutines
@@ -457,16 +473,53 @@ func (n *Node) Sweep(ctx context.Context, age time.Duration) (int, error) {
 // broker still needs kept; see Leader.MetadataLowMarks and TrimMetadata.
 func (n *Node) MetadataLowMarks() map[int32]int64 { return n.leader.MetadataLowMarks() }
 
-// Health returns the leader side's health.
-func (n *Node) Health() Health { return n.leader.Health() }
+// Health returns the Node's health: the leader side's judgement of its
+// uploads and publishes (Degraded, Since, Err), and the partitions whose
+// replication a failure has stopped on either side (Partitions,
+// FailingPartitions; see PartitionError).
+func (n *Node) Health() Health {
+	h, fh := n.leader.Health(), n.follower.Health()
+	if fh.FailingPartitions > 0 {
+		// Each side lists its first partitions: the first of both are
+		// among them.
+		h.Partitions = firstFailing(append(slices.Clone(h.Partitions), fh.Partitions...))
+		h.FailingPartitions += fh.FailingPartitions
+	}
+	return h
+}
+
+// PartitionError returns why this broker does not replicate tp, in the
+// role it has (a *PartitionError naming the failing dependency), or nil
+// if it does, or neither leads nor follows tp.
+func (n *Node) PartitionError(tp metadata.TopicPartition) error {
+	if err := n.leader.PartitionError(tp); err != nil {
+		return err
+	}
+	return n.follower.PartitionError(tp)
+}
+
+// reportHealth calls OnHealth with the Node's health if it says anything
+// new, one call at a time, so that the last call is of the current health.
+func (n *Node) reportHealth() {
+	n.reportMu.Lock()
+	defer n.reportMu.Unlock()
+	h := n.Health()
+	if sameHealth(h, n.reported) {
+		return
+	}
+	n.reported = h
+	n.cfg.OnHealth(h)
+}
 
 // NodeStats is a snapshot of a Node's counters.
 type NodeStats struct {
 	Leader   LeaderStats
 	Follower FollowerStats
+	// Health is the Node's health, both sides (Node.Health).
+	Health Health
 }
 
 // Stats returns a snapshot of both engines' counters.
 func (n *Node) Stats() NodeStats {
-	return NodeStats{Leader: n.leader.Stats(), Follower: n.follower.Stats()}
+	return NodeStats{Leader: n.leader.Stats(), Follower: n.follower.Stats(), Health: n.Health()}
 }

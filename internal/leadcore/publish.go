@@ -99,9 +99,8 @@ func (c *Core) entriesOf(now time.Time, u *upload) *message {
 		}
 		e := s.Entry(u.ref, ld.epoch, c.cfg.BrokerID)
 		if err := e.Validate(); err != nil {
-			ld.failed = fmt.Errorf("%s: entry for offsets %d-%d cannot be published: %w", s.Partition, s.FirstOffset, s.LastOffset, err)
+			c.failLeadership(now, s.Partition, ld, fmt.Errorf("%s: entry for offsets %d-%d cannot be published: %w", s.Partition, s.FirstOffset, s.LastOffset, err))
 			c.cfg.Logger.Error("activetier: withholding an entry the metadata codec rejects", "partition", s.Partition.String(), "err", err)
-			c.rd.DurableChanged = true
 			continue
 		}
 		m.entries = append(m.entries, e)
@@ -301,8 +300,8 @@ func (c *Core) messageFailed(now time.Time, m *message, err error) {
 	c.entryPub = nil
 	c.remove(u)
 	for _, e := range m.entries {
-		if ld := c.leading[e.Partition]; ld != nil && ld.failed == nil {
-			ld.failed = err
+		if ld := c.leading[e.Partition]; ld != nil {
+			c.failLeadership(now, e.Partition, ld, err)
 		}
 	}
 	c.rd.DurableChanged = true

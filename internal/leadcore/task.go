@@ -236,6 +236,7 @@ func (c *Core) taskPublished(now time.Time, t *task, offsets map[int32]int64) {
 	}
 	c.gc.track(now, t.entries[0].Object, sections, followers, offsets)
 	c.stats.Republished += uint64(len(t.entries))
+	c.choreProgressed(t)
 	if ld := c.leading[t.tp]; ld != nil && ld.gen == t.gen && ld.published(t.from, t.next) {
 		c.rd.DurableChanged = true
 		c.queueCommit(now, t.tp, ld)
@@ -256,6 +257,7 @@ func (c *Core) taskFailed(now time.Time, t *task, err error) {
 		c.finishTask(now, t, nil)
 	default:
 		c.cfg.Logger.Warn("activetier: taking up leadership failed; retrying", "partition", t.tp.String(), "epoch", t.epoch, "err", err)
+		c.failChore(now, t, err)
 		t.wakeAt = now.Add(c.delay(t.attempt))
 		t.attempt++
 		c.sleeping++
@@ -285,6 +287,9 @@ func (c *Core) finishTask(now time.Time, t *task, err error) {
 		c.refreshing--
 		c.nextRefresh(now)
 	default:
+		if err == nil {
+			c.choreProgressed(t)
+		}
 		if ld := c.leading[t.tp]; ld != nil && ld.chore == t {
 			ld.chore = nil
 		}
