@@ -37,9 +37,9 @@ func (h *healthLog) last(t *testing.T) walstore.Health {
 }
 
 // requireFailing checks that n reports tp failing in role, the failure
-// naming dependency, in Health (as OnHealth last reported it too), in
+// naming dependency and matching is, in Health (as OnHealth last reported it too), in
 // Stats and in PartitionError.
-func requireFailing(t *testing.T, n *walstore.Node, reports *healthLog, tp metadata.TopicPartition, role walstore.Role, dependency string) {
+func requireFailing(t *testing.T, n *walstore.Node, reports *healthLog, tp metadata.TopicPartition, role walstore.Role, dependency string, is error) {
 	t.Helper()
 	h := n.Health()
 	require.False(t, h.Healthy())
@@ -49,14 +49,14 @@ func requireFailing(t *testing.T, n *walstore.Node, reports *healthLog, tp metad
 	assert.Equal(t, tp, pe.Partition)
 	assert.Equal(t, role, pe.Role)
 	assert.False(t, pe.Since.IsZero())
-	requireDependencyError(t, pe, dependency, errInjected)
+	requireDependencyError(t, pe, dependency, is)
 	assert.Contains(t, pe.Error(), tp.String())
 	assert.Contains(t, pe.Error(), dependency)
 	err := n.PartitionError(tp)
 	var got *walstore.PartitionError
 	require.ErrorAs(t, err, &got)
 	assert.Equal(t, role, got.Role)
-	requireDependencyError(t, err, dependency, errInjected)
+	requireDependencyError(t, err, dependency, is)
 	assert.Equal(t, h.Partitions, n.Stats().Health.Partitions)
 	assert.Equal(t, h.Partitions, reports.last(t).Partitions, "OnHealth's last report")
 }
@@ -69,33 +69,60 @@ func requireHealthy(t *testing.T, n *walstore.Node, reports *healthLog, tp metad
 }
 
 // A leadership whose take-up fails in the background (the local log's
-// Epochs, read to publish its epoch markers) is reported: Health names
-// the partition and the failing call, PartitionError returns it, OnHealth
-// tells; and it clears once the markers are published. It was only
-// logged: BecomeLeader had returned nil, Health stayed healthy, and the
-// partition never replicated, so acks=all never completed.
+// Epochs, read to publish its epoch markers; its Read, failing or not
+// answering, when it republishes) is reported: Health names the
+// partition and the failing call, PartitionError returns it, OnHealth
+// tells; and it clears once the take-up goes on. It was only logged:
+// BecomeLeader had returned nil, Health stayed healthy, and the partition
+// never replicated, so acks=all never completed; a Read that did not
+// answer held the republish for good.
 func TestContractLeadershipFailingInTheBackgroundIsReported(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := t.Context()
-		w := newWorld(t)
-		local, log2 := newTrapLocal(), memstore.NewLocalLog()
-		var reports healthLog
-		n1 := w.start(1, walstore.NodeConfig{Local: local, OnHealth: reports.record})
-		n2 := w.start(2, walstore.NodeConfig{Local: log2})
-		local.failing("Epochs", tpA, -1)
-		require.NoError(t, local.AssignEpoch(tpA, 1, 0))
-		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
-		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
-		produce(t, n1, local.LocalLog, tpA, 1, 0, 9)
-		require.ErrorIs(t, n1.WaitReplicated(within(t, time.Minute), tpA, 1, 9), context.DeadlineExceeded,
-			"without its markers the partition does not replicate")
-		requireFailing(t, n1, &reports, tpA, walstore.Leading, "LocalLog.Epochs")
+	for _, tc := range []struct {
+		name, method string
+		hang         bool
+		// republish: broker 1 holds 0-19 and broker 2 starts empty.
+		republish bool
+		is        error
+	}{
+		{name: "Epochs fails", method: "Epochs", is: errInjected},
+		{name: "Read fails", method: "Read", republish: true, is: errInjected},
+		{name: "Read does not answer", method: "Read", republish: true, hang: true, is: walstore.ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				w := newWorld(t)
+				local, log2 := newTrapLocal(), memstore.NewLocalLog()
+				var reports healthLog
+				n1 := w.start(1, walstore.NodeConfig{Local: local, OnHealth: reports.record})
+				n2 := w.start(2, walstore.NodeConfig{Local: log2})
+				release := func() { local.failing(tc.method, tpA, 0) }
+				if tc.hang {
+					release = local.hanging(tc.method, tpA)
+					t.Cleanup(release)
+				} else {
+					local.failing(tc.method, tpA, -1)
+				}
+				from, start := int64(-1), int64(0)
+				if tc.republish {
+					seedLog(t, local.LocalLog, tpA, 1, 20)
+					from, start = 0, 20
+				}
+				require.NoError(t, local.AssignEpoch(tpA, 2, start))
+				require.NoError(t, n1.BecomeLeader(ctx, tpA, 2, []int32{2}, from))
+				require.NoError(t, n2.BecomeFollower(ctx, tpA, 2, 1))
+				produce(t, n1, local.LocalLog, tpA, 2, start, start+9)
+				require.ErrorIs(t, n1.WaitReplicated(within(t, time.Minute), tpA, 2, start+9), context.DeadlineExceeded,
+					"the partition does not replicate")
+				requireFailing(t, n1, &reports, tpA, walstore.Leading, "LocalLog."+tc.method, tc.is)
 
-		local.failing("Epochs", tpA, 0)
-		require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpA, 1, 9))
-		requireHealthy(t, n1, &reports, tpA)
-		requireSameLog(t, local.LocalLog, log2, tpA)
-	})
+				release()
+				require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpA, 2, start+9))
+				requireHealthy(t, n1, &reports, tpA)
+				requireSameLog(t, local.LocalLog, log2, tpA)
+			})
+		})
+	}
 }
 
 // A followed partition whose local log keeps failing (its appends, its
@@ -130,7 +157,7 @@ func TestContractFollowerFailingLocalLogIsReported(t *testing.T) {
 				require.NoError(t, n2.BecomeFollower(ctx, tpA, 2, 1))
 				produce(t, n1, log1, tpA, 2, 0, 9)
 				settle(time.Minute)
-				requireFailing(t, n2, &reports, tpA, walstore.Following, tc.dependency)
+				requireFailing(t, n2, &reports, tpA, walstore.Following, tc.dependency, errInjected)
 
 				local.failing(tc.method, tpA, 0)
 				require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpA, 2, 9))

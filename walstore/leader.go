@@ -89,7 +89,8 @@ type LeaderConfig struct {
 	DegradedAfter time.Duration
 	// RequestTimeout bounds one attempt of a PUT or of a metadata append;
 	// an attempt that runs out counts as a transient failure and is
-	// retried. Default 10s.
+	// retried. It bounds each LocalLog.Read of a republish too. Default
+	// 10s.
 	RequestTimeout time.Duration
 	// Hedge is when an object upload that has not answered is attempted
 	// again alongside it (once per object; see HedgeConfig). Each attempt
@@ -609,7 +610,13 @@ func (l *Leader) startRead(r leadcore.LocalRead) {
 			end, err := l.cfg.Local.EndOffset(r.Partition)
 			res.End, res.EndErr = end, dep("LocalLog.EndOffset", err)
 		case leadcore.ReadBatches:
-			batches, err := l.cfg.Local.Read(ctx, r.Partition, r.From, r.MaxBytes)
+			// Bounded as a PUT is: a log that stops answering must fail
+			// the republish, which reports it, not hold it for good.
+			var batches []combiner.Batch
+			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: reading the local log to republish", func(ctx context.Context) (err error) {
+				batches, err = l.cfg.Local.Read(ctx, r.Partition, r.From, r.MaxBytes)
+				return err
+			})
 			res.Batches, res.ReadErr = batches, dep("LocalLog.Read", err)
 		}
 		if ctx.Err() != nil {
