@@ -177,7 +177,9 @@ func TestContractTransitionsOnALocalLogThatFailsEachCallOnce(t *testing.T) {
 			require.NoError(t, local.AssignEpoch(tpA, epoch, end))
 			armAll()
 			retry(other, func(ctx context.Context, n *walstore.Node) error { return n.BecomeFollower(ctx, tpA, epoch, id) })
-			retry(id, func(ctx context.Context, n *walstore.Node) error { return n.BecomeLeader(ctx, tpA, epoch, []int32{other}, 0) })
+			retry(id, func(ctx context.Context, n *walstore.Node) error {
+				return n.BecomeLeader(ctx, tpA, epoch, []int32{other}, 0)
+			})
 		}
 		next := int64(0)
 		produceAt := func(id int32, epoch int32) {

@@ -41,6 +41,7 @@ func (h *healthLog) last(t *testing.T) walstore.Health {
 // Stats and in PartitionError.
 func requireFailing(t *testing.T, n *walstore.Node, reports *healthLog, tp metadata.TopicPartition, role walstore.Role, dependency string, is error) {
 	t.Helper()
+	synctest.Wait() // OnHealth is called once the change is made
 	h := n.Health()
 	require.False(t, h.Healthy())
 	require.Equal(t, 1, h.FailingPartitions)
@@ -63,6 +64,7 @@ func requireFailing(t *testing.T, n *walstore.Node, reports *healthLog, tp metad
 
 func requireHealthy(t *testing.T, n *walstore.Node, reports *healthLog, tp metadata.TopicPartition) {
 	t.Helper()
+	synctest.Wait()
 	assert.True(t, n.Health().Healthy(), "%v", n.Health().Partitions)
 	assert.NoError(t, n.PartitionError(tp))
 	assert.True(t, reports.last(t).Healthy(), "OnHealth's last report")

@@ -275,7 +275,10 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 // markers of that epoch, which it holds back until the broker knows of it
 // (a marker of an epoch the broker has not heard of may be forged, and
 // acting on it could truncate the log). An epoch below the one the engine
-// has is an error; the same epoch again changes nothing.
+// has is an error; the same epoch again changes nothing. It waits for the
+// engine to finish the local-log call it may be making, as long as ctx
+// allows; a refusal, or giving up, changes nothing. After Run has
+// returned it fails with ErrStopped.
 func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
 	err := f.withCore(ctx, func(c *followcore.Core, now time.Time) error { return c.Follow(now, tp, epoch, leader) })
 	if err != nil {
@@ -286,7 +289,10 @@ func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch
 
 // Unfollow makes the engine stop following tp and returns once no append
 // to tp is in flight and none will be made. Following tp again later
-// starts afresh from the local log.
+// starts afresh from the local log. It waits for the engine to finish the
+// local-log call it may be making, as long as ctx allows, and changes
+// nothing if it gives up; after Run has returned it fails with
+// ErrStopped.
 func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) error {
 	err := f.withCore(ctx, func(_ *followcore.Core, now time.Time) error {
 		f.unfollowLocked(now, tp)

@@ -672,6 +672,12 @@ func (l *Leader) report() {
 // Otherwise a new leadership begins: its durable offset starts at
 // republishFrom, or at the log end if republishFrom is negative (the
 // broker says every follower holds the log up to there).
+//
+// It validates its arguments before it reads the log end, and a refusal
+// (ErrStaleEpoch, ErrStopped, invalid followers, a LocalLog.EndOffset that
+// fails) changes nothing. Failures of what it then does in the background
+// are retried, and reported meanwhile as tp's failure (Health.Partitions,
+// PartitionError).
 func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
 	if err := l.checkLeader(tp, epoch, followers); err != nil {
 		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)

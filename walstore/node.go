@@ -422,14 +422,23 @@ func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) erro
 }
 
 // Append queues a batch of a partition this broker leads; see
-// Leader.Append.
+// Leader.Append. Before Run it is accepted while the buffer has room;
+// after Run has returned it fails with ErrStopped. Concurrently with a
+// transition of tp, the leadership in effect when it is made accepts it,
+// or it fails with ErrNotLeader; one blocked on a full buffer fails with
+// ErrNotLeader when the leadership it waits in ends. ctx bounds only the
+// wait for buffer space.
 func (n *Node) Append(ctx context.Context, tp metadata.TopicPartition, b combiner.Batch) error {
 	return n.leader.Append(ctx, tp, b)
 }
 
 // WaitDurable waits until tp's data up to and including offset, appended
 // at epoch, is stored and published (acks-on-upload); see
-// Leader.WaitDurable.
+// Leader.WaitDurable. It fails with ErrNotLeader once the leadership that
+// accepted the data ends, even if another begins (a transition made
+// concurrently ends it or not, all or nothing), and with ErrStopped after
+// Run has returned; with a context that has ended, it returns nil if the
+// data is durable, and the context's error otherwise.
 func (n *Node) WaitDurable(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64) error {
 	return n.leader.WaitDurable(ctx, tp, epoch, offset)
 }
