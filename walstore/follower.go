@@ -363,18 +363,24 @@ func (f *Follower) PartitionError(tp metadata.TopicPartition) error {
 	return nil
 }
 
-// reportHealth calls OnHealth if the failing partitions changed since it last
-// did, with the current health; never with roleMu held, since OnHealth
-// may read the Node's health. Calls are made one at a time, so the last
-// is of the current health.
+// reportHealth calls OnHealth if the failing partitions changed since it
+// last did, with the current health; never with roleMu held, since
+// OnHealth may read the Node's health. Calls are made one at a time, so
+// the last is of the current health.
 func (f *Follower) reportHealth() {
+	if f.cfg.OnHealth == nil {
+		return
+	}
 	f.reportMu.Lock()
 	defer f.reportMu.Unlock()
 	f.mu.Lock()
-	news, h := f.healthNews, f.healthLocked()
-	f.healthNews = false
+	news := f.healthNews
+	var h Health
+	if news {
+		h, f.healthNews = f.healthLocked(), false
+	}
 	f.mu.Unlock()
-	if news && f.cfg.OnHealth != nil {
+	if news {
 		f.cfg.OnHealth(h)
 	}
 }

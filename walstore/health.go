@@ -87,11 +87,17 @@ func (s *failing) update(tp metadata.TopicPartition, since time.Time, err error)
 	return !was
 }
 
-// get returns tp's failure, or nil.
-func (s *failing) get(tp metadata.TopicPartition) *PartitionError { return s.parts[tp] }
+// get returns a copy of tp's failure, or nil.
+func (s *failing) get(tp metadata.TopicPartition) *PartitionError {
+	if e := s.parts[tp]; e != nil {
+		c := *e
+		return &c
+	}
+	return nil
+}
 
-// list returns up to MaxFailingListed failures, in partition order, and
-// how many there are.
+// list returns copies of up to MaxFailingListed failures, in partition
+// order, and how many there are.
 func (s *failing) list() ([]*PartitionError, int) {
 	if len(s.parts) == 0 {
 		return nil, 0
@@ -100,7 +106,12 @@ func (s *failing) list() ([]*PartitionError, int) {
 	for _, e := range s.parts {
 		all = append(all, e)
 	}
-	return firstFailing(all), len(s.parts)
+	first := firstFailing(all)
+	for i, e := range first {
+		c := *e
+		first[i] = &c
+	}
+	return first, len(s.parts)
 }
 
 // firstFailing sorts es by partition and role and keeps the first
