@@ -82,9 +82,13 @@ func (l *Log) reader(partition int32) (*reader, error) {
 //
 // Reading below the partition's log start offset, or past its high
 // watermark, returns an error wrapping metadata.ErrOffsetOutOfRange that
-// gives the watermarks. A partition leader change is retried with fresh
-// metadata. A Read gets no answer for longer than Config.ReadWait plus
-// Config.RequestTimeout returns an error wrapping ErrUnavailable.
+// gives the watermarks. A partition leader change, another broker answer
+// Kafka marks retriable, and a network failure (a dropped connection, a
+// broker not reached) are retried with fresh metadata, with backoff, a few
+// times within the call's bound; a retried fetch long-polls only what is
+// left of Config.ReadWait. A Read that gets no answer for longer than
+// Config.ReadWait plus Config.RequestTimeout, or whose retries fail,
+// returns an error wrapping ErrUnavailable.
 //
 // When the topic was deleted and re-created (a new topic ID) since the
 // partition was last read, Read returns an error wrapping both
@@ -138,10 +142,14 @@ func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) 
 		return recs, nil
 	}
 	var recs []metadata.Record
-	err = retry(opCtx, func() error {
+	// Besides the broker answers Kafka marks retriable, a network
+	// failure (a dropped connection, a broker not reached) is retried:
+	// the client's Broker.Request does not, and a fetch is safe to send
+	// again.
+	err = retryIf(opCtx, isTransient, func() error {
 		var ferr error
 		recs, ferr = l.fetch(ctx, opCtx, r, from, limit)
-		if isRetriable(ferr) {
+		if isTransient(ferr) {
 			r.leader = -1
 		}
 		return ferr
@@ -192,6 +200,10 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int
 	wait := l.cfg.ReadWait
 	if deadline, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(deadline))
+	}
+	if deadline, ok := opCtx.Deadline(); ok {
+		// A retry polls only what is left of the call's ReadWait.
+		wait = min(wait, time.Until(deadline)-l.cfg.RequestTimeout)
 	}
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis = int32(max(wait, 0).Milliseconds())
