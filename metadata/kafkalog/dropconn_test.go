@@ -168,28 +168,44 @@ func (c *dropConn) Write(p []byte) (int, error) {
 
 // TestReadRetriesDroppedConnection drops the connection of a Read's fetch
 // once, at each stage of the request, and checks the Read still returns
-// its records: a network failure is retried within the call.
+// its records: a network failure is retried within the call. With records
+// read ahead, the fetch dropped is the one that confirms them.
 func TestReadRetriesDroppedConnection(t *testing.T) {
-	for _, stage := range []dropStage{dropBeforeRequest, dropWhileWaiting, dropMidResponse} {
-		t.Run(stage.String(), func(t *testing.T) {
-			d := newConnectionDropper()
-			c := newCluster(t, kfake.SeedTopics(1, testTopic), d.option())
-			l := openLog(t, c, Config{Partitions: 1, ReadWait: time.Second})
-			want := appendN(t, l, 0, 3)
-			from := int64(0)
-			if stage == dropWhileWaiting {
-				from = 3 // at the end: the broker holds the fetch
+	for _, readAhead := range []bool{false, true} {
+		for _, stage := range []dropStage{dropBeforeRequest, dropWhileWaiting, dropMidResponse} {
+			if readAhead && stage == dropWhileWaiting {
+				continue // a confirmation does not wait
 			}
-			d.arm(kmsg.Fetch, stage)
-			recs, err := l.Read(testContext(t), 0, from, 10)
-			require.NoError(t, err, "one dropped connection is retried")
-			require.Equal(t, 1, d.drops(), "the connection was dropped")
-			if stage == dropWhileWaiting {
-				assert.Empty(t, recs)
-			} else {
-				assert.Equal(t, want, valuesOf(recs))
+			name := stage.String()
+			if readAhead {
+				name = "read ahead, " + name
 			}
-		})
+			t.Run(name, func(t *testing.T) {
+				d := newConnectionDropper()
+				c := newCluster(t, kfake.SeedTopics(1, testTopic), d.option())
+				l := openLog(t, c, Config{Partitions: 1, ReadWait: time.Second})
+				want := appendN(t, l, 0, 3)
+				from := int64(0)
+				switch {
+				case stage == dropWhileWaiting:
+					from = 3 // at the end: the broker holds the fetch
+				case readAhead:
+					recs, err := l.Read(testContext(t), 0, 0, 1)
+					require.NoError(t, err)
+					require.Len(t, recs, 1)
+					from, want = 1, want[1:]
+				}
+				d.arm(kmsg.Fetch, stage)
+				recs, err := l.Read(testContext(t), 0, from, 10)
+				require.NoError(t, err, "one dropped connection is retried")
+				require.Equal(t, 1, d.drops(), "the connection was dropped")
+				if stage == dropWhileWaiting {
+					assert.Empty(t, recs)
+				} else {
+					assert.Equal(t, want, valuesOf(recs))
+				}
+			})
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package kafkalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,8 +35,9 @@ type reader struct {
 	mu sync.Mutex // guards ahead and low
 	// ahead holds the records of the last fetch beyond what Read
 	// returned, in offset order, so that the next Read from where the
-	// last one stopped needs no round trip. It references the fetch
-	// response's buffer until it is drained or dropped.
+	// last one stopped fetches one batch to confirm them, not a whole
+	// response. It references the fetch response's buffer until it is
+	// drained or dropped.
 	ahead []*kgo.Record
 	// low is the highest offset this log trimmed the partition to;
 	// ahead is never served below it.
@@ -94,11 +96,16 @@ func (l *Log) reader(partition int32) (*reader, error) {
 // partition was last read, Read returns an error wrapping both
 // ErrTopicReplaced and metadata.ErrOffsetOutOfRange, with the new topic's
 // watermarks: the offsets restarted, so the caller's position means nothing
-// in the new topic and it must go back to the low watermark. The records
-// read ahead from the old topic are dropped then, and never returned once
-// any call of this log has seen the new ID. A Read that finds the new ID
-// itself, in the metadata it asks for after a fetch was refused, also
-// makes this log's other calls switch to the new topic. Each record's Value belongs to the caller: the log keeps no
+// in the new topic and it must go back to the low watermark. Read never
+// returns records of the old topic once it is replaced, not even records
+// read ahead before: those are served only after a fetch within the call
+// confirmed them (by topic ID; see the package doc). A Read that finds the
+// new ID itself, in the metadata it asks for after a fetch was refused,
+// also makes this log's other calls switch to the new topic. A topic
+// replaced by one with fewer partitions than Config.Partitions gives a
+// *PartitionCountError for a partition that is gone.
+//
+// Each record's Value belongs to the caller: the log keeps no
 // other reference to it and never writes to it. Values point into the fetch
 // response they came in, so a value kept alive keeps that response (at most
 // Config.ReadMaxBytes) in memory; copy what you keep for long.
@@ -138,8 +145,20 @@ func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) 
 		r.reset(l.gen.Load())
 		return nil, l.outOfRange(opCtx, partition, what(), true)
 	}
-	if recs := r.takeAhead(from, limit); recs != nil {
-		return recs, nil
+	if want := r.aheadAt(from); want != nil {
+		// The read-ahead came in a fetch before this call, and the
+		// topic may have been replaced since without any call of this
+		// log seeing it (or the partition trimmed by another process).
+		// A fetch of one batch at from, by topic ID, confirms within
+		// this call that the partition's leader still holds that
+		// record in the topic this log reads; anything else drops the
+		// read-ahead, and the fetch below says what happened.
+		if l.confirmAhead(ctx, opCtx, r, want) {
+			if recs := r.takeAhead(from, limit); recs != nil {
+				return recs, nil
+			}
+		}
+		r.dropAhead()
 	}
 	var recs []metadata.Record
 	// Besides the broker answers Kafka marks retriable, a network
@@ -148,7 +167,10 @@ func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) 
 	// again.
 	err = retryIf(opCtx, isTransient, func() error {
 		var ferr error
-		recs, ferr = l.fetch(ctx, opCtx, r, from, limit)
+		var got []*kgo.Record
+		if got, ferr = l.fetch(ctx, opCtx, r, from, l.cfg.ReadMaxBytes, true); ferr == nil {
+			recs = r.keep(got, limit)
+		}
 		if isTransient(ferr) {
 			r.leader = -1
 		}
@@ -175,11 +197,23 @@ func (r *reader) reset(gen uint64) {
 	r.mu.Unlock()
 }
 
-// fetch sends one FetchRequest for the reader's partition to its leader and
-// returns up to limit records, keeping the rest in r.ahead. ctx is the
-// caller's, whose deadline shortens the long poll; opCtx bounds the
-// requests.
-func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int) ([]metadata.Record, error) {
+// confirmAhead reports whether the partition's leader, asked within this
+// call, still holds want (a record read ahead) in the topic the reader
+// reads: a fetch of one batch at its offset, without a long poll, returns
+// it unchanged.
+func (l *Log) confirmAhead(ctx, opCtx context.Context, r *reader, want *kgo.Record) bool {
+	got, err := l.fetch(ctx, opCtx, r, want.Offset, 1, false)
+	return err == nil && len(got) > 0 && got[0].Offset == want.Offset &&
+		bytes.Equal(got[0].Value, want.Value) && got[0].Timestamp.Equal(want.Timestamp)
+}
+
+// fetch sends one FetchRequest for the reader's partition from offset from
+// to its leader, asking for maxBytes (Kafka returns at least one batch),
+// and returns the records. A poll waits for records up to ReadWait; ctx is
+// the caller's, whose deadline shortens it; opCtx bounds the requests.
+// Every record returned was in the topic of the reader's ID when the
+// leader answered.
+func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, maxBytes int32, poll bool) ([]*kgo.Record, error) {
 	if r.leader < 0 {
 		info, err := topicMetadata(opCtx, r.cl, l.cfg.Topic)
 		if err != nil {
@@ -189,7 +223,9 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int
 			return nil, err
 		}
 		if int(r.partition) >= len(info.leaders) {
-			return nil, fmt.Errorf("%w: topic now has %d partitions", kerr.UnknownTopicOrPartition, len(info.leaders))
+			// Partitions are never removed: the topic was replaced
+			// by one with fewer, against Config.Partitions.
+			return nil, &PartitionCountError{Topic: l.cfg.Topic, Configured: l.cfg.Partitions, Actual: int32(len(info.leaders))}
 		}
 		if info.leaders[r.partition] < 0 {
 			return nil, kerr.LeaderNotAvailable
@@ -198,6 +234,9 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int
 	}
 
 	wait := l.cfg.ReadWait
+	if !poll {
+		wait = 0
+	}
 	if deadline, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(deadline))
 	}
@@ -208,7 +247,7 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis = int32(max(wait, 0).Milliseconds())
 	req.MinBytes = 1
-	req.MaxBytes = l.cfg.ReadMaxBytes
+	req.MaxBytes = maxBytes
 	rt := kmsg.NewFetchRequestTopic()
 	// Both name and ID: the request version negotiated with the broker
 	// decides which one is sent (IDs from Kafka 3.1, fetch v13).
@@ -217,7 +256,7 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = r.partition
 	rp.FetchOffset = from
-	rp.PartitionMaxBytes = l.cfg.ReadMaxBytes
+	rp.PartitionMaxBytes = maxBytes
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 
@@ -232,8 +271,14 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int
 		return nil, err
 	}
 	for i := range resp.Topics {
-		for j := range resp.Topics[i].Partitions {
-			p := &resp.Topics[i].Partitions[j]
+		rt := &resp.Topics[i]
+		if rt.Topic != "" && rt.Topic != l.cfg.Topic || rt.TopicID != [16]byte{} && rt.TopicID != r.topicID {
+			// Not what was asked for: treated as a topic the broker
+			// does not know, which looks the topic up again.
+			return nil, fmt.Errorf("%w: fetch response from broker %d for topic %q ID %x", kerr.UnknownTopicID, r.leader, rt.Topic, rt.TopicID)
+		}
+		for j := range rt.Partitions {
+			p := &rt.Partitions[j]
 			if p.Partition != r.partition {
 				continue
 			}
@@ -245,7 +290,19 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int
 			if fp.Err != nil {
 				return nil, fp.Err
 			}
-			return r.keep(fp.Records, limit), nil
+			if rt.TopicID == [16]byte{} && r.topicID != [16]byte{} && len(fp.Records) > 0 {
+				// A broker with topic IDs that fetches by name (before
+				// Kafka 3.1, fetch v13) would serve a replacement's
+				// records at the old topic's offsets: ask for the ID.
+				info, err := topicMetadata(opCtx, r.cl, l.cfg.Topic)
+				if err != nil {
+					return nil, err
+				}
+				if err := l.noteTopicID(info.id, r.gen); err != nil {
+					return nil, err
+				}
+			}
+			return fp.Records, nil
 		}
 	}
 	return nil, fmt.Errorf("fetch response from broker %d omitted the partition", r.leader)
@@ -261,24 +318,50 @@ func (r *reader) keep(recs []*kgo.Record, limit int) []metadata.Record {
 	return r.convert(recs[:n])
 }
 
-// takeAhead returns up to limit read-ahead records starting at from, or nil if
-// the read-ahead does not hold from. A Read elsewhere drops the read-ahead:
-// the reader follows its caller's position.
+// aheadAt returns the read-ahead record at from, or nil if the read-ahead
+// does not hold from, dropping it then: a Read elsewhere means the reader
+// follows its caller's position.
+func (r *reader) aheadAt(from int64) *kgo.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i, ok := r.aheadIndex(from)
+	if !ok {
+		r.ahead = nil
+		return nil
+	}
+	return r.ahead[i]
+}
+
+// aheadIndex returns the index in r.ahead of the record at from, if it is
+// there and may be served. r.mu is held.
+func (r *reader) aheadIndex(from int64) (int, bool) {
+	if len(r.ahead) == 0 {
+		return 0, false
+	}
+	i := int(from - r.ahead[0].Offset)
+	return i, from >= r.low && i >= 0 && i < len(r.ahead) && r.ahead[i].Offset == from
+}
+
+// takeAhead returns up to limit read-ahead records starting at from, or nil
+// if the read-ahead no longer holds from.
 func (r *reader) takeAhead(from int64, limit int) []metadata.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.ahead) == 0 {
-		return nil
-	}
-	i := int(from - r.ahead[0].Offset)
-	if from < r.low || i < 0 || i >= len(r.ahead) || r.ahead[i].Offset != from {
-		r.ahead = nil
+	i, ok := r.aheadIndex(from)
+	if !ok {
 		return nil
 	}
 	n := min(limit, len(r.ahead)-i)
 	out := r.convert(r.ahead[i : i+n])
 	r.ahead = r.ahead[i+n:]
 	return out
+}
+
+// dropAhead forgets the read-ahead.
+func (r *reader) dropAhead() {
+	r.mu.Lock()
+	r.ahead = nil
+	r.mu.Unlock()
 }
 
 // trimmed records that this log trimmed the partition to before, so that
