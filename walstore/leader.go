@@ -192,7 +192,10 @@ type Health struct {
 	// Since is when the oldest such operation began (zero if healthy).
 	Since time.Time
 	// Err is that operation's latest error, or an error saying it has not
-	// returned.
+	// returned. Either names the call in a *DependencyError
+	// ("ObjectStore.Put" for an upload, "metadata.Log.Append" for a
+	// publish); an attempt that did not answer within RequestTimeout, or
+	// one that has not returned, matches ErrUnavailable.
 	Err error
 }
 
@@ -325,7 +328,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 			return &DependencyError{Dependency: dep, Err: fmt.Errorf("%w: %s", ErrContractViolation, detail)}
 		},
 		NoAnswer: func(what string, d time.Duration) error {
-			return fmt.Errorf("walstore: %s: %w: no answer for %v", what, ErrUnavailable, d)
+			return fmt.Errorf("walstore: %s: %w", what, &DependencyError{Dependency: dependencyOf(what), Err: &noAnswerError{d: d}})
 		},
 		ObjectBuffer: objects.Get,
 	})
@@ -482,7 +485,7 @@ func (l *Leader) retrying(id uint64, what string, try func(context.Context) erro
 			defer hold.release()
 		}
 		for {
-			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: "+what, try)
+			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: "+what, dependencyOf(what), try)
 			if ctx.Err() != nil {
 				return
 			}
@@ -543,7 +546,7 @@ func (l *Leader) startHedge(h leadcore.Hedge) {
 		defer l.wg.Done()
 		defer hold.release()
 		var ref metadata.ObjectRef
-		err := attempt(op.ctx, l.cfg.RequestTimeout, "walstore: hedged "+h.What, func(ctx context.Context) (err error) {
+		err := attempt(op.ctx, l.cfg.RequestTimeout, "walstore: hedged "+h.What, dependencyOf(h.What), func(ctx context.Context) (err error) {
 			ref, err = l.mgr.put(ctx, h.Data)
 			return err
 		})
@@ -562,7 +565,9 @@ func (l *Leader) startHedge(h leadcore.Hedge) {
 func (l *Leader) startPublish(p leadcore.Publish) {
 	var off int64
 	l.retrying(p.ID, leadcore.WhatPublish, func(ctx context.Context) (err error) {
-		off, err = l.cfg.Log.Append(ctx, p.Partition, p.Data)
+		if off, err = l.cfg.Log.Append(ctx, p.Partition, p.Data); err != nil {
+			err = &DependencyError{Dependency: dependencyOf(leadcore.WhatPublish), Err: err}
+		}
 		return err
 	}, func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind) {
 		c.Published(now, p.ID, off, err, kind)
@@ -903,14 +908,28 @@ func (l *Leader) Republish(ctx context.Context, tp metadata.TopicPartition, from
 	}
 }
 
-// attempt runs one attempt of a store or log call with RequestTimeout. An
-// attempt that runs out while ctx is live fails with ErrUnavailable.
-func attempt(ctx context.Context, timeout time.Duration, what string, fn func(context.Context) error) error {
+// attempt runs one attempt of a call of dependency dep (see
+// dependencyOf) with RequestTimeout. An attempt that runs out while ctx is
+// live fails with a DependencyError for dep matching ErrUnavailable.
+func attempt(ctx context.Context, timeout time.Duration, what, dep string, fn func(context.Context) error) error {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err := fn(actx)
 	if err != nil && ctx.Err() == nil && actx.Err() != nil {
-		err = fmt.Errorf("%s: %w: no answer within %v (%w)", what, ErrUnavailable, timeout, err)
+		var de *DependencyError
+		if errors.As(err, &de) && de.Dependency == dep {
+			err = de.Err // named once
+		}
+		err = fmt.Errorf("%s: %w", what, &DependencyError{Dependency: dep, Err: &noAnswerError{d: timeout, within: true, err: err}})
 	}
 	return err
+}
+
+// dependencyOf names the call that an operation of the leader core's kind
+// what makes, for its errors.
+func dependencyOf(what string) string {
+	if what == leadcore.WhatPublish {
+		return "metadata.Log.Append"
+	}
+	return "ObjectStore.Put" // an upload, a republished copy, a hedge of either
 }
