@@ -23,7 +23,8 @@ var (
 	// ErrNotLeader: Append or Republish for a partition this engine was not
 	// told it leads (see BecomeLeader).
 	ErrNotLeader = errors.New("walstore: not the leader of the partition")
-	// ErrStopped: the engine's Run has returned.
+	// ErrStopped: the engine's Run has returned, or was called a second
+	// time.
 	ErrStopped = errors.New("walstore: engine stopped")
 	// ErrInvalidBatch: a batch that cannot be part of a partition's log:
 	// an inverted or negative offset range or a negative epoch (for
@@ -811,8 +812,10 @@ func (l *Leader) snapshot() LeaderStats {
 // publishes their entries, publishes new leaderships' markers and
 // republishes, refreshes epoch markers and collects garbage. It returns
 // when ctx ends, after its goroutines have stopped, and releases the
-// engine's resources: call it once. Data not yet uploaded is dropped from
-// the engine but remains in the broker's log.
+// engine's resources. Data not yet uploaded is dropped from the engine but
+// remains in the broker's log. Call it once: a second call, while the
+// first runs or after it returned, returns at once an error wrapping
+// ErrStopped and changes nothing.
 func (l *Leader) Run(ctx context.Context) error {
 	if !l.ran.CompareAndSwap(false, true) {
 		return fmt.Errorf("walstore: leader: Run called twice: %w", ErrStopped)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
@@ -129,6 +130,9 @@ type Node struct {
 	// an append of the local log), so the others wait for it only as long
 	// as their own context allows.
 	transitions roleLock
+	// ran is set by the first Run, so that a second one leaves the
+	// engines to it rather than drive one of them each.
+	ran atomic.Bool
 }
 
 // NewNode validates cfg and returns a Node. Nothing runs until Run.
@@ -154,8 +158,13 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 }
 
 // Run drives both engines until ctx ends, then waits for their goroutines
-// and returns nil. Call it once.
+// and returns nil. Call it once: a second call, while the first runs or
+// after it returned, returns at once an error wrapping ErrStopped and
+// changes nothing.
 func (n *Node) Run(ctx context.Context) error {
+	if !n.ran.CompareAndSwap(false, true) {
+		return fmt.Errorf("walstore: node: Run called twice: %w", ErrStopped)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	wg.Add(2)
