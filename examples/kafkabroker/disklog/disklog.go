@@ -762,7 +762,7 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 	}
 	slices.Sort(names) // zero-padded base offsets sort as numbers
 	stop, damaged := false, false
-	var call openCall
+	var calls []frameCall // each batch's, while recovering
 	for _, name := range names {
 		path := filepath.Join(p.dir, name)
 		if stop {
@@ -782,7 +782,7 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 		}
 		s := &segment{base: base, f: f}
 		p.segs = append(p.segs, s)
-		stop, err = p.scan(s, &call, l.opts.Logger)
+		stop, err = p.scan(s, &calls, l.opts.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -798,8 +798,8 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 			return nil, fmt.Errorf("disklog: %s: finishing a truncation: %w", tp, err)
 		}
 		damaged = true
-	} else if len(p.batches) > 0 && call.next < call.count {
-		cut, err := p.dropTornCall(call, l.opts.Logger)
+	} else if tornCall(calls) {
+		cut, err := p.dropTornCall(calls, l.opts.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -837,7 +837,12 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 			}
 		}
 	}
-	if p.cut > end {
+	switch {
+	case tornCall(calls[:len(p.batches)]):
+		// What recovery keeps of a call, it keeps for good (only a
+		// checkpoint at odds with the frames makes this differ).
+		p.cut = end
+	case p.cut > end:
 		// Damage took the log below the latest cut, so new calls may
 		// end there: the cut must no longer keep an incomplete one.
 		p.cut = -1
@@ -850,11 +855,15 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 	return p, nil
 }
 
-// openCall is, during recovery, the Append call whose frames were read
-// last.
-type openCall struct {
-	first       int    // index in batches of its first frame's batch
-	next, count uint32 // the index its next frame has; its number of frames
+// frameCall is, during recovery, a frame's place among the frames of its
+// Append call.
+type frameCall struct{ index, count uint32 }
+
+// tornCall reports whether the last call of calls has fewer frames than
+// its count.
+func tornCall(calls []frameCall) bool {
+	n := len(calls)
+	return n > 0 && calls[n-1].index+1 < calls[n-1].count
 }
 
 // dropTornCall handles a log whose last call has fewer frames than its
@@ -863,9 +872,11 @@ type openCall struct {
 // (and any after it, left by a crash during that Truncate, go). Otherwise
 // a crash came in the middle of the call's write, and Append is all or
 // none: every frame of the call goes. It reports whether frames went.
-func (p *partition) dropTornCall(call openCall, logger *slog.Logger) (bool, error) {
-	keep := call.first
-	for i := call.first; i < len(p.batches); i++ {
+func (p *partition) dropTornCall(calls []frameCall, logger *slog.Logger) (bool, error) {
+	last := calls[len(calls)-1]
+	first := len(calls) - 1 - int(last.index) // a call's frames are consecutive
+	keep := first
+	for i := first; i < len(p.batches); i++ {
 		if p.batches[i].last+1 == p.cut {
 			keep = i + 1
 			break
@@ -876,7 +887,7 @@ func (p *partition) dropTornCall(call openCall, logger *slog.Logger) (bool, erro
 	}
 	from := p.batches[keep]
 	logger.Warn("disklog: recovery truncates an Append call a crash interrupted", "partition", p.tp.String(), "segment", from.seg.f.Name(),
-		"position", from.pos, "offset", from.first, "frames", len(p.batches)-keep, "count", call.count)
+		"position", from.pos, "offset", from.first, "frames", len(p.batches)-keep, "count", last.count)
 	if err := p.truncateFrames(keep); err != nil {
 		return true, fmt.Errorf("disklog: %s: truncating an interrupted Append: %w", p.tp, err)
 	}
@@ -885,9 +896,8 @@ func (p *partition) dropTornCall(call openCall, logger *slog.Logger) (bool, erro
 
 // scan indexes s's frames, truncating the file at the first one that is
 // torn, damaged or does not continue the log or its call; it reports
-// whether it did. call is the call of the frame read last, before s and
-// after.
-func (p *partition) scan(s *segment, call *openCall, logger *slog.Logger) (bool, error) {
+// whether it did. It appends each frame's place in its call to calls.
+func (p *partition) scan(s *segment, calls *[]frameCall, logger *slog.Logger) (bool, error) {
 	st, err := s.f.Stat()
 	if err != nil {
 		return false, fmt.Errorf("disklog: %s: %w", p.tp, err)
@@ -922,12 +932,13 @@ func (p *partition) scan(s *segment, call *openCall, logger *slog.Logger) (bool,
 		// A frame starts a call or is the next frame of the one before,
 		// in the same segment (a call left incomplete was cut by a
 		// Truncate: see dropTornCall).
-		next := *call
+		var prev frameCall
+		if n := len(*calls); n > 0 {
+			prev = (*calls)[n-1]
+		}
 		switch {
 		case index == 0 && count > 0:
-			next = openCall{first: len(p.batches), next: 1, count: count}
-		case index > 0 && index < count && index == call.next && count == call.count && pos > 0:
-			next.next++
+		case index > 0 && index < count && index == prev.index+1 && count == prev.count && pos > 0:
 		default:
 			why = "frame does not continue its Append call"
 		}
@@ -945,7 +956,7 @@ func (p *partition) scan(s *segment, call *openCall, logger *slog.Logger) (bool,
 			break
 		}
 		p.batches = append(p.batches, batchPos{epoch: b.Epoch, first: b.FirstOffset, last: b.LastOffset, maxTs: b.MaxTimestamp, seg: s, pos: pos, size: int32(len(b.Data))})
-		*call = next
+		*calls = append(*calls, frameCall{index, count})
 		pos += 4 + n
 	}
 	s.size = pos
