@@ -80,15 +80,19 @@
 // flow") each broker reads one metadata partition, so that is one extra
 // client per broker. And a fetch returns whatever fits
 // in Config.ReadMaxBytes; records beyond the Read's limit are kept, and the
-// next Read from the offset that follows is answered from them after a
-// fetch of one batch, without a long poll, confirms that the partition's
-// leader still holds them: they came before the call, and since then the
-// topic may have been replaced, or the partition trimmed, by another
-// process. So no Read returns a record that its partition did not hold,
-// in the topic the log reads, at some moment during the call, read ahead
-// or not. The read-ahead is one fetch response at most, dropped when a
-// Read asks for another offset, this log trims past it, or the
-// confirmation fails.
+// next Read from the offset that follows is answered from them once the
+// partition's leader confirms it still has them: they came before the
+// call, and since then the topic may have been replaced, or the partition
+// trimmed, by another process. The confirmation is a fetch by topic ID at
+// the high watermark the last fetch saw, without a long poll and for one
+// byte, so it costs a round trip but no record bytes (one batch, dropped,
+// if records were appended meanwhile); it fails for a topic the leader no
+// longer has, and its log start offset shows a trim. So no Read returns a
+// record that its partition did not hold, in the topic the log reads, at
+// some moment during the call, read ahead or not: the read-ahead saves
+// fetching a response again, not the round trip. It is one fetch response
+// at most, dropped when a Read asks for another offset, this log trims
+// past it, or the confirmation fails.
 //
 // # Outages
 //

@@ -1,7 +1,6 @@
 package kafkalog
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,19 +24,22 @@ type reader struct {
 
 	// turn is held (a value sent) by the Read fetching for this
 	// partition; a channel rather than a mutex so waiting honors ctx.
-	// It guards leader, topicID and gen.
+	// It guards leader, topicID, high and gen.
 	turn    chan struct{}
 	leader  int32 // -1 until looked up, and after a leadership error
 	topicID [16]byte
+	// high is the high watermark the last fetch saw, at or above the
+	// end of the read-ahead.
+	high int64
 	// gen is the log's topic generation the reader's state belongs to.
 	gen uint64
 
 	mu sync.Mutex // guards ahead and low
 	// ahead holds the records of the last fetch beyond what Read
 	// returned, in offset order, so that the next Read from where the
-	// last one stopped fetches one batch to confirm them, not a whole
-	// response. It references the fetch response's buffer until it is
-	// drained or dropped.
+	// last one stopped only confirms them (confirmAhead) rather than
+	// fetch them again. It references the fetch response's buffer until
+	// it is drained or dropped.
 	ahead []*kgo.Record
 	// low is the highest offset this log trimmed the partition to;
 	// ahead is never served below it.
@@ -98,8 +100,8 @@ func (l *Log) reader(partition int32) (*reader, error) {
 // watermarks: the offsets restarted, so the caller's position means nothing
 // in the new topic and it must go back to the low watermark. Read never
 // returns records of the old topic once it is replaced, not even records
-// read ahead before: those are served only after a fetch within the call
-// confirmed them (by topic ID; see the package doc). A Read that finds the
+// read ahead before: those are served only once the partition's leader,
+// asked within the call by topic ID, confirmed them (see the package doc). A Read that finds the
 // new ID itself, in the metadata it asks for after a fetch was refused,
 // also makes this log's other calls switch to the new topic. A topic
 // replaced by one with fewer partitions than Config.Partitions gives a
@@ -145,15 +147,14 @@ func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) 
 		r.reset(l.gen.Load())
 		return nil, l.outOfRange(opCtx, partition, what(), true)
 	}
-	if want := r.aheadAt(from); want != nil {
+	if r.holds(from) {
 		// The read-ahead came in a fetch before this call, and the
 		// topic may have been replaced since without any call of this
 		// log seeing it (or the partition trimmed by another process).
-		// A fetch of one batch at from, by topic ID, confirms within
-		// this call that the partition's leader still holds that
-		// record in the topic this log reads; anything else drops the
-		// read-ahead, and the fetch below says what happened.
-		if l.confirmAhead(ctx, opCtx, r, want) {
+		// Confirm within this call that the partition's leader still
+		// has the records in the topic this log reads; anything else
+		// drops the read-ahead, and the fetch below says what happened.
+		if l.confirmAhead(ctx, opCtx, r, from) {
 			if recs := r.takeAhead(from, limit); recs != nil {
 				return recs, nil
 			}
@@ -167,9 +168,9 @@ func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) 
 	// again.
 	err = retryIf(opCtx, isTransient, func() error {
 		var ferr error
-		var got []*kgo.Record
-		if got, ferr = l.fetch(ctx, opCtx, r, from, l.cfg.ReadMaxBytes, true); ferr == nil {
-			recs = r.keep(got, limit)
+		var got fetched
+		if got, ferr = l.fetch(ctx, opCtx, r, from, false); ferr == nil {
+			recs = r.keep(got.records, limit)
 		}
 		if isTransient(ferr) {
 			r.leader = -1
@@ -198,44 +199,56 @@ func (r *reader) reset(gen uint64) {
 }
 
 // confirmAhead reports whether the partition's leader, asked within this
-// call, still holds want (a record read ahead) in the topic the reader
-// reads: a fetch of one batch at its offset, without a long poll, returns
-// it unchanged.
-func (l *Log) confirmAhead(ctx, opCtx context.Context, r *reader, want *kgo.Record) bool {
-	got, err := l.fetch(ctx, opCtx, r, want.Offset, 1, false)
-	return err == nil && len(got) > 0 && got[0].Offset == want.Offset &&
-		bytes.Equal(got[0].Value, want.Value) && got[0].Timestamp.Equal(want.Timestamp)
+// call, still has the read-ahead from offset from in the topic the reader
+// reads. The request is a fetch by topic ID at the high watermark the last
+// fetch saw, which the read-ahead ends at or below: without a long poll and
+// asking for one byte, so that it costs a round trip but no records unless
+// some were appended since (then one batch, dropped). An error (the topic
+// unknown, the offset past the end after a truncation) or a log start
+// offset above from (a trim) fails it.
+func (l *Log) confirmAhead(ctx, opCtx context.Context, r *reader, from int64) bool {
+	got, err := l.fetch(ctx, opCtx, r, r.high, true)
+	return err == nil && got.logStart <= from
+}
+
+// fetched is what one fetch returned.
+type fetched struct {
+	records []*kgo.Record
+	// logStart is the partition's log start offset (-1 from brokers
+	// before fetch v5, which do not say).
+	logStart int64
 }
 
 // fetch sends one FetchRequest for the reader's partition from offset from
-// to its leader, asking for maxBytes (Kafka returns at least one batch),
-// and returns the records. A poll waits for records up to ReadWait; ctx is
-// the caller's, whose deadline shortens it; opCtx bounds the requests.
-// Every record returned was in the topic of the reader's ID when the
-// leader answered.
-func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, maxBytes int32, poll bool) ([]*kgo.Record, error) {
+// to its leader and returns the records, noting the high watermark in
+// r.high. It long-polls up to ReadWait and asks for ReadMaxBytes, or, to
+// confirm, neither (Kafka still returns one batch); ctx is the caller's,
+// whose deadline shortens the poll; opCtx bounds the requests. Every
+// record returned, and the answer to a confirmation, is of the topic of
+// the reader's ID when the leader answered.
+func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, confirm bool) (fetched, error) {
 	if r.leader < 0 {
 		info, err := topicMetadata(opCtx, r.cl, l.cfg.Topic)
 		if err != nil {
-			return nil, err
+			return fetched{}, err
 		}
 		if err := l.noteTopicID(info.id, r.gen); err != nil {
-			return nil, err
+			return fetched{}, err
 		}
 		if int(r.partition) >= len(info.leaders) {
 			// Partitions are never removed: the topic was replaced
 			// by one with fewer, against Config.Partitions.
-			return nil, &PartitionCountError{Topic: l.cfg.Topic, Configured: l.cfg.Partitions, Actual: int32(len(info.leaders))}
+			return fetched{}, &PartitionCountError{Topic: l.cfg.Topic, Configured: l.cfg.Partitions, Actual: int32(len(info.leaders))}
 		}
 		if info.leaders[r.partition] < 0 {
-			return nil, kerr.LeaderNotAvailable
+			return fetched{}, kerr.LeaderNotAvailable
 		}
 		r.leader, r.topicID = info.leaders[r.partition], info.id
 	}
 
-	wait := l.cfg.ReadWait
-	if !poll {
-		wait = 0
+	wait, maxBytes := l.cfg.ReadWait, l.cfg.ReadMaxBytes
+	if confirm {
+		wait, maxBytes = 0, 1
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(deadline))
@@ -264,18 +277,18 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, maxBytes 
 	if err != nil {
 		// The broker may be gone; look the leader up again next time.
 		r.leader = -1
-		return nil, err
+		return fetched{}, err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return nil, err
+		return fetched{}, err
 	}
 	for i := range resp.Topics {
 		rt := &resp.Topics[i]
 		if rt.Topic != "" && rt.Topic != l.cfg.Topic || rt.TopicID != [16]byte{} && rt.TopicID != r.topicID {
 			// Not what was asked for: treated as a topic the broker
 			// does not know, which looks the topic up again.
-			return nil, fmt.Errorf("%w: fetch response from broker %d for topic %q ID %x", kerr.UnknownTopicID, r.leader, rt.Topic, rt.TopicID)
+			return fetched{}, fmt.Errorf("%w: fetch response from broker %d for topic %q ID %x", kerr.UnknownTopicID, r.leader, rt.Topic, rt.TopicID)
 		}
 		for j := range rt.Partitions {
 			p := &rt.Partitions[j]
@@ -288,24 +301,25 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, maxBytes 
 				Partition: r.partition,
 			}, p, l.decompressor, nil)
 			if fp.Err != nil {
-				return nil, fp.Err
+				return fetched{}, fp.Err
 			}
-			if rt.TopicID == [16]byte{} && r.topicID != [16]byte{} && len(fp.Records) > 0 {
+			if rt.TopicID == [16]byte{} && r.topicID != [16]byte{} && (confirm || len(fp.Records) > 0) {
 				// A broker with topic IDs that fetches by name (before
 				// Kafka 3.1, fetch v13) would serve a replacement's
 				// records at the old topic's offsets: ask for the ID.
 				info, err := topicMetadata(opCtx, r.cl, l.cfg.Topic)
 				if err != nil {
-					return nil, err
+					return fetched{}, err
 				}
 				if err := l.noteTopicID(info.id, r.gen); err != nil {
-					return nil, err
+					return fetched{}, err
 				}
 			}
-			return fp.Records, nil
+			r.high = p.HighWatermark
+			return fetched{records: fp.Records, logStart: p.LogStartOffset}, nil
 		}
 	}
-	return nil, fmt.Errorf("fetch response from broker %d omitted the partition", r.leader)
+	return fetched{}, fmt.Errorf("fetch response from broker %d omitted the partition", r.leader)
 }
 
 // keep returns the first limit of recs as metadata records and stores the
@@ -318,18 +332,16 @@ func (r *reader) keep(recs []*kgo.Record, limit int) []metadata.Record {
 	return r.convert(recs[:n])
 }
 
-// aheadAt returns the read-ahead record at from, or nil if the read-ahead
-// does not hold from, dropping it then: a Read elsewhere means the reader
-// follows its caller's position.
-func (r *reader) aheadAt(from int64) *kgo.Record {
+// holds reports whether the read-ahead holds from, dropping it if not: a
+// Read elsewhere means the reader follows its caller's position.
+func (r *reader) holds(from int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	i, ok := r.aheadIndex(from)
+	_, ok := r.aheadIndex(from)
 	if !ok {
 		r.ahead = nil
-		return nil
 	}
-	return r.ahead[i]
+	return ok
 }
 
 // aheadIndex returns the index in r.ahead of the record at from, if it is
