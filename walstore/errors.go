@@ -3,6 +3,7 @@ package walstore
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrContractViolation matches errors for answers a dependency (the object
@@ -25,3 +26,26 @@ type DependencyError struct {
 func (e *DependencyError) Error() string { return fmt.Sprintf("%s: %v", e.Dependency, e.Err) }
 
 func (e *DependencyError) Unwrap() error { return e.Err }
+
+// noAnswerError is a dependency call that did not answer in time. It
+// matches ErrUnavailable, since the same call may succeed later, but says
+// so in its own words: ErrUnavailable's name the object store, and the
+// call may be the metadata log's.
+type noAnswerError struct {
+	d      time.Duration
+	within bool  // d is the attempt's bound, RequestTimeout; otherwise how long the call has run
+	err    error // what the call returned when given up, if it returned
+}
+
+func (e *noAnswerError) Error() string {
+	if !e.within {
+		return fmt.Sprintf("no answer for %v", e.d)
+	}
+	return fmt.Sprintf("no answer within %v (%v)", e.d, e.err)
+}
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *noAnswerError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns what the call returned when given up, or nil.
+func (e *noAnswerError) Unwrap() error { return e.err }

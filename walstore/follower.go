@@ -415,7 +415,9 @@ func (l roleLock) lockContext(ctx context.Context) error {
 // nil. Unreachable buckets, missing or corrupt objects, metadata-log errors
 // and a failing local log are retried or waited out, never fatal: a
 // partition whose local log fails rests for a backoff and starts again
-// from what the log says, without holding up the others.
+// from what the log says, without holding up the others. Call it once: a
+// second call, while the first runs or after it returned, returns at once
+// an error wrapping ErrStopped and changes nothing.
 func (f *Follower) Run(ctx context.Context) error {
 	if !f.ran.CompareAndSwap(false, true) {
 		return fmt.Errorf("walstore: follower: Run called twice: %w", ErrStopped)

@@ -23,7 +23,8 @@ var (
 	// ErrNotLeader: Append or Republish for a partition this engine was not
 	// told it leads (see BecomeLeader).
 	ErrNotLeader = errors.New("walstore: not the leader of the partition")
-	// ErrStopped: the engine's Run has returned.
+	// ErrStopped: the engine's Run has returned, or was called a second
+	// time.
 	ErrStopped = errors.New("walstore: engine stopped")
 	// ErrInvalidBatch: a batch that cannot be part of a partition's log:
 	// an inverted or negative offset range or a negative epoch (for
@@ -199,7 +200,10 @@ type Health struct {
 	// Since is when the oldest such operation began (zero if healthy).
 	Since time.Time
 	// Err is that operation's latest error, or an error saying it has not
-	// returned.
+	// returned. Either names the call in a *DependencyError
+	// ("ObjectStore.Put" for an upload, "metadata.Log.Append" for a
+	// publish); an attempt that did not answer within RequestTimeout, or
+	// one that has not returned, matches ErrUnavailable.
 	Err error
 	// Partitions are up to MaxFailingListed of the partitions whose
 	// replication a failure has stopped, each with its error (see
@@ -341,7 +345,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 			return &DependencyError{Dependency: dep, Err: fmt.Errorf("%w: %s", ErrContractViolation, detail)}
 		},
 		NoAnswer: func(what string, d time.Duration) error {
-			return fmt.Errorf("walstore: %s: %w: no answer for %v", what, ErrUnavailable, d)
+			return fmt.Errorf("walstore: %s: %w", what, &DependencyError{Dependency: dependencyOf(what), Err: &noAnswerError{d: d}})
 		},
 		ObjectBuffer: objects.Get,
 	})
@@ -502,7 +506,7 @@ func (l *Leader) retrying(id uint64, what string, try func(context.Context) erro
 			defer hold.release()
 		}
 		for {
-			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: "+what, try)
+			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: "+what, dependencyOf(what), try)
 			if ctx.Err() != nil {
 				return
 			}
@@ -563,7 +567,7 @@ func (l *Leader) startHedge(h leadcore.Hedge) {
 		defer l.wg.Done()
 		defer hold.release()
 		var ref metadata.ObjectRef
-		err := attempt(op.ctx, l.cfg.RequestTimeout, "walstore: hedged "+h.What, func(ctx context.Context) (err error) {
+		err := attempt(op.ctx, l.cfg.RequestTimeout, "walstore: hedged "+h.What, dependencyOf(h.What), func(ctx context.Context) (err error) {
 			ref, err = l.mgr.put(ctx, h.Data)
 			return err
 		})
@@ -582,7 +586,9 @@ func (l *Leader) startHedge(h leadcore.Hedge) {
 func (l *Leader) startPublish(p leadcore.Publish) {
 	var off int64
 	l.retrying(p.ID, leadcore.WhatPublish, func(ctx context.Context) (err error) {
-		off, err = l.cfg.Log.Append(ctx, p.Partition, p.Data)
+		if off, err = l.cfg.Log.Append(ctx, p.Partition, p.Data); err != nil {
+			err = &DependencyError{Dependency: dependencyOf(leadcore.WhatPublish), Err: err}
+		}
 		return err
 	}, func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind) {
 		c.Published(now, p.ID, off, err, kind)
@@ -613,11 +619,14 @@ func (l *Leader) startRead(r leadcore.LocalRead) {
 			// Bounded as a PUT is: a log that stops answering must fail
 			// the republish, which reports it, not hold it for good.
 			var batches []combiner.Batch
-			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: reading the local log to republish", func(ctx context.Context) (err error) {
+			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: reading the local log to republish", "LocalLog.Read", func(ctx context.Context) (err error) {
 				batches, err = l.cfg.Local.Read(ctx, r.Partition, r.From, r.MaxBytes)
 				return err
 			})
-			res.Batches, res.ReadErr = batches, dep("LocalLog.Read", err)
+			if de := (*DependencyError)(nil); err != nil && !errors.As(err, &de) {
+				err = dep("LocalLog.Read", err) // attempt named it if it ran out
+			}
+			res.Batches, res.ReadErr = batches, err
 		}
 		if ctx.Err() != nil {
 			return
@@ -919,8 +928,10 @@ func (l *Leader) snapshot() LeaderStats {
 // publishes their entries, publishes new leaderships' markers and
 // republishes, refreshes epoch markers and collects garbage. It returns
 // when ctx ends, after its goroutines have stopped, and releases the
-// engine's resources: call it once. Data not yet uploaded is dropped from
-// the engine but remains in the broker's log.
+// engine's resources. Data not yet uploaded is dropped from the engine but
+// remains in the broker's log. Call it once: a second call, while the
+// first runs or after it returned, returns at once an error wrapping
+// ErrStopped and changes nothing.
 func (l *Leader) Run(ctx context.Context) error {
 	if !l.ran.CompareAndSwap(false, true) {
 		return fmt.Errorf("walstore: leader: Run called twice: %w", ErrStopped)
@@ -1016,14 +1027,28 @@ func (l *Leader) Republish(ctx context.Context, tp metadata.TopicPartition, from
 	}
 }
 
-// attempt runs one attempt of a store or log call with RequestTimeout. An
-// attempt that runs out while ctx is live fails with ErrUnavailable.
-func attempt(ctx context.Context, timeout time.Duration, what string, fn func(context.Context) error) error {
+// attempt runs one attempt of a call of dependency dep (see
+// dependencyOf) with RequestTimeout. An attempt that runs out while ctx is
+// live fails with a DependencyError for dep matching ErrUnavailable.
+func attempt(ctx context.Context, timeout time.Duration, what, dep string, fn func(context.Context) error) error {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err := fn(actx)
 	if err != nil && ctx.Err() == nil && actx.Err() != nil {
-		err = fmt.Errorf("%s: %w: no answer within %v (%w)", what, ErrUnavailable, timeout, err)
+		var de *DependencyError
+		if errors.As(err, &de) && de.Dependency == dep {
+			err = de.Err // named once
+		}
+		err = fmt.Errorf("%s: %w", what, &DependencyError{Dependency: dep, Err: &noAnswerError{d: timeout, within: true, err: err}})
 	}
 	return err
+}
+
+// dependencyOf names the call that an operation of the leader core's kind
+// what makes, for its errors.
+func dependencyOf(what string) string {
+	if what == leadcore.WhatPublish {
+		return "metadata.Log.Append"
+	}
+	return "ObjectStore.Put" // an upload, a republished copy, a hedge of either
 }

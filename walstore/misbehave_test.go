@@ -389,11 +389,11 @@ func TestLeaderSurvivesAMisbehavingStoreOrMetadataLog(t *testing.T) {
 		dependency string // named by the health error, if set
 		is         error
 	}{
-		{name: "metadata Append fails", log: func(l *badLog) { l.append = fail[int64] }, is: errInjected},
+		{name: "metadata Append fails", log: func(l *badLog) { l.append = fail[int64] }, dependency: "metadata.Log.Append", is: errInjected},
 		{name: "metadata Append returns a negative offset", log: func(l *badLog) {
 			l.append = func(int64, error) (int64, error) { return -3, nil }
 		}, dependency: "metadata.Log.Append", is: walstore.ErrContractViolation},
-		{name: "Put fails with an untyped error", store: func(s *badStore) { s.put = fail[metadata.ObjectRef] }, is: errInjected},
+		{name: "Put fails with an untyped error", store: func(s *badStore) { s.put = fail[metadata.ObjectRef] }, dependency: "ObjectStore.Put", is: errInjected},
 		{name: "Delete fails", store: func(s *badStore) { s.del = func(error) error { return errInjected } }},
 		{name: "List fails", store: func(s *badStore) { s.list = fail[[]walstore.ObjectInfo] }},
 	} {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
@@ -169,6 +170,9 @@ type Node struct {
 
 	reportMu sync.Mutex // serializes OnHealth calls
 	reported Health     // the health last given to OnHealth
+	// ran is set by the first Run, so that a second one leaves the
+	// engines to it rather than drive one of them each.
+	ran atomic.Bool
 }
 
 // Role is what a Node does for a partition.
@@ -278,8 +282,13 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 }
 
 // Run drives both engines until ctx ends, then waits for their goroutines
-// and returns nil. Call it once.
+// and returns nil. Call it once: a second call, while the first runs or
+// after it returned, returns at once an error wrapping ErrStopped and
+// changes nothing.
 func (n *Node) Run(ctx context.Context) error {
+	if !n.ran.CompareAndSwap(false, true) {
+		return fmt.Errorf("walstore: node: Run called twice: %w", ErrStopped)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	wg.Add(2)

@@ -580,19 +580,23 @@ func (l hangingLog) Append(ctx context.Context, partition int32, value []byte) (
 }
 
 // A PUT or a metadata append that never answers degrades the leader after
-// DegradedAfter, whether or not the call ever returns; an attempt that
-// respects its context is given up after RequestTimeout and retried; once
-// the dependency answers again, the engine recovers and publishes.
-func TestRegressionHangingDependencyDegradesAndRecovers(t *testing.T) {
+// DegradedAfter, whether or not the call ever returns, with a health error
+// that names that dependency: a DependencyError for the call, matching
+// ErrUnavailable, and for the metadata log a message that says nothing of
+// the object store. An attempt that respects its context is given up after
+// RequestTimeout and retried; once the dependency answers again, the
+// engine recovers and publishes.
+func TestRegressionHangingDependencyDegradedNamesItAndRecovers(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		store     bool // the store hangs; otherwise the metadata log
-		ignoreCtx bool
+		name       string
+		store      bool // the store hangs; otherwise the metadata log
+		ignoreCtx  bool
+		dependency string
 	}{
-		{"PUT waits for its context", true, false},
-		{"PUT ignores its context for an hour", true, true},
-		{"metadata append waits for its context", false, false},
-		{"metadata append ignores its context for an hour", false, true},
+		{"PUT waits for its context", true, false, "ObjectStore.Put"},
+		{"PUT ignores its context for an hour", true, true, "ObjectStore.Put"},
+		{"metadata append waits for its context", false, false, "metadata.Log.Append"},
+		{"metadata append ignores its context for an hour", false, true, "metadata.Log.Append"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -625,11 +629,16 @@ func TestRegressionHangingDependencyDegradesAndRecovers(t *testing.T) {
 				produce(t, n1, log1, tpA, 1, 0, 9)
 
 				settle(30 * time.Second)
-				require.True(t, n1.Health().Degraded)
-				assert.ErrorIs(t, n1.Health().Err, walstore.ErrUnavailable)
+				health := n1.Health()
+				require.True(t, health.Degraded)
+				requireDependencyError(t, health.Err, tc.dependency, walstore.ErrUnavailable)
+				if !tc.store {
+					assert.NotContains(t, health.Err.Error(), "object store", "the store answered: %v", health.Err)
+				}
 				mu.Lock()
 				require.NotEmpty(t, healths)
 				assert.True(t, healths[len(healths)-1].Degraded)
+				requireDependencyError(t, healths[len(healths)-1].Err, tc.dependency, walstore.ErrUnavailable)
 				mu.Unlock()
 				if !tc.ignoreCtx {
 					assert.Greater(t, h.calls.Load(), int64(5), "attempts are given up after RequestTimeout and retried")

@@ -80,13 +80,19 @@
 // flow") each broker reads one metadata partition, so that is one extra
 // client per broker. And a fetch returns whatever fits
 // in Config.ReadMaxBytes; records beyond the Read's limit are kept, and the
-// next Read from the offset that follows is answered without a round trip.
-// The read-ahead is one fetch response at most, dropped when a Read asks for
-// another offset or this log trims past it. A trim by another process (or by
-// retention) is seen at the next fetch: records already read ahead may still
-// be returned once, as if the Read had happened just before the trim, and
-// so may records read ahead before a topic replacement that no call of this
-// log has seen yet.
+// next Read from the offset that follows is answered from them once the
+// partition's leader confirms it still has them: they came before the
+// call, and since then the topic may have been replaced, or the partition
+// trimmed, by another process. The confirmation is a fetch by topic ID at
+// the high watermark the last fetch saw, without a long poll and for one
+// byte, so it costs a round trip but no record bytes (one batch, dropped,
+// if records were appended meanwhile); it fails for a topic the leader no
+// longer has, and its log start offset shows a trim. So no Read returns a
+// record that its partition did not hold, in the topic the log reads, at
+// some moment during the call, read ahead or not: the read-ahead saves
+// fetching a response again, not the round trip. It is one fetch response
+// at most, dropped when a Read asks for another offset, this log trims
+// past it, or the confirmation fails.
 //
 // # Outages
 //
@@ -136,7 +142,12 @@
 // low watermark as after a trim. Trim checks the ID before deleting, so an
 // offset of the old topic cannot delete unread records of the new one.
 // Metadata from a broker that still shows a retired ID is retried, not
-// taken for another replacement. The check needs topic IDs (Kafka 2.8 and
+// taken for another replacement. Fetches go by topic ID (from Kafka 3.1,
+// fetch v13), so the leader refuses one for a replaced topic, and the ID
+// in every fetch response is checked too; a broker that has topic IDs but
+// fetches by name (Kafka 2.8 to 3.0) would serve the new topic's records at
+// the old offsets, so there a fetch that returns records is followed by a
+// metadata request for the ID. The check needs topic IDs (Kafka 2.8 and
 // later).
 //
 // # Retention

@@ -125,6 +125,13 @@ func isNetwork(err error) bool {
 		kgo.IsRetryableBrokerErr(err)
 }
 
+// isTransient reports whether err is worth retrying a read for: a broker
+// answer Kafka marks retriable, or a network failure, but not the end of
+// the caller's context or of the log.
+func isTransient(err error) bool {
+	return isRetriable(err) || isNetwork(err) && !isContextErr(err) && !errors.Is(err, kgo.ErrClientClosed)
+}
+
 // isTopicGone reports whether err is a broker saying it does not know the
 // topic, by name or by ID: what a deleted, or replaced, topic looks like.
 func isTopicGone(err error) bool {

@@ -533,13 +533,25 @@ func (l *Log) Trim(ctx context.Context, partition int32, before int64) error {
 	}
 	var offsets kadm.Offsets
 	offsets.Add(kadm.Offset{Topic: l.cfg.Topic, Partition: partition, At: before, LeaderEpoch: -1})
-	resps, err := l.adm.DeleteRecords(opCtx, offsets)
+	var resp kadm.DeleteRecordsResponse
+	// Moving the log start offset again is harmless, so a dropped
+	// connection or a leader change is retried like a read.
+	err = retryIf(opCtx, isTransient, func() error {
+		resps, err := l.adm.DeleteRecords(opCtx, offsets)
+		if err != nil {
+			return err
+		}
+		var ok bool
+		if resp, ok = resps.Lookup(l.cfg.Topic, partition); !ok {
+			return fmt.Errorf("DeleteRecords response omitted the partition")
+		}
+		if isTransient(resp.Err) {
+			return resp.Err
+		}
+		return nil
+	})
 	if err != nil {
 		return l.opErr(ctx, opCtx, err, what)
-	}
-	resp, ok := resps.Lookup(l.cfg.Topic, partition)
-	if !ok {
-		return fmt.Errorf("kafkalog: %s: DeleteRecords response omitted the partition", what)
 	}
 	if errors.Is(resp.Err, kerr.OffsetOutOfRange) {
 		// Kafka answers so for an offset past the high watermark; some
@@ -640,10 +652,16 @@ const retryAttempts = 4
 // retry calls fn until it succeeds, fails with a non-retriable error, ctx
 // ends, or retryAttempts is reached, backing off between attempts.
 func retry(ctx context.Context, fn func() error) error {
+	return retryIf(ctx, isRetriable, fn)
+}
+
+// retryIf is retry with retriable saying which errors are worth another
+// attempt.
+func retryIf(ctx context.Context, retriable func(error) bool, fn func() error) error {
 	wait := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := fn()
-		if err == nil || !isRetriable(err) || attempt == retryAttempts {
+		if err == nil || !retriable(err) || attempt == retryAttempts {
 			return err
 		}
 		if serr := sleep(ctx, wait); serr != nil {

@@ -391,6 +391,26 @@ func TestOutOfRange(t *testing.T) {
 	assert.Equal(t, [2]int64{10, 10}, [2]int64{low, high})
 }
 
+// TestReadAheadTrimmedElsewhere: records read ahead that another log (or
+// retention) trimmed away since are not returned: the Read is out of
+// range, as it would be without the read-ahead.
+func TestReadAheadTrimmedElsewhere(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(1, testTopic))
+	reader := openLog(t, c, Config{Partitions: 1})
+	gc := openLog(t, c, Config{Partitions: 1})
+	ctx := testContext(t)
+	want := appendN(t, reader, 0, 10)
+	recs, err := reader.Read(ctx, 0, 0, 1)
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "offsets 1 to 9 are now read ahead")
+
+	require.NoError(t, gc.Trim(ctx, 0, 6))
+	_, err = reader.Read(ctx, 0, 1, 10)
+	require.ErrorIs(t, err, metadata.ErrOffsetOutOfRange)
+	assert.Contains(t, err.Error(), "[6, 10)")
+	assert.Equal(t, want[6:], valuesOf(readAll(t, reader, 0, 6, 4, 10)))
+}
+
 func TestUnknownPartitionAndArguments(t *testing.T) {
 	c := newCluster(t, kfake.SeedTopics(2, testTopic))
 	l := openLog(t, c, Config{Partitions: 2})

@@ -24,18 +24,22 @@ type reader struct {
 
 	// turn is held (a value sent) by the Read fetching for this
 	// partition; a channel rather than a mutex so waiting honors ctx.
-	// It guards leader, topicID and gen.
+	// It guards leader, topicID, high and gen.
 	turn    chan struct{}
 	leader  int32 // -1 until looked up, and after a leadership error
 	topicID [16]byte
+	// high is the high watermark the last fetch saw, at or above the
+	// end of the read-ahead.
+	high int64
 	// gen is the log's topic generation the reader's state belongs to.
 	gen uint64
 
 	mu sync.Mutex // guards ahead and low
 	// ahead holds the records of the last fetch beyond what Read
 	// returned, in offset order, so that the next Read from where the
-	// last one stopped needs no round trip. It references the fetch
-	// response's buffer until it is drained or dropped.
+	// last one stopped only confirms them (confirmAhead) rather than
+	// fetch them again. It references the fetch response's buffer until
+	// it is drained or dropped.
 	ahead []*kgo.Record
 	// low is the highest offset this log trimmed the partition to;
 	// ahead is never served below it.
@@ -82,19 +86,28 @@ func (l *Log) reader(partition int32) (*reader, error) {
 //
 // Reading below the partition's log start offset, or past its high
 // watermark, returns an error wrapping metadata.ErrOffsetOutOfRange that
-// gives the watermarks. A partition leader change is retried with fresh
-// metadata. A Read gets no answer for longer than Config.ReadWait plus
-// Config.RequestTimeout returns an error wrapping ErrUnavailable.
+// gives the watermarks. A partition leader change, another broker answer
+// Kafka marks retriable, and a network failure (a dropped connection, a
+// broker not reached) are retried with fresh metadata, with backoff, a few
+// times within the call's bound; a retried fetch long-polls only what is
+// left of Config.ReadWait. A Read that gets no answer for longer than
+// Config.ReadWait plus Config.RequestTimeout, or whose retries fail,
+// returns an error wrapping ErrUnavailable.
 //
 // When the topic was deleted and re-created (a new topic ID) since the
 // partition was last read, Read returns an error wrapping both
 // ErrTopicReplaced and metadata.ErrOffsetOutOfRange, with the new topic's
 // watermarks: the offsets restarted, so the caller's position means nothing
-// in the new topic and it must go back to the low watermark. The records
-// read ahead from the old topic are dropped then, and never returned once
-// any call of this log has seen the new ID. A Read that finds the new ID
-// itself, in the metadata it asks for after a fetch was refused, also
-// makes this log's other calls switch to the new topic. Each record's Value belongs to the caller: the log keeps no
+// in the new topic and it must go back to the low watermark. Read never
+// returns records of the old topic once it is replaced, not even records
+// read ahead before: those are served only once the partition's leader,
+// asked within the call by topic ID, confirmed them (see the package doc). A Read that finds the
+// new ID itself, in the metadata it asks for after a fetch was refused,
+// also makes this log's other calls switch to the new topic. A topic
+// replaced by one with fewer partitions than Config.Partitions gives a
+// *PartitionCountError for a partition that is gone.
+//
+// Each record's Value belongs to the caller: the log keeps no
 // other reference to it and never writes to it. Values point into the fetch
 // response they came in, so a value kept alive keeps that response (at most
 // Config.ReadMaxBytes) in memory; copy what you keep for long.
@@ -134,14 +147,32 @@ func (l *Log) Read(ctx context.Context, partition int32, from int64, limit int) 
 		r.reset(l.gen.Load())
 		return nil, l.outOfRange(opCtx, partition, what(), true)
 	}
-	if recs := r.takeAhead(from, limit); recs != nil {
-		return recs, nil
+	if r.holds(from) {
+		// The read-ahead came in a fetch before this call, and the
+		// topic may have been replaced since without any call of this
+		// log seeing it (or the partition trimmed by another process).
+		// Confirm within this call that the partition's leader still
+		// has the records in the topic this log reads; anything else
+		// drops the read-ahead, and the fetch below says what happened.
+		if l.confirmAhead(ctx, opCtx, r, from) {
+			if recs := r.takeAhead(from, limit); recs != nil {
+				return recs, nil
+			}
+		}
+		r.dropAhead()
 	}
 	var recs []metadata.Record
-	err = retry(opCtx, func() error {
+	// Besides the broker answers Kafka marks retriable, a network
+	// failure (a dropped connection, a broker not reached) is retried:
+	// the client's Broker.Request does not, and a fetch is safe to send
+	// again.
+	err = retryIf(opCtx, isTransient, func() error {
 		var ferr error
-		recs, ferr = l.fetch(ctx, opCtx, r, from, limit)
-		if isRetriable(ferr) {
+		var got fetched
+		if got, ferr = l.fetch(ctx, opCtx, r, from, false); ferr == nil {
+			recs = r.keep(got.records, limit)
+		}
+		if isTransient(ferr) {
 			r.leader = -1
 		}
 		return ferr
@@ -167,36 +198,69 @@ func (r *reader) reset(gen uint64) {
 	r.mu.Unlock()
 }
 
-// fetch sends one FetchRequest for the reader's partition to its leader and
-// returns up to limit records, keeping the rest in r.ahead. ctx is the
-// caller's, whose deadline shortens the long poll; opCtx bounds the
-// requests.
-func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int) ([]metadata.Record, error) {
+// confirmAhead reports whether the partition's leader, asked within this
+// call, still has the read-ahead from offset from in the topic the reader
+// reads. The request is a fetch by topic ID at the high watermark the last
+// fetch saw, which the read-ahead ends at or below: without a long poll and
+// asking for one byte, so that it costs a round trip but no records unless
+// some were appended since (then one batch, dropped). An error (the topic
+// unknown, the offset past the end after a truncation) or a log start
+// offset above from (a trim) fails it.
+func (l *Log) confirmAhead(ctx, opCtx context.Context, r *reader, from int64) bool {
+	got, err := l.fetch(ctx, opCtx, r, r.high, true)
+	return err == nil && got.logStart <= from
+}
+
+// fetched is what one fetch returned.
+type fetched struct {
+	records []*kgo.Record
+	// logStart is the partition's log start offset (-1 from brokers
+	// before fetch v5, which do not say).
+	logStart int64
+}
+
+// fetch sends one FetchRequest for the reader's partition from offset from
+// to its leader and returns the records, noting the high watermark in
+// r.high. It long-polls up to ReadWait and asks for ReadMaxBytes, or, to
+// confirm, neither (Kafka still returns one batch); ctx is the caller's,
+// whose deadline shortens the poll; opCtx bounds the requests. Every
+// record returned, and the answer to a confirmation, is of the topic of
+// the reader's ID when the leader answered.
+func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, confirm bool) (fetched, error) {
 	if r.leader < 0 {
 		info, err := topicMetadata(opCtx, r.cl, l.cfg.Topic)
 		if err != nil {
-			return nil, err
+			return fetched{}, err
 		}
 		if err := l.noteTopicID(info.id, r.gen); err != nil {
-			return nil, err
+			return fetched{}, err
 		}
 		if int(r.partition) >= len(info.leaders) {
-			return nil, fmt.Errorf("%w: topic now has %d partitions", kerr.UnknownTopicOrPartition, len(info.leaders))
+			// Partitions are never removed: the topic was replaced
+			// by one with fewer, against Config.Partitions.
+			return fetched{}, &PartitionCountError{Topic: l.cfg.Topic, Configured: l.cfg.Partitions, Actual: int32(len(info.leaders))}
 		}
 		if info.leaders[r.partition] < 0 {
-			return nil, kerr.LeaderNotAvailable
+			return fetched{}, kerr.LeaderNotAvailable
 		}
 		r.leader, r.topicID = info.leaders[r.partition], info.id
 	}
 
-	wait := l.cfg.ReadWait
+	wait, maxBytes := l.cfg.ReadWait, l.cfg.ReadMaxBytes
+	if confirm {
+		wait, maxBytes = 0, 1
+	}
 	if deadline, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(deadline))
+	}
+	if deadline, ok := opCtx.Deadline(); ok {
+		// A retry polls only what is left of the call's ReadWait.
+		wait = min(wait, time.Until(deadline)-l.cfg.RequestTimeout)
 	}
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxWaitMillis = int32(max(wait, 0).Milliseconds())
 	req.MinBytes = 1
-	req.MaxBytes = l.cfg.ReadMaxBytes
+	req.MaxBytes = maxBytes
 	rt := kmsg.NewFetchRequestTopic()
 	// Both name and ID: the request version negotiated with the broker
 	// decides which one is sent (IDs from Kafka 3.1, fetch v13).
@@ -205,7 +269,7 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = r.partition
 	rp.FetchOffset = from
-	rp.PartitionMaxBytes = l.cfg.ReadMaxBytes
+	rp.PartitionMaxBytes = maxBytes
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 
@@ -213,15 +277,21 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int
 	if err != nil {
 		// The broker may be gone; look the leader up again next time.
 		r.leader = -1
-		return nil, err
+		return fetched{}, err
 	}
 	resp := kresp.(*kmsg.FetchResponse)
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return nil, err
+		return fetched{}, err
 	}
 	for i := range resp.Topics {
-		for j := range resp.Topics[i].Partitions {
-			p := &resp.Topics[i].Partitions[j]
+		rt := &resp.Topics[i]
+		if rt.Topic != "" && rt.Topic != l.cfg.Topic || rt.TopicID != [16]byte{} && rt.TopicID != r.topicID {
+			// Not what was asked for: treated as a topic the broker
+			// does not know, which looks the topic up again.
+			return fetched{}, fmt.Errorf("%w: fetch response from broker %d for topic %q ID %x", kerr.UnknownTopicID, r.leader, rt.Topic, rt.TopicID)
+		}
+		for j := range rt.Partitions {
+			p := &rt.Partitions[j]
 			if p.Partition != r.partition {
 				continue
 			}
@@ -231,12 +301,25 @@ func (l *Log) fetch(ctx, opCtx context.Context, r *reader, from int64, limit int
 				Partition: r.partition,
 			}, p, l.decompressor, nil)
 			if fp.Err != nil {
-				return nil, fp.Err
+				return fetched{}, fp.Err
 			}
-			return r.keep(fp.Records, limit), nil
+			if rt.TopicID == [16]byte{} && r.topicID != [16]byte{} && (confirm || len(fp.Records) > 0) {
+				// A broker with topic IDs that fetches by name (before
+				// Kafka 3.1, fetch v13) would serve a replacement's
+				// records at the old topic's offsets: ask for the ID.
+				info, err := topicMetadata(opCtx, r.cl, l.cfg.Topic)
+				if err != nil {
+					return fetched{}, err
+				}
+				if err := l.noteTopicID(info.id, r.gen); err != nil {
+					return fetched{}, err
+				}
+			}
+			r.high = p.HighWatermark
+			return fetched{records: fp.Records, logStart: p.LogStartOffset}, nil
 		}
 	}
-	return nil, fmt.Errorf("fetch response from broker %d omitted the partition", r.leader)
+	return fetched{}, fmt.Errorf("fetch response from broker %d omitted the partition", r.leader)
 }
 
 // keep returns the first limit of recs as metadata records and stores the
@@ -249,24 +332,48 @@ func (r *reader) keep(recs []*kgo.Record, limit int) []metadata.Record {
 	return r.convert(recs[:n])
 }
 
-// takeAhead returns up to limit read-ahead records starting at from, or nil if
-// the read-ahead does not hold from. A Read elsewhere drops the read-ahead:
-// the reader follows its caller's position.
+// holds reports whether the read-ahead holds from, dropping it if not: a
+// Read elsewhere means the reader follows its caller's position.
+func (r *reader) holds(from int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.aheadIndex(from)
+	if !ok {
+		r.ahead = nil
+	}
+	return ok
+}
+
+// aheadIndex returns the index in r.ahead of the record at from, if it is
+// there and may be served. r.mu is held.
+func (r *reader) aheadIndex(from int64) (int, bool) {
+	if len(r.ahead) == 0 {
+		return 0, false
+	}
+	i := int(from - r.ahead[0].Offset)
+	return i, from >= r.low && i >= 0 && i < len(r.ahead) && r.ahead[i].Offset == from
+}
+
+// takeAhead returns up to limit read-ahead records starting at from, or nil
+// if the read-ahead no longer holds from.
 func (r *reader) takeAhead(from int64, limit int) []metadata.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.ahead) == 0 {
-		return nil
-	}
-	i := int(from - r.ahead[0].Offset)
-	if from < r.low || i < 0 || i >= len(r.ahead) || r.ahead[i].Offset != from {
-		r.ahead = nil
+	i, ok := r.aheadIndex(from)
+	if !ok {
 		return nil
 	}
 	n := min(limit, len(r.ahead)-i)
 	out := r.convert(r.ahead[i : i+n])
 	r.ahead = r.ahead[i+n:]
 	return out
+}
+
+// dropAhead forgets the read-ahead.
+func (r *reader) dropAhead() {
+	r.mu.Lock()
+	r.ahead = nil
+	r.mu.Unlock()
 }
 
 // trimmed records that this log trimmed the partition to before, so that

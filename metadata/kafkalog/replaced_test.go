@@ -1,15 +1,22 @@
 package kafkalog
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/activetier/activetier/metadata"
 )
@@ -197,4 +204,164 @@ func TestTopicReplacedUnderConcurrentAppends(t *testing.T) {
 		total += high
 	}
 	assert.GreaterOrEqual(t, total, int64(writers))
+}
+
+// replaceAndRefill deletes the test topic and creates it again with
+// partitions partitions, straight on the cluster, and appends n records
+// "new-<i>" to partition 0 of the new topic through writer. It reports
+// failures instead of ending the test, for it may run off the test's
+// goroutine (in a kfake control's wakeup).
+func replaceAndRefill(ctx context.Context, c *kfake.Cluster, writer *Log, partitions int32, n int) error {
+	before := c.TopicInfo(testTopic).TopicID
+	if err := c.DeleteTopic(testTopic); err != nil {
+		return err
+	}
+	if err := c.CreateTopic(testTopic, partitions, nil); err != nil {
+		return err
+	}
+	if c.TopicInfo(testTopic).TopicID == before {
+		return errors.New("the re-created topic has the old ID")
+	}
+	for i := 0; i < n; {
+		_, err := writer.Append(ctx, 0, fmt.Appendf(nil, "new-%d", i))
+		switch {
+		case err == nil:
+			i++
+		case !errors.Is(err, ErrTopicReplaced) && !errors.Is(err, ErrUnavailable):
+			return fmt.Errorf("append %d to the new topic: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// TestTopicReplacedAtEveryPointOfARead replaces the topic under a reader
+// (a log that makes no other call, while another log writes) at each
+// point of a Read: before it, with and without records read ahead, when
+// the reader asks for metadata, when its fetch reaches the broker, and
+// while the broker holds its long poll; and to a topic with the same,
+// fewer or more partitions. No Read may return a record of the old topic
+// once the replacement is done, and the reader must learn of it
+// (ErrTopicReplaced) before it reads records of the new topic from its
+// old position, then read those from the new topic's start.
+func TestTopicReplacedAtEveryPointOfARead(t *testing.T) {
+	type point int
+	const (
+		before point = iota
+		atMetadata
+		atFetch
+		duringLongPoll
+	)
+	for _, tt := range []struct {
+		name          string
+		at            point
+		readAhead     bool // the reader holds records of the old topic read ahead
+		after         int32
+		read          int32 // the partition the reader reads
+		partitionGone bool
+		fetchByName   bool // the brokers fetch by topic name (before Kafka 3.1)
+	}{
+		{"before, records read ahead", before, true, 2, 0, false, false},
+		{"before, nothing read ahead", before, false, 2, 0, false, false},
+		{"at its metadata request", atMetadata, false, 2, 0, false, false},
+		{"at its fetch, records read ahead", atFetch, true, 2, 0, false, false},
+		{"at its fetch, nothing read ahead", atFetch, false, 2, 0, false, false},
+		{"during its long poll", duringLongPoll, false, 2, 0, false, false},
+		{"before, records read ahead, more partitions", before, true, 3, 0, false, false},
+		{"before, records read ahead, fewer partitions", before, true, 1, 0, false, false},
+		{"before, records read ahead of a partition that goes", before, true, 1, 1, true, false},
+		{"fetch by name, before, records read ahead", before, true, 2, 0, false, true},
+		{"fetch by name, before, nothing read ahead", before, false, 2, 0, false, true},
+		{"fetch by name, at its fetch", atFetch, false, 2, 0, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testContext(t)
+			opts := []kfake.Opt{kfake.SeedTopics(2, testTopic)}
+			if tt.fetchByName {
+				v := kversion.Stable()
+				v.SetMaxKeyVersion(int16(kmsg.Fetch), 12)
+				opts = append(opts, kfake.MaxVersions(v))
+			}
+			c := newCluster(t, opts...)
+			writer := openLog(t, c, Config{Partitions: 2})
+			reader := openLog(t, c, Config{Partitions: 2, ReadWait: 500 * time.Millisecond})
+			appendN(t, writer, tt.read, 5)
+			pos := int64(5) // at the end: a long poll
+			switch {
+			case tt.readAhead:
+				recs, err := reader.Read(ctx, tt.read, 0, 2)
+				require.NoError(t, err)
+				require.Len(t, recs, 2, "offsets 2 to 4 are now read ahead")
+				pos = 2
+			case tt.at != atMetadata:
+				readAll(t, reader, tt.read, 0, 5, 5) // the reader knows the leader
+			}
+
+			replace := func() error { return replaceAndRefill(ctx, c, writer, tt.after, 6) }
+			done := make(chan error, 1) // the replacement's outcome
+			var fired atomic.Bool
+			control := func(kmsg.Request) (kmsg.Response, error, bool) {
+				if fired.CompareAndSwap(false, true) {
+					c.SleepControl(func() { done <- replace() })
+				}
+				return nil, nil, false
+			}
+			switch tt.at {
+			case before:
+				done <- replace()
+			case atMetadata:
+				c.ControlKey(int16(kmsg.Metadata), control)
+			case atFetch:
+				c.ControlKey(int16(kmsg.Fetch), control)
+			case duringLongPoll:
+				// The broker holds the fetch for ReadWait.
+				time.AfterFunc(100*time.Millisecond, func() { done <- replace() })
+			}
+
+			replaced := false
+			var got []metadata.Record
+			for tries := 0; len(got) < 6 && tries < 20; tries++ {
+				recs, err := reader.Read(ctx, tt.read, pos, 10)
+				if tries == 0 {
+					select {
+					case err := <-done:
+						require.NoError(t, err, "replacing the topic")
+					case <-ctx.Done():
+						t.Fatal("the topic was not replaced during the first Read")
+					}
+				}
+				for _, r := range recs {
+					require.True(t, strings.HasPrefix(string(r.Value), "new-"), "Read %d from %d returned %q at offset %d: a record of the old topic", tries, pos, r.Value, r.Offset)
+					require.True(t, replaced, "records of the new topic read from a position in the old one, without ErrTopicReplaced")
+				}
+				got = append(got, recs...)
+				pos += int64(len(recs))
+				switch {
+				case tt.partitionGone && err != nil:
+					require.NotErrorIs(t, err, ErrUnavailable, "a partition that is no more is not an outage")
+					if !replaced {
+						requireReplacedRead(t, err, "the first Read after the replacement")
+						replaced = true
+						continue
+					}
+					require.ErrorIs(t, err, ErrPartitionCount, "then the partition count that disagrees")
+					return // and no record of the old topic came
+				case errors.Is(err, ErrTopicReplaced):
+					requireReplacedRead(t, err, "a Read that learns of the replacement")
+					require.False(t, replaced, "ErrTopicReplaced once")
+					replaced, pos = true, 0
+				default:
+					require.NoError(t, err)
+				}
+			}
+			require.False(t, tt.partitionGone, "a partition that is no more has no records")
+			require.True(t, replaced)
+			want := make([][]byte, 6)
+			for i := range want {
+				want[i] = fmt.Appendf(nil, "new-%d", i)
+			}
+			if tt.read == 0 {
+				assert.Equal(t, want, valuesOf(got))
+			}
+		})
+	}
 }

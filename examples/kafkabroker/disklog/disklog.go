@@ -33,13 +33,21 @@ var (
 	ErrCorrupt = errors.New("disklog: corrupt frame")
 	// ErrClosed: a call after Close.
 	ErrClosed = errors.New("disklog: log closed")
+	// ErrFormat: Open found a partition written in a format this version
+	// does not read.
+	ErrFormat = errors.New("disklog: unknown on-disk format")
 )
 
 const (
-	frameHeader    = 36 // length, crc, epoch, first, last, maxTs
+	frameHeader    = 44 // length, crc, epoch, first, last, maxTs, index, count
 	maxFrameData   = 1 << 30
+	maxCall        = 1<<32 - 1 // batches in one Append: a frame's count field
 	checkpointName = "leader-epoch-checkpoint"
-	segmentSuffix  = ".log"
+	// checkpointVersion is the first line of a checkpoint. Version 0 had
+	// no cut line and went with frames without index and count; Open
+	// refuses it rather than take those frames for damage.
+	checkpointVersion = "1"
+	segmentSuffix     = ".log"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -76,6 +84,8 @@ type partition struct {
 
 	mu      sync.RWMutex
 	start   int64 // the log start offset: the first record's, or where an empty log starts
+	cut     int64 // where the latest Truncate that removed frames cut the log, or -1
+	state   state // what the checkpoint on disk says
 	segs    []*segment
 	batches []batchPos
 	epochs  fencing.Lineage
@@ -198,7 +208,7 @@ func (l *Log) part(tp metadata.TopicPartition) (*partition, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("disklog: %s: %w", tp, err)
 	}
-	p := &partition{tp: tp, dir: dir}
+	p := &partition{tp: tp, dir: dir, cut: -1}
 	l.parts[tp] = p
 	return p, nil
 }
@@ -294,7 +304,7 @@ func (l *Log) AssignEpoch(tp metadata.TopicPartition, epoch int32) error {
 	if err := p.epochs.Assign(epoch, p.end()); err != nil {
 		return fmt.Errorf("disklog: assign epoch %d to %s: %w", epoch, p.tp, err)
 	}
-	if err := p.writeCheckpoint(len(p.batches) == 0); err != nil {
+	if err := p.writeCheckpoint(p.settled()); err != nil {
 		p.epochs = *old
 		return err
 	}
@@ -308,6 +318,9 @@ func (l *Log) Append(ctx context.Context, tp metadata.TopicPartition, batches []
 	}
 	if len(batches) == 0 {
 		return nil
+	}
+	if uint64(len(batches)) > maxCall {
+		return fmt.Errorf("disklog: append to %s: %d batches in one call, over %d: %w", tp, len(batches), maxCall, walstore.ErrInvalidBatch)
 	}
 	p, err := l.part(tp)
 	if err != nil {
@@ -339,6 +352,13 @@ func (l *Log) Append(ctx context.Context, tp metadata.TopicPartition, batches []
 		size += frameHeader + len(b.Data)
 	}
 
+	if p.state == stateTruncating {
+		// A Truncate could not say it was done (see Truncate): say it
+		// now, or recovery would take these frames for the rest of it.
+		if err := p.writeCheckpoint(stateRecords); err != nil {
+			return err
+		}
+	}
 	seg, rolled, err := p.activeSegment(l.opts.SegmentBytes, batches[0].FirstOffset)
 	if err != nil {
 		return err
@@ -346,9 +366,9 @@ func (l *Log) Append(ctx context.Context, tp metadata.TopicPartition, batches []
 	buf := make([]byte, 0, size)
 	pos := seg.size
 	var added []batchPos
-	for _, b := range batches {
+	for i, b := range batches {
 		added = append(added, batchPos{epoch: b.Epoch, first: b.FirstOffset, last: b.LastOffset, maxTs: b.MaxTimestamp, seg: seg, pos: pos + int64(len(buf)), size: int32(len(b.Data))})
-		buf = appendFrame(buf, b)
+		buf = appendFrame(buf, b, uint32(i), uint32(len(batches)))
 	}
 	undo := func() {
 		_ = seg.f.Truncate(seg.size)
@@ -379,9 +399,9 @@ func (l *Log) Append(ctx context.Context, tp metadata.TopicPartition, batches []
 		}
 	}
 	// The first records of an empty log clear the checkpoint's empty
-	// flag, which would otherwise make recovery drop them.
+	// state, which would otherwise make recovery drop them.
 	if newEpoch || len(p.batches) == 0 {
-		if err := p.writeCheckpoint(false); err != nil {
+		if err := p.writeCheckpoint(stateRecords); err != nil {
 			p.epochs = *old
 			undo()
 			return err
@@ -415,7 +435,9 @@ func (p *partition) dropLastSegment() {
 	_ = os.Remove(s.f.Name())
 }
 
-func appendFrame(buf []byte, b combiner.Batch) []byte {
+// appendFrame appends b's frame, the index-th of the count frames one
+// Append call writes.
+func appendFrame(buf []byte, b combiner.Batch, index, count uint32) []byte {
 	at := len(buf)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(frameHeader-4+len(b.Data)))
 	buf = binary.BigEndian.AppendUint32(buf, 0) // crc, below
@@ -423,6 +445,8 @@ func appendFrame(buf []byte, b combiner.Batch) []byte {
 	buf = binary.BigEndian.AppendUint64(buf, uint64(b.FirstOffset))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(b.LastOffset))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(b.MaxTimestamp))
+	buf = binary.BigEndian.AppendUint32(buf, index)
+	buf = binary.BigEndian.AppendUint32(buf, count)
 	buf = append(buf, b.Data...)
 	binary.BigEndian.PutUint32(buf[at+4:], crc32.Checksum(buf[at+8:], castagnoli))
 	return buf
@@ -446,14 +470,14 @@ func (l *Log) Truncate(ctx context.Context, tp metadata.TopicPartition, offset i
 	if p.closed {
 		return ErrClosed
 	}
-	old, oldStart := p.epochs.Clone(), p.start
+	old, oldStart, oldCut := p.epochs.Clone(), p.start, p.cut
 	if len(p.batches) == 0 || offset <= p.batches[0].first {
 		// The checkpoint goes first: recovery drops the segments of a
 		// log it says is empty, so a crash between the two finishes this.
-		p.start = offset
+		p.start, p.cut = offset, -1
 		p.epochs.TruncateFromEnd(offset)
-		if err := p.writeCheckpoint(true); err != nil {
-			p.start, p.epochs = oldStart, *old
+		if err := p.writeCheckpoint(stateEmpty); err != nil {
+			p.start, p.epochs, p.cut = oldStart, *old, oldCut
 			return err
 		}
 		for _, s := range p.segs {
@@ -470,21 +494,51 @@ func (l *Log) Truncate(ctx context.Context, tp metadata.TopicPartition, offset i
 		return fmt.Errorf("disklog: truncate %s to %d: batch %d-%d: %w", tp, offset, p.batches[i].first, p.batches[i].last, walstore.ErrNotBatchBoundary)
 	}
 	p.epochs.TruncateFromEnd(offset)
-	if err := p.writeCheckpoint(false); err != nil {
-		p.epochs = *old
-		return err
-	}
 	if i == len(p.batches) {
+		if err := p.writeCheckpoint(stateRecords); err != nil {
+			p.epochs = *old
+			return err
+		}
 		return nil
 	}
-	cut := p.batches[i]
-	if err := cut.seg.f.Truncate(cut.pos); err != nil {
-		// The epochs are already cut; recovery rebuilds them from the
-		// frames, which still hold the records.
+	// Removing frames takes steps (a segment cut, others removed), so
+	// the checkpoint first says a Truncate to offset is under way, for
+	// recovery to finish one a crash interrupts, and then that it is
+	// done, for recovery to keep what later Appends add. The cut may
+	// fall inside one Append call's frames: the checkpoint keeps where,
+	// for recovery to keep what is left of that call (see dropTornCall).
+	p.cut = offset
+	if err := p.writeCheckpoint(stateTruncating); err != nil {
+		p.epochs, p.cut = *old, oldCut
+		return err
+	}
+	if err := p.truncateFrames(i); err != nil {
+		// Its first step failed, so no frame went: undo the rest.
+		p.epochs, p.cut = *old, oldCut
+		if cerr := p.writeCheckpoint(stateRecords); cerr != nil {
+			// Recovery would finish the truncation, and the next
+			// Append says first that none is under way.
+			l.opts.Logger.Warn("disklog: a failed truncation's checkpoint not undone", "partition", tp.String(), "err", cerr)
+		}
 		return fmt.Errorf("disklog: truncate %s to %d: %w", tp, offset, err)
 	}
+	if err := p.writeCheckpoint(stateRecords); err != nil {
+		// The truncation is done, only not yet said so: the next Append
+		// says it before it writes a frame.
+		l.opts.Logger.Warn("disklog: truncation done, but its checkpoint not updated", "partition", tp.String(), "err", err)
+	}
+	return nil
+}
+
+// truncateFrames removes the frames of batches i and after from the
+// files: the segment holding batch i is cut there, the later ones removed.
+func (p *partition) truncateFrames(i int) error {
+	cut := p.batches[i]
+	if err := cut.seg.f.Truncate(cut.pos); err != nil {
+		return err
+	}
 	cut.seg.size = cut.pos
-	for len(p.segs) > 0 && p.segs[len(p.segs)-1] != cut.seg {
+	for p.segs[len(p.segs)-1] != cut.seg {
 		p.dropLastSegment()
 	}
 	if cut.seg.size == 0 {
@@ -532,7 +586,7 @@ func (l *Log) Read(ctx context.Context, tp metadata.TopicPartition, from int64, 
 		if _, err := bp.seg.f.ReadAt(frame, bp.pos); err != nil {
 			return nil, fmt.Errorf("disklog: read %s at %d from %s: %w", tp, bp.first, bp.seg.f.Name(), err)
 		}
-		b, err := parseFrame(frame)
+		b, _, _, err := parseFrame(frame)
 		if err != nil || b.FirstOffset != bp.first || b.LastOffset != bp.last || b.Epoch != bp.epoch {
 			return nil, fmt.Errorf("disklog: read %s at %d: %s position %d: %w", tp, bp.first, bp.seg.f.Name(), bp.pos, ErrCorrupt)
 		}
@@ -542,13 +596,14 @@ func (l *Log) Read(ctx context.Context, tp metadata.TopicPartition, from int64, 
 	return out, nil
 }
 
-// parseFrame decodes one whole frame and checks its checksum.
-func parseFrame(frame []byte) (combiner.Batch, error) {
+// parseFrame decodes one whole frame and checks its checksum. It returns
+// the batch and the frame's place in the frames of its Append call.
+func parseFrame(frame []byte) (b combiner.Batch, index, count uint32, err error) {
 	if len(frame) < frameHeader || int(binary.BigEndian.Uint32(frame)) != len(frame)-4 {
-		return combiner.Batch{}, ErrCorrupt
+		return combiner.Batch{}, 0, 0, ErrCorrupt
 	}
 	if crc32.Checksum(frame[8:], castagnoli) != binary.BigEndian.Uint32(frame[4:]) {
-		return combiner.Batch{}, ErrCorrupt
+		return combiner.Batch{}, 0, 0, ErrCorrupt
 	}
 	return combiner.Batch{
 		Epoch:        int32(binary.BigEndian.Uint32(frame[8:])),
@@ -556,26 +611,44 @@ func parseFrame(frame []byte) (combiner.Batch, error) {
 		LastOffset:   int64(binary.BigEndian.Uint64(frame[20:])),
 		MaxTimestamp: int64(binary.BigEndian.Uint64(frame[28:])),
 		Data:         frame[frameHeader:],
-	}, nil
+	}, binary.BigEndian.Uint32(frame[36:]), binary.BigEndian.Uint32(frame[40:]), nil
 }
 
-// writeCheckpoint replaces the partition's checkpoint atomically. empty
-// says the log holds no records: segments found beside it are the remains
-// of a truncation that a crash interrupted.
-func (p *partition) writeCheckpoint(empty bool) error {
+// state is what a checkpoint says of the frames beside it.
+type state int
+
+const (
+	// stateRecords: the frames are the log (recovery truncates only
+	// what is torn or damaged).
+	stateRecords state = iota
+	// stateEmpty: the log holds no records; frames found beside the
+	// checkpoint are the remains of a truncation a crash interrupted.
+	stateEmpty
+	// stateTruncating: a Truncate to the checkpoint's cut is under way;
+	// frames found from there on are the remains of it.
+	stateTruncating
+)
+
+// settled is the state of the checkpoint of the log as it is.
+func (p *partition) settled() state {
+	if len(p.batches) == 0 {
+		return stateEmpty
+	}
+	return stateRecords
+}
+
+// writeCheckpoint replaces the partition's checkpoint atomically.
+func (p *partition) writeCheckpoint(st state) error {
 	var b bytes.Buffer
 	entries := p.epochs.Entries()
-	flag := 0
-	if empty {
-		flag = 1
-	}
-	fmt.Fprintf(&b, "0\n%d\n%d\n%d\n", p.start, flag, len(entries))
+	fmt.Fprintf(&b, "%s\n%d\n%d\n%d\n%d\n", checkpointVersion, p.start, st, p.cut, len(entries))
 	for _, e := range entries {
 		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
 	}
 	if err := writeAtomic(p.dir, checkpointName, b.Bytes()); err != nil {
 		return fmt.Errorf("disklog: %s: checkpoint: %w", p.tp, err)
 	}
+	p.state = st
 	return nil
 }
 
@@ -606,7 +679,8 @@ func writeAtomic(dir, name string, data []byte) error {
 // checkpoint is what a partition's checkpoint file holds.
 type checkpoint struct {
 	start   int64
-	empty   bool
+	state   state
+	cut     int64
 	entries []fencing.EpochEntry
 }
 
@@ -615,7 +689,7 @@ type checkpoint struct {
 func readCheckpoint(dir string) (checkpoint, error) {
 	f, err := os.Open(filepath.Join(dir, checkpointName))
 	if errors.Is(err, os.ErrNotExist) {
-		return checkpoint{}, nil
+		return checkpoint{cut: -1}, nil
 	}
 	if err != nil {
 		return checkpoint{}, err
@@ -629,19 +703,32 @@ func readCheckpoint(dir string) (checkpoint, error) {
 	if err := sc.Err(); err != nil {
 		return checkpoint{}, err
 	}
+	if len(lines) > 0 && lines[0] != checkpointVersion {
+		return checkpoint{}, fmt.Errorf("%s: checkpoint of format version %q, want %q: %w", f.Name(), lines[0], checkpointVersion, ErrFormat)
+	}
 	bad := fmt.Errorf("%s: malformed checkpoint", f.Name())
-	if len(lines) < 4 || lines[0] != "0" || lines[2] != "0" && lines[2] != "1" {
+	if len(lines) < 5 {
 		return checkpoint{}, bad
 	}
 	var c checkpoint
-	var err1, err2 error
+	var err1, err2, err3 error
 	c.start, err1 = strconv.ParseInt(lines[1], 10, 64)
-	c.empty = lines[2] == "1"
-	n, err2 := strconv.Atoi(lines[3])
-	if err1 != nil || err2 != nil || c.start < 0 || n != len(lines)-4 {
+	switch lines[2] {
+	case "0":
+		c.state = stateRecords
+	case "1":
+		c.state = stateEmpty
+	case "2":
+		c.state = stateTruncating
+	default:
 		return checkpoint{}, bad
 	}
-	for _, line := range lines[4:] {
+	c.cut, err2 = strconv.ParseInt(lines[3], 10, 64)
+	n, err3 := strconv.Atoi(lines[4])
+	if err1 != nil || err2 != nil || err3 != nil || c.start < 0 || c.cut < -1 || c.state == stateTruncating && c.cut < 0 || n != len(lines)-5 {
+		return checkpoint{}, bad
+	}
+	for _, line := range lines[5:] {
 		var e fencing.EpochEntry
 		if _, err := fmt.Sscanf(line, "%d %d", &e.Epoch, &e.StartOffset); err != nil {
 			return checkpoint{}, bad
@@ -659,7 +746,7 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disklog: %s: %w", tp, err)
 	}
-	p.start = cp.start
+	p.start, p.cut, p.state = cp.start, cp.cut, cp.state
 	ents, err := os.ReadDir(p.dir)
 	if err != nil {
 		return nil, fmt.Errorf("disklog: %s: %w", tp, err)
@@ -672,6 +759,7 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 	}
 	slices.Sort(names) // zero-padded base offsets sort as numbers
 	stop, damaged := false, false
+	var calls []frameCall // each batch's, while recovering
 	for _, name := range names {
 		path := filepath.Join(p.dir, name)
 		if stop {
@@ -691,7 +779,7 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 		}
 		s := &segment{base: base, f: f}
 		p.segs = append(p.segs, s)
-		stop, err = p.scan(s, l.opts.Logger)
+		stop, err = p.scan(s, &calls, l.opts.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -700,7 +788,21 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 			p.dropLastSegment()
 		}
 	}
-	if len(p.batches) > 0 && (cp.empty || p.batches[0].first < p.start) {
+	if i := p.find(p.cut); cp.state == stateTruncating && i < len(p.batches) {
+		// A Truncate a crash interrupted after its checkpoint: finish it.
+		l.opts.Logger.Warn("disklog: recovery finishes an interrupted truncation", "partition", tp.String(), "offset", p.cut)
+		if err := p.truncateFrames(i); err != nil {
+			return nil, fmt.Errorf("disklog: %s: finishing a truncation: %w", tp, err)
+		}
+		damaged = true
+	} else if tornCall(calls) {
+		cut, err := p.dropTornCall(calls, l.opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		damaged = damaged || cut
+	}
+	if len(p.batches) > 0 && (cp.state == stateEmpty || p.batches[0].first < p.start) {
 		// A truncation to a new start whose checkpoint was written but
 		// whose segments were not yet removed: finish it.
 		for len(p.segs) > 0 {
@@ -732,12 +834,67 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 			}
 		}
 	}
+	switch {
+	case tornCall(calls[:len(p.batches)]):
+		// What recovery keeps of a call, it keeps for good (only a
+		// checkpoint at odds with the frames makes this differ).
+		p.cut = end
+	case p.cut > end:
+		// Damage took the log below the latest cut, so new calls may
+		// end there: the cut must no longer keep an incomplete one.
+		p.cut = -1
+	}
+	if p.cut != cp.cut || p.state == stateTruncating {
+		if err := p.writeCheckpoint(p.settled()); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
+// frameCall is, during recovery, a frame's place among the frames of its
+// Append call.
+type frameCall struct{ index, count uint32 }
+
+// tornCall reports whether the last call of calls has fewer frames than
+// its count.
+func tornCall(calls []frameCall) bool {
+	n := len(calls)
+	return n > 0 && calls[n-1].index+1 < calls[n-1].count
+}
+
+// dropTornCall handles a log whose last call has fewer frames than its
+// count says. A Truncate that cut the call at a batch boundary leaves that
+// legitimately, and its checkpoint says where: the frames up to there stay
+// (and any after it, left by a crash during that Truncate, go). Otherwise
+// a crash came in the middle of the call's write, and Append is all or
+// none: every frame of the call goes. It reports whether frames went.
+func (p *partition) dropTornCall(calls []frameCall, logger *slog.Logger) (bool, error) {
+	last := calls[len(calls)-1]
+	first := len(calls) - 1 - int(last.index) // a call's frames are consecutive
+	keep := first
+	for i := first; i < len(p.batches); i++ {
+		if p.batches[i].last+1 == p.cut {
+			keep = i + 1
+			break
+		}
+	}
+	if keep == len(p.batches) {
+		return false, nil
+	}
+	from := p.batches[keep]
+	logger.Warn("disklog: recovery truncates an Append call a crash interrupted", "partition", p.tp.String(), "segment", from.seg.f.Name(),
+		"position", from.pos, "offset", from.first, "frames", len(p.batches)-keep, "count", last.count)
+	if err := p.truncateFrames(keep); err != nil {
+		return true, fmt.Errorf("disklog: %s: truncating an interrupted Append: %w", p.tp, err)
+	}
+	return true, nil
+}
+
 // scan indexes s's frames, truncating the file at the first one that is
-// torn, damaged or does not continue the log; it reports whether it did.
-func (p *partition) scan(s *segment, logger *slog.Logger) (bool, error) {
+// torn, damaged or does not continue the log or its call; it reports
+// whether it did. It appends each frame's place in its call to calls.
+func (p *partition) scan(s *segment, calls *[]frameCall, logger *slog.Logger) (bool, error) {
 	st, err := s.f.Stat()
 	if err != nil {
 		return false, fmt.Errorf("disklog: %s: %w", p.tp, err)
@@ -764,9 +921,25 @@ func (p *partition) scan(s *segment, logger *slog.Logger) (bool, error) {
 			why = "short frame"
 			break
 		}
-		b, err := parseFrame(frame)
+		b, index, count, err := parseFrame(frame)
 		if err != nil {
 			why = "checksum mismatch"
+			break
+		}
+		// A frame starts a call or is the next frame of the one before,
+		// in the same segment (a call left incomplete was cut by a
+		// Truncate: see dropTornCall).
+		var prev frameCall
+		if n := len(*calls); n > 0 {
+			prev = (*calls)[n-1]
+		}
+		switch {
+		case index == 0 && count > 0:
+		case index > 0 && index < count && index == prev.index+1 && count == prev.count && pos > 0:
+		default:
+			why = "frame does not continue its Append call"
+		}
+		if why != "" {
 			break
 		}
 		if len(p.batches) > 0 {
@@ -780,6 +953,7 @@ func (p *partition) scan(s *segment, logger *slog.Logger) (bool, error) {
 			break
 		}
 		p.batches = append(p.batches, batchPos{epoch: b.Epoch, first: b.FirstOffset, last: b.LastOffset, maxTs: b.MaxTimestamp, seg: s, pos: pos, size: int32(len(b.Data))})
+		*calls = append(*calls, frameCall{index, count})
 		pos += 4 + n
 	}
 	s.size = pos

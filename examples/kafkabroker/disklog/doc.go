@@ -12,13 +12,16 @@
 //	first    int64   first offset
 //	last     int64   last offset
 //	maxTs    int64   newest record timestamp, Unix milliseconds
+//	index    uint32  the frame's place among those of its Append call, from 0
+//	count    uint32  how many frames that call wrote
 //	data     []byte  the batch exactly as appended
 //
 // The frames are the truth; the checkpoint keeps only what frames cannot:
 // the start offset of a log that holds no records (Kafka's
-// truncateFullyAndStartAt) and an epoch assigned at the end of the log
-// before any record of it (as Kafka's makeLeader leaves the epoch cache).
-// It is replaced atomically (write, fsync, rename, fsync of the directory).
+// truncateFullyAndStartAt), an epoch assigned at the end of the log before
+// any record of it (as Kafka's makeLeader leaves the epoch cache), and
+// where the latest Truncate cut the log, and whether it is under way. It is
+// replaced atomically (write, fsync, rename, fsync of the directory).
 //
 // Recovery, on Open, reads every frame and checks its checksum and that it
 // continues the one before. At the first frame that does not (a write torn
@@ -27,6 +30,20 @@
 // lost were never acknowledged by this log's Append, or, if the damage is
 // older, are fetched again by replication. Reads check every frame's
 // checksum too, so damaged bytes are an error naming the file, never data.
+//
+// Append is all or none across a crash as well, as walstore.LocalLog
+// requires, although a kill can stop its write after any page: one call's
+// frames are written together, in one segment, and each says its place
+// among them, so recovery knows a call whose last frame is missing and
+// removes all of it. A call that a Truncate cut short at a batch boundary
+// looks the same, so Truncate records in the checkpoint where it cut, and
+// recovery keeps such a call up to there. A Truncate that removes frames
+// takes several steps (cut one segment, remove the later ones); its
+// checkpoint says it is under way before the first and done after the
+// last, so recovery finishes one that a crash interrupted. A log written
+// before frames carried index and count has a checkpoint of format version
+// 0, which Open refuses (ErrFormat) rather than take its frames for
+// damage.
 //
 // Appends are written with one pwrite per call and are not fsynced unless
 // Options.Sync is set, like Kafka's default (durability comes from
