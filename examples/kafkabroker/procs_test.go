@@ -74,9 +74,17 @@ type proc struct {
 	log   string // its stderr, a file
 }
 
+// procLogsEnv names a directory to keep the processes' logs in, past the
+// test (by default they go with its temporary directory).
+const procLogsEnv = "ACTIVETIER_PROC_LOGS"
+
 func start(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
+	if dir := os.Getenv(procLogsEnv); dir != "" {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		logPath = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log")
+	}
 	logf, err := os.Create(logPath)
 	require.NoError(t, err)
 	cmd := exec.Command(bin, args...)

@@ -131,6 +131,10 @@ type partition struct {
 	// isr.go.
 	followers map[int32]*follower
 	pending   *proposal
+	// epochStart is the leader's log end when its leadership began: it
+	// holds every record acknowledged before, and a follower joins the
+	// in-sync set only once it holds them too.
+	epochStart int64
 
 	// producers is the leader's idempotent producer state, nil when it
 	// does not lead; guarded by appendMu.

@@ -245,6 +245,9 @@ func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Place
 			}
 		}
 		b.setRole(p, roleLeader, pl)
+		p.mu.Lock()
+		p.epochStart = end
+		p.mu.Unlock()
 		if err := b.syncInSync(p); err != nil {
 			return err
 		}

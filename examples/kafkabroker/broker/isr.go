@@ -20,9 +20,12 @@ import (
 // bumping the partition epoch, and posts the new view to every broker:
 //
 //   - a follower joins once it has caught up: its log, a prefix of the
-//     leader's, reaches the high watermark of the current leadership, as
-//     reported by its current incarnation (KIP-903: a report from a run
-//     before a restart says nothing of the log the broker has now);
+//     leader's, reaches the high watermark of the current leadership and
+//     the leader's log end when that leadership began (which holds every
+//     record acknowledged before; the high watermark is not known until
+//     every in-sync follower has reported), as reported by its current
+//     incarnation (KIP-903: a report from a run before a restart says
+//     nothing of the log the broker has now);
 //   - a follower leaves once it has not caught up with the leader's log
 //     end for ReplicaLagTime (replica.lag.time.max.ms), or when the
 //     controller learns its broker died.
@@ -292,7 +295,7 @@ func (b *Broker) propose(p *partition, now time.Time) *proposal {
 			}
 			continue
 		}
-		if inc, ok := live[f]; ok && inc == fs.incarnation && fs.reported && fs.prefix && hw >= 0 && fs.end >= hw {
+		if inc, ok := live[f]; ok && inc == fs.incarnation && fs.reported && fs.prefix && fs.end >= max(hw, p.epochStart) {
 			next = append(next, f)
 			joining = append(joining, ReplicaRef{ID: f, Incarnation: fs.incarnation})
 		}
