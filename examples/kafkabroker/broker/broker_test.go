@@ -40,8 +40,9 @@ type testCluster struct {
 
 	objects *memstore.Cluster
 	meta    *memstore.Log
-	lagTime time.Duration
-	ctx     context.Context
+	lagTime  time.Duration
+	register bool
+	ctx      context.Context
 	wg      *sync.WaitGroup
 }
 
@@ -50,6 +51,9 @@ type clusterOption func(*testCluster)
 
 // withLagTime sets the brokers' ReplicaLagTime.
 func withLagTime(d time.Duration) clusterOption { return func(c *testCluster) { c.lagTime = d } }
+
+// withRegistration makes the brokers register with the controller.
+func withRegistration() clusterOption { return func(c *testCluster) { c.register = true } }
 
 func startCluster(t *testing.T, topic string, partitions int, opts ...clusterOption) *testCluster {
 	t.Helper()
@@ -76,7 +80,11 @@ func startCluster(t *testing.T, topic string, partitions int, opts ...clusterOpt
 		c.logs = append(c.logs, lg)
 		c.brokers = append(c.brokers, nil)
 		c.stops = append(c.stops, nil)
-		c.view.Brokers = append(c.view.Brokers, c.startBroker(t, id, "").Info())
+		controller := ""
+		if c.register {
+			controller = c.view.Controller
+		}
+		c.view.Brokers = append(c.view.Brokers, c.startBroker(t, id, controller).Info())
 	}
 	// Partition p led by broker p % 3, all three in sync.
 	c.view.Topics = []Topic{PlaceTopic(topic, int32(partitions), 3, c.view.Brokers)}

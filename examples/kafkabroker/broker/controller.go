@@ -173,8 +173,28 @@ func (v *Cluster) register(info BrokerInfo) {
 // in-sync replicas of every partition it led: none there leaves the
 // partition without a leader (-1) until one returns. There is no unclean
 // election.
+//
+// The failed broker gets the view too, if it can still be reached (a
+// broker wrongly thought dead): it finds itself unlisted, gives up its
+// leaderships and registers again.
 func (c *Controller) BrokerFailed(ctx context.Context, id int32) error {
-	return c.Update(ctx, func(v *Cluster) { v.fail(id) })
+	var failed []BrokerInfo
+	for _, b := range c.View().Brokers {
+		if b.ID == id {
+			failed = append(failed, b)
+		}
+	}
+	err := c.Update(ctx, func(v *Cluster) { v.fail(id) })
+	if len(failed) > 0 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if body, merr := json.Marshal(c.view); merr == nil {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_ = postJSON(pctx, c.client, failed[0].Control, "/v1/cluster", body, nil) // most likely down
+			cancel()
+		}
+	}
+	return err
 }
 
 // fail is BrokerFailed on the view.

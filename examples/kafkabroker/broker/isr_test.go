@@ -308,3 +308,44 @@ func TestRestartLeadsNothing(t *testing.T) {
 		require.NoError(t, prod.ProduceSync(t.Context(), &kgo.Record{Partition: p, Value: []byte("after")}).FirstErr())
 	}
 }
+
+// TestFalselyFailed: a broker the controller wrongly takes for dead gets
+// the view that no longer lists it, gives up its leadership, registers
+// again, and rejoins every in-sync set; production goes on throughout.
+func TestFalselyFailed(t *testing.T) {
+	c := startCluster(t, "t", 3, withRegistration())
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MetadataMinAge(10*time.Millisecond))
+	require.NoError(t, err)
+	defer prod.Close()
+	produce := func(value string) {
+		t.Helper()
+		for p := range int32(3) {
+			require.NoError(t, prod.ProduceSync(t.Context(), &kgo.Record{Partition: p, Value: []byte(value)}).FirstErr())
+		}
+	}
+	produce("before")
+	require.NoError(t, c.ctl.BrokerFailed(t.Context(), 0))
+	produce("while out")
+	require.Eventually(t, func() bool {
+		v := c.ctl.View()
+		for _, pl := range v.Topics[0].Partitions {
+			if len(pl.ISR) != 3 {
+				return false
+			}
+		}
+		return len(v.Brokers) == 3 && c.brokers[0].Status().Registered
+	}, 30*time.Second, 10*time.Millisecond, "broker 0 did not register again and rejoin")
+	pl := c.ctl.View().Topics[0].Partitions[0]
+	require.NotEqual(t, int32(0), pl.Leader, "broker 0 was elected though it had left the in-sync set")
+	require.Equal(t, "follower", c.brokers[0].Status().Partitions[0].Role)
+	produce("after")
+	for p := range int32(3) {
+		tp := metadata.TopicPartition{Topic: "t", Partition: p}
+		require.Eventually(t, func() bool {
+			e, _ := c.logs[0].EndOffset(tp)
+			return e == 3
+		}, 30*time.Second, 10*time.Millisecond)
+		require.Equal(t, readAll(t, c, 1, tp), readAll(t, c, 0, tp), "partition %d", p)
+	}
+}
