@@ -38,12 +38,12 @@ type testCluster struct {
 	ctl     *Controller
 	stops   []func() // each stops its broker and waits for it
 
-	objects *memstore.Cluster
-	meta    *memstore.Log
+	objects  *memstore.Cluster
+	meta     *memstore.Log
 	lagTime  time.Duration
 	register bool
 	ctx      context.Context
-	wg      *sync.WaitGroup
+	wg       *sync.WaitGroup
 }
 
 // clusterOption changes how startCluster starts the brokers.
