@@ -71,8 +71,9 @@ type Broker struct {
 
 	mu         sync.Mutex
 	controller string // where CreateTopics and in-sync sets go
-	// isRegistered: the last view applied lists this run.
-	isRegistered bool
+	// isRegistered: the last view applied lists this run; hasView: a
+	// view was applied.
+	isRegistered, hasView bool
 	brokers      map[int32]BrokerInfo
 	topics       map[string]int32 // partition counts
 	parts        map[metadata.TopicPartition]*partition
@@ -245,6 +246,18 @@ func (b *Broker) changes() <-chan struct{} {
 	return b.changed
 }
 
+// unknownTP is the error for a partition the broker does not know:
+// errNotLeader, which clients retry at the leader, until it has applied a
+// view, since it just started.
+func (b *Broker) unknownTP() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.hasView {
+		return errNotLeader
+	}
+	return errUnknownTP
+}
+
 func (b *Broker) partition(tp metadata.TopicPartition) *partition {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -296,7 +309,7 @@ var (
 func (b *Broker) produce(ctx context.Context, tp metadata.TopicPartition, pb producedBatch) (base, last int64, epoch int32, err error) {
 	p := b.partition(tp)
 	if p == nil {
-		return 0, 0, 0, errUnknownTP
+		return 0, 0, 0, b.unknownTP()
 	}
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()

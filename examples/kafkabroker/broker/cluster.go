@@ -139,7 +139,7 @@ func (b *Broker) applyCluster(ctx context.Context, c Cluster) error {
 
 	registered := b.registered(c)
 	b.mu.Lock()
-	b.isRegistered = registered
+	b.isRegistered, b.hasView = registered, true
 	b.controller = c.Controller
 	b.brokers = make(map[int32]BrokerInfo)
 	for _, bi := range c.Brokers {

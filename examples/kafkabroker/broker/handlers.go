@@ -26,6 +26,15 @@ func (b *Broker) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.Version = req.Version
 	brokers, topics := b.clusterView()
+	b.mu.Lock()
+	// A broker that has no view yet (it just started) knows of no topic:
+	// UNKNOWN_TOPIC_OR_PARTITION would make clients fail records that a
+	// broker with the view would take.
+	unknown := kerr.UnknownTopicOrPartition.Code
+	if !b.hasView {
+		unknown = kerr.LeaderNotAvailable.Code
+	}
+	b.mu.Unlock()
 	ids := make([]int32, 0, len(brokers))
 	for id := range brokers {
 		ids = append(ids, id)
@@ -69,7 +78,7 @@ func (b *Broker) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 		mt.Topic = &name
 		n, ok := topics[name]
 		if !ok {
-			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			mt.ErrorCode = unknown
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
@@ -266,7 +275,7 @@ func (b *Broker) fetchPartition(ctx context.Context, req *kmsg.FetchRequest, tp 
 	rp *kmsg.FetchResponseTopicPartition, brokers map[int32]BrokerInfo, budget int, first bool) int {
 	p := b.partition(tp)
 	if p == nil {
-		rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		rp.ErrorCode = kafkaCode(b.unknownTP())
 		return 0
 	}
 	s := p.snapshot()

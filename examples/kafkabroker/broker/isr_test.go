@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/activetier/activetier/metadata"
 )
@@ -270,6 +271,21 @@ func TestRestartLeadsNothing(t *testing.T) {
 
 	c.stops[0]()
 	b0 := c.startBroker(t, 0, "")
+	// Before any view, it knows no topic, and says so as a broker that
+	// just started: clients retry, instead of failing the records.
+	fresh, err := kgo.NewClient(kgo.SeedBrokers(b0.Info().Kafka))
+	require.NoError(t, err)
+	defer fresh.Close()
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("t")
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(t.Context(), fresh)
+	require.NoError(t, err)
+	require.Equal(t, kerr.LeaderNotAvailable.Code, mresp.Topics[0].ErrorCode)
+	_, _, _, err = b0.produce(t.Context(), tp, producedBatch{})
+	require.ErrorIs(t, err, errNotLeader)
+
 	old := c.ctl.View()
 	require.NoError(t, b0.applyCluster(t.Context(), old))
 	st := b0.Status()

@@ -4,7 +4,9 @@ topic's partitions in turn at a steady rate until its standard input closes,
 then flushing for at most FLUSH seconds. Each delivery report is one JSON
 line on stdout: {"p": partition, "o": offset, "v": value, "t": seconds}
 once acknowledged, {"v": value, "err": why} if the record failed; the last
-line is {"done": true, "produced": n, "unflushed": n}.
+line is {"done": true, "produced": n, "unflushed": n, "fatal": why}, with
+"fatal" only when librdkafka raised a fatal error (an idempotent producer's,
+such as a sequence the brokers lost) and production stopped early.
 
     crash_producer.py BOOTSTRAP TOPIC PARTITIONS RATE FLUSH
 """
@@ -14,7 +16,7 @@ import sys
 import threading
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 
 def main():
@@ -38,8 +40,9 @@ def main():
             out.write(json.dumps({"p": msg.partition(), "o": msg.offset(), "v": v, "t": time.time()}) + "\n")
 
     n = 0
+    fatal = None
     start = time.monotonic()
-    while not stop.is_set():
+    while not stop.is_set() and fatal is None:
         wait = start + n / rate - time.monotonic()
         if wait > 0:
             producer.poll(min(wait, 0.1))
@@ -49,10 +52,19 @@ def main():
         except BufferError:  # the queue is full while acknowledgements stall
             producer.poll(0.1)
             continue
+        except KafkaException as e:
+            fatal = str(e)
+            break
         n += 1
         producer.poll(0)
-    left = producer.flush(flush)
-    out.write(json.dumps({"done": True, "produced": n, "unflushed": left}) + "\n")
+    try:
+        left = producer.flush(flush)
+    except KafkaException as e:
+        fatal, left = fatal or str(e), len(producer)
+    done = {"done": True, "produced": n, "unflushed": left}
+    if fatal is not None:
+        done["fatal"] = fatal
+    out.write(json.dumps(done) + "\n")
     out.flush()
 
 
