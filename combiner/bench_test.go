@@ -8,6 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/activetier/activetier/internal/bufpool"
+	"github.com/activetier/activetier/internal/cputime"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -41,12 +42,12 @@ type cpuMeter struct {
 }
 
 func startCPU() cpuMeter {
-	t, ok := processCPU()
+	t, ok := cputime.Process()
 	return cpuMeter{start: t, ok: ok}
 }
 
 func (m cpuMeter) stop(b *testing.B, bytes int) {
-	end, ok := processCPU()
+	end, ok := cputime.Process()
 	if !m.ok || !ok || end <= m.start {
 		return
 	}

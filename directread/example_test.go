@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
@@ -20,6 +21,8 @@ import (
 // fetching them from broker 1. docs/direct-reads.md ("Reading") shows the
 // consumer's part (TestReadmeReaderSnippet).
 func Example() {
+	var running sync.WaitGroup
+	defer running.Wait() // the Nodes' Run returns once ctx is cancelled
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	objects, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "wal-az1", "az2": "wal-az2"}})
@@ -51,7 +54,7 @@ func Example() {
 		}
 	}
 	for _, n := range nodes {
-		go n.Run(ctx)
+		running.Go(func() { _ = n.Run(ctx) })
 	}
 	for _, tp := range orders {
 		if err := logs[1].AssignEpoch(tp, 1, 0); err != nil {

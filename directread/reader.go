@@ -53,6 +53,19 @@ type Config struct {
 	// of waiting out the outage. Zero (the default) waits for as long as
 	// the outage lasts.
 	UnavailableAfter time.Duration
+	// MaxHeld bounds the entries the Reader holds in memory, over all
+	// its partitions, waiting for their turn: those it learned ahead of
+	// what it may yield, as it does while a partition's commit stalls
+	// (until the broker shrinks the in-sync set, a follower that stops
+	// applying holds the high watermark back while its leader goes on
+	// publishing). Past it, the Reader forgets the entries furthest ahead
+	// of their partition's position, and leaves out those it learns past
+	// them; once the partition reaches them it reads the metadata that
+	// held them again, from the first record that describes them, and
+	// serves them then. It forgets and reads again; it never skips a
+	// record nor reports one gone for having forgotten it. Default
+	// 100,000 (an entry takes some 330 bytes: some 33 MB).
+	MaxHeld int
 	// Logger receives the Reader's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -87,6 +100,15 @@ type Stats struct {
 	SectionsFetched, CacheHits uint64
 	// Batches and bytes yielded.
 	Batches, Bytes uint64
+	// Held is the number of entries held now: at most Config.MaxHeld,
+	// unless more than that hold their partitions' next offsets.
+	// Evicted counts entries forgotten, or left out, to stay within it.
+	Held    int
+	Evicted uint64
+	// MetadataRewinds counts the metadata partitions read again from an
+	// earlier record: for entries forgotten at MaxHeld, and after a Seek
+	// back.
+	MetadataRewinds uint64
 }
 
 // Batch is one record batch of a partition, as the broker appended it.
@@ -116,6 +138,8 @@ func New(cfg Config) (*Reader, error) {
 		return nil, errors.New("directread: Config.Partitions needs at least one partition")
 	case cfg.MaxBytes < 0:
 		return nil, fmt.Errorf("directread: Config.MaxBytes %d is negative", cfg.MaxBytes)
+	case cfg.MaxHeld < 0:
+		return nil, fmt.Errorf("directread: Config.MaxHeld %d is negative", cfg.MaxHeld)
 	}
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = 4 << 20
@@ -144,7 +168,7 @@ func New(cfg Config) (*Reader, error) {
 	}
 	r := &Reader{cfg: cfg, mgrs: make(map[string]*walstore.Manager), meta: meta, cursor: make(map[int32]int64)}
 	core, err := readcore.New(readcore.Config{Partitions: cfg.Partitions, Durable: cfg.Durable, MaxBytes: cfg.MaxBytes,
-		UnavailableFor: cfg.UnavailableAfter, MetadataPartitions: meta, Violation: r.violation})
+		UnavailableFor: cfg.UnavailableAfter, MetadataPartitions: meta, Violation: r.violation, MaxHeld: cfg.MaxHeld})
 	if err != nil {
 		return nil, fmt.Errorf("directread: Config.Partitions: %w", err)
 	}
@@ -180,7 +204,12 @@ func (r *Reader) Close() error {
 }
 
 // Seek makes tp's next batch the one holding offset, and resumes it if a
-// GoneError or TruncatedError paused it.
+// GoneError or TruncatedError paused it. Backwards or forwards, to
+// records the objects still hold (walstore.LeaderConfig.RetainFor), the
+// Reader serves them: the entries of records it yielded are forgotten,
+// so it reads the metadata again for them, in each metadata partition
+// from the first record that describes them. Records no longer retained
+// are reported as a GoneError, as on the first read.
 func (r *Reader) Seek(tp metadata.TopicPartition, offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("directread: seek %s to negative offset %d", tp, offset)
@@ -207,6 +236,8 @@ func (r *Reader) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.stats
+	cc := r.core.Counters()
+	s.Held, s.Evicted, s.MetadataRewinds = cc.Held, cc.Evicted, cc.Rewinds
 	return s
 }
 
@@ -402,12 +433,17 @@ type metaRead struct {
 // once every metadata partition was read up to one taken in a round
 // after the partition last changed, or found at its end (readcore's
 // Core.Plan says why that is enough). A metadata log that breaks its
-// contract is reported as a *walstore.DependencyError.
+// contract is reported as a *walstore.DependencyError. The partitions the
+// core asks to read again (Core.Round) are read from there.
 func (r *Reader) readMetadata(ctx context.Context) error {
 	r.mu.Lock()
-	r.core.Round()
+	_, rewinds := r.core.Round()
 	want := r.core.WantWatermarks()
 	r.mu.Unlock()
+	rewound := make(map[int32]bool, len(rewinds))
+	for _, rw := range rewinds {
+		r.cursor[rw.Partition], rewound[rw.Partition] = min(r.cursor[rw.Partition], rw.From), true
+	}
 	reads := make([]metaRead, len(r.meta))
 	var wg sync.WaitGroup
 	for i, mp := range r.meta {
@@ -434,7 +470,9 @@ func (r *Reader) readMetadata(ctx context.Context) error {
 			}
 		}
 		if rd.from != r.cursor[mp] {
-			r.cfg.Logger.Warn("directread: metadata trimmed past the reader", "metadata_partition", mp, "from", r.cursor[mp], "low", rd.from)
+			if !rewound[mp] {
+				r.cfg.Logger.Warn("directread: metadata trimmed past the reader", "metadata_partition", mp, "from", r.cursor[mp], "low", rd.from)
+			}
 			r.cursor[mp] = rd.from
 		}
 		next := rd.from
@@ -452,7 +490,7 @@ func (r *Reader) readMetadata(ctx context.Context) error {
 				r.cfg.Logger.Error("directread: skipping a metadata record that does not decode", "metadata_partition", mp, "offset", rec.Offset, "err", err)
 				continue
 			}
-			r.core.Learn(m)
+			r.core.Learn(mp, rec.Offset, m)
 		}
 		r.cursor[mp] = next
 		err := r.core.MetadataRead(readcore.MetadataRead{Partition: mp, From: rd.from, Next: next, High: rd.high, HasHigh: rd.hasHigh,

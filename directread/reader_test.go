@@ -21,6 +21,11 @@ import (
 // cluster returns three brokers in az1-az3 replicating parts partitions of
 // topic "orders", broker 1 leading them all at epoch 1.
 func cluster(t *testing.T, parts int32) (*clustertest.Cluster, []metadata.TopicPartition, *clustertest.Broker) {
+	return clusterWith(t, parts, walstore.LeaderConfig{})
+}
+
+// clusterWith is cluster with broker 1's leader tuned by cfg.
+func clusterWith(t *testing.T, parts int32, cfg walstore.LeaderConfig) (*clustertest.Cluster, []metadata.TopicPartition, *clustertest.Broker) {
 	c := clustertest.New(t, clustertest.Mem(), 4)
 	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
 	var tps []metadata.TopicPartition
@@ -30,7 +35,7 @@ func cluster(t *testing.T, parts int32) (*clustertest.Cluster, []metadata.TopicP
 		c.SetReplicas(tp, 1, 2, 3)
 		c.SetLeader(tp, 1, 1)
 	}
-	r1.StartLeader(walstore.LeaderConfig{})
+	r1.StartLeader(cfg)
 	for _, tp := range tps {
 		r1.BecomeLeader(context.Background(), tp, 1, -1)
 	}
@@ -226,6 +231,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 		"invalid partition":  func(c *directread.Config) { c.Partitions = map[metadata.TopicPartition]int64{{}: 0} },
 		"unknown meta part":  func(c *directread.Config) { c.MetadataPartitions = []int32{9} },
 		"negative max bytes": func(c *directread.Config) { c.MaxBytes = -1 },
+		"negative max held":  func(c *directread.Config) { c.MaxHeld = -1 },
 	} {
 		cfg := ok()
 		mod(&cfg)

@@ -502,9 +502,12 @@ func readBits(data []byte, pos, width uint) uint64 {
 //
 // Any input yields either a message that encodes to exactly b in b's
 // version, or an error matching ErrCorrupt (a *DecodeError): one that
-// also matches ErrChecksum when b does not match its checksum, and
+// also matches ErrChecksum when b does not match its checksum,
 // ErrUnsupportedVersion when b starts with a version this build does not
-// read. Messages of earlier versions (1, without a checksum; 2; 3, with
+// read, and ErrInvalidTopicName when b names a topic whose name Kafka
+// would refuse (ValidateTopicName), which AppendMessage never writes: such
+// a name may be anything, invalid UTF-8 included, and would reach every
+// log line and metric label that names the partition. Messages of earlier versions (1, without a checksum; 2; 3, with
 // markers as varints) are still read; AppendMessage encodes what they
 // decode to in the current version.
 // Counts and lengths in the input are checked against the bytes remaining
@@ -741,8 +744,8 @@ func (d *decoder) topic(i int) (topicKey, error) {
 		if tk.name, err = d.string("topic name"); err != nil {
 			return tk, err
 		}
-		if tk.name == "" {
-			return tk, d.fail(at, "topic name", "topic %d has an empty name", i)
+		if err := ValidateTopicName(tk.name); err != nil {
+			return tk, &DecodeError{Offset: at, What: "topic name", Err: fmt.Errorf("topic %d: %w", i, err)}
 		}
 	}
 	return tk, nil

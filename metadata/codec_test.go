@@ -242,6 +242,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"bad topic kind", with(markers, 5, 4), 5, "topic kind", "kind 0x4"},
 		{"empty topic name", with(markers, 6, 0), 6, "topic name", "empty name"},
 		{"topic name too long", with(markers, 6, 100), 6, "topic name", "exceeds"},
+		{"topic name not Kafka's", with(markers, 7, 0xff), 6, "topic name", "Kafka allows [a-zA-Z0-9._-]"},
 		{"marker topic out of range", with(markers, 8, 1), 8, "marker topic", "exceeds 0"},
 		{"truncated marker", markers[:len(markers)-1], len(markers) - 1, "marker leader", "truncated varint"},
 		{"two topics, one unused", []byte{1, 0, 0, 1, 2, topicHasName, 1, 'a', topicHasName, 1, 'b', 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, 4, "topic count", "exceeds 1"},

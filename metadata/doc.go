@@ -83,7 +83,8 @@
 //	c                uvarint, versions 3 and 4              number of commits; in version 3, c > 0
 //	t                uvarint                                number of topics, 1 ≤ t ≤ n+k+c
 //	topic × t        kind byte (bit 0: name, bit 1: id),    sorted by (name, id), each used by an
-//	                 [16-byte id], [uvarint length, name]   entry or a marker; no empty name or zero id
+//	                 [16-byte id], [uvarint length, name]   entry or a marker; no zero id; a name as
+//	                                                        Kafka allows (ValidateTopicName)
 //	── only if n > 0 ─────────────────────────────────────────────────────────────────────────────────
 //	object           3 × (uvarint length, bytes)            AZ, bucket, key; bucket and key non-empty
 //	first position   uvarint                                Position of the first entry

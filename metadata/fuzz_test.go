@@ -70,7 +70,14 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	noCommits[4] = 0
 	noCommits = binary.LittleEndian.AppendUint32(noCommits, crc32c(noCommits))
 
+	// A topic name Kafka refuses (a byte that is not UTF-8), resealed:
+	// only the name check stands in the way.
+	badName := enc(&Message{WriterBrokerID: 2, Markers: []EpochStart{{Partition: TopicPartition{Topic: "orders", Partition: 1}, Epoch: 6, LeaderBrokerID: 2}}})
+	badName = bytes.Replace(badName[:len(badName)-checksumSize], []byte("orders"), []byte("ord\xffrs"), 1)
+	badName = binary.LittleEndian.AppendUint32(badName, crc32c(badName))
+
 	seeds := map[string][]byte{
+		"broken-topic-name":   badName,
 		"valid-commits":       enc(withCommits),
 		"valid-commits-only":  enc(commitsOnly),
 		"broken-zero-commits": noCommits,

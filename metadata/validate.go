@@ -114,8 +114,10 @@ func compareCommits(a, b *Commit) int {
 	)
 }
 
-// Validate reports whether tp names a partition: a topic name or ID, and a
-// partition number that is not negative. Errors match ErrInvalid.
+// Validate reports whether tp names a partition: a topic name or ID, a
+// name (when there is one) that ValidateTopicName accepts, and a partition
+// number that is not negative. Errors match ErrInvalid, and
+// ErrInvalidTopicName for a bad name.
 func (tp TopicPartition) Validate() error {
 	if err := tp.check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -127,10 +129,51 @@ func (tp TopicPartition) check() error {
 	if tp.Topic == "" && tp.TopicID == ([16]byte{}) {
 		return errors.New("Partition has neither a topic name nor a topic id")
 	}
+	if tp.Topic != "" {
+		if err := ValidateTopicName(tp.Topic); err != nil {
+			return err
+		}
+	}
 	if tp.Partition < 0 {
 		return fmt.Errorf("Partition.Partition %d is negative", tp.Partition)
 	}
 	return nil
+}
+
+// ErrInvalidTopicName is matched (errors.Is) by every error of
+// ValidateTopicName, and so by those of Validate, AppendMessage and
+// DecodeMessage for a partition whose topic name Kafka would refuse.
+var ErrInvalidTopicName = errors.New("metadata: invalid topic name")
+
+// MaxTopicNameLength is the longest topic name Kafka accepts, in bytes.
+const MaxTopicNameLength = 249
+
+// ValidateTopicName reports whether name is one Kafka accepts for a topic
+// (its org.apache.kafka.common.internals.Topic.validate): 1 to
+// MaxTopicNameLength bytes of ASCII letters, digits, '.', '_' and '-',
+// and neither "." nor "..". Such a name is valid UTF-8, so it is a valid
+// Prometheus label value, and it is a valid file name. Errors match
+// ErrInvalidTopicName.
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: an empty name", ErrInvalidTopicName)
+	case len(name) > MaxTopicNameLength:
+		// The name is not quoted: it may be of any length.
+		return fmt.Errorf("%w: %d bytes long, Kafka allows %d", ErrInvalidTopicName, len(name), MaxTopicNameLength)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: %q", ErrInvalidTopicName, name)
+	}
+	for i := range len(name) {
+		if c := name[i]; !topicNameByte(c) {
+			return fmt.Errorf("%w: %q has %q at byte %d; Kafka allows [a-zA-Z0-9._-]", ErrInvalidTopicName, name, name[i:i+1], i)
+		}
+	}
+	return nil
+}
+
+func topicNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // Validate reports whether m can be encoded: at least one entry, marker or

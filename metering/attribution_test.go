@@ -271,3 +271,41 @@ func TestConfigValidation(t *testing.T) {
 	_, err := metering.New(metering.Config{Prices: costmodel.S3Express2025(), NoMetadataCrossings: true})
 	require.NoError(t, err)
 }
+
+// A ReadRange is the GET it is: counted, its bytes downloaded, and
+// attributed to the sections it covers, as GetRange's.
+func TestReadRangeIsMetered(t *testing.T) {
+	ctx := context.Background()
+	local, _ := stores(t)
+	viaGet, viaRead := newMeter(t), newMeter(t)
+	body, infos := object(t, map[metadata.TopicPartition]int{tpA: 1000, tpB: 3000})
+	getRef, err := viaGet.Store(local).Put(ctx, "k1", body)
+	require.NoError(t, err)
+	readRef, err := viaRead.Store(local).Put(ctx, "k2", body)
+	require.NoError(t, err)
+	rr, ok := viaRead.Store(local).(walstore.RangeReader)
+	require.True(t, ok, "memstore's Store is a RangeReader, and so is the metered one")
+	for _, s := range infos {
+		_, err := viaGet.Store(local).GetRange(ctx, getRef, s.Position, s.Length)
+		require.NoError(t, err)
+		dst := make([]byte, s.Length)
+		n, err := rr.ReadRange(ctx, readRef, s.Position, dst)
+		require.NoError(t, err)
+		require.Equal(t, int(s.Length), n)
+	}
+	missing := metadata.ObjectRef{Bucket: "b1", Key: "missing"}
+	_, err = rr.ReadRange(ctx, missing, 0, make([]byte, 1))
+	require.ErrorIs(t, err, walstore.ErrNotFound)
+	_, err = viaGet.Store(local).GetRange(ctx, missing, 0, 1)
+	require.ErrorIs(t, err, walstore.ErrNotFound)
+
+	g, r := viaGet.Snapshot(), viaRead.Snapshot()
+	for i := range g.Store {
+		require.Equal(t, g.Store[i].Requests, r.Store[i].Requests, "%s requests", g.Store[i].Op)
+		require.Equal(t, g.Store[i].Errors, r.Store[i].Errors, "%s errors", g.Store[i].Op)
+	}
+	require.Equal(t, g.BytesDown, r.BytesDown)
+	require.Equal(t, row(g.Ledger, tpA), row(r.Ledger, tpA))
+	require.Equal(t, row(g.Ledger, tpB), row(r.Ledger, tpB))
+	require.Equal(t, g.Ledger.Unattributed.Share, r.Ledger.Unattributed.Share)
+}

@@ -24,9 +24,14 @@
 //     its own metadata names. Bytes of a range that no known section covers
 //     (a gap a coalesced GET read across) follow the covered ones.
 //
+// The ledger keeps a row per topic name and partition: the incarnations of
+// a topic deleted and created again under its name (Kafka gives each a new
+// topic id) share the name's rows, so re-creating topics adds none.
+//
 // What cannot be attributed (a PUT body that is not a combined object, a GET
 // of an object whose layout was never seen, a metadata message that does
-// not decode) is kept in the ledger as unattributed, so that the ledger
+// not decode, a partition whose topic name Kafka would refuse) is kept in
+// the ledger as unattributed, so that the ledger
 // always sums to the whole bill: summed over partitions it equals
 // costmodel.RunCost of the same traffic, storage aside.
 //

@@ -45,12 +45,15 @@ func keyOf(ref metadata.ObjectRef) objectKey { return objectKey{ref.Bucket, ref.
 // ledger attributes usage to partitions. One mutex guards it: it is taken
 // once per PUT, GET, DELETE and metadata message, never per byte.
 type ledger struct {
-	mu           sync.Mutex
-	maxParts     int
+	mu       sync.Mutex
+	maxParts int
+	// accounts holds the rows by rowOf their partitions.
 	accounts     map[metadata.TopicPartition]*account
 	order        []*account
 	overflow     account
 	unattributed account
+	// invalid counts the partitions named that Validate refused.
+	invalid int64
 
 	maxObjects int
 	objects    map[objectKey][]span // sorted by pos, not overlapping
@@ -66,10 +69,30 @@ func newLedger(maxParts, maxObjects int) *ledger {
 	}
 }
 
-// account returns tp's row, or the overflow row once the bound is reached.
+// rowOf is the identity of tp's row: a named partition's topic name and
+// number, whatever its topic id, so that the incarnations of a re-created
+// topic (Kafka gives it a new id under the same name) share one row per
+// partition instead of adding a set of rows each time; a partition known
+// by its id alone keeps its id.
+func rowOf(tp metadata.TopicPartition) metadata.TopicPartition {
+	if tp.Topic != "" {
+		tp.TopicID = [16]byte{}
+	}
+	return tp
+}
+
+// account returns tp's row, the overflow row once the bound is reached, or
+// the unattributed row for a partition Validate refuses (a topic name
+// Kafka would not accept, which a PUT body's footer may carry): such a
+// name gets no row, so it reaches no report or metric label.
 func (l *ledger) account(tp metadata.TopicPartition) *account {
+	tp = rowOf(tp)
 	if a, ok := l.accounts[tp]; ok {
 		return a
+	}
+	if tp.Validate() != nil {
+		l.invalid++
+		return &l.unattributed
 	}
 	if len(l.accounts) >= l.maxParts {
 		return &l.overflow
@@ -240,16 +263,24 @@ type Ledger struct {
 	Prices costmodel.Prices
 	// Partitions holds a row per partition, in the order the ledger first
 	// saw them (so a bounded export keeps the same partitions over time).
+	// A named partition's row is its topic name and partition number, with
+	// no TopicID: the incarnations of a topic deleted and created again
+	// under the same name, which Kafka tells apart by their ids, share it,
+	// as they share the name's row in Topics. A partition named by its id
+	// alone has a row of its own.
 	Partitions []Charge
 	// Overflow holds the partitions beyond Config.MaxPartitions,
-	// Unattributed what no partition could be found for.
+	// Unattributed what no partition could be found for, or was named by
+	// a partition metadata.TopicPartition.Validate refuses.
 	Overflow, Unattributed Charge
+	// InvalidPartitions counts the times usage named such a partition.
+	InvalidPartitions int64
 }
 
 func (l *ledger) snapshot(p costmodel.Prices) Ledger {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := Ledger{Prices: p, Partitions: make([]Charge, len(l.order))}
+	out := Ledger{Prices: p, Partitions: make([]Charge, len(l.order)), InvalidPartitions: l.invalid}
 	for i, a := range l.order {
 		out.Partitions[i] = charge(p, a.tp, a.share)
 	}

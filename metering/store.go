@@ -10,12 +10,34 @@ import (
 )
 
 // Store returns an ObjectStore that forwards every call to s unchanged and
-// meters it. Several stores may share one Meter.
-func (m *Meter) Store(s walstore.ObjectStore) walstore.ObjectStore { return &store{m: m, s: s} }
+// meters it. Several stores may share one Meter. It is a
+// walstore.RangeReader exactly when s is one, so that the engines read
+// into pooled buffers through it as they would from s (a ReadRange is
+// metered as the GET it is).
+func (m *Meter) Store(s walstore.ObjectStore) walstore.ObjectStore {
+	st := &store{m: m, s: s}
+	if rr, ok := s.(walstore.RangeReader); ok {
+		return &rangeStore{store: st, rr: rr}
+	}
+	return st
+}
 
 type store struct {
 	m *Meter
 	s walstore.ObjectStore
+}
+
+// rangeStore is a store whose inner store is a walstore.RangeReader.
+type rangeStore struct {
+	*store
+	rr walstore.RangeReader
+}
+
+func (s *rangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
+	sent, start := ctx.Err() == nil, time.Now()
+	n, err := s.rr.ReadRange(ctx, ref, offset, dst)
+	s.got(ref, offset, int64(len(dst)), int64(n), sent, err, time.Since(start))
+	return n, err
 }
 
 func (s *store) Local() metadata.ObjectRef { return s.s.Local() }
@@ -48,19 +70,24 @@ func (s *store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 func (s *store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
 	sent, start := ctx.Err() == nil, time.Now()
 	b, err := s.s.GetRange(ctx, ref, offset, length)
-	took := time.Since(start)
+	s.got(ref, offset, length, int64(len(b)), sent, err, time.Since(start))
+	return b, err
+}
+
+// got meters one GET of [offset, offset+length) of ref that returned n
+// bytes, or err.
+func (s *store) got(ref metadata.ObjectRef, offset, length, n int64, sent bool, err error, took time.Duration) {
 	// A range no object could satisfy is refused before any request.
 	if !counted(sent, err) || offset < 0 || length <= 0 {
-		return b, err
+		return
 	}
 	s.m.record(OpGet, err, took)
 	var got int64
 	if err == nil {
-		got = int64(len(b))
+		got = n
 		s.m.bytesDown.Add(got)
 	}
 	s.m.ledger.get(ref, offset, length, got)
-	return b, err
 }
 
 func (s *store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {

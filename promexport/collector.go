@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -44,7 +45,12 @@ type Config struct {
 	// (cost, and lag per broker); 0, the default, exports none, since a
 	// broker may lead thousands. The first partitions the ledger saw (for
 	// lag, the first in topic and partition order) are chosen, so the set
-	// stays the same from scrape to scrape.
+	// stays the same from scrape to scrape. A partition's series are
+	// labelled by topic name (metering.TopicName) and partition number:
+	// whatever shares those (the incarnations of a topic created again
+	// under its old name, which Kafka tells apart by topic id, or a topic
+	// named by its id alone whose hex form is another topic's name) is
+	// one series, the sum of theirs.
 	PartitionSeries int
 	// MaxTopics bounds the topics with cost series of their own; the cost
 	// of later ones is exported under topic metering.OverflowTopic. 0
@@ -74,6 +80,9 @@ func New(cfg Config) (*Collector, error) {
 		if n.Engine == nil {
 			return nil, fmt.Errorf("%w: Nodes[%d] has no Engine", ErrInvalidConfig, i)
 		}
+		if !utf8.ValidString(n.Broker) {
+			return nil, fmt.Errorf("%w: Nodes[%d].Broker %q is not valid UTF-8, as a label value must be", ErrInvalidConfig, i, n.Broker)
+		}
 		if seen[n.Broker] {
 			return nil, fmt.Errorf("%w: broker %q appears twice in Nodes", ErrInvalidConfig, n.Broker)
 		}
@@ -92,41 +101,51 @@ type metric struct {
 	name, help string
 	labels     []string
 	kind       prometheus.ValueType // GaugeValue, CounterValue; UntypedValue marks a histogram
-	fromNode   bool
+	from       source
 }
 
 const histogram = prometheus.UntypedValue
 
-var metrics = []metric{
-	{"activetier_store_requests_total", "Object store requests made, failed ones included, by operation.", []string{"op"}, prometheus.CounterValue, false},
-	{"activetier_store_errors_total", "Object store requests that failed, by operation and kind of error.", []string{"op", "kind"}, prometheus.CounterValue, false},
-	{"activetier_store_request_duration_seconds", "Time per object store request (put: upload, get: fetch), by operation.", []string{"op"}, histogram, false},
-	{"activetier_store_uploaded_bytes_total", "Body bytes of every PUT made.", nil, prometheus.CounterValue, false},
-	{"activetier_store_downloaded_bytes_total", "Bytes returned by successful range GETs.", nil, prometheus.CounterValue, false},
-	{"activetier_metadata_requests_total", "Metadata log calls made, by operation.", []string{"op"}, prometheus.CounterValue, false},
-	{"activetier_metadata_errors_total", "Metadata log calls that failed, by operation and kind of error.", []string{"op", "kind"}, prometheus.CounterValue, false},
-	{"activetier_metadata_request_duration_seconds", "Time per metadata log call, by operation.", []string{"op"}, histogram, false},
-	{"activetier_metadata_appended_bytes_total", "Bytes of metadata messages appended.", nil, prometheus.CounterValue, false},
-	{"activetier_metadata_read_bytes_total", "Bytes of metadata messages read.", nil, prometheus.CounterValue, false},
-	{"activetier_cost_usd_total", "Cost attributed to each topic, in US dollars, by bill line (put, get, upload, retrieval, metadata, control).", []string{"topic", "line"}, prometheus.CounterValue, false},
-	{"activetier_partition_cost_usd_total", "Cost attributed to each partition, by bill line; only with PartitionSeries.", []string{"topic", "partition", "line"}, prometheus.CounterValue, false},
+// source is what a metric is read from.
+type source uint8
 
-	{"activetier_produced_bytes_total", "Batch bytes appended to the leader engine.", []string{"broker"}, prometheus.CounterValue, true},
-	{"activetier_objects_total", "Combined objects stored by the leader engine.", []string{"broker"}, prometheus.CounterValue, true},
-	{"activetier_object_bytes_total", "Bytes of the combined objects stored.", []string{"broker"}, prometheus.CounterValue, true},
-	{"activetier_objects_deleted_total", "Combined objects removed by garbage collection.", []string{"broker"}, prometheus.CounterValue, true},
-	{"activetier_retries_total", "Failed attempts that were retried, by kind (upload, publish).", []string{"broker", "kind"}, prometheus.CounterValue, true},
-	{"activetier_replicated_bytes_total", "Bytes the follower engine appended to the local log.", []string{"broker"}, prometheus.CounterValue, true},
-	{"activetier_applied_entries_total", "Metadata entries (or parts) the follower engine applied.", []string{"broker"}, prometheus.CounterValue, true},
-	{"activetier_fetch_errors_total", "Failed section fetches, by kind (corrupt, not_found, other).", []string{"broker", "kind"}, prometheus.CounterValue, true},
-	{"activetier_truncations_total", "Local log truncations on divergence from the leader.", []string{"broker"}, prometheus.CounterValue, true},
-	{"activetier_buffered_bytes", "Bytes appended to the leader engine and not yet published.", []string{"broker"}, prometheus.GaugeValue, true},
-	{"activetier_uploads_in_flight", "Objects cut and not yet stored.", []string{"broker"}, prometheus.GaugeValue, true},
-	{"activetier_held_entries", "Entries the follower engine holds, waiting for a gap, a marker or a retry.", []string{"broker"}, prometheus.GaugeValue, true},
-	{"activetier_lag_offsets", "Offsets announced in metadata and not yet applied, over the partitions followed.", []string{"broker"}, prometheus.GaugeValue, true},
-	{"activetier_partition_lag_offsets", "Offsets announced and not yet applied, per partition; only with PartitionSeries.", []string{"broker", "topic", "partition"}, prometheus.GaugeValue, true},
-	{"activetier_degraded", "1 while uploads or publishes have failed for longer than DegradedAfter: replicate the ordinary way.", []string{"broker"}, prometheus.GaugeValue, true},
-	{"activetier_replication_lag_seconds", "Time from a section's newest record timestamp to its append on this follower.", []string{"broker"}, histogram, true},
+const (
+	fromMeter source = iota
+	fromNode
+	fromCollector // always exported
+)
+
+var metrics = []metric{
+	{"activetier_store_requests_total", "Object store requests made, failed ones included, by operation.", []string{"op"}, prometheus.CounterValue, fromMeter},
+	{"activetier_store_errors_total", "Object store requests that failed, by operation and kind of error.", []string{"op", "kind"}, prometheus.CounterValue, fromMeter},
+	{"activetier_store_request_duration_seconds", "Time per object store request (put: upload, get: fetch), by operation.", []string{"op"}, histogram, fromMeter},
+	{"activetier_store_uploaded_bytes_total", "Body bytes of every PUT made.", nil, prometheus.CounterValue, fromMeter},
+	{"activetier_store_downloaded_bytes_total", "Bytes returned by successful range GETs.", nil, prometheus.CounterValue, fromMeter},
+	{"activetier_metadata_requests_total", "Metadata log calls made, by operation.", []string{"op"}, prometheus.CounterValue, fromMeter},
+	{"activetier_metadata_errors_total", "Metadata log calls that failed, by operation and kind of error.", []string{"op", "kind"}, prometheus.CounterValue, fromMeter},
+	{"activetier_metadata_request_duration_seconds", "Time per metadata log call, by operation.", []string{"op"}, histogram, fromMeter},
+	{"activetier_metadata_appended_bytes_total", "Bytes of metadata messages appended.", nil, prometheus.CounterValue, fromMeter},
+	{"activetier_metadata_read_bytes_total", "Bytes of metadata messages read.", nil, prometheus.CounterValue, fromMeter},
+	{"activetier_cost_usd_total", "Cost attributed to each topic, in US dollars, by bill line (put, get, upload, retrieval, metadata, control).", []string{"topic", "line"}, prometheus.CounterValue, fromMeter},
+	{"activetier_partition_cost_usd_total", "Cost attributed to each partition, by bill line; only with PartitionSeries.", []string{"topic", "partition", "line"}, prometheus.CounterValue, fromMeter},
+
+	{"activetier_produced_bytes_total", "Batch bytes appended to the leader engine.", []string{"broker"}, prometheus.CounterValue, fromNode},
+	{"activetier_objects_total", "Combined objects stored by the leader engine.", []string{"broker"}, prometheus.CounterValue, fromNode},
+	{"activetier_object_bytes_total", "Bytes of the combined objects stored.", []string{"broker"}, prometheus.CounterValue, fromNode},
+	{"activetier_objects_deleted_total", "Combined objects removed by garbage collection.", []string{"broker"}, prometheus.CounterValue, fromNode},
+	{"activetier_retries_total", "Failed attempts that were retried, by kind (upload, publish).", []string{"broker", "kind"}, prometheus.CounterValue, fromNode},
+	{"activetier_replicated_bytes_total", "Bytes the follower engine appended to the local log.", []string{"broker"}, prometheus.CounterValue, fromNode},
+	{"activetier_applied_entries_total", "Metadata entries (or parts) the follower engine applied.", []string{"broker"}, prometheus.CounterValue, fromNode},
+	{"activetier_fetch_errors_total", "Failed section fetches, by kind (corrupt, not_found, other).", []string{"broker", "kind"}, prometheus.CounterValue, fromNode},
+	{"activetier_truncations_total", "Local log truncations on divergence from the leader.", []string{"broker"}, prometheus.CounterValue, fromNode},
+	{"activetier_buffered_bytes", "Bytes appended to the leader engine and not yet published.", []string{"broker"}, prometheus.GaugeValue, fromNode},
+	{"activetier_uploads_in_flight", "Objects cut and not yet stored.", []string{"broker"}, prometheus.GaugeValue, fromNode},
+	{"activetier_held_entries", "Entries the follower engine holds, waiting for a gap, a marker or a retry.", []string{"broker"}, prometheus.GaugeValue, fromNode},
+	{"activetier_lag_offsets", "Offsets announced in metadata and not yet applied, over the partitions followed.", []string{"broker"}, prometheus.GaugeValue, fromNode},
+	{"activetier_partition_lag_offsets", "Offsets announced and not yet applied, per partition; only with PartitionSeries.", []string{"broker", "topic", "partition"}, prometheus.GaugeValue, fromNode},
+	{"activetier_degraded", "1 while uploads or publishes have failed for longer than DegradedAfter: replicate the ordinary way.", []string{"broker"}, prometheus.GaugeValue, fromNode},
+	{"activetier_replication_lag_seconds", "Time from a section's newest record timestamp to its append on this follower.", []string{"broker"}, histogram, fromNode},
+	{"activetier_scrape_skipped_series", "Series this scrape left out because a label value was not valid UTF-8 (a topic name no Kafka broker accepts).", nil, prometheus.GaugeValue, fromCollector},
 }
 
 // descs maps each metric's name to its Desc.
@@ -151,46 +170,80 @@ func MetricNames() []string {
 // Describe sends the Desc of every metric the Collector may export.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range metrics {
-		if (m.fromNode && len(c.cfg.Nodes) > 0) || (!m.fromNode && c.cfg.Meter != nil) {
+		if m.from == fromCollector || (m.from == fromNode && len(c.cfg.Nodes) > 0) || (m.from == fromMeter && c.cfg.Meter != nil) {
 			ch <- descs[m.name]
 		}
 	}
 }
 
-// Collect reads the Meter and the Nodes and sends their metrics.
+// Collect reads the Meter and the Nodes and sends their metrics. A series
+// that cannot be made (a label value that is not valid UTF-8, as an
+// Engine may report for a partition it was never asked about) is left
+// out and counted, rather than failing the whole scrape, as an invalid
+// metric or a panic in Collect would.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := &scrape{ch: ch}
 	if c.cfg.Meter != nil {
-		c.collectMeter(ch, c.cfg.Meter.Snapshot())
+		c.collectMeter(s, c.cfg.Meter.Snapshot())
 	}
 	for _, n := range c.cfg.Nodes {
-		c.collectNode(ch, n.Broker, n.Engine.Stats(), n.Engine.Health())
+		c.collectNode(s, n.Broker, n.Engine.Stats(), n.Engine.Health())
 	}
+	s.send("activetier_scrape_skipped_series", prometheus.GaugeValue, float64(s.skipped))
 }
 
-func send(ch chan<- prometheus.Metric, name string, kind prometheus.ValueType, v float64, labels ...string) {
-	ch <- prometheus.MustNewConstMetric(descs[name], kind, v, labels...)
+// scrape is one Collect call: where its metrics go and how many it left
+// out. Each call has its own, so concurrent scrapes share nothing.
+type scrape struct {
+	ch      chan<- prometheus.Metric
+	skipped int
 }
 
-func (c *Collector) collectMeter(ch chan<- prometheus.Metric, s metering.Snapshot) {
+func (s *scrape) send(name string, kind prometheus.ValueType, v float64, labels ...string) {
+	s.metric(prometheus.NewConstMetric(descs[name], kind, v, labels...))
+}
+
+// metric sends m, or counts it as skipped if it could not be made.
+func (s *scrape) metric(m prometheus.Metric, err error) {
+	if err != nil {
+		s.skipped++
+		return
+	}
+	s.ch <- m
+}
+
+// partKey is how a partition's series are labelled.
+type partKey struct {
+	topic string
+	part  int32
+}
+
+func keyOf(tp metadata.TopicPartition) partKey { return partKey{metering.TopicName(tp), tp.Partition} }
+
+func (k partKey) compare(o partKey) int {
+	return cmp.Or(cmp.Compare(k.topic, o.topic), cmp.Compare(k.part, o.part))
+}
+
+func (c *Collector) collectMeter(out *scrape, s metering.Snapshot) {
 	for _, group := range []struct {
 		prefix string
 		ops    []metering.OpStats
 	}{{"activetier_store_", s.Store}, {"activetier_metadata_", s.Log}} {
 		for _, op := range group.ops {
-			send(ch, group.prefix+"requests_total", prometheus.CounterValue, float64(op.Requests), string(op.Op))
+			out.send(group.prefix+"requests_total", prometheus.CounterValue, float64(op.Requests), string(op.Op))
 			for _, k := range metering.ErrorKinds() {
 				if n := op.Errors[k]; n > 0 {
-					send(ch, group.prefix+"errors_total", prometheus.CounterValue, float64(n), string(op.Op), string(k))
+					out.send(group.prefix+"errors_total", prometheus.CounterValue, float64(n), string(op.Op), string(k))
 				}
 			}
-			ch <- latencyHistogram(descs[group.prefix+"request_duration_seconds"], op.Latency, string(op.Op))
+			out.metric(latencyHistogram(descs[group.prefix+"request_duration_seconds"], op.Latency, string(op.Op)))
 		}
 	}
-	send(ch, "activetier_store_uploaded_bytes_total", prometheus.CounterValue, float64(s.BytesUp))
-	send(ch, "activetier_store_downloaded_bytes_total", prometheus.CounterValue, float64(s.BytesDown))
-	send(ch, "activetier_metadata_appended_bytes_total", prometheus.CounterValue, float64(s.MetadataAppendedBytes))
-	send(ch, "activetier_metadata_read_bytes_total", prometheus.CounterValue, float64(s.MetadataReadBytes))
-	c.collectLedger(ch, s.Ledger)
+	out.send("activetier_store_uploaded_bytes_total", prometheus.CounterValue, float64(s.BytesUp))
+	out.send("activetier_store_downloaded_bytes_total", prometheus.CounterValue, float64(s.BytesDown))
+	out.send("activetier_metadata_appended_bytes_total", prometheus.CounterValue, float64(s.MetadataAppendedBytes))
+	out.send("activetier_metadata_read_bytes_total", prometheus.CounterValue, float64(s.MetadataReadBytes))
+	c.collectLedger(out, s.Ledger)
 }
 
 // lines names a Breakdown's lines as the cost metrics label them.
@@ -204,7 +257,7 @@ func lines(b costmodel.Breakdown) [6]struct {
 	}{{"put", b.PutUSD}, {"get", b.GetUSD}, {"upload", b.UploadUSD}, {"retrieval", b.RetrievalUSD}, {"metadata", b.MetadataUSD}, {"control", b.ControlUSD}}
 }
 
-func (c *Collector) collectLedger(ch chan<- prometheus.Metric, l metering.Ledger) {
+func (c *Collector) collectLedger(out *scrape, l metering.Ledger) {
 	// Topics in the order the ledger first saw them, the first MaxTopics
 	// under their names and the rest under the overflow row's.
 	var order []string
@@ -220,14 +273,25 @@ func (c *Collector) collectLedger(ch chan<- prometheus.Metric, l metering.Ledger
 		}
 		shares[topic] = shares[topic].Add(s)
 	}
+	// The partitions with series of their own, in the ledger's order,
+	// those labelled alike summed.
+	var parts []partKey
+	partShares := map[partKey]costmodel.Share{}
 	for i, p := range l.Partitions {
-		topic := metering.TopicName(p.Partition)
-		add(topic, p.Share)
+		k := keyOf(p.Partition)
+		add(k.topic, p.Share)
 		if i < c.cfg.PartitionSeries {
-			part := strconv.Itoa(int(p.Partition.Partition))
-			for _, ln := range lines(p.Cost) {
-				send(ch, "activetier_partition_cost_usd_total", prometheus.CounterValue, ln.usd, topic, part, ln.name)
+			if _, ok := partShares[k]; !ok {
+				parts = append(parts, k)
 			}
+			partShares[k] = partShares[k].Add(p.Share)
+		}
+	}
+	for _, k := range parts {
+		b, _ := costmodel.PriceShare(l.Prices, partShares[k])
+		part := strconv.Itoa(int(k.part))
+		for _, ln := range lines(b) {
+			out.send("activetier_partition_cost_usd_total", prometheus.CounterValue, ln.usd, k.topic, part, ln.name)
 		}
 	}
 	for _, row := range []metering.Charge{l.Overflow, l.Unattributed} {
@@ -238,18 +302,18 @@ func (c *Collector) collectLedger(ch chan<- prometheus.Metric, l metering.Ledger
 	for _, topic := range order {
 		b, _ := costmodel.PriceShare(l.Prices, shares[topic]) // the Meter validated the prices
 		for _, ln := range lines(b) {
-			send(ch, "activetier_cost_usd_total", prometheus.CounterValue, ln.usd, topic, ln.name)
+			out.send("activetier_cost_usd_total", prometheus.CounterValue, ln.usd, topic, ln.name)
 		}
 	}
 }
 
-func (c *Collector) collectNode(ch chan<- prometheus.Metric, broker string, s walstore.NodeStats, h walstore.Health) {
+func (c *Collector) collectNode(out *scrape, broker string, s walstore.NodeStats, h walstore.Health) {
 	ls, fs := s.Leader, s.Follower
 	counter := func(name string, v uint64, labels ...string) {
-		send(ch, name, prometheus.CounterValue, float64(v), append([]string{broker}, labels...)...)
+		out.send(name, prometheus.CounterValue, float64(v), append([]string{broker}, labels...)...)
 	}
 	gauge := func(name string, v float64, labels ...string) {
-		send(ch, name, prometheus.GaugeValue, v, append([]string{broker}, labels...)...)
+		out.send(name, prometheus.GaugeValue, v, append([]string{broker}, labels...)...)
 	}
 	counter("activetier_produced_bytes_total", ls.AppendedBytes)
 	counter("activetier_objects_total", ls.Objects)
@@ -272,19 +336,30 @@ func (c *Collector) collectNode(ch chan<- prometheus.Metric, broker string, s wa
 	}
 	gauge("activetier_degraded", degraded)
 	var lag int64
-	tps := make([]metadata.TopicPartition, 0, len(fs.Lag))
-	for tp, n := range fs.Lag {
+	for _, n := range fs.Lag {
 		lag += n
-		tps = append(tps, tp)
 	}
 	gauge("activetier_lag_offsets", float64(lag))
 	if c.cfg.PartitionSeries > 0 {
-		slices.SortFunc(tps, func(a, b metadata.TopicPartition) int {
-			return cmp.Or(cmp.Compare(metering.TopicName(a), metering.TopicName(b)), cmp.Compare(a.Partition, b.Partition))
-		})
-		for _, tp := range tps[:min(len(tps), c.cfg.PartitionSeries)] {
-			gauge("activetier_partition_lag_offsets", float64(fs.Lag[tp]), metering.TopicName(tp), strconv.Itoa(int(tp.Partition)))
+		type row struct {
+			k partKey
+			n int64
+		}
+		rows := make([]row, 0, len(fs.Lag))
+		for tp, n := range fs.Lag {
+			rows = append(rows, row{keyOf(tp), n})
+		}
+		slices.SortFunc(rows, func(a, b row) int { return a.k.compare(b.k) })
+		// Partitions labelled alike (incarnations of one topic name),
+		// adjacent once sorted, are one series, their sum, as in the
+		// total above.
+		for i, series := 0, 0; i < len(rows) && series < c.cfg.PartitionSeries; series++ {
+			k, n := rows[i].k, int64(0)
+			for ; i < len(rows) && rows[i].k == k; i++ {
+				n += rows[i].n
+			}
+			gauge("activetier_partition_lag_offsets", float64(n), k.topic, strconv.Itoa(int(k.part)))
 		}
 	}
-	ch <- engineHistogram(descs["activetier_replication_lag_seconds"], fs.ApplyLag, broker)
+	out.metric(engineHistogram(descs["activetier_replication_lag_seconds"], fs.ApplyLag, broker))
 }

@@ -18,7 +18,13 @@
 //
 // Series per partition are off by default and bounded when on
 // (Config.PartitionSeries); series per topic are bounded by
-// Config.MaxTopics.
+// Config.MaxTopics. Series are unique whatever the metadata says: what
+// is labelled alike is exported as one series, the sum of its parts (a
+// topic created again under its old name gets a new topic id in Kafka,
+// and its incarnations share the name's series, as they share the
+// ledger's rows; see package metering). A series that cannot be made is
+// left out and counted (activetier_scrape_skipped_series), so that one
+// partition never fails a scrape.
 //
 // # Metrics
 //
@@ -56,6 +62,7 @@
 //	activetier_partition_lag_offsets              gauge     broker,topic,partition  Offsets announced and not yet applied, per partition; only with PartitionSeries.
 //	activetier_degraded                           gauge     broker                  1 while uploads or publishes have failed for longer than DegradedAfter: replicate the ordinary way.
 //	activetier_replication_lag_seconds            histogram broker                  Time from a section's newest record timestamp to its append on this follower.
+//	activetier_scrape_skipped_series              gauge     -                       Series this scrape left out because a label value was not valid UTF-8 (a topic name no Kafka broker accepts).
 //
 // The cost counters are in the price list of the Meter's Config; summed
 // over topics (and the rows metering.OverflowTopic and

@@ -9,12 +9,12 @@ import (
 
 // latencyHistogram exports a Meter's latency histogram as it is: its
 // buckets are already Prometheus's shape.
-func latencyHistogram(d *prometheus.Desc, h metering.Histogram, labels ...string) prometheus.Metric {
+func latencyHistogram(d *prometheus.Desc, h metering.Histogram, labels ...string) (prometheus.Metric, error) {
 	buckets := make(map[float64]uint64, len(h.Counts))
 	for i, b := range metering.LatencyBounds() {
 		buckets[b] = h.Counts[i]
 	}
-	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum.Seconds(), buckets, labels...)
+	return prometheus.NewConstHistogram(d, h.Count, h.Sum.Seconds(), buckets, labels...)
 }
 
 // Engine histograms have walstore.HistogramBucketsPerDoubling buckets per
@@ -29,7 +29,7 @@ const (
 
 // engineHistogram exports a walstore.Histogram on the coarser buckets
 // above.
-func engineHistogram(d *prometheus.Desc, h walstore.Histogram, labels ...string) prometheus.Metric {
+func engineHistogram(d *prometheus.Desc, h walstore.Histogram, labels ...string) (prometheus.Metric, error) {
 	buckets := make(map[float64]uint64, (engineLastBucket-engineFirstBucket)/engineStep+1)
 	var cum uint64
 	next := 0
@@ -39,5 +39,5 @@ func engineHistogram(d *prometheus.Desc, h walstore.Histogram, labels ...string)
 		}
 		buckets[walstore.BucketLow(i).Seconds()] = cum
 	}
-	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum.Seconds(), buckets, labels...)
+	return prometheus.NewConstHistogram(d, h.Count, h.Sum.Seconds(), buckets, labels...)
 }

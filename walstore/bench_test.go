@@ -16,6 +16,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/cputime"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
@@ -241,7 +242,11 @@ func logBatch(rng *rand.Rand, size int) []byte {
 // only copies the same bytes once and hashes them; x-baseline is that
 // ratio measured in the same process just before the run.
 // alloc-B/replicated-B is the bytes allocated per byte a follower
-// applied (two followers apply every produced byte).
+// applied (two followers apply every produced byte). cpu-ns/B is the CPU
+// time the process spent (user and system, every thread: leader,
+// followers, the producing loop and the collector) per byte produced: on
+// a machine other work shares, wall time and x-baseline swing with the
+// load, and the CPU each byte costs is what a change is compared by.
 func BenchmarkReplication(b *testing.B) {
 	const partitions, batchBytes, batchesPerOp, followers = 100, 4096, 2048, 2
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -295,16 +300,21 @@ func BenchmarkReplication(b *testing.B) {
 	}
 	bc.caughtUp(b, partitions, end)
 	runtime.ReadMemStats(&before)
+	cpu0, cpuOK := cputime.Process()
 	b.ResetTimer()
 	for range b.N {
 		produce()
 	}
 	bc.caughtUp(b, partitions, end)
 	b.StopTimer()
+	cpu1, cpuOK1 := cputime.Process()
 	runtime.ReadMemStats(&after)
 	produced := float64(b.N) * batchesPerOp * batchBytes
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/(followers*produced), "alloc-B/replicated-B")
 	b.ReportMetric(produced/b.Elapsed().Seconds()/baseline, "x-baseline")
+	if cpuOK && cpuOK1 {
+		b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/produced, "cpu-ns/B")
+	}
 }
 
 // copyHashRate is BenchmarkBaselineCopyXXHash's rate over data, in bytes

@@ -35,6 +35,15 @@ func (l *Leader) HighWatermark(tp metadata.TopicPartition) int64 {
 // follower caught up); BecomeLeader resets it to all of tp's followers.
 // Every member must be one of the followers given to BecomeLeader. It
 // fails with ErrNotLeader if the engine does not lead tp.
+//
+// Adding a follower that is not caught up (see Replicas) is safe for the
+// high watermark, which never goes back: it stops growing, and acks=all
+// waits, until that follower reaches it. It is not safe for the broker's
+// in-sync set as its controller sees it, from which a leader may be
+// elected: propose a follower there only once it is in this set and
+// Replicas says it is caught up, in that order, and take one out of this
+// set only once the controller has taken it out of its own
+// (docs/broker-integration.md).
 func (l *Leader) SetInSync(tp metadata.TopicPartition, inSync []int32) error {
 	var err error
 	l.step(func(c *leadcore.Core, now time.Time) { err = c.SetInSync(now, tp, inSync) })
@@ -57,6 +66,56 @@ func (l *Leader) WaitReplicated(ctx context.Context, tp metadata.TopicPartition,
 		return hw, nil
 	}, &l.commit)
 }
+
+// ReplicaState is a follower of a partition as its leader sees it: what a
+// broker needs to grow and shrink the partition's in-sync replica set by
+// Kafka's rules (see docs/broker-integration.md).
+type ReplicaState struct {
+	// Broker is the follower's broker id.
+	Broker int32
+	// EndOffset is the follower's log end as credited in this
+	// leadership: it holds the leader's log below it, as its last report
+	// was judged (see RecordProgress). -1 if it has not reported in this
+	// leadership, or its last report could not be judged (it must
+	// truncate first).
+	EndOffset int64
+	// CaughtUp: EndOffset has reached the high watermark and the offset
+	// the current leader epoch starts at, Kafka's condition for adding a
+	// follower to the in-sync replicas: it holds every record
+	// acknowledged with acks=all so far, in this leadership and before.
+	// For a follower that is not InSync, the high watermark may pass it
+	// again at any time: add it with SetInSync before acting on this.
+	CaughtUp bool
+	// InSync: the high watermark waits for it (SetInSync).
+	InSync bool
+	// LastCaughtUp is the last time it held everything this leadership
+	// had published, at a report or at the one before it (Kafka's
+	// lastCaughtUpTime); zero if never. An in-sync follower whose
+	// LastCaughtUp is older than the broker's replica.lag.time.max.ms
+	// has fallen behind. Followers report at least every
+	// FollowerConfig.ProgressInterval, so an idle partition's stays fresh.
+	LastCaughtUp time.Time
+}
+
+// Replicas returns tp's followers as this leadership sees them, in broker
+// order, or nil if the engine does not lead tp.
+func (l *Leader) Replicas(tp metadata.TopicPartition) []ReplicaState {
+	l.mu.Lock()
+	rs, ok := l.core.Replicas(tp)
+	l.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	out := make([]ReplicaState, len(rs))
+	for i, r := range rs {
+		out[i] = ReplicaState(r)
+	}
+	return out
+}
+
+// Replicas returns tp's followers as this broker's leadership sees them;
+// see Leader.Replicas.
+func (n *Node) Replicas(tp metadata.TopicPartition) []ReplicaState { return n.leader.Replicas(tp) }
 
 // HighWatermark returns tp's high watermark; see Leader.HighWatermark.
 func (n *Node) HighWatermark(tp metadata.TopicPartition) int64 { return n.leader.HighWatermark(tp) }

@@ -64,6 +64,20 @@ func TestNodeHighWatermark(t *testing.T) {
 func publishedCommit(t *testing.T, log metadata.Log, tp metadata.TopicPartition) int64 {
 	t.Helper()
 	best := int64(-1)
+	for _, m := range messages(t, log) {
+		for _, c := range m.Commits {
+			if c.Partition == tp {
+				best = max(best, c.Offset)
+			}
+		}
+	}
+	return best
+}
+
+// messages returns every message in log, partition after partition.
+func messages(t *testing.T, log metadata.Log) []*metadata.Message {
+	t.Helper()
+	var out []*metadata.Message
 	for p := range log.Partitions() {
 		_, high, err := log.Watermarks(context.Background(), p)
 		require.NoError(t, err)
@@ -72,12 +86,8 @@ func publishedCommit(t *testing.T, log metadata.Log, tp metadata.TopicPartition)
 		for _, r := range recs {
 			m, err := metadata.DecodeMessage(r.Value)
 			require.NoError(t, err)
-			for _, c := range m.Commits {
-				if c.Partition == tp {
-					best = max(best, c.Offset)
-				}
-			}
+			out = append(out, m)
 		}
 	}
-	return best
+	return out
 }

@@ -2,6 +2,7 @@ package walstore_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -110,4 +111,172 @@ func TestContractWaitSpansAContinuedLeadership(t *testing.T) {
 		require.NoError(t, n1.WaitDurable(ctx, tpA, 3, 19))
 		require.ErrorIs(t, n1.WaitDurable(ctx, tpA, 2, 9), walstore.ErrNotLeader, "epoch 2 was skipped")
 	})
+}
+
+// A follower that restarts behind what the store still holds catches up.
+// Broker 3 dies and the controller drops it from the replicas; broker 2
+// applies 10-39 and the leader collects their objects, which were never
+// routed to broker 3's metadata partition anyway. Broker 3 restarts at 10
+// and is put back, in either order: its log end reaches the leader in its
+// progress, and the leader republishes what no retained entry continues,
+// without the broker asking, so that acks=all goes on.
+func TestContractRestartedFollowerCatchesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// followerFirst: broker 3 follows, and reports, before the leader
+		// learns it is a follower again.
+		followerFirst bool
+	}{{"leader first", false}, {"follower first", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				w := newWorld(t)
+				log1, log2, log3 := memstore.NewLocalLog(), memstore.NewLocalLog(), memstore.NewLocalLog()
+				n1 := w.start(1, walstore.NodeConfig{Local: log1})
+				n2 := w.start(2, walstore.NodeConfig{Local: log2})
+				n3 := w.start(3, walstore.NodeConfig{Local: log3})
+				require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+				require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2, 3}, -1))
+				require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+				require.NoError(t, n3.BecomeFollower(ctx, tpA, 1, 1))
+				produce(t, n1, log1, tpA, 1, 0, 9)
+				require.NoError(t, n1.WaitReplicated(ctx, tpA, 1, 9))
+
+				require.NoError(t, n3.StopReplica(ctx, tpA)) // killed
+				require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+				for off := int64(10); off < 40; off += 10 {
+					produce(t, n1, log1, tpA, 1, off, off+9)
+					settle(100 * time.Millisecond)
+				}
+				require.NoError(t, n1.WaitReplicated(ctx, tpA, 1, 39))
+				settle(time.Minute)
+				require.Positive(t, n1.Stats().Leader.ObjectsDeleted, "broker 2 applied everything: its objects are gone")
+
+				n3 = w.start(3, walstore.NodeConfig{Local: log3}) // restarted
+				steps := []func() error{
+					func() error { return n1.BecomeLeader(ctx, tpA, 1, []int32{2, 3}, -1) },
+					func() error { return n3.BecomeFollower(ctx, tpA, 1, 1) },
+				}
+				if tc.followerFirst {
+					steps[0], steps[1] = steps[1], steps[0]
+				}
+				require.NoError(t, steps[0]())
+				settle(time.Second)
+				require.NoError(t, steps[1]())
+				produce(t, n1, log1, tpA, 1, 40, 49)
+				wctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				require.NoError(t, n1.WaitReplicated(wctx, tpA, 1, 49), "acks=all waits for broker 3, which must catch up")
+				requireSameLog(t, log1, log3, tpA)
+				rs := n1.Replicas(tpA)
+				for i := range rs {
+					require.False(t, rs[i].LastCaughtUp.IsZero(), "broker %d has held everything published", rs[i].Broker)
+					rs[i].LastCaughtUp = time.Time{}
+				}
+				require.Equal(t, []walstore.ReplicaState{
+					{Broker: 2, EndOffset: 50, CaughtUp: true, InSync: true},
+					{Broker: 3, EndOffset: 50, CaughtUp: true, InSync: true},
+				}, rs)
+			})
+		})
+	}
+}
+
+// A follower that lost its log (restarted with an empty one) while it
+// stayed a follower catches up: its report of an empty log lowers what
+// the leader credits it with, the leader republishes from its start what
+// it collected, and keeps the copies until the follower applied them.
+func TestContractFollowerThatLostItsLogCatchesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1 := memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n2 := w.start(2, walstore.NodeConfig{})
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		for off := int64(0); off < 30; off += 10 {
+			produce(t, n1, log1, tpA, 1, off, off+9)
+			settle(100 * time.Millisecond)
+		}
+		require.NoError(t, n1.WaitReplicated(ctx, tpA, 1, 29))
+		settle(time.Minute)
+		require.Positive(t, n1.Stats().Leader.ObjectsDeleted)
+
+		require.NoError(t, n2.StopReplica(ctx, tpA)) // its disk is gone
+		log2 := memstore.NewLocalLog()
+		n2 = w.start(2, walstore.NodeConfig{Local: log2})
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		produce(t, n1, log1, tpA, 1, 30, 39)
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		require.NoError(t, n1.WaitReplicated(wctx, tpA, 1, 39))
+		requireSameLog(t, log1, log2, tpA)
+		require.Positive(t, n1.Stats().Leader.Republished)
+	})
+}
+
+// Laggards share one republish at a time, from the lowest: two that
+// report 120 and 100 before anything is republished cause one, from 100;
+// a third reporting 110 while it runs causes none. The followers here
+// are only their reports, as a broker relays them.
+func TestContractLaggardsShareOneRepublish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		var down atomic.Bool
+		log1 := memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1, Store: switchStore{ObjectStore: w.store(1), down: &down}})
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2, 3, 4}, -1))
+		for off := int64(0); off < 150; off += 50 {
+			produce(t, n1, log1, tpA, 1, off, off+49)
+			settle(100 * time.Millisecond)
+		}
+		require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 149))
+		report := func(follower int32, end int64) {
+			n1.RecordProgress(walstore.Progress{Partition: tpA, Leader: 1, Follower: follower, EndOffset: end, LastEpoch: 1})
+		}
+		for _, f := range []int32{2, 3, 4} {
+			report(f, 150)
+		}
+		settle(time.Minute)
+		require.Equal(t, uint64(3), n1.Stats().Leader.ObjectsDeleted)
+
+		down.Store(true) // copies wait in the store's retries
+		report(2, 120)
+		settle(time.Second)
+		report(3, 100)
+		settle(time.Second)
+		report(4, 110)
+		settle(time.Second)
+		down.Store(false)
+		settle(time.Minute)
+		require.Equal(t, uint64(1), n1.Stats().Leader.Republished)
+		var republished []string
+		for _, e := range publishedEntries(t, w.meta, tpA) {
+			if e.FirstOffset >= 100 {
+				republished = append(republished, fmt.Sprintf("%d-%d", e.FirstOffset, e.LastOffset))
+			}
+		}
+		require.Equal(t, []string{"100-149", "100-149"}, republished, "the original and one copy")
+	})
+}
+
+// publishedEntries returns the entries of tp in the partitions of log,
+// each object's once.
+func publishedEntries(t *testing.T, log metadata.Log, tp metadata.TopicPartition) []metadata.Entry {
+	t.Helper()
+	seen := make(map[metadata.ObjectRef]bool)
+	var out []metadata.Entry
+	for _, m := range messages(t, log) {
+		for _, e := range m.Entries {
+			if e.Partition == tp && !seen[e.Object] {
+				seen[e.Object] = true
+				out = append(out, e)
+			}
+		}
+	}
+	return out
 }

@@ -27,12 +27,14 @@
 //     no append to tp is in flight.
 //
 // Between them the broker appends produced batches (Append, WaitDurable,
-// DurableOffset), delivers its followers' progress to the leader's broker
-// (NodeConfig.OnProgress to RecordProgress, carrying the follower's log end
-// and last epoch as Kafka's fetch request does, so the leader judges stale
-// reports itself) and reports its tiered-storage mark (ReportTiered). The
-// Node reaches the broker only through LocalLog, its own log, whose
-// contract RunLocalLog checks.
+// WaitReplicated, DurableOffset), delivers its followers' progress to the
+// leader's broker (NodeConfig.OnProgress to RecordProgress, carrying the
+// follower's log end and last epoch as Kafka's fetch request does, so the
+// leader judges stale reports itself), keeps the in-sync replicas by
+// Kafka's rules with what Replicas says of each follower (SetInSync), and
+// reports its tiered-storage mark (ReportTiered). The Node reaches the
+// broker only through LocalLog, its own log, whose contract RunLocalLog
+// checks.
 //
 // # Leader
 //
@@ -65,6 +67,15 @@
 // background; the durable offset does not pass the republish. Markers are
 // published again every MarkerRefresh, so trimming the metadata log never
 // leaves a restarted follower without them.
+//
+// A follower whose reported log end is below what the leadership's
+// entries still reach (a restarted broker put back into the replicas,
+// whose objects were collected meanwhile or published to other followers'
+// metadata partitions; one that lost its log) is republished for, from its
+// log end, without the broker asking: one republish per partition at a
+// time, from the lowest such follower, its copies kept until they applied
+// them. Followers report at least every ProgressInterval, so a leader that
+// missed a report learns where they are.
 //
 // # Follower
 //

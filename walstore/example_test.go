@@ -77,3 +77,65 @@ func Example() {
 	// broker 2 has orders-0 up to offset 29
 	// broker 3 has orders-0 up to offset 29
 }
+
+// A leader's broker keeps its in-sync set with what Replicas says of each
+// follower. Broker 3 is a follower that has not started: it holds the high
+// watermark, and acks=all, back until the broker takes it out of the set
+// (here at once; a broker waits replica.lag.time.max.ms past its
+// LastCaughtUp). To come back, it is added to the Node's set first and to
+// the controller's once caught up (docs/broker-integration.md).
+func ExampleNode_Replicas() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	objects, _ := memstore.NewCluster(memstore.ClusterConfig{
+		Buckets: map[string]string{"az1": "wal-az1", "az2": "wal-az2", "az3": "wal-az3"},
+	})
+	meta, _ := memstore.NewLog(4, memstore.WithMaxPollWait(10*time.Millisecond))
+	defer meta.Close()
+	tp := metadata.TopicPartition{Topic: "orders", Partition: 0}
+
+	nodes := map[int32]*walstore.Node{}
+	logs := map[int32]*memstore.LocalLog{}
+	for id, az := range map[int32]string{1: "az1", 2: "az2"} {
+		store, _ := objects.Store(az)
+		logs[id] = memstore.NewLocalLog()
+		nodes[id], _ = walstore.NewNode(walstore.NodeConfig{
+			BrokerID: id, Store: store, Log: meta, Local: logs[id],
+			Leader:     walstore.LeaderConfig{Interval: 10 * time.Millisecond},
+			OnProgress: func(p walstore.Progress) { nodes[p.Leader].RecordProgress(p) },
+		})
+		go nodes[id].Run(ctx)
+	}
+	_ = logs[1].AssignEpoch(tp, 1, 0)
+	_ = nodes[1].BecomeLeader(ctx, tp, 1, []int32{2, 3}, -1)
+	_ = nodes[2].BecomeFollower(ctx, tp, 1, 1)
+	b := combiner.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 9, Data: []byte("records 0-9")}
+	_ = logs[1].Append(ctx, tp, []combiner.Batch{b})
+	_ = nodes[1].Append(ctx, tp, b)
+
+	// The broker looks at its followers now and then (here, until broker
+	// 2 has applied the batch) and keeps in the set those caught up.
+	var inSync []int32
+	for inSync == nil {
+		time.Sleep(time.Millisecond)
+		for _, r := range nodes[1].Replicas(tp) {
+			if r.CaughtUp && r.EndOffset == 10 {
+				inSync = append(inSync, r.Broker)
+			}
+		}
+	}
+	for _, r := range nodes[1].Replicas(tp) {
+		fmt.Printf("broker %d: end offset %d, caught up %v\n", r.Broker, r.EndOffset, r.CaughtUp)
+	}
+	if err := nodes[1].SetInSync(tp, inSync); err != nil {
+		panic(err)
+	}
+	if err := nodes[1].WaitReplicated(ctx, tp, 1, 9); err != nil { // acks=all
+		panic(err)
+	}
+	fmt.Println("in sync:", inSync, "high watermark:", nodes[1].HighWatermark(tp))
+	// Output:
+	// broker 2: end offset 10, caught up true
+	// broker 3: end offset -1, caught up false
+	// in sync: [2] high watermark: 10
+}

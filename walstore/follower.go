@@ -68,13 +68,21 @@ type FollowerConfig struct {
 	// Backoff paces retries of failed fetches and metadata reads.
 	Backoff Backoff
 	// OnApplied, if set, is called with a partition's progress after each
-	// append, once the partition starts from its local log, and when its
-	// leader or epoch changes (a follower that holds everything already
-	// appends nothing, and its leader must still learn how far it is), for
-	// the broker to deliver to the leader's RecordProgress, whose garbage
-	// collector waits for it. It is called on the engine's goroutine and
-	// must not block.
+	// append and truncation, once the partition starts from its local log,
+	// when its leader or epoch changes, and again every ProgressInterval
+	// while its log does not change (a follower that holds everything
+	// appends nothing, nor does one that nothing continues, and its leader
+	// must still learn where it is), for the broker to deliver to the
+	// leader's RecordProgress: its garbage collector and high watermark
+	// wait for it, and it republishes what a follower lacks. It is called
+	// on the engine's goroutine and must not block.
 	OnApplied func(Progress)
+	// ProgressInterval is how often a partition whose log does not change
+	// reports its progress again (OnApplied): what it costs is a report
+	// per followed partition per interval; what it bounds is how long a
+	// leader that missed a report (made before it knew the follower)
+	// takes to learn where the follower is. Default 1s.
+	ProgressInterval time.Duration
 	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
 	Clock Clock
 	Seed  uint64
@@ -146,7 +154,7 @@ func (c *FollowerConfig) validate() error {
 		{"FetchConcurrency", int64(c.FetchConcurrency)}, {"Readahead", int64(c.Readahead)},
 		{"ReadBatch", int64(c.ReadBatch)}, {"PollInterval", int64(c.PollInterval)},
 		{"MaxHeld", int64(c.MaxHeld)}, {"HedgeAfter", int64(c.HedgeAfter)},
-		{"FetchTimeout", int64(c.FetchTimeout)}, {"LocalTimeout", int64(c.LocalTimeout)},
+		{"FetchTimeout", int64(c.FetchTimeout)}, {"LocalTimeout", int64(c.LocalTimeout)}, {"ProgressInterval", int64(c.ProgressInterval)},
 		{"Backoff.Initial", int64(c.Backoff.Initial)}, {"Backoff.Max", int64(c.Backoff.Max)},
 	} {
 		if f.v < 0 {
@@ -161,6 +169,7 @@ func (c *FollowerConfig) validate() error {
 	c.FetchTimeout = orDefault(c.FetchTimeout, 30*time.Second)
 	c.LocalTimeout = orDefault(c.LocalTimeout, 30*time.Second)
 	c.PollInterval = orDefault(c.PollInterval, 10*time.Millisecond)
+	c.ProgressInterval = orDefault(c.ProgressInterval, time.Second)
 	c.Backoff = c.Backoff.withDefaults()
 	if _, err := c.Hedge.policy("FollowerConfig"); err != nil {
 		return err
@@ -238,7 +247,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		BrokerID: cfg.BrokerID, Readahead: cfg.Readahead, MaxHeld: cfg.MaxHeld,
 		FetchConcurrency: cfg.FetchConcurrency, HedgeAfter: cfg.HedgeAfter,
 		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max,
-		CoalesceGap: cmp.Or(cfg.CoalesceGap, DefaultCoalesceGap), Hedge: hp,
+		CoalesceGap: cmp.Or(cfg.CoalesceGap, DefaultCoalesceGap), Hedge: hp, ReportInterval: cfg.ProgressInterval,
 		Seed: cfg.Seed ^ 0xf0110e, Logger: cfg.Logger,
 	})
 	if err != nil {

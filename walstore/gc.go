@@ -20,16 +20,27 @@ import (
 
 // RecordProgress records that a follower has applied a partition up to,
 // not including, p.EndOffset (its log end offset), and that the last
-// record it holds has epoch p.LastEpoch: what Kafka's fetch request
-// carries. The broker relays it from the follower; the engine judges it
-// as Kafka's leader does. A follower whose last epoch is not one of this
-// leader's log, or whose log runs past the end of that epoch here, may
-// still truncate: only what it holds of this leader's log counts, and
-// garbage collection never deletes what it may still need; nor is a
-// follower credited past the end of what was appended here. Reports for a
-// partition this engine does not lead, from an earlier leadership, or
-// with negative values are ignored, and reports are forgotten when a new
-// leadership begins.
+// record it holds has epoch p.LastEpoch (-1: it holds none): what Kafka's
+// fetch request carries. The broker relays it from the follower; the
+// engine judges it as Kafka's leader does. A follower whose last epoch is
+// not one of this leader's log, or whose log runs past the end of that
+// epoch here, may still truncate: only what it holds of this leader's log
+// counts, and garbage collection never deletes what it may still need;
+// nor is a follower credited past the end of what was appended here. The
+// latest report is what the follower holds, even if lower than an earlier
+// one (it lost its log); one whose last epoch is not in this log
+// withdraws its credit until it reports again, truncated.
+//
+// A follower of this leadership whose log end is below what this
+// leadership's entries still reach (what was collected, or published
+// before it became a follower) is republished for, from its log end, in
+// the background: one republish at a time per partition, from the lowest
+// such follower up to where they are reached again, never twice for what
+// it covers. The broker need not notice.
+//
+// Reports for a partition this engine does not lead, of a follower it
+// does not have, or with negative values (but LastEpoch -1) are ignored,
+// and reports are forgotten when a new leadership begins.
 func (l *Leader) RecordProgress(p Progress) {
 	l.mu.Lock()
 	need := l.core.NeedLineage(p.Partition, p.LastEpoch)

@@ -417,16 +417,18 @@ func (m *Manager) getRange(ctx context.Context, ref metadata.ObjectRef, offset, 
 		data = pool.Get(int(length))[:length]
 		var n int
 		p := recovered(func() { n, err = rr.ReadRange(ctx, ref, offset, data) })
+		// A read that did not end in success may have left a request
+		// behind that still writes into data (one abandoned when ctx
+		// ended, still reading its body): data is left to the garbage
+		// collector, never handed to another read, so that such a write
+		// cannot land in a section verified since. Failed reads are
+		// rare; a cancelled hedge is one.
 		switch {
 		case p != nil:
-			// A store that panicked may still hold data: leave it to
-			// the garbage collector rather than hand it out again.
 			return nil, nil, m.panicError("ObjectStore.ReadRange", p, ref, offset, length)
 		case err != nil:
-			pool.Put(data)
 			return nil, nil, &DependencyError{Dependency: "ObjectStore.ReadRange", Err: err}
 		case int64(n) != length:
-			pool.Put(data)
 			return nil, nil, wrongLength("ObjectStore.ReadRange", ref, offset, length, n)
 		}
 		return data, &sharedBuf{pool: pool, b: data}, nil

@@ -49,10 +49,14 @@ type NodeConfig struct {
 	// documented defaults.
 	Leader   LeaderConfig
 	Follower FollowerConfig
-	// OnProgress, if set, is called after each append made while
-	// following a partition. The broker delivers it to the Node of
+	// OnProgress, if set, is called with a followed partition's progress
+	// after each append, when it starts following, and again every
+	// Follower.ProgressInterval while its log does not change (see
+	// FollowerConfig.OnApplied). The broker delivers it to the Node of
 	// Progress.Leader (RecordProgress), which needs it to collect
-	// garbage. It is called on the engine's goroutine and must not block.
+	// garbage, to advance the high watermark and to republish what a
+	// follower lacks. It is called on the engine's goroutine and must not
+	// block.
 	OnProgress func(Progress)
 	// OnHealth, if set, is called when the leader side becomes degraded or
 	// recovers (see LeaderConfig.DegradedAfter). It must not block.

@@ -34,7 +34,10 @@ type ObjectStore interface {
 	// wholly inside the object is ErrInvalidRange, a missing object
 	// ErrNotFound, a bucket the store was not configured with
 	// ErrUnknownBucket (checked before any request is made). The returned
-	// slice is the caller's: the store neither keeps nor changes it.
+	// slice is the caller's: the store neither keeps nor changes it. The
+	// engines (and directread) verify it once, then use it in place: a
+	// store that changed it afterwards would go undetected, as for
+	// RangeReader.
 	GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error)
 	// Delete removes the objects, batching requests as the backend allows.
 	// Deleting a missing object is not an error.
@@ -48,15 +51,44 @@ type ObjectStore interface {
 // caller provides. The follower engine uses it, when the store implements
 // it, to read sections into buffers it reuses instead of allocating one
 // per GET.
+//
+// The follower verifies each section's checksum when its read returns;
+// the batches of a section stored uncompressed then alias dst until they
+// are appended, while the section waits for its turn, and the buffer goes
+// to another read once they are. So a write into dst after ReadRange
+// returned is caught only if it lands before a check, and the follower
+// limits where one can land: the buffer of a read that did not succeed
+// (an error, such as that of a hedge cancelled or of a fetch that ran
+// out of time; a short count; a panic) is never handed to another read,
+// but left to the garbage collector, so a request the store abandoned
+// and left writing cannot reach a section verified since.
+//
+// What remains undetectable is a store that writes into dst after a
+// ReadRange that returned it whole and without error (say, one that
+// races two requests of its own into dst and returns when the first
+// completes), when the write lands after the follower verified a section
+// in dst and before LocalLog.Append has taken its bytes: those bytes are
+// appended. Closing that window takes a copy of every byte the store
+// wrote into memory it never sees, or narrowing it a second checksum
+// pass over every uncompressed byte right before the append (which
+// still leaves the append itself): in BenchmarkReplication each cost
+// some 14% (the copy) and 15% (the second pass) more CPU per replicated
+// byte (cpu-ns/B). A contract every store we ship keeps does not
+// justify that: memstore, fsstore, s3express and gcsstore never write
+// to dst once ReadRange has returned, and the conformance suite
+// (walstoretest's ReadRangeNotRetained and ReadRangeAbandoned) checks
+// that of any store. A compressed section is decompressed into memory
+// only the engine writes, right after its check, which leaves a late
+// write no more than that instant.
 type RangeReader interface {
 	// ReadRange reads len(dst) bytes of the object ref names, starting at
 	// offset, into dst, and returns how many it read: len(dst), or fewer
 	// with an error saying why. Its errors are GetRange's for the range
 	// [offset, offset+len(dst)). The store must not retain dst, nor write
 	// to it, after ReadRange returns, whatever it returns: the caller
-	// reuses dst for the next read at once, so a write that comes later
-	// (say, from a request abandoned when ctx ended but still reading its
-	// body) puts wrong bytes into another section.
+	// reuses dst for the next read at once after a read that succeeded,
+	// and a write that comes later puts wrong bytes into a section that
+	// may already be verified (see above).
 	ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error)
 }
 

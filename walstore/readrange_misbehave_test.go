@@ -2,6 +2,8 @@ package walstore_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
@@ -93,5 +97,93 @@ func TestFollowerSurvivesAStoreThatWritesLate(t *testing.T) {
 		settle(time.Minute)
 		requireSameLog(t, log1, log2, tpA)
 		requireSameLog(t, log1, log2, tpB)
+	})
+}
+
+// abandonsReads is a store that breaks walstore.RangeReader's contract
+// the way a store that gives up on a request but leaves it reading
+// would: the first read of late fails at once, and the request it left
+// behind writes into dst half a second later. The first read of slow
+// takes two seconds: the follower retries late at once, and its retry,
+// verified, waits for slow's section, the one before it, to be appended
+// first.
+type abandonsReads struct {
+	walstore.ObjectStore
+	slow, late string // object keys
+
+	mu    sync.Mutex
+	read  map[string]bool
+	wrote atomic.Bool
+}
+
+func (s *abandonsReads) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
+	s.mu.Lock()
+	first := !s.read[ref.Key]
+	s.read[ref.Key] = true
+	s.mu.Unlock()
+	switch {
+	case first && ref.Key == s.slow:
+		time.Sleep(2 * time.Second)
+	case first && ref.Key == s.late:
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+			for i := range dst {
+				dst[i] ^= 0x5a
+			}
+			s.wrote.Store(true)
+		}()
+		return 0, errors.New("request abandoned: the connection was reset")
+	}
+	return s.ObjectStore.(walstore.RangeReader).ReadRange(ctx, ref, offset, dst)
+}
+
+// keys returns the keys of the objects in bucket.
+func keys(t *testing.T, s walstore.ObjectStore, bucket string) map[string]bool {
+	objs, err := s.List(context.Background(), bucket, "")
+	require.NoError(t, err)
+	out := make(map[string]bool)
+	for _, o := range objs {
+		out[o.Ref.Key] = true
+	}
+	return out
+}
+
+// A read that failed but left a request writing into its buffer, as an
+// abandoned request does, writes nothing that is appended: the follower
+// never hands such a buffer to another read, so the write cannot land in
+// a section verified since (here, the retry's, held for its turn).
+func TestFollowerAppendsNothingAnAbandonedReadWrote(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+		produce(t, n1, log1, tpA, 1, 0, 9)
+		settle(time.Second)
+		first := keys(t, w.store(1), "bucket-az1")
+		require.Len(t, first, 1)
+		produce(t, n1, log1, tpA, 1, 10, 19)
+		settle(time.Second)
+		store := &abandonsReads{ObjectStore: w.store(2), read: map[string]bool{}}
+		for k := range keys(t, w.store(1), "bucket-az1") {
+			if first[k] {
+				store.slow = k
+			} else {
+				store.late = k
+			}
+		}
+		require.NotEmpty(t, store.late)
+
+		n2 := w.start(2, walstore.NodeConfig{Local: log2, Store: store})
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		settle(time.Minute)
+		require.True(t, store.wrote.Load(), "the abandoned request wrote")
+		for _, b := range log2.Batches(tpA) {
+			assert.True(t, slices.ContainsFunc(log1.Batches(tpA), func(l combiner.Batch) bool { return clustertest.SameBatches([]combiner.Batch{l}, []combiner.Batch{b}) }),
+				"a batch the leader never wrote: %s", clustertest.Describe([]combiner.Batch{b}))
+		}
+		requireSameLog(t, log1, log2, tpA)
 	})
 }

@@ -22,7 +22,9 @@ type LeaderStats struct {
 	// Fenced counts entries withheld because the broker no longer led the
 	// partition at the entry's epoch when it was to be published.
 	Fenced uint64
-	// Republished counts entries published by Republish.
+	// Republished counts entries republished: for a new leadership
+	// (BecomeLeader's republishFrom), by Republish, and for followers
+	// that nothing continued.
 	Republished uint64
 	// ObjectsDeleted counts objects removed by garbage collection.
 	ObjectsDeleted uint64

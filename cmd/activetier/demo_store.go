@@ -205,7 +205,7 @@ func (d *dirObjects) store(az string) (walstore.ObjectStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &countingStore{next: st, c: d.storeCalls}, nil
+	return newCountingStore(st, d.storeCalls), nil
 }
 
 func (d *dirObjects) describe() string {
@@ -328,19 +328,62 @@ func (c *countingStore) Put(ctx context.Context, key string, body []byte) (metad
 }
 
 func (c *countingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+	var b []byte
+	err := c.get(ref, func() (n int, err error) {
+		b, err = c.next.GetRange(ctx, ref, offset, length)
+		return len(b), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// get counts one GET, which read makes unless its AZ is down.
+func (c *countingStore) get(ref metadata.ObjectRef, read func() (int, error)) error {
 	n := &c.c.counters
 	n.gets.Add(1)
 	if c.c.isDown(ref.Bucket) {
 		n.failed.Add(1)
-		return nil, fmt.Errorf("GetRange %s: %w", ref, errOutage)
+		return fmt.Errorf("GetRange %s: %w", ref, errOutage)
 	}
-	b, err := c.next.GetRange(ctx, ref, offset, length)
+	got, err := read()
 	if err != nil {
 		n.failed.Add(1)
-		return nil, err
+		return err
 	}
-	n.bytesDown.Add(int64(len(b)))
-	return b, nil
+	n.bytesDown.Add(int64(got))
+	return nil
+}
+
+// newCountingStore returns next behind a countingStore: a
+// walstore.RangeReader when next is one, so that the demo's followers
+// read into pooled buffers as they would from next.
+func newCountingStore(next walstore.ObjectStore, c *storeCalls) walstore.ObjectStore {
+	s := &countingStore{next: next, c: c}
+	if rr, ok := next.(walstore.RangeReader); ok {
+		return &countingRangeStore{s, rr}
+	}
+	return s
+}
+
+// countingRangeStore is a countingStore over a walstore.RangeReader.
+type countingRangeStore struct {
+	*countingStore
+	rr walstore.RangeReader
+}
+
+func (c *countingRangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
+	var n int
+	err := c.get(ref, func() (int, error) {
+		var err error
+		n, err = c.rr.ReadRange(ctx, ref, offset, dst)
+		return n, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 func (c *countingStore) Delete(ctx context.Context, refs []metadata.ObjectRef) error {

@@ -155,7 +155,7 @@ func (g *gcsObjects) store(az string) (walstore.ObjectStore, error) {
 	g.mu.Lock()
 	g.stores = append(g.stores, st)
 	g.mu.Unlock()
-	return &countingStore{next: st, c: g.storeCalls}, nil
+	return newCountingStore(st, g.storeCalls), nil
 }
 
 func (g *gcsObjects) describe() string {

@@ -212,7 +212,7 @@ func (f *readerFleet) start(s *sim) error {
 		d.store = &readerStore{ObjectStore: st, fleet: &f.counts}
 		stores := make(map[string]walstore.ObjectStore, len(s.cfg.azs))
 		for _, az := range s.cfg.azs {
-			stores[az] = d.store // it reads every AZ's bucket
+			stores[az] = d.store.reading() // it reads every AZ's bucket
 		}
 		// The reader reads the metadata log itself, not through the
 		// brokers' meter: its reads are its cost, not replication's.
@@ -502,6 +502,19 @@ type readerStore struct {
 }
 
 func (r *readerStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
+	var b []byte
+	err := r.get(ref, func() (n int, err error) {
+		b, err = r.ObjectStore.GetRange(ctx, ref, offset, length)
+		return len(b), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// get counts one GET of ref, which read makes.
+func (r *readerStore) get(ref metadata.ObjectRef, read func() (int, error)) error {
 	r.own.gets.Add(1)
 	r.fleet.gets.Add(1)
 	r.mu.Lock()
@@ -510,15 +523,43 @@ func (r *readerStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offs
 	}
 	r.objects[ref] = struct{}{}
 	r.mu.Unlock()
-	b, err := r.ObjectStore.GetRange(ctx, ref, offset, length)
+	n, err := read()
 	if err != nil {
 		r.own.failed.Add(1)
 		r.fleet.failed.Add(1)
-		return nil, err
+		return err
 	}
-	r.own.bytesDown.Add(int64(len(b)))
-	r.fleet.bytesDown.Add(int64(len(b)))
-	return b, err
+	r.own.bytesDown.Add(int64(n))
+	r.fleet.bytesDown.Add(int64(n))
+	return nil
+}
+
+// reading returns the store to read through: r, and a walstore.RangeReader
+// when the store it wraps is one.
+func (r *readerStore) reading() walstore.ObjectStore {
+	if rr, ok := r.ObjectStore.(walstore.RangeReader); ok {
+		return &readerRangeStore{r, rr}
+	}
+	return r
+}
+
+// readerRangeStore is a readerStore over a walstore.RangeReader.
+type readerRangeStore struct {
+	*readerStore
+	rr walstore.RangeReader
+}
+
+func (r *readerRangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
+	var n int
+	err := r.get(ref, func() (int, error) {
+		var err error
+		n, err = r.rr.ReadRange(ctx, ref, offset, dst)
+		return n, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // readerLog counts the metadata a reader reads. It does not close the

@@ -85,6 +85,44 @@ type faultyStore struct {
 	c *Cluster
 }
 
+// newFaultyStore returns s behind the cluster's faults: a
+// walstore.RangeReader, whose ReadRange meets the faults GetRange does,
+// when s is one, so that the brokers' followers read as they would from
+// s.
+func newFaultyStore(s walstore.ObjectStore, c *Cluster) walstore.ObjectStore {
+	f := faultyStore{s, c}
+	if rr, ok := s.(walstore.RangeReader); ok {
+		return faultyRangeStore{f, rr}
+	}
+	return f
+}
+
+// faultyRangeStore is a faultyStore over a walstore.RangeReader.
+type faultyRangeStore struct {
+	faultyStore
+	rr walstore.RangeReader
+}
+
+func (s faultyRangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
+	f, err := s.fault(ctx, OpGet, ref.Bucket)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.rr.ReadRange(ctx, ref, offset, dst)
+	if err == nil && f.Corrupt {
+		corrupt(dst[:n])
+	}
+	return n, err
+}
+
+// corrupt flips a bit of b, as a Fault's Corrupt does to what a GET
+// returns.
+func corrupt(b []byte) {
+	if len(b) > 0 {
+		b[len(b)/2] ^= 0x40
+	}
+}
+
 func (s faultyStore) fault(ctx context.Context, op Op, bucket string) (Fault, error) {
 	s.c.mu.Lock()
 	fn := s.c.fault
@@ -119,8 +157,8 @@ func (s faultyStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offse
 		return nil, err
 	}
 	b, err := s.ObjectStore.GetRange(ctx, ref, offset, length)
-	if err == nil && f.Corrupt && len(b) > 0 {
-		b[len(b)/2] ^= 0x40
+	if err == nil && f.Corrupt {
+		corrupt(b)
 	}
 	return b, err
 }

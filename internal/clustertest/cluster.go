@@ -80,7 +80,7 @@ func (c *Cluster) Gets(bucket string) int64 {
 func (c *Cluster) AddBroker(id int32, az string) *Broker {
 	store, err := c.Objects.Store(az)
 	require.NoError(c.T, err)
-	b := &Broker{C: c, ID: id, AZ: az, Store: faultyStore{store, c}, Local: NewRecordingLog(), following: make(map[metadata.TopicPartition]leadership)}
+	b := &Broker{C: c, ID: id, AZ: az, Store: newFaultyStore(store, c), Local: NewRecordingLog(), following: make(map[metadata.TopicPartition]leadership)}
 	c.mu.Lock()
 	c.brokers[id] = b
 	c.mu.Unlock()

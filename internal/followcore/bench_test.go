@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -74,6 +75,41 @@ func BenchmarkCoreStep(b *testing.B) {
 				answer(c.Ready())
 				c.Ready()
 			}
+		})
+	}
+}
+
+// BenchmarkIdleReports measures what reminding leaders of partitions at
+// rest costs a follower: each iteration is one ReportInterval, in which
+// every one of n followed partitions, whose log does not change, reports
+// its progress again.
+func BenchmarkIdleReports(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("partitions=%d", n), func(b *testing.B) {
+			c, err := New(testConfig())
+			if err != nil {
+				b.Fatal(err)
+			}
+			now := t0
+			for p := range n {
+				if err := c.Follow(now, tp(int32(p)), 1, 2); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, l := range c.Ready().Loads {
+				c.Loaded(now, l.ID, LocalState{EndOffset: 10, Epochs: []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}}}, nil)
+			}
+			c.Ready()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				now = now.Add(testConfig().ReportInterval)
+				c.Tick(now)
+				if got := len(c.Ready().Progress); got != n {
+					b.Fatalf("%d reports, want %d", got, n)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/report")
 		})
 	}
 }

@@ -30,6 +30,9 @@ type Config struct {
 	// read through to serve both with one GET; negative reads through
 	// none (adjacent sections are still read together).
 	CoalesceGap int64
+	// ReportInterval is how often a partition whose log does not change
+	// reports its progress again.
+	ReportInterval time.Duration
 	// Hedge is when a GET that has not answered is sent again; the zero
 	// Policy never does.
 	Hedge hedge.Policy
@@ -162,6 +165,8 @@ type part struct {
 	known   int32
 	waiting [][]metadata.EpochStart
 	gapLog  time.Time
+	// reported is when its progress was last reported.
+	reported time.Time
 }
 
 // stashed is one marker publication or one entry.
@@ -229,8 +234,9 @@ func New(cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("followcore: negative BrokerID %d", cfg.BrokerID)
 	case cfg.Readahead <= 0, cfg.MaxHeld <= 0, cfg.FetchConcurrency <= 0:
 		return nil, fmt.Errorf("followcore: Readahead %d, MaxHeld %d and FetchConcurrency %d must be positive", cfg.Readahead, cfg.MaxHeld, cfg.FetchConcurrency)
-	case cfg.HedgeAfter <= 0, cfg.BackoffInitial <= 0, cfg.BackoffMax < cfg.BackoffInitial:
-		return nil, fmt.Errorf("followcore: HedgeAfter %v and BackoffInitial %v must be positive, BackoffMax %v at least BackoffInitial", cfg.HedgeAfter, cfg.BackoffInitial, cfg.BackoffMax)
+	case cfg.HedgeAfter <= 0, cfg.BackoffInitial <= 0, cfg.ReportInterval <= 0, cfg.BackoffMax < cfg.BackoffInitial:
+		return nil, fmt.Errorf("followcore: HedgeAfter %v, BackoffInitial %v and ReportInterval %v must be positive, BackoffMax %v at least BackoffInitial",
+			cfg.HedgeAfter, cfg.BackoffInitial, cfg.ReportInterval, cfg.BackoffMax)
 	}
 	if err := cfg.Hedge.Validate(); err != nil {
 		return nil, fmt.Errorf("followcore: %w", err)
@@ -677,6 +683,8 @@ func (c *Core) Appended(now time.Time, id uint64, end int64, err error) {
 
 // report tells p's leader where p's log is.
 func (c *Core) report(p *part) {
+	p.reported = c.now
+	c.timer(p, c.now.Add(c.cfg.ReportInterval))
 	last := int32(-1)
 	if latest, ok := p.local.Latest(); ok {
 		last = latest.Epoch
@@ -862,5 +870,9 @@ func (c *Core) reportGap(p *part) {
 		p.gapLog = c.now
 		c.timer(p, c.now.Add(gapReport))
 		c.log.Warn("activetier: no entry continues the log; waiting", "partition", p.tp.String(), "end", p.leo, "next", next, "held", len(p.held))
+	default:
+		// Visited before it is due (a timer that was earlier took the
+		// place of its own): look again then.
+		c.timer(p, p.gapLog.Add(gapReport))
 	}
 }

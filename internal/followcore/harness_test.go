@@ -26,7 +26,7 @@ func tp(p int32) metadata.TopicPartition { return metadata.TopicPartition{Topic:
 
 func testConfig() Config {
 	return Config{BrokerID: 1, Readahead: 4, MaxHeld: 100, FetchConcurrency: 4,
-		HedgeAfter: time.Second, BackoffInitial: 10 * time.Millisecond, BackoffMax: 2 * time.Second, Seed: 1}
+		HedgeAfter: time.Second, BackoffInitial: 10 * time.Millisecond, BackoffMax: 2 * time.Second, ReportInterval: time.Minute, Seed: 1}
 }
 
 // ent is an entry of partition p for offsets [first, last] at record and

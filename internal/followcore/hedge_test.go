@@ -25,7 +25,7 @@ func TestHedging(t *testing.T) {
 	a1 := ent(1, 0, 9, 1, "a", "k2", 0)
 	start := []event{
 		{0, follow(0, 1, 2), "load 1 t-0\nrewind\n"},
-		{1, loaded(1, 0), "progress t-0 end 0 epoch -1 leader 2\n"},
+		{1, loaded(1, 0), "progress t-0 end 0 epoch -1 leader 2\nwake 60001\n"},
 		// Nothing learned yet: the hedge is due at the cap, 200 ms.
 		{2, records(msg(entries(a0), mark(0, 1, 0))), "fetch 2 a t-0:0-9@1\nlag t-0 10\nwake 202\n"},
 	}
@@ -38,9 +38,9 @@ func TestHedging(t *testing.T) {
 		events: append(start[:3:3],
 			event{201, tick(), "wake 202\n"},
 			event{202, tick(), "fetch 3 hedging 2 a t-0:0-9@1\nwake 1002\n"},
-			event{230, fetched(3, ok(a0)), "append 4 t-0 0-9@1\ncancel 2\n"},
-			event{231, appended(4, 10), "progress t-0 end 10 epoch 1 leader 2\napplied t-0 9 bytes\nlag t-0 0\n"},
-			event{240, fetched(2, ok(a0)), ""}, // the loser's late answer is ignored
+			event{230, fetched(3, ok(a0)), "append 4 t-0 0-9@1\ncancel 2\nwake 60001\n"},
+			event{231, appended(4, 10), "progress t-0 end 10 epoch 1 leader 2\napplied t-0 9 bytes\nlag t-0 0\nwake 60001\n"},
+			event{240, fetched(2, ok(a0)), "wake 60001\n"}, // the loser's late answer is ignored
 		),
 		check: func(t *testing.T, c *Core) {
 			require.Equal(t, uint64(1), c.Fetches)
@@ -53,8 +53,8 @@ func TestHedging(t *testing.T) {
 		name: "the first GET answers first: the hedge is cancelled",
 		events: append(start[:3:3],
 			event{202, tick(), "fetch 3 hedging 2 a t-0:0-9@1\nwake 1002\n"},
-			event{210, fetched(2, ok(a0)), "append 4 t-0 0-9@1\ncancel 3\n"},
-			event{211, fetched(3, ok(a0)), ""},
+			event{210, fetched(2, ok(a0)), "append 4 t-0 0-9@1\ncancel 3\nwake 60001\n"},
+			event{211, fetched(3, ok(a0)), "wake 60001\n"},
 		),
 		check: func(t *testing.T, c *Core) {
 			require.Equal(t, uint64(1), c.Hedges)
@@ -65,7 +65,7 @@ func TestHedging(t *testing.T) {
 		events: append(start[:3:3],
 			event{202, tick(), "fetch 3 hedging 2 a t-0:0-9@1\nwake 1002\n"},
 			event{205, fetched(3, failed(a0, Unavailable)), "wake 1002\n"},
-			event{210, fetched(2, ok(a0)), "append 4 t-0 0-9@1\n"},
+			event{210, fetched(2, ok(a0)), "append 4 t-0 0-9@1\nwake 60001\n"},
 		),
 		check: func(t *testing.T, c *Core) {
 			require.Zero(t, c.FetchErrors, "the failure was not taken")
@@ -89,8 +89,8 @@ func TestHedging(t *testing.T) {
 	}, {
 		name: "the budget runs out: a GET goes unhedged, and the denial is counted",
 		events: append(start[:2:2],
-			event{1, follow(1, 1, 2), "load 2 t-1\nrewind\n"},
-			event{1, loaded(2, 0), "progress t-1 end 0 epoch -1 leader 2\n"},
+			event{1, follow(1, 1, 2), "load 2 t-1\nrewind\nwake 60001\n"},
+			event{1, loaded(2, 0), "progress t-1 end 0 epoch -1 leader 2\nwake 60001\n"},
 			event{2, records(msg(entries(a0), mark(0, 1, 0)), msg(entries(a1), mark(1, 1, 0))),
 				"fetch 3 a t-0:0-9@1\nfetch 4 a t-1:0-9@1\nlag t-0 10\nlag t-1 10\nwake 202\n"},
 			event{202, tick(), "fetch 5 hedging 3 a t-0:0-9@1\nwake 1002\n"},
@@ -103,8 +103,8 @@ func TestHedging(t *testing.T) {
 	}, {
 		name: "sections of two objects are two GETs: the slow one holds up only its own",
 		events: append(start[:2:2],
-			event{1, follow(1, 1, 2), "load 2 t-1\nrewind\n"},
-			event{1, loaded(2, 0), "progress t-1 end 0 epoch -1 leader 2\n"},
+			event{1, follow(1, 1, 2), "load 2 t-1\nrewind\nwake 60001\n"},
+			event{1, loaded(2, 0), "progress t-1 end 0 epoch -1 leader 2\nwake 60001\n"},
 			event{2, records(msg(entries(a0), mark(0, 1, 0)), msg(entries(a1), mark(1, 1, 0))),
 				"fetch 3 a t-0:0-9@1\nfetch 4 a t-1:0-9@1\nlag t-0 10\nlag t-1 10\nwake 202\n"},
 			event{20, fetched(4, ok(a1)), "append 5 t-1 0-9@1\nwake 202\n"},

@@ -29,8 +29,9 @@ type Ready struct {
 	// pairs): stop them; their answers are ignored.
 	Cancels []uint64
 	// Progress is what to report to partitions' leaders, as a Kafka
-	// follower's fetch does: after every append, after a partition
-	// starts from its local log, and when its leader changes.
+	// follower's fetch does: after every append and truncation, after a
+	// partition starts from its local log, when its leader changes, and
+	// again every ReportInterval while its log does not change.
 	Progress []Progress
 	// Applied are the appends answered since the last Ready, for the
 	// replication lag.

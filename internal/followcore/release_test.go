@@ -24,9 +24,9 @@ func appending(h *hold) []event {
 	a0 := ent(0, 0, 9, 1, "a", "k1", 0)
 	return []event{
 		{0, follow(0, 1, 2), "load 1 t-0\nrewind\n"},
-		{1, loaded(1, 0), "progress t-0 end 0 epoch -1 leader 2\n"},
+		{1, loaded(1, 0), "progress t-0 end 0 epoch -1 leader 2\nwake 60001\n"},
 		{2, records(msg(entries(a0), mark(0, 1, 0))), "fetch 2 a t-0:0-9@1\nlag t-0 10\nwake 1002\n"},
-		{5, fetched(2, held(ok(a0), h)), "append 3 t-0 0-9@1\n"},
+		{5, fetched(2, held(ok(a0), h)), "append 3 t-0 0-9@1\nwake 60001\n"},
 	}
 }
 
@@ -48,8 +48,8 @@ func TestReleasesBuffers(t *testing.T) {
 				event{6, func(t testing.TB, c *Core, now time.Time) {
 					require.Zero(t, h0.n, "released while the append is outstanding")
 					appended(3, 10)(t, c, now)
-				}, "progress t-0 end 10 epoch 1 leader 2\napplied t-0 9 bytes\nlag t-0 0\n"},
-				event{7, tick(), ""},
+				}, "progress t-0 end 10 epoch 1 leader 2\napplied t-0 9 bytes\nlag t-0 0\nwake 60001\n"},
+				event{7, tick(), "wake 60001\n"},
 			)
 		},
 		want: [2]int{1, 0},
@@ -67,12 +67,12 @@ func TestReleasesBuffers(t *testing.T) {
 			return []event{
 				{0, follow(0, 1, 2), "load 1 t-0\nrewind\n"},
 				{0, follow(1, 1, 2), "load 2 t-1\nrewind\n"},
-				{1, loaded(1, 0), "progress t-0 end 0 epoch -1 leader 2\n"},
-				{1, loaded(2, 0), "progress t-1 end 0 epoch -1 leader 2\n"},
+				{1, loaded(1, 0), "progress t-0 end 0 epoch -1 leader 2\nwake 60001\n"},
+				{1, loaded(2, 0), "progress t-1 end 0 epoch -1 leader 2\nwake 60001\n"},
 				{2, records(msg(entries(a0, a1), mark(0, 1, 0), mark(1, 1, 0))), "fetch 3 a t-0:0-9@1 t-1:0-4@1\nlag t-0 10\nlag t-1 5\nwake 1002\n"},
 				{3, unfollow(0), "wake 1002\n"},
-				{5, fetched(3, held(ok(a0), h0), held(ok(a1), h1)), "append 4 t-1 0-4@1\n"},
-				{6, appended(4, 5), "progress t-1 end 5 epoch 1 leader 2\napplied t-1 9 bytes\nlag t-1 0\n"},
+				{5, fetched(3, held(ok(a0), h0), held(ok(a1), h1)), "append 4 t-1 0-4@1\nwake 60001\n"},
+				{6, appended(4, 5), "progress t-1 end 5 epoch 1 leader 2\napplied t-1 9 bytes\nlag t-1 0\nwake 60001\n"},
 			}
 		},
 		want: [2]int{0, 1},

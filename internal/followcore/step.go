@@ -139,6 +139,7 @@ func (c *Core) visit(p *part, want []*pendingEntry) []*pendingEntry {
 	if p.state != ready {
 		return want
 	}
+	c.remind(p)
 	c.sweep(p)
 	c.reportGap(p)
 	want = c.chain(p, want)
@@ -147,6 +148,23 @@ func (c *Core) visit(p *part, want []*pendingEntry) []*pendingEntry {
 		c.out.Lags = append(c.out.Lags, Lag{Partition: p.tp, Offsets: lag})
 	}
 	return want
+}
+
+// remind reports p's progress again if it has not for ReportInterval and
+// its log is idle: a follower whose log does not move, because it holds
+// everything or because nothing it has continues it, must still tell its
+// leader where it is, or a leader that learns of it late (a report made
+// before the leader knew it as a follower is not kept) never does, and
+// never republishes what it lacks.
+func (c *Core) remind(p *part) {
+	if p.op != 0 {
+		return // its answer reports
+	}
+	if due := p.reported.Add(c.cfg.ReportInterval); c.now.Before(due) {
+		c.timer(p, due)
+	} else {
+		c.report(p)
+	}
 }
 
 // advance takes p, whose log is idle, one step: markers waiting for the

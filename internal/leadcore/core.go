@@ -381,7 +381,11 @@ type Core struct {
 	tasks      map[uint64]*task // Republish calls
 	refresh    []metadata.TopicPartition
 	refreshing int // refresh tasks of the group under way
-	sleeping   int // chores waiting out a backoff
+	// catchingUp counts the catch-ups under way; catchupQueue are the
+	// partitions waiting for one to end (see catchup.go).
+	catchingUp   int
+	catchupQueue []metadata.TopicPartition
+	sleeping     int // chores and catch-ups waiting out a backoff
 
 	markerQueue   []markerBatch // markers waiting for the next marker message
 	markersQueued int           // the markers in markerQueue
@@ -516,8 +520,10 @@ func (c *Core) wakeAt() time.Time {
 	}
 	if c.sleeping > 0 {
 		for _, ld := range c.leading { // the earliest: order does not matter
-			if ld.chore != nil {
-				earlier(ld.chore.wakeAt)
+			for _, t := range ld.duties() {
+				if t != nil {
+					earlier(t.wakeAt)
+				}
 			}
 		}
 	}

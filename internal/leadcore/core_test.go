@@ -24,14 +24,14 @@ var (
 // harness drives a Core the way a driver does, and describes each Ready
 // in lines, as raft's interaction tests do.
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	c    *Core
 	now  time.Time
 	reqs map[uint64]any // requests handed out, by id
 	keys int
 }
 
-func newHarness(t *testing.T, mod func(*Config)) *harness {
+func newHarness(t testing.TB, mod func(*Config)) *harness {
 	cfg := Config{
 		BrokerID: 1, MetadataPartitions: 1, Interval: 100 * time.Millisecond, ObjectBytes: 1000,
 		MaxPartitions: 10, BufferBytes: 3000, MaxInflight: 2, DegradedAfter: 5 * time.Second,

@@ -3,8 +3,10 @@
 // which epoch, the batches buffered for the next combined object, when an
 // object is cut and uploaded, in which order each partition's entries are
 // published, when an offset becomes durable, when the engine is degraded,
-// the epoch markers and republishing a leadership owes its followers, and
-// which objects garbage collection may delete.
+// the epoch markers and republishing a leadership owes its followers,
+// what each follower holds and whether it is caught up, republishing for a
+// follower that no entry continues, and which objects garbage collection
+// may delete.
 //
 // A Core has no goroutines, locks, channels or clock, and does no I/O. Its
 // caller (walstore.Leader, or a simulation) feeds it events, each with the

@@ -33,6 +33,7 @@ type sectionEnd struct {
 	tp        metadata.TopicPartition
 	last      int64
 	followers []int32 // when the object was cut
+	gen       uint64  // the leadership that published it
 }
 
 // progress is what the followers of one leadership reported applied.
@@ -50,10 +51,10 @@ func newCollector() collector {
 	}
 }
 
-func (g *collector) track(now time.Time, ref metadata.ObjectRef, sections []combiner.SectionInfo, followers [][]int32, meta map[int32]int64) {
+func (g *collector) track(now time.Time, ref metadata.ObjectRef, sections []combiner.SectionInfo, followers [][]int32, gens []uint64, meta map[int32]int64) {
 	t := &tracked{published: now, meta: meta, sections: make([]sectionEnd, len(sections))}
 	for i, s := range sections {
-		t.sections[i] = sectionEnd{tp: s.Partition, last: s.LastOffset, followers: followers[i]}
+		t.sections[i] = sectionEnd{tp: s.Partition, last: s.LastOffset, followers: followers[i], gen: gens[i]}
 	}
 	g.objects[ref] = t
 }
@@ -101,9 +102,19 @@ func (g *collector) endLeadership(tp metadata.TopicPartition) {
 	}
 }
 
+// progress records that follower holds tp's log below credit: its latest
+// report, which may be lower than the last (it lost its log).
 func (g *collector) progress(tp metadata.TopicPartition, gen uint64, follower int32, credit int64) {
 	if p := g.applied[tp]; p != nil && p.gen == gen {
-		p.applied[follower] = max(p.applied[follower], credit)
+		p.applied[follower] = credit
+	}
+}
+
+// withdraw forgets what follower reported applied of tp: it must truncate
+// first, to an offset not yet known.
+func (g *collector) withdraw(tp metadata.TopicPartition, gen uint64, follower int32) {
+	if p := g.applied[tp]; p != nil && p.gen == gen {
+		delete(p.applied, follower)
 	}
 }
 
@@ -175,6 +186,11 @@ func (c *Core) Collect(now time.Time) []metadata.ObjectRef {
 // collected (counted) rather than swept.
 func (c *Core) Forget(refs []metadata.ObjectRef, collected bool) {
 	for _, ref := range refs {
+		if t := c.gc.objects[ref]; t != nil {
+			for _, s := range t.sections {
+				c.collected(s.tp, s.gen, s.last)
+			}
+		}
 		delete(c.gc.objects, ref)
 	}
 	if collected {

@@ -36,6 +36,17 @@ type leadership struct {
 	failed error
 	chore  *task
 	commit commitState
+	// epochStart is the offset the current epoch starts at.
+	epochStart int64
+	// replicas are the followers' progress in this leadership; catchup
+	// is the republish under way for those nothing continues; routed is
+	// the end of the highest entry handed to the metadata log (see
+	// catchup.go).
+	replicas map[int32]*replica
+	catchup  *task
+	routed   int64
+	// catchupQueued: it waits in Core.catchupQueue for a catch-up.
+	catchupQueued bool
 }
 
 type offsetRange struct{ from, to int64 } // [from, to)
@@ -121,6 +132,7 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 		// not what it holds now. One that lacks the log from
 		// republishFrom holds nothing above it.
 		c.gc.followersChanged(tp, before, followers, republishFrom)
+		c.replicasChanged(ld, followers)
 	}
 	switch {
 	case ld != nil && epoch == ld.epoch && republishFrom < 0:
@@ -132,6 +144,7 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 		// hold it, so the durable offset goes back to where it starts.
 		if epoch > ld.epoch {
 			ld.epochs = append(ld.epochs, epoch)
+			ld.epochStart = leo
 		}
 		ld.epoch = epoch
 		ld.commit.sent, ld.commit.sending = -1, -1 // published anew at the new epoch
@@ -150,7 +163,8 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 		if republishFrom >= 0 {
 			start = min(republishFrom, leo)
 		}
-		ld = &leadership{epoch: epoch, epochs: []int32{epoch}, gen: c.gens, next: leo, durable: start, commit: newCommitState(followers)}
+		ld = &leadership{epoch: epoch, epochs: []int32{epoch}, gen: c.gens, next: leo, durable: start, commit: newCommitState(followers),
+			epochStart: leo, replicas: newReplicas(followers, start)}
 		c.leading[tp] = ld
 		c.gc.newLeadership(tp, ld.gen)
 	}
@@ -158,6 +172,7 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 	c.rd.DurableChanged = true
 	c.advanceHW(now, tp, ld)
 	c.queueCommit(now, tp, ld) // a new epoch publishes its commit anew
+	c.catchUp(now, tp, ld)
 	return nil
 }
 
@@ -178,6 +193,12 @@ func (c *Core) endLeadership(now time.Time, tp metadata.TopicPartition) {
 	ld := c.leading[tp]
 	if ld.chore != nil {
 		c.stopTask(ld.chore)
+	}
+	if ld.catchup != nil {
+		c.caughtUpDone(now, ld, true)
+	}
+	if ld.catchupQueued {
+		c.catchupQueue = slices.DeleteFunc(c.catchupQueue, func(q metadata.TopicPartition) bool { return q == tp })
 	}
 	for _, id := range c.sortedTasks() {
 		if t := c.tasks[id]; t.tp == tp {
@@ -278,24 +299,36 @@ func (c *Core) NeedLineage(tp metadata.TopicPartition, lastEpoch int32) bool {
 	return ld != nil && lastEpoch >= 0 && lastEpoch < ld.epoch
 }
 
-// Progress records that follower has applied tp below endOffset, its last
-// record at lastEpoch, judged as Kafka's leader does: a follower whose last
-// epoch is not one of this leader's log, or whose log runs past the end of
-// that epoch here, may still truncate, so only what it holds of this
-// leader's log counts; nor is it credited past the end of what was
-// appended here. The high watermark advances with it (see SetInSync).
-// epochs is tp's local lineage when NeedLineage said so
-// (epochsErr if it could not be read). Other reports are ignored.
+// Progress records that follower's log ends at endOffset, its last record
+// at lastEpoch (-1 for a log without records), judged as Kafka's leader
+// does: a follower whose last epoch is not one of this leader's log, or
+// whose log runs past the end of that epoch here, may still truncate, so
+// only what it holds of this leader's log counts; nor is it credited past
+// the end of what was appended here, and a log without records holds
+// nothing. The latest report is what the follower holds: one lower than
+// the last (a follower that lost its log) lowers its credit, and one that
+// cannot be judged withdraws it until the follower reports again. The
+// high watermark advances with it (see SetInSync), and a follower that no
+// entry continues is caught up (see catchup.go). epochs is tp's local
+// lineage when NeedLineage said so (epochsErr if it could not be read).
+// Other reports are ignored.
 func (c *Core) Progress(now time.Time, tp metadata.TopicPartition, follower int32, endOffset int64, lastEpoch int32, epochs []fencing.EpochEntry, epochsErr error) {
 	ld := c.leading[tp]
-	if follower < 0 || follower == c.cfg.BrokerID || endOffset < 0 || lastEpoch < 0 || ld == nil || lastEpoch > ld.epoch {
+	if endOffset < 0 || lastEpoch < -1 || ld == nil || lastEpoch > ld.epoch || !slices.Contains(c.followers[tp], follower) {
+		// A report of a broker that is not a follower (yet) would be
+		// forgotten when it becomes one (see followersChanged), and kept
+		// until then, memory for any broker id a report names.
 		return
 	}
 	// No follower holds more than the leader's log: a report past its
 	// end is not believed beyond it, or one such report would make every
 	// later object look applied by that follower.
-	credit := min(endOffset, max(ld.next, ld.durable))
-	if lastEpoch < ld.epoch {
+	pos := min(endOffset, max(ld.next, ld.durable))
+	credit := pos
+	switch {
+	case lastEpoch < 0:
+		credit = 0 // it goes on at its end, holding nothing
+	case lastEpoch < ld.epoch:
 		if epochsErr != nil {
 			c.cfg.Logger.Warn("activetier: cannot judge a follower's progress", "partition", tp.String(), "err", epochsErr)
 			return
@@ -306,12 +339,18 @@ func (c *Core) Progress(now time.Time, tp metadata.TopicPartition, follower int3
 		}
 		e, end := lin.EndOffsetFor(lastEpoch, math.MaxInt64)
 		if e != lastEpoch {
-			return // the follower's last epoch is not in this log
+			// The follower's last epoch is not in this log: it truncates
+			// first, to an offset its next report tells.
+			c.gc.withdraw(tp, ld.gen, follower)
+			ld.unjudged(follower)
+			return
 		}
-		credit = min(credit, end)
+		pos = min(pos, end)
+		credit = pos
 	}
 	c.gc.progress(tp, ld.gen, follower, credit)
 	c.advanceHW(now, tp, ld)
+	c.reported(now, tp, ld, follower, pos, credit)
 }
 
 // Tiered records that tp's records below offset are in long-term storage.

@@ -134,6 +134,12 @@ func (c *Core) startMessage(now time.Time, m *message, msg *metadata.Message) {
 		c.messageFailed(now, m, fmt.Errorf("routing metadata: %w", err))
 		return
 	}
+	for _, e := range msg.Entries {
+		// What is routed from now on reaches a follower that joins.
+		if ld := c.leading[e.Partition]; ld != nil {
+			ld.routed = max(ld.routed, e.LastOffset+1)
+		}
+	}
 	m.offsets = make(map[int32]int64, len(routed))
 	for _, r := range routed {
 		data, err := metadata.AppendMessage(nil, r.Message)
@@ -211,7 +217,7 @@ func (c *Core) messageDone(now time.Time, m *message) {
 	u := m.up
 	c.entryPub = nil
 	c.rd.PublishLatency = append(c.rd.PublishLatency, now.Sub(u.appendedAt))
-	c.gc.track(now, u.ref, m.sections, m.followers, m.offsets)
+	c.gc.track(now, u.ref, m.sections, m.followers, m.gens, m.offsets)
 	c.remove(u)
 	for i, e := range m.entries {
 		if ld := c.leading[e.Partition]; ld != nil && ld.gen == m.gens[i] && ld.published(e.FirstOffset, e.LastOffset+1) {

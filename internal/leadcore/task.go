@@ -23,6 +23,11 @@ const (
 	// refresh: publishing the markers of one led partition again; a
 	// failure is logged and the next partition's turn comes.
 	refresh
+	// catchup: republishing for followers that no entry continues (see
+	// catchup.go): the markers, then the log from the lowest of them up
+	// to where they are reached; retried until done or the leadership
+	// ends.
+	catchup
 )
 
 // task is a sequence of steps, one request at a time: read the lineage →
@@ -39,10 +44,19 @@ type task struct {
 	markers, queued bool
 	// from: republish from here; -1 for none. Advanced as it goes.
 	from int64
-	// republish: from was set; unlike from, never advanced.
+	// republish: from was set; unlike from, never advanced. start is
+	// where the republish began.
 	republish bool
-	end       int64 // the end offset read at the start of an attempt
-	haveEnd   bool
+	start     int64
+	// to bounds a catch-up's republish; logEnd is the end offset read at
+	// the start of an attempt, end where the republish ends: logEnd, or
+	// to if lower.
+	to, logEnd, end int64
+	haveEnd         bool
+	// audience are the followers its entries are routed to, all along;
+	// published: it has published some.
+	audience  []int32
+	published bool
 	next      int64                  // the offset after the chunk being copied
 	infos     []combiner.SectionInfo // of the chunk being copied
 	entries   []metadata.Entry       // of the chunk being published
@@ -69,15 +83,23 @@ func (c *Core) newChore(now time.Time, tp metadata.TopicPartition, ld *leadershi
 			from = ld.durable
 		}
 	}
-	ld.chore = &task{kind: chore, tp: tp, gen: ld.gen, epoch: ld.epoch, markers: true, from: from, republish: from >= 0}
+	ld.chore = &task{kind: chore, tp: tp, gen: ld.gen, epoch: ld.epoch, markers: true, from: from, start: from, republish: from >= 0,
+		audience: slices.Clone(c.followers[tp])}
 	c.advance(now, ld.chore)
+	if t := ld.catchup; t != nil && t.epoch != ld.epoch {
+		// Its entries would name the old epoch as publisher: it starts
+		// again at the new one once the chore allows (BecomeLeader asks).
+		c.caughtUpDone(now, ld, true)
+	}
 }
 
 // startChores starts the chores of leaderships begun before Start.
 func (c *Core) startChores(now time.Time) {
 	for _, tp := range c.ledPartitions() {
-		if t := c.leading[tp].chore; t != nil && t.req == 0 {
-			c.advance(now, t)
+		for _, t := range c.leading[tp].duties() {
+			if t != nil && t.req == 0 {
+				c.advance(now, t)
+			}
 		}
 	}
 	for _, id := range c.sortedTasks() {
@@ -98,7 +120,8 @@ func (c *Core) Republish(now time.Time, tp metadata.TopicPartition, from int64) 
 		return 0, fmt.Errorf("republish %s: negative offset %d", tp, from)
 	}
 	c.nextID++
-	t := &task{kind: call, id: c.nextID, tp: tp, gen: ld.gen, epoch: ld.epoch, from: from, republish: true}
+	t := &task{kind: call, id: c.nextID, tp: tp, gen: ld.gen, epoch: ld.epoch, from: from, start: from, republish: true,
+		audience: slices.Clone(c.followers[tp])}
 	c.tasks[t.id] = t
 	c.advance(now, t)
 	return t.id, nil
@@ -159,7 +182,10 @@ func (c *Core) Read(now time.Time, id uint64, what ReadWhat, res LocalResult) {
 			c.taskFailed(now, t, fmt.Errorf("republish %s: %w", t.tp, res.EndErr))
 			return
 		}
-		t.end, t.haveEnd = res.End, true
+		t.logEnd, t.end, t.haveEnd = res.End, res.End, true
+		if t.kind == catchup {
+			t.end = min(t.end, t.to)
+		}
 		c.advance(now, t)
 	case ReadBatches:
 		c.readBatches(now, t, res)
@@ -230,12 +256,15 @@ func (c *Core) taskPublished(now time.Time, t *task, offsets map[int32]int64) {
 	t.req = 0
 	sections := make([]combiner.SectionInfo, len(t.entries))
 	followers := make([][]int32, len(t.entries))
+	gens := make([]uint64, len(t.entries))
 	for i, e := range t.entries {
 		sections[i] = combiner.SectionOf(e)
 		followers[i] = c.followers[t.tp]
+		gens[i] = t.gen
 	}
-	c.gc.track(now, t.entries[0].Object, sections, followers, offsets)
+	c.gc.track(now, t.entries[0].Object, sections, followers, gens, offsets)
 	c.stats.Republished += uint64(len(t.entries))
+	t.published = true
 	if ld := c.leading[t.tp]; ld != nil && ld.gen == t.gen && ld.published(t.from, t.next) {
 		c.rd.DurableChanged = true
 		c.queueCommit(now, t.tp, ld)
@@ -255,7 +284,11 @@ func (c *Core) taskFailed(now time.Time, t *task, err error) {
 		c.cfg.Logger.Warn("activetier: refreshing epoch markers failed", "partition", t.tp.String(), "err", err)
 		c.finishTask(now, t, nil)
 	default:
-		c.cfg.Logger.Warn("activetier: taking up leadership failed; retrying", "partition", t.tp.String(), "epoch", t.epoch, "err", err)
+		what := "taking up leadership"
+		if t.kind == catchup {
+			what = "republishing for lagging followers"
+		}
+		c.cfg.Logger.Warn("activetier: "+what+" failed; retrying", "partition", t.tp.String(), "epoch", t.epoch, "err", err)
 		t.wakeAt = now.Add(c.delay(t.attempt))
 		t.attempt++
 		c.sleeping++
@@ -281,26 +314,56 @@ func (c *Core) finishTask(now time.Time, t *task, err error) {
 	case call:
 		delete(c.tasks, t.id)
 		c.rd.Done = append(c.rd.Done, TaskDone{ID: t.id, Err: err})
+		if ld := c.leading[t.tp]; err == nil && ld != nil && ld.gen == t.gen {
+			c.reached(t, ld)
+		}
 	case refresh:
 		c.refreshing--
 		c.nextRefresh(now)
 	default:
-		if ld := c.leading[t.tp]; ld != nil && ld.chore == t {
-			ld.chore = nil
+		ld := c.leading[t.tp]
+		if ld == nil || ld.gen != t.gen {
+			return
 		}
+		switch {
+		case ld.chore == t:
+			ld.chore = nil
+		case ld.catchup == t:
+			c.caughtUpDone(now, ld, false)
+		default:
+			return
+		}
+		if t.republish {
+			c.reached(t, ld)
+			if t.kind == catchup && t.end < t.to {
+				// The local log ends below what the laggards need: asking
+				// again at once would read the same end. Their next
+				// reports ask again.
+				c.cfg.Logger.Warn("activetier: the local log ends below what lagging followers need", "partition", t.tp.String(), "end", t.end, "need", t.to)
+				return
+			}
+		}
+		c.catchUp(now, t.tp, ld)
 	}
 }
 
-// wakeTasks takes the next attempt of the chores whose backoff is over.
+// duties returns ld's chore and catch-up, nil where none is under way:
+// an array, so that looking at every leadership's allocates nothing.
+func (ld *leadership) duties() [2]*task { return [2]*task{ld.chore, ld.catchup} }
+
+// wakeTasks takes the next attempt of the chores and catch-ups whose
+// backoff is over.
 func (c *Core) wakeTasks(now time.Time) {
 	if c.sleeping == 0 {
 		return
 	}
 	for _, tp := range c.ledPartitions() {
-		if t := c.leading[tp].chore; t != nil && !t.wakeAt.IsZero() && !now.Before(t.wakeAt) {
-			t.wakeAt = time.Time{}
-			c.sleeping--
-			c.advance(now, t)
+		for _, t := range c.leading[tp].duties() {
+			if t != nil && !t.wakeAt.IsZero() && !now.Before(t.wakeAt) {
+				t.wakeAt = time.Time{}
+				c.sleeping--
+				c.advance(now, t)
+			}
 		}
 	}
 }

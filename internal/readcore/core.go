@@ -41,7 +41,18 @@ type Config struct {
 	// breaks its contract: call names the method ("metadata.Log.Read"),
 	// detail what was wrong. Default: a plain error naming both.
 	Violation func(call, detail string) error
+	// MaxHeld bounds the entries held, over every partition, for their
+	// turn to be fetched and yielded: a partition whose commit stalls
+	// learns entries it cannot yield yet. Past it, those furthest ahead
+	// of their partition's next offset are forgotten, and the metadata
+	// holding them is read again once the partition reaches them.
+	// Default DefaultMaxHeld.
+	MaxHeld int
 }
+
+// DefaultMaxHeld is Config.MaxHeld's default: a decoded entry takes some
+// 330 bytes, so 100,000 of them take some 33 MB.
+const DefaultMaxHeld = 100_000
 
 // Core is one reader's partitions and what it knows of them. It is not
 // safe for concurrent use: its driver serializes calls.
@@ -57,6 +68,40 @@ type Core struct {
 	// gone.
 	waiting   bool
 	waitAfter uint64
+	// held counts the entries the partitions hold; evicted those
+	// forgotten at the MaxHeld bound, and those not held for being past
+	// their partition's horizon; rewinds the metadata partitions read
+	// again.
+	held             int
+	evicted, rewinds uint64
+}
+
+// Counters are a Core's running totals.
+type Counters struct {
+	// Held is the number of entries held now: at most Config.MaxHeld,
+	// unless more than that hold their partitions' next offsets.
+	Held int
+	// Evicted counts entries forgotten, or not held, to stay within
+	// MaxHeld; each is read again from the metadata when needed.
+	Evicted uint64
+	// Rewinds counts the metadata partitions read again: for entries
+	// forgotten at the bound, and after seeks back.
+	Rewinds uint64
+}
+
+// Counters returns the Core's running totals.
+func (c *Core) Counters() Counters {
+	return Counters{Held: c.held, Evicted: c.evicted, Rewinds: c.rewinds}
+}
+
+// Rewind asks the driver to read metadata partition Partition again from
+// offset From (or, if the log no longer holds From, from its start): to
+// hand to Learn again every record from From on, and to move its cursor
+// back to From if it is past it. (A driver that learns records out of
+// order may have learned some past its cursor: From may be one of them.)
+type Rewind struct {
+	Partition int32
+	From      int64
 }
 
 // metaState is how far the driver has read one metadata partition.
@@ -89,6 +134,11 @@ func New(cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("UnavailableFor %v is negative", cfg.UnavailableFor)
 	case len(cfg.MetadataPartitions) == 0:
 		return nil, errors.New("no metadata partitions")
+	case cfg.MaxHeld < 0:
+		return nil, fmt.Errorf("MaxHeld %d is negative", cfg.MaxHeld)
+	}
+	if cfg.MaxHeld == 0 {
+		cfg.MaxHeld = DefaultMaxHeld
 	}
 	if cfg.CorruptFor == 0 {
 		cfg.CorruptFor = 30 * time.Second
@@ -111,7 +161,7 @@ func New(cfg Config) (*Core, error) {
 		if start < 0 {
 			return nil, fmt.Errorf("%s start offset %d is negative", tp, start)
 		}
-		c.parts[tp] = newPartition(tp, start, cfg.Durable)
+		c.parts[tp] = newPartition(tp, start, cfg.Durable, &c.held)
 	}
 	c.order = slices.SortedFunc(maps.Keys(c.parts), func(a, b metadata.TopicPartition) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
@@ -121,10 +171,38 @@ func New(cfg Config) (*Core, error) {
 
 // Round begins a round of metadata reading and returns its number: the
 // high watermarks taken after it and what Learn hands over until the next
-// Round belong to it.
-func (c *Core) Round() uint64 {
+// Round belong to it. It also returns the metadata partitions the driver
+// must read again before reading on, and from where: the records holding
+// the entries of a partition that reached its horizon (entries forgotten
+// at the MaxHeld bound, or yielded before a seek back). The Core's
+// cursors move back with them, and nothing such a partition's next
+// offset rests on is judged gone until they were read to their end
+// again.
+func (c *Core) Round() (uint64, []Rewind) {
 	c.round++
-	return c.round
+	var to map[int32]int64
+	for _, tp := range c.order {
+		p := c.parts[tp]
+		if p.paused != nil || p.next < p.horizon {
+			continue
+		}
+		if to == nil {
+			to = make(map[int32]int64)
+		}
+		p.rereadFrom(to)
+		p.horizon, p.idle = math.MaxInt64, false
+		p.touch(c.round)
+	}
+	var out []Rewind
+	for _, mp := range c.mps {
+		if at, ok := to[mp]; ok {
+			m := c.meta[mp]
+			m.next, m.targetRound, m.atEnd = min(m.next, at), 0, false
+			out = append(out, Rewind{Partition: mp, From: at})
+		}
+	}
+	c.rewinds += uint64(len(out))
+	return c.round, out
 }
 
 // WantWatermarks returns the metadata partitions whose high watermark the
@@ -187,7 +265,12 @@ func (c *Core) MetadataRead(r MetadataRead) error {
 		return fmt.Errorf("metadata partition %d: cursor %d is behind the read's start %d", r.Partition, r.Next, r.From)
 	}
 	if r.From < m.next {
-		m.targetRound = 0 // the log began again (a topic re-created): the target is another log's
+		// The log began again (a topic re-created): the target, and
+		// where its records are, are another log's.
+		m.targetRound = 0
+		for _, p := range c.parts {
+			delete(p.index, r.Partition)
+		}
 	}
 	m.next, m.atEnd = r.Next, false
 	if r.HasHigh {
@@ -235,9 +318,12 @@ func (c *Core) proven() uint64 {
 	return r
 }
 
-// Learn hands what m says of the Core's partitions to them. The markers
-// one message carries for a partition are one publication.
-func (c *Core) Learn(m *metadata.Message) {
+// Learn hands what m, the record at offset rec of metadata partition mp,
+// says of the Core's partitions to them. The markers one message carries
+// for a partition are one publication. Where each entry is is noted, for
+// reading it again; past MaxHeld, the entries furthest ahead are
+// forgotten.
+func (c *Core) Learn(mp int32, rec int64, m *metadata.Message) {
 	var pubs map[metadata.TopicPartition][]metadata.EpochStart
 	for _, mk := range m.Markers {
 		if c.parts[mk.Partition] != nil {
@@ -255,11 +341,65 @@ func (c *Core) Learn(m *metadata.Message) {
 			p.learnCommit(cm, c.round)
 		}
 	}
-	for _, e := range m.Entries {
-		if p := c.parts[e.Partition]; p != nil {
-			p.learnEntry(e)
+	indexed := c.meta[mp] != nil
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		p := c.parts[e.Partition]
+		if p == nil {
+			continue
+		}
+		if indexed {
+			p.noteEntry(mp, rec, e)
+		}
+		if p.learnEntry(*e) {
+			c.evicted++
 		}
 	}
+	if c.held > c.cfg.MaxHeld {
+		c.evict()
+	}
+}
+
+// evict forgets the entries furthest ahead of their partition's next
+// offset, down to 1/16 below MaxHeld so that the next eviction is some
+// way off, and moves each partition's horizon to the first it forgot.
+// Entries wholly below next (left by a seek forward) go first, and move
+// no horizon: the next plan would skip them. An entry holding next is
+// kept: it is the next to be fetched.
+func (c *Core) evict() {
+	type held struct {
+		p     int // index in c.order
+		k     entryKey
+		first int64
+		ahead int64 // math.MaxInt64: below next
+	}
+	var cands []held
+	for i, tp := range c.order {
+		p := c.parts[tp]
+		for k, e := range p.pending {
+			switch {
+			case e.LastOffset < p.next:
+				cands = append(cands, held{i, k, e.FirstOffset, math.MaxInt64})
+			case e.FirstOffset > p.next:
+				cands = append(cands, held{i, k, e.FirstOffset, e.FirstOffset - p.next})
+			}
+		}
+	}
+	// The order is total, so that what is forgotten does not depend on
+	// the maps' order.
+	slices.SortFunc(cands, func(a, b held) int {
+		return cmp.Or(cmp.Compare(b.ahead, a.ahead), cmp.Compare(a.p, b.p), cmp.Compare(a.k.obj.AZ, b.k.obj.AZ), cmp.Compare(a.k.obj.Bucket, b.k.obj.Bucket),
+			cmp.Compare(a.k.obj.Key, b.k.obj.Key), cmp.Compare(a.k.pos, b.k.pos), cmp.Compare(a.k.len, b.k.len), cmp.Compare(a.k.publisher, b.k.publisher))
+	})
+	n := min(c.held-(c.cfg.MaxHeld-c.cfg.MaxHeld/16), len(cands))
+	for _, h := range cands[:n] {
+		p := c.parts[c.order[h.p]]
+		p.forget(h.k)
+		if h.ahead != math.MaxInt64 {
+			p.horizon = min(p.horizon, h.first)
+		}
+	}
+	c.evicted += uint64(n)
 }
 
 // Want is a section to fetch and the offsets of it that may be yielded.
@@ -310,6 +450,11 @@ type Pause struct {
 //   - Every record appended to each metadata partition before round r
 //     began was learned: the reader's cursor reached a high watermark
 //     taken after r began, or a read in r found the partition at its end.
+//   - Entries forgotten at the MaxHeld bound, or yielded before a seek
+//     back, all describe offsets at or past the partition's horizon:
+//     nothing at or past it is judged until Round has moved the cursors
+//     back to the first record that may describe them (touching the
+//     partition), so the proof above comes from a read past them again.
 //
 // So every entry that could describe next was learned; the ones the
 // partition no longer holds were yielded past, fenced, or failed to

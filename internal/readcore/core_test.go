@@ -46,7 +46,7 @@ func TestCoreFetched(t *testing.T) {
 			c, err := New(Config{Partitions: map[metadata.TopicPartition]int64{tp: 100}, MaxBytes: 1 << 20, UnavailableFor: tc.unavail, MetadataPartitions: []int32{0}})
 			require.NoError(t, err)
 			c.Round()
-			c.Learn(&metadata.Message{Markers: []metadata.EpochStart{marker(5, 100)}, Entries: []metadata.Entry{entry(5, 5, 100, 149, "a")},
+			c.Learn(0, 0, &metadata.Message{Markers: []metadata.EpochStart{marker(5, 100)}, Entries: []metadata.Entry{entry(5, 5, 100, 149, "a")},
 				Commits: []metadata.Commit{{Partition: tp, Epoch: 5, Offset: 150}}})
 			for i, a := range tc.attempts {
 				wants, pauses := c.Plan()
@@ -79,7 +79,7 @@ func TestCoreYieldsBelowTheCommit(t *testing.T) {
 	c, err := New(Config{Partitions: map[metadata.TopicPartition]int64{tp: 100}, MaxBytes: 1 << 20, MetadataPartitions: []int32{0}})
 	require.NoError(t, err)
 	c.Round()
-	c.Learn(&metadata.Message{Markers: []metadata.EpochStart{marker(5, 100)}, Entries: []metadata.Entry{entry(5, 5, 100, 149, "a")},
+	c.Learn(0, 0, &metadata.Message{Markers: []metadata.EpochStart{marker(5, 100)}, Entries: []metadata.Entry{entry(5, 5, 100, 149, "a")},
 		Commits: []metadata.Commit{{Partition: tp, Epoch: 5, Offset: 130}}})
 	wants, _ := c.Plan()
 	require.Len(t, wants, 1)
@@ -184,7 +184,7 @@ func TestCoreGoneRoundRule(t *testing.T) {
 					c.Round()
 					require.Equal(t, s.wantWM, c.WantWatermarks(), "step %d", i)
 				case s.learn != nil:
-					c.Learn(s.learn)
+					c.Learn(0, int64(i), s.learn)
 				case s.read != nil:
 					require.NoError(t, c.MetadataRead(*s.read), "step %d", i)
 				case s.drop:
@@ -231,7 +231,7 @@ func TestCoreMetadataReadViolations(t *testing.T) {
 				Violation: func(call, detail string) error { return &violationError{call, detail} }})
 			require.NoError(t, err)
 			c.Round()
-			c.Learn(&metadata.Message{Markers: []metadata.EpochStart{marker(1, 0)}, Commits: []metadata.Commit{{Partition: tp, Epoch: 1, Offset: 10}}})
+			c.Learn(0, 0, &metadata.Message{Markers: []metadata.EpochStart{marker(1, 0)}, Commits: []metadata.Commit{{Partition: tp, Epoch: 1, Offset: 10}}})
 			require.NoError(t, c.MetadataRead(*rd(0, 0, 5)))
 			require.NoError(t, c.MetadataRead(*rd(1, 0, 5)))
 			_, pauses := c.Plan()

@@ -7,14 +7,22 @@
 // lineage learned from the epoch-start markers, the commits (high
 // watermarks) of each leader epoch, the entries not yet yielded, and what
 // was yielded. The driver hands it the metadata it reads, a round at a
-// time (Round; the high watermarks WantWatermarks asks for; Learn; and
-// MetadataRead, how far each metadata partition was read), asks it what
+// time (Round, and the metadata partitions it asks to read again; the
+// high watermarks WantWatermarks asks for; Learn; and MetadataRead, how
+// far each metadata partition was read), asks it what
 // to fetch (Plan: the sections, and up to which offset each may be
 // yielded, and the partitions judged gone), and hands back what each
 // fetch returned (Fetched: the batches to yield, or whether to retry).
-// Seek restarts a partition after a GoneError or TruncatedError. Plan
-// says when records are judged gone and why that is sound however busy
-// the metadata log is.
+// Seek restarts a partition after a GoneError or TruncatedError, or
+// moves it anywhere. Plan says when records are judged gone and why that
+// is sound however busy the metadata log is.
+//
+// The entries held are bounded (Config.MaxHeld): past the bound those
+// furthest ahead are forgotten. The Core notes where in each metadata
+// partition each partition's entries are (recIndex), so that once a
+// partition reaches entries it forgot, or seeks back to records whose
+// entries it forgot once yielded, Round asks for the metadata to be read
+// again from the first record that may describe them.
 //
 // Which entries to take is package fencing's decision (fencing.Decide,
 // with the yielded log as the local lineage), and how far is the commit's:

@@ -52,6 +52,18 @@ type partition struct {
 	// on changed since, so the next would find nothing either. A reader
 	// polls far more often than its partitions change.
 	idle bool
+	// horizon is the lowest offset that entries no longer held may
+	// describe: entries from it on were forgotten at the Core's bound
+	// (and those learned since are not held), or yielded before a seek
+	// back to it. math.MaxInt64: none. Once next reaches it, nothing at
+	// next is judged gone until the metadata holding those entries is
+	// read again (Core.Round asks for it).
+	horizon int64
+	// index says where in each metadata partition the partition's
+	// entries are, for reading them again.
+	index map[int32]*recIndex
+	// held is the Core's count of the entries its partitions hold.
+	held *int
 }
 
 // entryKey identifies a section: the same entry read from two metadata
@@ -66,15 +78,19 @@ func keyOf(e *metadata.Entry) entryKey {
 	return entryKey{obj: e.Object, pos: e.Position, len: e.Length, publisher: e.PublisherEpoch}
 }
 
-func newPartition(tp metadata.TopicPartition, start int64, durable bool) *partition {
-	p := &partition{tp: tp, durable: durable}
+func newPartition(tp metadata.TopicPartition, start int64, durable bool, held *int) *partition {
+	p := &partition{tp: tp, durable: durable, horizon: math.MaxInt64, index: make(map[int32]*recIndex), held: held}
 	p.seek(start)
 	return p
 }
 
 // seek restarts the partition at offset: what was yielded is forgotten,
-// what was learned of the leader is kept.
+// what was learned of the leader is kept. The entries of what was yielded
+// were forgotten, so a seek back moves the horizon there.
 func (p *partition) seek(offset int64) {
+	if offset < p.next {
+		p.horizon = min(p.horizon, offset)
+	}
 	p.next, p.local, p.paused, p.cause, p.reported, p.idle = offset, fencing.Lineage{}, nil, nil, false, false
 	if p.commits == nil {
 		p.commits = make(map[int32]int64)
@@ -117,15 +133,47 @@ func (p *partition) learnCommit(c metadata.Commit, round uint64) {
 // publishes its new objects while it republishes older offsets, so the
 // entry for next may still come. Only a commit past next says that it
 // was published.
-func (p *partition) learnEntry(e metadata.Entry) {
+//
+// An entry at or past the horizon is not held either: entries before it
+// were forgotten, and it will be read again with them once next reaches
+// the horizon. It reports whether it was left out so.
+func (p *partition) learnEntry(e metadata.Entry) (beyond bool) {
 	if e.LastOffset < p.next {
-		return
+		return false
 	}
 	k := keyOf(&e)
 	if _, ok := p.pending[k]; ok {
-		return
+		return false
+	}
+	if e.FirstOffset >= p.horizon {
+		return true
 	}
 	p.pending[k], p.idle = e, false
+	*p.held++
+	return false
+}
+
+// noteEntry records that metadata partition mp holds e at record rec.
+func (p *partition) noteEntry(mp int32, rec int64, e *metadata.Entry) {
+	x := p.index[mp]
+	if x == nil {
+		x = &recIndex{}
+		p.index[mp] = x
+	}
+	x.note(rec, e.LastOffset+1)
+}
+
+// rereadFrom lowers to[mp], for each metadata partition mp, to the record
+// from which to read it again for the partition's entries of the offsets
+// from the horizon on, and leaves out one that holds no such entry.
+func (p *partition) rereadFrom(to map[int32]int64) {
+	for mp, x := range p.index {
+		if at, ok := x.from(p.horizon); ok {
+			if cur, seen := to[mp]; !seen || at < cur {
+				to[mp] = at
+			}
+		}
+	}
 }
 
 // takeError returns why the partition paused, once.
@@ -270,7 +318,10 @@ func (p *partition) drop(e metadata.Entry, cause error, round uint64) {
 
 func (p *partition) forget(k entryKey) {
 	p.idle = false
-	delete(p.pending, k)
+	if _, ok := p.pending[k]; ok {
+		delete(p.pending, k)
+		*p.held--
+	}
 	delete(p.failures, k)
 	delete(p.corruptSince, k)
 	delete(p.unavailableSince, k)
@@ -300,7 +351,10 @@ func (p *partition) gone(proven uint64) (waiting bool) {
 	if p.paused != nil || high <= p.next {
 		return false // nothing known published past next yet: wait
 	}
-	resume := int64(math.MaxInt64)
+	if p.next >= p.horizon {
+		return false // entries forgotten may describe next: read them again first
+	}
+	resume := p.horizon
 	for _, e := range p.pending {
 		if e.FirstOffset <= p.next && p.next <= e.LastOffset {
 			return false

@@ -23,8 +23,11 @@ import (
 // corrupted bytes, latency), and hands the results back. Its cursor in a
 // metadata partition is the offset below which every record was
 // delivered (or trimmed); like the Reader, it takes the high watermarks
-// the core asks for at the start of a round, and tells the core how far
-// it read each round.
+// the core asks for at the start of a round, reads again from where it
+// asks (what it delivered from there on is delivered again), and tells
+// the core how far it read each round. Some readers hold as few as two
+// entries (readcore.Config.MaxHeld), so that they forget and read again
+// all the time.
 //
 // What it yields is checked as the run goes and at the end:
 //
@@ -205,8 +208,12 @@ func (w *world) startReader(rr *rand.Rand, later bool) {
 	for mp := range w.meta.Partitions() {
 		mps = append(mps, mp)
 	}
+	// A bound on the entries held as low as a few forgets entries all
+	// the time, and reads them again: drawn from the seed, not rr, so
+	// that the rest of the reader is what it was without it.
+	maxHeld := [...]int{0, 2, 16}[(w.cfg.Seed+uint64(n))%3]
 	core, err := readcore.New(readcore.Config{Partitions: starts, Durable: w.cfg.DurableReaders,
-		MaxBytes: choose[int64](rr, 2<<10, 64<<10, 4<<20), MetadataPartitions: mps})
+		MaxBytes: choose[int64](rr, 2<<10, 64<<10, 4<<20), MetadataPartitions: mps, MaxHeld: maxHeld})
 	if err != nil {
 		w.violate(KindHarness, "reader %d: %v", n, err)
 		return
@@ -239,7 +246,7 @@ func (w *world) startReader(rr *rand.Rand, later bool) {
 		}, func() bool { return true }))
 	}
 	w.readers = append(w.readers, r)
-	w.tracef("reader %d in %s starts at %v", n, az, r.positions())
+	w.tracef("reader %d in %s starts at %v, holding at most %d entries (0: the default)", n, az, r.positions(), maxHeld)
 	w.after(readLatency, r.poll)
 }
 
@@ -312,7 +319,19 @@ func (r *simReader) readMetadata() {
 	if r.w.done {
 		return
 	}
-	round := r.core.Round()
+	round, rewinds := r.core.Round()
+	for _, rw := range rewinds {
+		// Read again from rw.From: what was learned from there on is
+		// delivered again, and the cursor waits for it.
+		c := &r.cursors[rw.Partition]
+		c.next = min(c.next, rw.From)
+		for off := range c.ahead {
+			if off >= rw.From {
+				delete(c.ahead, off)
+			}
+		}
+		r.reads[rw.Partition].redeliver(rw.From)
+	}
 	want := r.core.WantWatermarks()
 	learned := false
 	for i, rd := range r.reads {
@@ -327,7 +346,7 @@ func (r *simReader) readMetadata() {
 		for _, rec := range r.inbox[i] {
 			c.learned(rec.Offset)
 			if m, err := metadata.DecodeMessage(rec.Value); err == nil {
-				r.core.Learn(m)
+				r.core.Learn(mp, rec.Offset, m)
 			}
 		}
 		learned = learned || len(r.inbox[i]) > 0

@@ -168,7 +168,7 @@ func runFetches(b *testing.B, prof memstore.Profile, policy hedge.Policy, seed u
 	rng := rand.New(rand.NewPCG(seed, 0x1a9))
 	c, err := followcore.New(followcore.Config{BrokerID: 1, Readahead: 16, MaxHeld: 100_000, FetchConcurrency: 8,
 		HedgeAfter: time.Second, BackoffInitial: 10 * time.Millisecond, BackoffMax: time.Second,
-		CoalesceGap: 50_000, Hedge: policy, Seed: seed})
+		CoalesceGap: 50_000, Hedge: policy, ReportInterval: time.Second, Seed: seed})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,6 +22,7 @@ const (
 	fetchTimeout   = 30 * time.Second // FollowerConfig.FetchTimeout
 	hedgeAfter     = time.Second      // FollowerConfig.HedgeAfter
 	maxHeld        = 100_000          // FollowerConfig.MaxHeld
+	reportInterval = time.Second      // FollowerConfig.ProgressInterval
 )
 
 // simNode is one incarnation of a broker's engines: a leadcore.Core and a
@@ -97,7 +98,7 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 			BrokerID: b.id, Readahead: fp.Readahead, MaxHeld: maxHeld, FetchConcurrency: fp.FetchConcurrency,
 			HedgeAfter: hedgeAfter, BackoffInitial: fp.Backoff.Initial, BackoffMax: fp.Backoff.Max,
 			CoalesceGap: cmp.Or(fp.CoalesceGap, walstore.DefaultCoalesceGap), Hedge: w.p.getHedge,
-			Seed: seed ^ 0xf0110e, Logger: w.logger(name).With("engine", "follower"),
+			ReportInterval: reportInterval, Seed: seed ^ 0xf0110e, Logger: w.logger(name).With("engine", "follower"),
 		})
 		if err == nil {
 			n.mgr, err = newFetcher(b)

@@ -190,6 +190,27 @@ func (r *metaReader) rewind() {
 	})
 }
 
+// redeliver schedules the delivery again of what was delivered from
+// offset from on and is retained, as a reader that reads its partition
+// again from there sees it; records not delivered yet come as scheduled.
+func (r *metaReader) redeliver(from int64) {
+	r.w.after(readLatency, func() {
+		if !r.live() {
+			return
+		}
+		from := max(from, r.low())
+		var again []metadata.Record
+		for _, rec := range r.out {
+			if rec.Offset >= from {
+				again = append(again, rec)
+			}
+		}
+		for i := 0; i < len(again) && r.live(); i += r.batch {
+			r.hand(again[i:min(i+r.batch, len(again))])
+		}
+	})
+}
+
 // messageID names a metadata message by what it says, leaving out object
 // keys.
 func messageID(value []byte) uint64 {

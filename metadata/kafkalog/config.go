@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/activetier/activetier/metadata"
 )
 
 // Defaults applied by New to the zero values of Config.
@@ -143,8 +145,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Topic == "" {
 		c.Topic = DefaultTopic
 	}
-	if err := validTopicName(c.Topic); err != nil {
-		return c, configErr("Topic", err.Error())
+	if err := metadata.ValidateTopicName(c.Topic); err != nil {
+		// Checked here, so that a typo is reported by name rather than
+		// as INVALID_TOPIC_EXCEPTION later.
+		return c, fmt.Errorf("%w: Config.Topic: %w", ErrInvalidConfig, err)
 	}
 	switch {
 	case c.Partitions == 0:
@@ -192,24 +196,6 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	return c, nil
-}
-
-// validTopicName applies Kafka's topic naming rules, so that a typo is
-// reported by name here rather than as INVALID_TOPIC_EXCEPTION later.
-func validTopicName(t string) error {
-	if t == "." || t == ".." {
-		return fmt.Errorf("%q is not a valid topic name", t)
-	}
-	if len(t) > 249 {
-		return fmt.Errorf("is %d characters long, Kafka allows 249", len(t))
-	}
-	for _, r := range t {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
-		if !ok {
-			return fmt.Errorf("%q has character %q; Kafka allows [a-zA-Z0-9._-]", t, r)
-		}
-	}
-	return nil
 }
 
 // maxRetryBackoff caps franz-go's backoff between retries (5s by

@@ -1,5 +1,6 @@
 // Package walstoretest holds the conformance suites for walstore.ObjectStore
-// (Run) and walstore.LocalLog (RunLocalLog).
+// (Run), for wrappers of one (RunWrapper) and for walstore.LocalLog
+// (RunLocalLog).
 //
 // # ObjectStore
 //
@@ -48,6 +49,36 @@
 //     error; it writes nothing past len(dst), though dst has spare
 //     capacity, as the engine's pooled buffers do; and it writes nothing
 //     into dst once it has returned, even when ctx ended mid-read.
+//
+// # Wrappers
+//
+// A store wrapper (middleware that takes a walstore.ObjectStore and
+// returns one forwarding to it: a meter, a fault injector, a cache) calls
+// RunWrapper with the harness of a store it can wrap and its wrapping
+// function:
+//
+//	func TestWrapperConformance(t *testing.T) {
+//		walstoretest.RunWrapper(t, harness, func(s walstore.ObjectStore) walstore.ObjectStore {
+//			return meter.Store(s)
+//		})
+//	}
+//
+// Besides Run's suite through the wrapped stores, it checks that the
+// wrapper keeps the optional interfaces of what it wraps
+// (OptionalInterfaces, today walstore.RangeReader): the wrapped store
+// implements each exactly when the store it wraps does. A wrapper that
+// embeds walstore.ObjectStore, the obvious way to write one, drops them,
+// and the engines then quietly do without (a follower allocates a buffer
+// per GET instead of reusing pooled ones). The usual way to keep one is
+// a second type, returned when the wrapped store has the interface:
+//
+//	func Wrap(s walstore.ObjectStore) walstore.ObjectStore {
+//		w := &wrapper{s: s}
+//		if rr, ok := s.(walstore.RangeReader); ok {
+//			return &rangeWrapper{wrapper: w, rr: rr} // ReadRange forwards to rr
+//		}
+//		return w
+//	}
 //
 // # LocalLog
 //

@@ -205,16 +205,13 @@ func (l *Log) part(tp metadata.TopicPartition) (*partition, error) {
 
 // ValidPartition returns an error wrapping ErrInvalidPartition for a
 // partition the log refuses: a negative partition, or a topic name Kafka
-// would refuse (the name becomes a directory).
+// would refuse (metadata.ValidateTopicName; the name becomes a directory).
 func ValidPartition(tp metadata.TopicPartition) error {
-	t := tp.Topic
-	ok := t != "" && len(t) <= 249 && t != "." && t != ".." && tp.Partition >= 0
-	for i := 0; ok && i < len(t); i++ {
-		c := t[i]
-		ok = c == '.' || c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	if err := metadata.ValidateTopicName(tp.Topic); err != nil {
+		return fmt.Errorf("%w: topic %q partition %d: %w", ErrInvalidPartition, tp.Topic, tp.Partition, err)
 	}
-	if !ok {
-		return fmt.Errorf("%w: topic %q partition %d", ErrInvalidPartition, t, tp.Partition)
+	if tp.Partition < 0 {
+		return fmt.Errorf("%w: topic %q partition %d is negative", ErrInvalidPartition, tp.Topic, tp.Partition)
 	}
 	return nil
 }

@@ -1,15 +1,15 @@
 //go:build unix
 
-package combiner
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time the test process has used, user and
-// system, on all threads.
-func processCPU() (time.Duration, bool) {
+// Process returns the CPU time, user and system, the process has used on
+// all its threads, and false if it cannot be read.
+func Process() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false

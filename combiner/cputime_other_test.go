@@ -1,8 +1,0 @@
-//go:build !unix
-
-package combiner
-
-import "time"
-
-// processCPU is not available here; benchmarks report wall time only.
-func processCPU() (time.Duration, bool) { return 0, false }

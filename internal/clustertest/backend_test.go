@@ -1,0 +1,60 @@
+package clustertest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/walstore/walstoretest"
+)
+
+// The brokers' fault-injecting store keeps the optional interfaces of the
+// backend's store (a follower reads into pooled buffers, as it would
+// without the wrapper) and, with no fault set, the whole contract.
+func TestFaultyStoreConformance(t *testing.T) {
+	c := &Cluster{gets: make(map[string]int64)}
+	walstoretest.RunWrapper(t, walstoretest.HarnessFunc(func(_ context.Context, t *testing.T) (walstore.ObjectStore, walstore.ObjectStore) {
+		objects, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1", "az2": "b2"}, Seed: 1})
+		require.NoError(t, err)
+		local, err := objects.Store("az1")
+		require.NoError(t, err)
+		peer, err := objects.Store("az2")
+		require.NoError(t, err)
+		return local, peer
+	}), func(s walstore.ObjectStore) walstore.ObjectStore { return newFaultyStore(s, c) }, walstoretest.ManyKeys(50))
+}
+
+// A ReadRange meets the faults a GetRange does: an error instead of the
+// request, a flipped bit in what it returns, a count per bucket.
+func TestFaultyReadRange(t *testing.T) {
+	ctx := context.Background()
+	objects, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1"}, Seed: 1})
+	require.NoError(t, err)
+	inner, err := objects.Store("az1")
+	require.NoError(t, err)
+	c := &Cluster{gets: make(map[string]int64)}
+	s := newFaultyStore(inner, c)
+	rr, ok := s.(walstore.RangeReader)
+	require.True(t, ok)
+	body := []byte("0123456789")
+	ref, err := s.Put(ctx, "k", body)
+	require.NoError(t, err)
+
+	c.SetFault(func(op Op, _ string) Fault { return Fault{Corrupt: op == OpGet} })
+	dst := make([]byte, len(body))
+	n, err := rr.ReadRange(ctx, ref, 0, dst)
+	require.NoError(t, err)
+	require.Equal(t, len(body), n)
+	require.NotEqual(t, body, dst, "corrupted")
+	got, err := s.GetRange(ctx, ref, 0, int64(len(body)))
+	require.NoError(t, err)
+	require.Equal(t, dst, got, "the same bit as GetRange's")
+
+	c.SetFault(func(Op, string) Fault { return Fault{Err: walstore.ErrUnavailable} })
+	_, err = rr.ReadRange(ctx, ref, 0, dst)
+	require.ErrorIs(t, err, walstore.ErrUnavailable)
+	require.Equal(t, int64(3), c.Gets("b1"))
+}

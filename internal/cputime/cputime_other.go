@@ -1,0 +1,8 @@
+//go:build !unix
+
+package cputime
+
+import "time"
+
+// Process is not available here: it returns false.
+func Process() (time.Duration, bool) { return 0, false }
