@@ -43,9 +43,9 @@ type Config struct {
 	// ReplicaLagTime is how long an in-sync follower may go without
 	// catching up with its leader's log end before the leader asks the
 	// controller to take it out of the in-sync set (Kafka's
-	// replica.lag.time.max.ms). At least 1s, well above the 500ms at
-	// which a follower reports progress that has not changed. Default
-	// 30s.
+	// replica.lag.time.max.ms). At least 2s and twice
+	// Node.Follower.ProgressInterval, how often a follower whose log does
+	// not change reports again. Default 30s.
 	ReplicaLagTime time.Duration
 	// Controller is the host:port of the controller's HTTP API, where
 	// the broker registers at start (POST /v1/brokers) and again
@@ -74,10 +74,10 @@ type Broker struct {
 	// isRegistered: the last view applied lists this run; hasView: a
 	// view was applied.
 	isRegistered, hasView bool
-	brokers      map[int32]BrokerInfo
-	topics       map[string]int32 // partition counts
-	parts        map[metadata.TopicPartition]*partition
-	changed      chan struct{} // closed and replaced whenever a partition's visible end moves
+	brokers               map[int32]BrokerInfo
+	topics                map[string]int32 // partition counts
+	parts                 map[metadata.TopicPartition]*partition
+	changed               chan struct{} // closed and replaced whenever a partition's visible end moves
 
 	reporter  *reporter
 	isr       *isrManager
@@ -132,10 +132,6 @@ type partition struct {
 	// isr.go.
 	followers map[int32]*follower
 	pending   *proposal
-	// epochStart is the leader's log end when its leadership began: it
-	// holds every record acknowledged before, and a follower joins the
-	// in-sync set only once it holds them too.
-	epochStart int64
 
 	// producers is the leader's idempotent producer state, nil when it
 	// does not lead; guarded by appendMu.
@@ -156,8 +152,9 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.ReplicaLagTime == 0 {
 		cfg.ReplicaLagTime = 30 * time.Second
 	}
-	if cfg.ReplicaLagTime < minReplicaLagTime {
-		return nil, fmt.Errorf("broker: ReplicaLagTime %v is below %v", cfg.ReplicaLagTime, minReplicaLagTime)
+	if cfg.ReplicaLagTime < max(minReplicaLagTime, 2*cfg.Node.Follower.ProgressInterval) {
+		return nil, fmt.Errorf("broker: ReplicaLagTime %v is below %v or twice Node.Follower.ProgressInterval %v",
+			cfg.ReplicaLagTime, minReplicaLagTime, cfg.Node.Follower.ProgressInterval)
 	}
 	if cfg.ProgressInterval == 0 {
 		cfg.ProgressInterval = 10 * time.Millisecond
@@ -183,7 +180,7 @@ func New(cfg Config) (*Broker, error) {
 	b.registrar = newRegistrar(b)
 	nc := cfg.Node
 	nc.BrokerID, nc.Local = cfg.ID, cfg.Log
-	nc.OnProgress = func(walstore.Progress) { b.reporter.wake() }
+	nc.OnProgress = func(pr walstore.Progress) { b.reporter.due(pr.Partition) }
 	if nc.Logger == nil {
 		nc.Logger = b.lg
 	}
@@ -405,9 +402,7 @@ func (b *Broker) recordProgress(rep ProgressReport) (int64, error) {
 		return 0, fmt.Errorf("%w: %d, the leader's is %d", errStaleEpoch, rep.Epoch, s.epoch)
 	}
 	b.node.RecordProgress(walstore.Progress{Partition: tp, Leader: b.cfg.ID, Follower: rep.Follower, EndOffset: rep.EndOffset, LastEpoch: rep.LastEpoch})
-	if err := b.trackFollower(p, s, rep); err != nil {
-		return 0, err
-	}
+	b.trackFollower(p, s, rep)
 	return b.highWatermark(tp, s), nil
 }
 

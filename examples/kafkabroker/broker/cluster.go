@@ -245,9 +245,6 @@ func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Place
 			}
 		}
 		b.setRole(p, roleLeader, pl)
-		p.mu.Lock()
-		p.epochStart = end
-		p.mu.Unlock()
 		if err := b.syncInSync(p); err != nil {
 			return err
 		}
@@ -271,8 +268,8 @@ func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Place
 }
 
 // setRole records the role and placement. A new leadership starts the
-// followers' tracking afresh, with the in-sync ones caught up as of now
-// (Kafka's makeLeader); a placement at a later partition epoch settles
+// followers' tracking afresh, none lagging before ReplicaLagTime has
+// passed (Kafka's makeLeader); a placement at a later partition epoch settles
 // any proposal of an in-sync set made from an earlier one.
 func (b *Broker) setRole(p *partition, r role, pl Placement) {
 	p.mu.Lock()
@@ -285,11 +282,7 @@ func (b *Broker) setRole(p *partition, r role, pl Placement) {
 		p.followers = make(map[int32]*follower)
 		for _, f := range pl.Replicas {
 			if f != b.cfg.ID {
-				fs := &follower{}
-				if slices.Contains(pl.ISR, f) {
-					fs.caughtUpAt = now
-				}
-				p.followers[f] = fs
+				p.followers[f] = &follower{since: now}
 			}
 		}
 		p.pending = nil

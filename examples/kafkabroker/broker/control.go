@@ -185,20 +185,21 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // reporter sends this broker's follower progress to each partition's
 // leader and takes the high watermark it answers with. It reports a
-// partition after each append (the Node's OnProgress wakes it), after a
-// role change, every ProgressInterval while the leader's answer is
-// below the log end, since another follower's report may since have
-// moved the high watermark, and every progressHeartbeat in any case,
-// as Kafka's follower fetches even when nothing is new: the leader takes
-// a follower it has not heard from for ReplicaLagTime out of the
-// in-sync set.
+// partition whenever the Node's OnProgress names it (after each append,
+// and again every Follower.ProgressInterval while its log does not
+// change, as Kafka's follower fetches even when nothing is new: the
+// leader takes a follower it has not heard from for ReplicaLagTime out of
+// the in-sync set), after a role change, and every ProgressInterval
+// while the leader's answer is below the log end, since another
+// follower's report may since have moved the high watermark.
 type reporter struct {
 	b      *Broker
 	client *http.Client
 	wakeCh chan struct{}
 
-	mu   sync.Mutex
-	sent map[metadata.TopicPartition]sentReport
+	mu    sync.Mutex
+	sent  map[metadata.TopicPartition]sentReport
+	named map[metadata.TopicPartition]bool // by OnProgress since the last round
 }
 
 // sentReport is the last report the leader answered for a partition.
@@ -206,7 +207,6 @@ type sentReport struct {
 	leader, epoch int32
 	end           int64
 	hw            int64
-	at            time.Time
 }
 
 func newReporter(b *Broker) *reporter {
@@ -215,7 +215,16 @@ func newReporter(b *Broker) *reporter {
 		client: &http.Client{Timeout: 5 * time.Second},
 		wakeCh: make(chan struct{}, 1),
 		sent:   make(map[metadata.TopicPartition]sentReport),
+		named:  make(map[metadata.TopicPartition]bool),
 	}
+}
+
+// due asks for a report of tp in the next round; it never blocks.
+func (r *reporter) due(tp metadata.TopicPartition) {
+	r.mu.Lock()
+	r.named[tp] = true
+	r.mu.Unlock()
+	r.wake()
 }
 
 // wake asks for a round of reports; it never blocks.
@@ -254,6 +263,10 @@ func (r *reporter) round(ctx context.Context) {
 		brokers[id] = bi
 	}
 	b.mu.Unlock()
+	r.mu.Lock()
+	named := r.named
+	r.named = make(map[metadata.TopicPartition]bool)
+	r.mu.Unlock()
 
 	due := make(map[int32][]ProgressReport)
 	for _, p := range parts {
@@ -269,7 +282,7 @@ func (r *reporter) round(ctx context.Context) {
 		r.mu.Lock()
 		prev, ok := r.sent[p.tp]
 		r.mu.Unlock()
-		if ok && prev.leader == last.leader && prev.epoch == last.epoch && prev.end == end && prev.hw >= end && time.Since(prev.at) < progressHeartbeat {
+		if ok && !named[p.tp] && prev.leader == last.leader && prev.epoch == last.epoch && prev.end == end && prev.hw >= end {
 			continue
 		}
 		// The epoch of the last record, not of an entry assigned after
@@ -306,7 +319,7 @@ func (r *reporter) round(ctx context.Context) {
 			rep := reports[i]
 			tp := metadata.TopicPartition{Topic: rep.Topic, Partition: rep.Partition}
 			r.mu.Lock()
-			r.sent[tp] = sentReport{leader: leader, epoch: rep.Epoch, end: rep.EndOffset, hw: a.HW, at: time.Now()}
+			r.sent[tp] = sentReport{leader: leader, epoch: rep.Epoch, end: rep.EndOffset, hw: a.HW}
 			r.mu.Unlock()
 			b.followerHW(tp, leader, rep.Epoch, a.HW)
 		}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -19,15 +18,16 @@ import (
 // controller, Kafka's AlterPartition) and the controller commits them,
 // bumping the partition epoch, and posts the new view to every broker:
 //
-//   - a follower joins once it has caught up: its log, a prefix of the
-//     leader's, reaches the high watermark of the current leadership and
-//     the leader's log end when that leadership began (which holds every
-//     record acknowledged before; the high watermark is not known until
-//     every in-sync follower has reported), as reported by its current
+//   - a follower joins once it has caught up, as the leader's Node judges
+//     it (Node.Replicas: its log, as far as it is the leader's, reaches
+//     the high watermark and the offset the leader epoch starts at, so it
+//     holds every record acknowledged), on reports of its current
 //     incarnation (KIP-903: a report from a run before a restart says
-//     nothing of the log the broker has now);
-//   - a follower leaves once it has not caught up with the leader's log
-//     end for ReplicaLagTime (replica.lag.time.max.ms), or when the
+//     nothing of the log the broker has now); the joiner is checked again
+//     once the Node's high watermark waits for it, before the proposal
+//     goes;
+//   - a follower leaves once the Node has not seen it caught up with the
+//     leader for ReplicaLagTime (replica.lag.time.max.ms), or when the
 //     controller learns its broker died.
 //
 // While a proposal awaits its answer, the leader's Node counts the union
@@ -37,12 +37,9 @@ import (
 // a replica that lacks a record the leader acknowledged.
 
 // minReplicaLagTime bounds ReplicaLagTime from below: a follower whose log
-// does not change reports every progressHeartbeat, and must not look
-// lagging between two reports.
-const (
-	progressHeartbeat = 500 * time.Millisecond
-	minReplicaLagTime = time.Second
-)
+// does not change reports again every Follower.ProgressInterval of its
+// Node (1s by default), and must not look lagging between two reports.
+const minReplicaLagTime = 2 * time.Second
 
 // ReplicaRef names one run of a broker.
 type ReplicaRef struct {
@@ -74,18 +71,16 @@ type AlterPartitionAnswer struct {
 	Placement Placement `json:"placement"`
 }
 
-// follower is what a partition's leader knows of one follower.
+// follower is what a partition's leader knows of one follower beyond
+// what its Node knows (Node.Replicas): the run its reports come from.
 type follower struct {
 	incarnation string
-	reported    bool  // by this incarnation, in this leadership
-	end         int64 // its log end, when its log is a prefix of the leader's
-	prefix      bool  // its log is a prefix of the leader's
-	// caughtUpAt is the last time its log end reached the leader's
-	// (Kafka's lastCaughtUpTime); prevAt and prevLeaderEnd, when its
-	// previous report came and the leader's log end then, for a
-	// follower that keeps up with a log that grows.
-	caughtUpAt, prevAt time.Time
-	prevLeaderEnd      int64
+	reported    bool // by this incarnation, in this leadership
+	// since is when the leadership began, for an in-sync follower, or
+	// when it joined: a follower is not lagging before it had
+	// ReplicaLagTime to report (Kafka's makeLeader resets the followers'
+	// lastCaughtUpTime).
+	since time.Time
 }
 
 // proposal is an in-sync set sent to the controller.
@@ -93,69 +88,24 @@ type proposal struct {
 	req AlterPartition
 }
 
-// trackFollower takes a follower's report into the leader's view of it,
-// and wakes the in-sync manager when the follower may join.
-func (b *Broker) trackFollower(p *partition, s snapshot, rep ProgressReport) error {
-	leaderEnd, err := b.log.EndOffset(p.tp)
-	if err != nil {
-		return err
-	}
-	prefix, err := b.isPrefix(p, s.epoch, rep.EndOffset, rep.LastEpoch, leaderEnd)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
+// trackFollower notes the run a follower's report comes from, and wakes
+// the in-sync manager when the follower may join.
+func (b *Broker) trackFollower(p *partition, s snapshot, rep ProgressReport) {
 	p.mu.Lock()
 	fs := p.followers[rep.Follower]
 	if fs == nil || p.role != roleLeader || p.epoch != s.epoch {
 		p.mu.Unlock()
-		return nil
+		return
 	}
 	if fs.incarnation != rep.Incarnation {
-		*fs = follower{incarnation: rep.Incarnation, caughtUpAt: fs.caughtUpAt}
+		*fs = follower{incarnation: rep.Incarnation, since: fs.since}
 	}
-	fs.reported, fs.end, fs.prefix = true, rep.EndOffset, prefix
-	if prefix {
-		switch {
-		case rep.EndOffset >= leaderEnd:
-			fs.caughtUpAt = now
-		case !fs.prevAt.IsZero() && rep.EndOffset >= fs.prevLeaderEnd && fs.prevAt.After(fs.caughtUpAt):
-			fs.caughtUpAt = fs.prevAt
-		}
-	}
-	fs.prevAt, fs.prevLeaderEnd = now, leaderEnd
-	joinable := prefix && !slices.Contains(p.isr, rep.Follower)
+	fs.reported = true
+	joinable := !slices.Contains(p.isr, rep.Follower)
 	p.mu.Unlock()
 	if joinable {
 		b.isr.wake()
 	}
-	return nil
-}
-
-// isPrefix reports whether a follower's log, ending at end with its last
-// record at lastEpoch, is a prefix of this leader's: an empty log is, one
-// whose last record is of the current epoch is (it applied this
-// leadership's records), and one of an earlier epoch is if that epoch's
-// records end here at or after its log end (Kafka's divergence check).
-func (b *Broker) isPrefix(p *partition, epoch int32, end int64, lastEpoch int32, leaderEnd int64) (bool, error) {
-	switch {
-	case end == 0:
-		return true, nil
-	case lastEpoch == epoch:
-		return end <= leaderEnd, nil
-	case lastEpoch < 0:
-		return false, nil
-	}
-	entries, err := b.log.Epochs(p.tp)
-	if err != nil {
-		return false, err
-	}
-	lin, err := fencing.NewLineage(entries...)
-	if err != nil {
-		return false, err
-	}
-	e, epochEnd := lin.EndOffsetFor(lastEpoch, leaderEnd)
-	return e == lastEpoch && end <= epochEnd, nil
 }
 
 // syncInSync gives p's Node the followers its high watermark waits for:
@@ -233,12 +183,18 @@ func (m *isrManager) round(ctx context.Context) {
 	var props []*proposal
 	var from []*partition
 	for _, p := range parts {
-		if pr := b.propose(p, time.Now()); pr != nil {
-			if err := b.syncInSync(p); err != nil {
-				b.lg.Warn("setting the in-sync followers", "partition", p.tp.String(), "err", err)
-			}
-			reqs, props, from = append(reqs, pr.req), append(props, pr), append(from, p)
+		pr, fresh := b.propose(p, time.Now())
+		if pr == nil {
+			continue
 		}
+		if err := b.syncInSync(p); err != nil {
+			b.lg.Warn("setting the in-sync followers", "partition", p.tp.String(), "err", err)
+			continue
+		}
+		if fresh && !b.confirm(p, pr) {
+			continue
+		}
+		reqs, props, from = append(reqs, pr.req), append(props, pr), append(from, p)
 	}
 	if len(reqs) == 0 || controller == "" {
 		return
@@ -259,14 +215,19 @@ func (m *isrManager) round(ctx context.Context) {
 	}
 }
 
-// propose returns p's pending proposal, to send again, or a new one if
-// the in-sync set should change, or nil.
-func (b *Broker) propose(p *partition, now time.Time) *proposal {
-	s := p.snapshot()
-	if s.role != roleLeader {
-		return nil
+// propose returns p's pending proposal, to send again, or a new one
+// (fresh) if the in-sync set should change, or nil: an in-sync follower
+// leaves once its Node has not seen it caught up for ReplicaLagTime, a
+// follower joins once its Node says it has caught up, as reported by the
+// run of it the controller lists.
+func (b *Broker) propose(p *partition, now time.Time) (pr *proposal, fresh bool) {
+	if p.snapshot().role != roleLeader {
+		return nil, false
 	}
-	hw := b.node.HighWatermark(p.tp)
+	replicas := make(map[int32]walstore.ReplicaState)
+	for _, r := range b.node.Replicas(p.tp) {
+		replicas[r.Broker] = r
+	}
 	b.mu.Lock()
 	live := make(map[int32]string, len(b.brokers))
 	for id, bi := range b.brokers {
@@ -276,43 +237,81 @@ func (b *Broker) propose(p *partition, now time.Time) *proposal {
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.role != roleLeader || p.epoch != s.epoch {
-		return nil
+	if p.role != roleLeader {
+		return nil, false
 	}
 	if p.pending != nil {
-		return p.pending
+		return p.pending, false
 	}
 	next := []int32{b.cfg.ID}
 	var joining []ReplicaRef
 	for _, f := range p.replicas {
-		fs := p.followers[f]
+		fs, rs := p.followers[f], replicas[f]
 		if f == b.cfg.ID || fs == nil {
 			continue
 		}
 		if slices.Contains(p.isr, f) {
-			if now.Sub(fs.caughtUpAt) <= b.cfg.ReplicaLagTime {
+			if now.Sub(fs.since) <= b.cfg.ReplicaLagTime || now.Sub(rs.LastCaughtUp) <= b.cfg.ReplicaLagTime {
 				next = append(next, f)
 			}
 			continue
 		}
-		if inc, ok := live[f]; ok && inc == fs.incarnation && fs.reported && fs.prefix && fs.end >= max(hw, p.epochStart) {
+		if inc, ok := live[f]; ok && inc == fs.incarnation && fs.reported && rs.CaughtUp {
 			next = append(next, f)
 			joining = append(joining, ReplicaRef{ID: f, Incarnation: fs.incarnation})
 		}
 	}
 	slices.Sort(next)
 	if slices.Equal(next, p.isr) {
-		return nil
-	}
-	for _, j := range joining {
-		p.followers[j.ID].caughtUpAt = now // it reached the high watermark just now
+		return nil, false
 	}
 	p.pending = &proposal{req: AlterPartition{
 		Topic: p.tp.Topic, Partition: p.tp.Partition, Leader: b.cfg.ID, LeaderEpoch: p.epoch,
 		PartitionEpoch: p.partitionEpoch, ISR: next, Joining: joining,
 	}}
-	b.lg.Info("proposing an in-sync set", "partition", p.tp.String(), "epoch", p.epoch, "isr", p.isr, "proposed", next, "hw", hw)
-	return p.pending
+	b.lg.Info("proposing an in-sync set", "partition", p.tp.String(), "epoch", p.epoch, "isr", p.isr, "proposed", next)
+	return p.pending, true
+}
+
+// confirm checks a fresh proposal's joiners again, now that the Node's
+// high watermark waits for them: before, it could have passed one of them
+// after it was found caught up. A joiner no longer caught up is left out;
+// confirm reports whether anything is left to propose.
+func (b *Broker) confirm(p *partition, pr *proposal) bool {
+	if len(pr.req.Joining) == 0 {
+		return true
+	}
+	caughtUp := make(map[int32]bool)
+	for _, r := range b.node.Replicas(p.tp) {
+		caughtUp[r.Broker] = r.CaughtUp
+	}
+	p.mu.Lock()
+	if p.pending != pr {
+		p.mu.Unlock()
+		return false
+	}
+	now := time.Now()
+	var joining []ReplicaRef
+	for _, j := range pr.req.Joining {
+		if caughtUp[j.ID] {
+			joining = append(joining, j)
+			p.followers[j.ID].since = now // it has ReplicaLagTime to show it keeps up
+			continue
+		}
+		pr.req.ISR = slices.DeleteFunc(pr.req.ISR, func(r int32) bool { return r == j.ID })
+	}
+	pr.req.Joining = joining
+	left := !slices.Equal(pr.req.ISR, p.isr)
+	if !left {
+		p.pending = nil
+	}
+	p.mu.Unlock()
+	if !left {
+		if err := b.syncInSync(p); err != nil {
+			b.lg.Warn("setting the in-sync followers", "partition", p.tp.String(), "err", err)
+		}
+	}
+	return left
 }
 
 // settle takes the controller's answer to pr: the placement it answers

@@ -187,7 +187,7 @@ func (c *testCluster) isrOf(tp metadata.TopicPartition) ([]int32, int32) {
 // and its leader has it join again once it has caught up; every broker
 // then holds the same log.
 func TestInSyncSet(t *testing.T) {
-	c := startCluster(t, "t", 1, withLagTime(time.Second))
+	c := startCluster(t, "t", 1, withLagTime(2*time.Second))
 	tp := metadata.TopicPartition{Topic: "t", Partition: 0} // led by broker 0
 	prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic("t"), kgo.MetadataMinAge(10*time.Millisecond))
 	require.NoError(t, err)
