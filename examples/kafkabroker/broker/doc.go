@@ -28,8 +28,8 @@
 //     Kafka's fetch response does. The leader passes the progress to
 //     Node.RecordProgress, whose high watermark (over the in-sync
 //     followers the broker gives Node.SetInSync) acks=all waits for with
-//     Node.WaitReplicated and fetches are served up to; the leader also
-//     judges from it whether the follower has caught up.
+//     Node.WaitReplicated and fetches are served up to, and whose
+//     Node.Replicas says which followers have caught up.
 //   - POST /v1/cluster: the controller's decisions, the live brokers and
 //     each partition's replicas, leader, epochs and in-sync replicas,
 //     which the broker turns into the Node's BecomeLeader, BecomeFollower,
