@@ -255,6 +255,45 @@ func (b *Broker) unknownTP() error {
 	return errUnknownTP
 }
 
+// partitions returns every partition the broker knows.
+func (b *Broker) partitions() []*partition {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	parts := make([]*partition, 0, len(b.parts))
+	for _, p := range b.parts {
+		parts = append(parts, p)
+	}
+	return parts
+}
+
+// waker asks a loop for a round; wakes while one is pending are one.
+type waker chan struct{}
+
+func newWaker() waker { return make(waker, 1) }
+
+// wake asks for a round; it never blocks.
+func (w waker) wake() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// every calls round at each wake and every interval until ctx ends.
+func (w waker) every(ctx context.Context, interval time.Duration, round func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w:
+		case <-t.C:
+		}
+		round(ctx)
+	}
+}
+
 func (b *Broker) partition(tp metadata.TopicPartition) *partition {
 	b.mu.Lock()
 	defer b.mu.Unlock()

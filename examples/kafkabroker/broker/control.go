@@ -138,12 +138,7 @@ func decode(r *http.Request, v any) error {
 // Status returns the broker's view of its partitions and its Node's
 // counters.
 func (b *Broker) Status() Status {
-	b.mu.Lock()
-	parts := make([]*partition, 0, len(b.parts))
-	for _, p := range b.parts {
-		parts = append(parts, p)
-	}
-	b.mu.Unlock()
+	parts := b.partitions()
 	st := b.node.Stats()
 	b.mu.Lock()
 	registered := b.isRegistered
@@ -195,7 +190,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 type reporter struct {
 	b      *Broker
 	client *http.Client
-	wakeCh chan struct{}
+	wakeCh waker
 
 	mu    sync.Mutex
 	sent  map[metadata.TopicPartition]sentReport
@@ -213,7 +208,7 @@ func newReporter(b *Broker) *reporter {
 	return &reporter{
 		b:      b,
 		client: &http.Client{Timeout: 5 * time.Second},
-		wakeCh: make(chan struct{}, 1),
+		wakeCh: newWaker(),
 		sent:   make(map[metadata.TopicPartition]sentReport),
 		named:  make(map[metadata.TopicPartition]bool),
 	}
@@ -228,36 +223,18 @@ func (r *reporter) due(tp metadata.TopicPartition) {
 }
 
 // wake asks for a round of reports; it never blocks.
-func (r *reporter) wake() {
-	select {
-	case r.wakeCh <- struct{}{}:
-	default:
-	}
-}
+func (r *reporter) wake() { r.wakeCh.wake() }
 
 func (r *reporter) run(ctx context.Context) {
-	t := time.NewTicker(r.b.cfg.ProgressInterval)
-	defer t.Stop()
 	defer r.client.CloseIdleConnections()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wakeCh:
-		case <-t.C:
-		}
-		r.round(ctx)
-	}
+	r.wakeCh.every(ctx, r.b.cfg.ProgressInterval, r.round)
 }
 
 // round sends every report that is due, one request per leader.
 func (r *reporter) round(ctx context.Context) {
 	b := r.b
+	parts := b.partitions()
 	b.mu.Lock()
-	parts := make([]*partition, 0, len(b.parts))
-	for _, p := range b.parts {
-		parts = append(parts, p)
-	}
 	brokers := make(map[int32]BrokerInfo, len(b.brokers))
 	for id, bi := range b.brokers {
 		brokers[id] = bi

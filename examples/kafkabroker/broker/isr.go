@@ -133,34 +133,19 @@ func (b *Broker) syncInSync(p *partition) error {
 type isrManager struct {
 	b      *Broker
 	client *http.Client
-	wakeCh chan struct{}
+	wakeCh waker
 }
 
 func newISRManager(b *Broker) *isrManager {
-	return &isrManager{b: b, client: &http.Client{Timeout: 5 * time.Second}, wakeCh: make(chan struct{}, 1)}
+	return &isrManager{b: b, client: &http.Client{Timeout: 5 * time.Second}, wakeCh: newWaker()}
 }
 
 // wake asks for a round; it never blocks.
-func (m *isrManager) wake() {
-	select {
-	case m.wakeCh <- struct{}{}:
-	default:
-	}
-}
+func (m *isrManager) wake() { m.wakeCh.wake() }
 
 func (m *isrManager) run(ctx context.Context) {
-	t := time.NewTicker(m.b.cfg.ReplicaLagTime / 4)
-	defer t.Stop()
 	defer m.client.CloseIdleConnections()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.wakeCh:
-		case <-t.C:
-		}
-		m.round(ctx)
-	}
+	m.wakeCh.every(ctx, m.b.cfg.ReplicaLagTime/4, m.round)
 }
 
 // round sends every proposal that is due, in one request, and settles
@@ -169,11 +154,8 @@ func (m *isrManager) run(ctx context.Context) {
 // committed it.
 func (m *isrManager) round(ctx context.Context) {
 	b := m.b
+	parts := b.partitions()
 	b.mu.Lock()
-	parts := make([]*partition, 0, len(b.parts))
-	for _, p := range b.parts {
-		parts = append(parts, p)
-	}
 	controller := b.controller
 	if controller == "" {
 		controller = b.cfg.Controller
@@ -344,20 +326,15 @@ func (b *Broker) settle(p *partition, pr *proposal, a AlterPartitionAnswer) {
 type registrar struct {
 	b      *Broker
 	client *http.Client
-	wakeCh chan struct{}
+	wakeCh waker
 }
 
 func newRegistrar(b *Broker) *registrar {
-	return &registrar{b: b, client: &http.Client{Timeout: 10 * time.Second}, wakeCh: make(chan struct{}, 1)}
+	return &registrar{b: b, client: &http.Client{Timeout: 10 * time.Second}, wakeCh: newWaker()}
 }
 
 // wake asks for a registration; it never blocks.
-func (r *registrar) wake() {
-	select {
-	case r.wakeCh <- struct{}{}:
-	default:
-	}
-}
+func (r *registrar) wake() { r.wakeCh.wake() }
 
 func (r *registrar) run(ctx context.Context) {
 	if r.b.cfg.Controller == "" {
