@@ -26,15 +26,32 @@
 //   - StopReplica(tp) when the broker no longer holds tp: after it returns
 //     no append to tp is in flight.
 //
+// Each transition is all or nothing: it validates its arguments and
+// prepares (waits for the follower engine to finish the local-log call it
+// is making, reads the log end) before it changes anything, and one that
+// is refused or whose context ends while it waits returns a
+// *TransitionError saying which role is still in effect (Node.Role). The
+// step that cannot be undone, resigning, comes last, when nothing that can
+// fail or wait is left.
+//
 // Between them the broker appends produced batches (Append, WaitDurable,
 // WaitReplicated, DurableOffset), delivers its followers' progress to the
 // leader's broker (NodeConfig.OnProgress to RecordProgress, carrying the
 // follower's log end and last epoch as Kafka's fetch request does, so the
 // leader judges stale reports itself), keeps the in-sync replicas by
 // Kafka's rules with what Replicas says of each follower (SetInSync), and
-// reports its tiered-storage mark (ReportTiered). The Node reaches the
-// broker only through LocalLog, its own log, whose contract RunLocalLog
-// checks.
+// reports its tiered-storage mark (ReportTiered). An Append blocked on a
+// full buffer, and every wait, end with the leadership they were made in
+// (ErrNotLeader) or with Run (ErrStopped). The Node reaches the broker
+// only through LocalLog, its own log, whose contract RunLocalLog checks.
+//
+// Health tells the broker when to replicate the ordinary way: Degraded
+// for the uploads and publishes of every partition, and Partitions for
+// the ones a failure has stopped on either side (a leadership whose epoch
+// markers or republish keep failing, a followed partition whose local log
+// keeps failing), each a *PartitionError naming the failing dependency;
+// Node.PartitionError answers for one partition, and OnHealth tells of
+// every change.
 //
 // # Leader
 //
@@ -112,7 +129,9 @@
 // counts: progress whose last epoch ends earlier here is credited up to
 // that epoch's end. Deletes are idempotent. MetadataLowMarks and
 // TrimMetadata trim the metadata log behind what every leader still needs;
-// Sweep removes objects nobody tracks any more.
+// Sweep removes objects nobody tracks any more, never one a leadership
+// still means to publish (stored while the metadata log refuses its
+// entries, or reported late by an upload still in flight).
 //
 // # Dependencies that misbehave
 //

@@ -83,6 +83,10 @@ type FollowerConfig struct {
 	// leader that missed a report (made before it knew the follower)
 	// takes to learn where the follower is. Default 1s.
 	ProgressInterval time.Duration
+	// OnHealth, if set, is called when a followed partition begins or
+	// stops failing (see Health.Partitions), with the engine's health
+	// then. It must not block.
+	OnHealth func(Health)
 	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
 	Clock Clock
 	Seed  uint64
@@ -211,9 +215,12 @@ type Follower struct {
 	stopped bool          // Run has returned
 	ran     atomic.Bool   // Run was called
 
-	mu                 sync.Mutex // guards stats and lag for Stats()
+	mu                 sync.Mutex // guards stats, lag and failing, for Stats() and Health()
 	stats              followcore.Counters
 	lag                map[metadata.TopicPartition]int64
+	failing            failing
+	healthNews         bool       // failing changed since OnHealth was last called
+	reportMu           sync.Mutex // serializes OnHealth calls
 	fetchLat, applyLat histogram
 
 	gets *bufpool.Pool // GET buffers, back once their sections are appended
@@ -264,6 +271,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		wake:    make(chan struct{}, 1),
 		rewind:  make(chan struct{}, 1),
 		lag:     make(map[metadata.TopicPartition]int64),
+		failing: newFailing(Following),
 		gets:    bufpool.New(getPoolBytes),
 	}, nil
 }
@@ -276,40 +284,115 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 // markers of that epoch, which it holds back until the broker knows of it
 // (a marker of an epoch the broker has not heard of may be forged, and
 // acting on it could truncate the log). An epoch below the one the engine
-// has is an error; the same epoch again changes nothing.
+// has is an error; the same epoch again changes nothing. It waits for the
+// engine to finish the local-log call it may be making, as long as ctx
+// allows; a refusal, or giving up, changes nothing. After Run has
+// returned it fails with ErrStopped.
 func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
-	if err := f.lockRoles(ctx); err != nil {
+	err := f.withCore(ctx, func(c *followcore.Core, now time.Time) error { return c.Follow(now, tp, epoch, leader) })
+	if err != nil {
 		return fmt.Errorf("walstore: Follow %s: %w", tp, err)
 	}
-	defer f.roleMu.unlock()
-	if f.stopped {
-		return fmt.Errorf("walstore: Follow %s: %w", tp, ErrStopped)
-	}
-	if err := f.core.Follow(f.cfg.Clock.Now(), tp, epoch, leader); err != nil {
-		return fmt.Errorf("walstore: Follow %s: %w", tp, err)
-	}
-	notify(f.wake)
 	return nil
 }
 
 // Unfollow makes the engine stop following tp and returns once no append
 // to tp is in flight and none will be made. Following tp again later
-// starts afresh from the local log.
+// starts afresh from the local log. It waits for the engine to finish the
+// local-log call it may be making, as long as ctx allows, and changes
+// nothing if it gives up; after Run has returned it fails with
+// ErrStopped.
 func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) error {
-	if err := f.lockRoles(ctx); err != nil {
+	err := f.withCore(ctx, func(_ *followcore.Core, now time.Time) error {
+		f.unfollowLocked(now, tp)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("walstore: Unfollow %s: %w", tp, err)
 	}
-	defer f.roleMu.unlock()
-	f.core.Unfollow(f.cfg.Clock.Now(), tp)
-	f.mu.Lock()
-	delete(f.lag, tp)
-	f.mu.Unlock()
 	return nil
 }
 
-// lockRoles takes roleMu, or gives up when ctx ends: the Run goroutine
-// holds it while it appends, and a local log may be slow.
-func (f *Follower) lockRoles(ctx context.Context) error { return f.roleMu.lockContext(ctx) }
+// withCore runs fn on the core once no local-log call is in flight,
+// holding roleMu, which it waits for only as long as ctx allows, and
+// wakes Run after; it fails with ErrStopped once Run has returned. No
+// local-log request starts until fn returns, so a role change fn makes
+// is in effect when it does: fn may change the leader side too, before
+// the follower side acts on what it did. A change fn refuses must leave
+// everything as it was.
+func (f *Follower) withCore(ctx context.Context, fn func(c *followcore.Core, now time.Time) error) error {
+	if err := f.roleMu.lockContext(ctx); err != nil {
+		return fmt.Errorf("waiting for the follower engine's local-log call: %w", err)
+	}
+	defer f.reportHealth()
+	defer f.roleMu.unlock()
+	if f.stopped {
+		return ErrStopped
+	}
+	if err := fn(f.core, f.cfg.Clock.Now()); err != nil {
+		return err
+	}
+	notify(f.wake)
+	return nil
+}
+
+// unfollowLocked stops following tp; the caller holds roleMu.
+func (f *Follower) unfollowLocked(now time.Time, tp metadata.TopicPartition) {
+	f.core.Unfollow(now, tp)
+	f.mu.Lock()
+	delete(f.lag, tp)
+	if f.failing.update(tp, time.Time{}, nil) {
+		f.healthNews = true
+	}
+	f.mu.Unlock()
+}
+
+// Health returns the engine's health: the followed partitions whose
+// replication a failure of the local log has stopped. A follower is never
+// Degraded: an unreachable bucket or metadata log is waited out.
+func (f *Follower) Health() Health {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.healthLocked()
+}
+
+func (f *Follower) healthLocked() Health {
+	parts, n := f.failing.list()
+	return Health{Partitions: parts, FailingPartitions: n}
+}
+
+// PartitionError returns why the engine does not replicate tp, a
+// *PartitionError, or nil if it does (or does not follow tp).
+func (f *Follower) PartitionError(tp metadata.TopicPartition) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e := f.failing.get(tp); e != nil {
+		return e
+	}
+	return nil
+}
+
+// reportHealth calls OnHealth if the failing partitions changed since it
+// last did, with the current health; never with roleMu held, since
+// OnHealth may read the Node's health. Calls are made one at a time, so
+// the last is of the current health.
+func (f *Follower) reportHealth() {
+	if f.cfg.OnHealth == nil {
+		return
+	}
+	f.reportMu.Lock()
+	defer f.reportMu.Unlock()
+	f.mu.Lock()
+	news := f.healthNews
+	var h Health
+	if news {
+		h, f.healthNews = f.healthLocked(), false
+	}
+	f.mu.Unlock()
+	if news {
+		f.cfg.OnHealth(h)
+	}
+}
 
 // roleLock is a mutex whose callers can stop waiting when their context
 // ends (a one-slot semaphore).
@@ -376,6 +459,7 @@ func (f *Follower) Run(ctx context.Context) error {
 					f.core.Records(f.cfg.Clock.Now(), part)
 					wakeAt = f.drive(ctx, &wg, results)
 				})
+				f.reportHealth()
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -396,6 +480,7 @@ func (f *Follower) Run(ctx context.Context) error {
 			}
 			wakeAt = f.drive(ctx, &wg, results)
 		})
+		f.reportHealth()
 	}
 }
 
@@ -436,6 +521,11 @@ func (f *Follower) drive(ctx context.Context, wg *sync.WaitGroup, results chan<-
 		f.stats = f.core.Counters
 		for _, l := range rd.Lags {
 			f.lag[l.Partition] = l.Offsets
+		}
+		for _, fl := range rd.Failures {
+			if f.failing.update(fl.Partition, fl.Since, fl.Err) {
+				f.healthNews = true
+			}
 		}
 		f.mu.Unlock()
 		if rd.Rewind {

@@ -121,8 +121,14 @@ func TrimMetadata(ctx context.Context, log metadata.Log, marks ...map[int32]int6
 
 // Sweep deletes objects under this broker's key prefix in its own bucket
 // that the collector does not track and that are older than age: uploads
-// whose acknowledgement was lost, and objects of a previous incarnation of
-// the broker. Choose age well above the longest a follower may lag.
+// whose acknowledgement was lost, a hedged upload's losing copy, and
+// objects of a previous incarnation of the broker. Choose age well above
+// the longest a follower may lag. Whatever age says, it never deletes an
+// object a leadership of this engine still means to publish: one stored
+// while the metadata log refuses its entries, a republish copy whose
+// entries are being published, or one stored since the oldest upload
+// attempt still in flight began (as the store's clock and the engine's
+// tell), which that attempt may yet report.
 // Objects the store lists outside that bucket and prefix (a store that
 // breaks the List contract) are never deleted; Sweep then also returns an
 // error matching ErrContractViolation.

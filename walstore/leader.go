@@ -42,7 +42,8 @@ type Overflow int
 
 const (
 	// Block makes Append wait, up to its context's deadline, until uploads
-	// free enough space.
+	// free enough space, or until the leadership it waits in ends
+	// (ErrNotLeader) or Run does (ErrStopped).
 	Block Overflow = iota
 	// Reject makes Append return ErrBufferFull at once, so the broker can
 	// fail the produce request or fall back to ordinary replication.
@@ -88,7 +89,8 @@ type LeaderConfig struct {
 	DegradedAfter time.Duration
 	// RequestTimeout bounds one attempt of a PUT or of a metadata append;
 	// an attempt that runs out counts as a transient failure and is
-	// retried. Default 10s.
+	// retried. It bounds each LocalLog.Read of a republish too. Default
+	// 10s.
 	RequestTimeout time.Duration
 	// Hedge is when an object upload that has not answered is attempted
 	// again alongside it (once per object; see HedgeConfig). Each attempt
@@ -98,7 +100,8 @@ type LeaderConfig struct {
 	// deleted by Sweep. Hedging is on by default.
 	Hedge HedgeConfig
 	// OnHealth, if set, is called when the engine becomes degraded or
-	// recovers. It must not block.
+	// recovers, and when a led partition begins or stops failing (see
+	// Health.Partitions), with the health then. It must not block.
 	OnHealth func(Health)
 	// MarkerRefresh is how often the epoch markers of every led partition
 	// are published again, so that trimming the metadata log never leaves a
@@ -198,6 +201,14 @@ type Health struct {
 	// Err is that operation's latest error, or an error saying it has not
 	// returned.
 	Err error
+	// Partitions are up to MaxFailingListed of the partitions whose
+	// replication a failure has stopped, each with its error (see
+	// PartitionError), in partition order; FailingPartitions counts them
+	// all. They do not make the engine Degraded, which is about every
+	// partition: the broker replicates those the ordinary way, or looks
+	// into their dependency.
+	Partitions        []*PartitionError
+	FailingPartitions int
 }
 
 // Leader is the leader-side engine: it buffers the batches the broker
@@ -231,7 +242,8 @@ type Leader struct {
 	commit   signal                // a high watermark advanced or a leadership ended
 	done     chan struct{}         // closed when Run stops
 	wakeAt   time.Time             // when Run next ticks the core
-	reported bool                  // the Degraded last given to OnHealth
+	reported Health                // the health last given to OnHealth
+	failing  failing               // led partitions whose replication stopped
 
 	wake                  chan struct{} // wakeAt changed
 	uploadLat, publishLat histogram
@@ -339,10 +351,11 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	}
 	return &Leader{
 		cfg: cfg, mgr: mgr, core: core, objects: objects,
-		ops:   make(map[uint64]*opCtl),
-		calls: make(map[uint64]chan error),
-		done:  make(chan struct{}),
-		wake:  make(chan struct{}, 1),
+		ops:     make(map[uint64]*opCtl),
+		calls:   make(map[uint64]chan error),
+		done:    make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+		failing: newFailing(Leading),
 	}, nil
 }
 
@@ -409,6 +422,9 @@ func (l *Leader) takeLocked() bool {
 	}
 	for _, d := range rd.PublishLatency {
 		l.publishLat.observe(d)
+	}
+	for _, f := range rd.Failures {
+		l.failing.update(f.Partition, f.Since, f.Err)
 	}
 	for _, e := range rd.Encodes {
 		l.startEncode(e)
@@ -594,7 +610,13 @@ func (l *Leader) startRead(r leadcore.LocalRead) {
 			end, err := l.cfg.Local.EndOffset(r.Partition)
 			res.End, res.EndErr = end, dep("LocalLog.EndOffset", err)
 		case leadcore.ReadBatches:
-			batches, err := l.cfg.Local.Read(ctx, r.Partition, r.From, r.MaxBytes)
+			// Bounded as a PUT is: a log that stops answering must fail
+			// the republish, which reports it, not hold it for good.
+			var batches []combiner.Batch
+			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: reading the local log to republish", func(ctx context.Context) (err error) {
+				batches, err = l.cfg.Local.Read(ctx, r.Partition, r.From, r.MaxBytes)
+				return err
+			})
 			res.Batches, res.ReadErr = batches, dep("LocalLog.Read", err)
 		}
 		if ctx.Err() != nil {
@@ -626,9 +648,9 @@ func (l *Leader) report() {
 	l.reportMu.Lock()
 	defer l.reportMu.Unlock()
 	l.mu.Lock()
-	h := Health(l.core.Health())
-	changed := h.Degraded != l.reported
-	l.reported = h.Degraded
+	h := l.healthLocked()
+	changed := !sameHealth(h, l.reported)
+	l.reported = h
 	l.mu.Unlock()
 	if changed && l.cfg.OnHealth != nil {
 		l.cfg.OnHealth(h)
@@ -650,32 +672,69 @@ func (l *Leader) report() {
 // Otherwise a new leadership begins: its durable offset starts at
 // republishFrom, or at the log end if republishFrom is negative (the
 // broker says every follower holds the log up to there).
+//
+// It validates its arguments before it reads the log end, and a refusal
+// (ErrStaleEpoch, ErrStopped, invalid followers, a LocalLog.EndOffset that
+// fails) changes nothing. Failures of what it then does in the background
+// are retried, and reported meanwhile as tp's failure (Health.Partitions,
+// PartitionError).
 func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
-	l.mu.Lock()
-	_, err := l.core.CheckLeader(tp, epoch, followers)
-	l.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, refusal(err))
+	if err := l.checkLeader(tp, epoch, followers); err != nil {
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
 	}
+	leo, err := l.endOffset(tp)
+	if err == nil {
+		err = l.begin(tp, epoch, followers, republishFrom, leo)
+	}
+	if err != nil {
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
+	}
+	return nil
+}
+
+// checkLeader validates BecomeLeader's arguments, before anything is
+// read or changed for it.
+func (l *Leader) checkLeader(tp metadata.TopicPartition, epoch int32, followers []int32) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return ErrStopped
+	}
+	_, err := l.core.CheckLeader(tp, epoch, followers)
+	return refusal(err)
+}
+
+// endOffset reads tp's log end for a leadership to begin at.
+func (l *Leader) endOffset(tp metadata.TopicPartition) (int64, error) {
 	leo, err := l.cfg.Local.EndOffset(tp)
 	if err != nil {
-		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err})
+		return 0, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err}
 	}
+	return leo, nil
+}
+
+// begin makes the engine tp's leader, its log ending at leo, or changes
+// nothing and returns why not.
+func (l *Leader) begin(tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64) error {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
 		return ErrStopped
 	}
-	err = l.core.BecomeLeader(l.cfg.Clock.Now(), tp, epoch, followers, republishFrom, leo)
+	err := l.core.BecomeLeader(l.cfg.Clock.Now(), tp, epoch, followers, republishFrom, leo)
 	changed := l.takeLocked()
 	l.mu.Unlock()
 	if changed {
 		l.report()
 	}
-	if err != nil {
-		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, refusal(err))
-	}
-	return nil
+	return refusal(err)
+}
+
+// isStopped reports whether Run has returned, or is returning.
+func (l *Leader) isStopped() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopped
 }
 
 // Resign ends this engine's leadership of tp. Data of tp not yet published
@@ -693,21 +752,34 @@ func (l *Leader) Resign(tp metadata.TopicPartition) {
 // offset when BecomeLeader was called, each next one right after the last,
 // all with the leadership's epoch; anything else is ErrInvalidBatch, and
 // the batch is not queued. When the buffer is full, Append blocks
-// (Overflow Block) until space frees or ctx ends, or returns
-// ErrBufferFull (Overflow Reject).
+// (Overflow Block) until space frees, or returns ErrBufferFull (Overflow
+// Reject). A blocked Append gives up when ctx ends, fails with
+// ErrNotLeader when the leadership it waits in ends (even if another
+// begins at once), and with ErrStopped when Run ends; the batch is then
+// not queued.
 func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combiner.Batch) error {
+	var waitedIn uint64 // the leadership a blocked Append waits in
 	for {
 		l.mu.Lock()
 		if l.stopped {
 			l.mu.Unlock()
 			return ErrStopped
 		}
+		gen, _, _, _ := l.core.Leadership(tp)
+		if waitedIn != 0 && gen != waitedIn {
+			l.mu.Unlock()
+			return fmt.Errorf("walstore: append to %s: the leadership ended while it waited for buffer space: %w", tp, ErrNotLeader)
+		}
 		err := l.core.Append(l.cfg.Clock.Now(), tp, b)
-		changed, space := false, (<-chan struct{})(nil)
+		changed := false
+		var space, ended <-chan struct{}
 		if err == nil {
 			changed = l.takeLocked()
 		} else if leadcore.CodeOf(err) == leadcore.BufferFull && l.cfg.Overflow != Reject {
-			space = l.space.wait()
+			// A leadership that ends broadcasts durable, and may free no
+			// space: the buffer may hold other partitions' data, or this
+			// one's that cannot be uploaded.
+			space, ended, waitedIn = l.space.wait(), l.durable.wait(), gen
 		}
 		l.mu.Unlock()
 		if changed {
@@ -716,13 +788,14 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 		if err == nil {
 			return nil
 		}
-		if leadcore.CodeOf(err) != leadcore.BufferFull || l.cfg.Overflow == Reject {
+		if space == nil {
 			return fmt.Errorf("walstore: append to %s: %w", tp, refusal(err))
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("walstore: append to %s: waiting for buffer space: %w", tp, ctx.Err())
 		case <-space:
+		case <-ended:
 		}
 	}
 }
@@ -800,17 +873,36 @@ func (l *Leader) waitFor(ctx context.Context, tp metadata.TopicPartition, epoch 
 	}
 }
 
-// Health returns the engine's health.
+// Health returns the engine's health: whether it is degraded, and the
+// led partitions whose replication a failure has stopped.
 func (l *Leader) Health() Health {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Health(l.core.Health())
+	return l.healthLocked()
+}
+
+func (l *Leader) healthLocked() Health {
+	h := l.core.Health()
+	parts, n := l.failing.list()
+	return Health{Degraded: h.Degraded, Since: h.Since, Err: h.Err, Partitions: parts, FailingPartitions: n}
+}
+
+// PartitionError returns why the engine's leadership of tp does not
+// replicate it, a *PartitionError, or nil if it does (or the engine does
+// not lead tp).
+func (l *Leader) PartitionError(tp metadata.TopicPartition) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.failing.get(tp); e != nil {
+		return e
+	}
+	return nil
 }
 
 // snapshot returns the engine's counters; see Stats.
 func (l *Leader) snapshot() LeaderStats {
 	l.mu.Lock()
-	s, h := l.core.Stats(), l.core.Health()
+	s, h := l.core.Stats(), l.healthLocked()
 	l.mu.Unlock()
 	return LeaderStats{
 		Appends: s.Appends, AppendedBytes: s.AppendedBytes, BufferedBytes: s.BufferedBytes,
@@ -819,7 +911,7 @@ func (l *Leader) snapshot() LeaderStats {
 		UploadHedges: s.UploadHedges, UploadHedgeWins: s.UploadHedgeWins, UploadHedgesDenied: s.UploadHedgesDenied,
 		Fenced: s.Fenced, Republished: s.Republished, ObjectsDeleted: s.ObjectsDeleted,
 		UploadLatency: l.uploadLat.snapshot(), PublishLatency: l.publishLat.snapshot(),
-		Health: Health(h),
+		Health: h,
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -58,8 +60,12 @@ type NodeConfig struct {
 	// follower lacks. It is called on the engine's goroutine and must not
 	// block.
 	OnProgress func(Progress)
-	// OnHealth, if set, is called when the leader side becomes degraded or
-	// recovers (see LeaderConfig.DegradedAfter). It must not block.
+	// OnHealth, if set, is called with the Node's health (Node.Health)
+	// when it changes: the leader side becomes degraded or recovers (see
+	// LeaderConfig.DegradedAfter), or a partition begins or stops failing
+	// on either side (Health.Partitions). Calls are made one at a time,
+	// the last with the current health. It must not block, nor call the
+	// Node's transitions.
 	OnHealth func(Health)
 	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
 	Clock Clock
@@ -89,7 +95,7 @@ func (c *NodeConfig) validate() error {
 		{"Leader.Logger", lc.Logger != nil}, {"Leader.OnHealth", lc.OnHealth != nil},
 		{"Follower.BrokerID", fc.BrokerID != 0}, {"Follower.Store", fc.Store != nil}, {"Follower.Log", fc.Log != nil},
 		{"Follower.Local", fc.Local != nil}, {"Follower.Clock", fc.Clock != nil}, {"Follower.Seed", fc.Seed != 0},
-		{"Follower.Logger", fc.Logger != nil}, {"Follower.OnApplied", fc.OnApplied != nil},
+		{"Follower.Logger", fc.Logger != nil}, {"Follower.OnApplied", fc.OnApplied != nil}, {"Follower.OnHealth", fc.OnHealth != nil},
 	} {
 		if f.set {
 			return fmt.Errorf("walstore: NodeConfig.%s is the node's own: leave it unset", f.name)
@@ -112,18 +118,42 @@ func (c *NodeConfig) validate() error {
 //     and again whenever the broker learns of a later leader epoch,
 //   - StopReplica when the broker no longer holds the partition.
 //
-// Each returns once the new role is in effect; the Node keeps the leader
-// and follower sides of a partition from ever acting at once. Between
-// them, the broker appends what producers send (Append, WaitDurable),
-// relays its followers' progress (OnProgress to RecordProgress) and its
-// tiered-storage mark (ReportTiered).
+// Each returns nil once the new role is in effect; the Node keeps the
+// leader and follower sides of a partition from ever acting at once.
+// Between them, the broker appends what producers send (Append,
+// WaitDurable, WaitReplicated), relays its followers' progress
+// (OnProgress to RecordProgress) and its tiered-storage mark
+// (ReportTiered), and watches Health.
 //
-// A broker calls the transitions of one partition one at a time, in the
-// order its controller decided them; different partitions may change role
-// concurrently. The Node runs transitions one after another: one that
-// waits (for an append its local log has not finished) makes the others
-// wait at most until their own context ends, and one given up before it
-// began changes nothing.
+// A transition is all or nothing. It validates its arguments and
+// prepares (reads what it needs of the local log, waits for its turn and
+// for the follower engine to finish the local-log call it is making)
+// before it changes anything; one that is refused or gives up returns a
+// *TransitionError, and the partition's previous role stays in effect
+// (TransitionError.InEffect, Role). The one step that cannot be undone,
+// the leader side resigning (its unpublished data is withheld for good),
+// comes last, when nothing is left that can fail or wait.
+//
+// What a transition promises whenever it is called:
+//
+//   - Before Run: it takes effect; the engines begin the work it implies
+//     (publishing a leadership's markers, loading a followed partition's
+//     log) when Run starts.
+//   - After Run has returned: BecomeLeader and BecomeFollower are refused
+//     with an error matching ErrStopped; StopReplica succeeds.
+//   - With a context that has already ended: it is refused, with an
+//     error matching the context's error; a context that ends while the
+//     transition waits makes it give up the same way. Once it no longer
+//     waits, it completes whatever its context does.
+//   - Concurrently with another transition: the Node runs transitions
+//     one after another, of every partition (a transition may wait for
+//     an append of the local log, up to FollowerConfig.LocalTimeout), and
+//     a transition waits for its turn only as long as its context allows.
+//     A broker calls the transitions of one partition one at a time, in
+//     the order its controller decided them; if two race, the Node runs
+//     them in some order, each all or nothing.
+//   - After a refusal: the previous role goes on as if the call had not
+//     been made; the broker may call again.
 type Node struct {
 	cfg      NodeConfig
 	leader   *Leader
@@ -133,18 +163,107 @@ type Node struct {
 	// an append of the local log), so the others wait for it only as long
 	// as their own context allows.
 	transitions roleLock
+
+	rolesMu sync.Mutex
+	roles   map[metadata.TopicPartition]RoleState // the roles in effect; NoRole is absent
+
+	reportMu sync.Mutex // serializes OnHealth calls
+	reported Health     // the health last given to OnHealth
 }
+
+// Role is what a Node does for a partition.
+type Role int
+
+const (
+	// NoRole: the Node neither leads nor follows the partition.
+	NoRole Role = iota
+	// Leading: the Node leads the partition.
+	Leading
+	// Following: the Node follows the partition.
+	Following
+)
+
+// String returns "none", "leading" or "following".
+func (r Role) String() string {
+	switch r {
+	case Leading:
+		return "leading"
+	case Following:
+		return "following"
+	}
+	return "none"
+}
+
+// RoleState is a partition's role at a Node, as the last transition that
+// took effect left it.
+type RoleState struct {
+	Role Role
+	// Epoch is the leader epoch the role is at; -1 for NoRole.
+	Epoch int32
+	// Leader is the partition's leader broker as the role knows it: this
+	// broker while leading; -1 for NoRole.
+	Leader int32
+}
+
+// String says the role in a few words, as TransitionError's message does.
+func (s RoleState) String() string {
+	switch s.Role {
+	case Leading:
+		return fmt.Sprintf("leading at epoch %d", s.Epoch)
+	case Following:
+		return fmt.Sprintf("following broker %d at epoch %d", s.Leader, s.Epoch)
+	}
+	return "neither leading nor following"
+}
+
+// noRole is the RoleState of a partition the Node neither leads nor
+// follows.
+var noRole = RoleState{Role: NoRole, Epoch: -1, Leader: -1}
+
+// TransitionError is a transition of a Node (BecomeLeader,
+// BecomeFollower, StopReplica) that did not take effect: it was refused
+// (an invalid argument, a stale epoch, a local log that failed while it
+// prepared, a Node whose Run has returned) or gave up (its context ended
+// while it waited). Nothing changed: InEffect is the partition's role, the
+// same as before the call. Err says why; errors.Is and errors.As see
+// through to it (ErrStaleEpoch, ErrStopped, context.DeadlineExceeded, a
+// *DependencyError, ...).
+type TransitionError struct {
+	// Transition is the call: "BecomeLeader", "BecomeFollower" or
+	// "StopReplica".
+	Transition string
+	Partition  metadata.TopicPartition
+	// InEffect is the partition's role, which the call left as it was.
+	InEffect RoleState
+	Err      error
+}
+
+// Error says which transition did not take effect, the role still in
+// effect, and why.
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("walstore: %s %s did not take effect; still %s: %v", e.Transition, e.Partition, e.InEffect, e.Err)
+}
+
+// Unwrap returns why the transition did not take effect.
+func (e *TransitionError) Unwrap() error { return e.Err }
 
 // NewNode validates cfg and returns a Node. Nothing runs until Run.
 func NewNode(cfg NodeConfig) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	n := &Node{cfg: cfg, transitions: make(roleLock, 1), roles: make(map[metadata.TopicPartition]RoleState)}
 	lc, fc := cfg.Leader, cfg.Follower
 	lc.BrokerID, lc.Store, lc.Log, lc.Local = cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local
-	lc.Clock, lc.Seed, lc.Logger, lc.OnHealth = cfg.Clock, cfg.Seed, cfg.Logger.With("engine", "leader"), cfg.OnHealth
+	lc.Clock, lc.Seed, lc.Logger = cfg.Clock, cfg.Seed, cfg.Logger.With("engine", "leader")
 	fc.BrokerID, fc.Store, fc.Log, fc.Local = cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local
 	fc.Clock, fc.Seed, fc.Logger, fc.OnApplied = cfg.Clock, cfg.Seed^0xf0110e, cfg.Logger.With("engine", "follower"), cfg.OnProgress
+	if cfg.OnHealth != nil {
+		// Either engine's news is the Node's: OnHealth gets the health of
+		// both.
+		lc.OnHealth = func(Health) { n.reportHealth() }
+		fc.OnHealth = lc.OnHealth
+	}
 	l, err := NewLeader(lc)
 	if err != nil {
 		return nil, err
@@ -154,7 +273,8 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		l.release()
 		return nil, err
 	}
-	return &Node{cfg: cfg, leader: l, follower: f, transitions: make(roleLock, 1)}, nil
+	n.leader, n.follower = l, f
+	return n, nil
 }
 
 // Run drives both engines until ctx ends, then waits for their goroutines
@@ -169,6 +289,48 @@ func (n *Node) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Role returns tp's role at this Node: what the last transition of tp that
+// took effect made it.
+func (n *Node) Role(tp metadata.TopicPartition) RoleState {
+	n.rolesMu.Lock()
+	defer n.rolesMu.Unlock()
+	if s, ok := n.roles[tp]; ok {
+		return s
+	}
+	return noRole
+}
+
+// transition runs transition name of tp: once it is the Node's turn, do
+// validates, prepares and, only if nothing can fail any more, changes the
+// engines, returning the new role; or it returns an error having changed
+// nothing.
+func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPartition, do func(in RoleState) (RoleState, error)) error {
+	refuse := func(err error) error {
+		return &TransitionError{Transition: name, Partition: tp, InEffect: n.Role(tp), Err: err}
+	}
+	// A context already ended is refused every time: lockContext would
+	// pick at random between it and a free lock.
+	if err := ctx.Err(); err != nil {
+		return refuse(err)
+	}
+	if err := n.transitions.lockContext(ctx); err != nil {
+		return refuse(fmt.Errorf("waiting for another transition: %w", err))
+	}
+	defer n.transitions.unlock()
+	out, err := do(n.Role(tp))
+	if err != nil {
+		return refuse(err)
+	}
+	n.rolesMu.Lock()
+	if out.Role == NoRole {
+		delete(n.roles, tp)
+	} else {
+		n.roles[tp] = out
+	}
+	n.rolesMu.Unlock()
+	return nil
+}
+
 // BecomeLeader makes this broker tp's leader at epoch, with followers as
 // the partition's follower brokers, and returns once appends are accepted:
 // the follower side has stopped (no append of its own to tp is in flight),
@@ -178,52 +340,109 @@ func (n *Node) Run(ctx context.Context) error {
 // the whole log). Calling it again at a later epoch without a role change
 // in between continues the same leadership; at the same epoch it updates
 // the followers.
+//
+// It is refused, and tp goes on as it was (see Node), for invalid
+// arguments (this broker among the followers, a negative id or epoch), an
+// epoch not above one this Node led tp at or follows it at
+// (ErrStaleEpoch), and a local log whose EndOffset fails: it validates
+// first, then waits for the follower engine to finish the local-log call
+// it may be making (as long as ctx allows), then, with that engine held,
+// reads the log end, begins the leadership and only then stops following,
+// which cannot fail.
 func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
-	if err := n.transitions.lockContext(ctx); err != nil {
-		return fmt.Errorf("walstore: BecomeLeader %s: waiting for another transition: %w", tp, err)
-	}
-	defer n.transitions.unlock()
-	if err := n.follower.Unfollow(ctx, tp); err != nil {
-		return err
-	}
-	return n.leader.BecomeLeader(ctx, tp, epoch, followers, republishFrom)
+	return n.transition(ctx, "BecomeLeader", tp, func(in RoleState) (RoleState, error) {
+		if in.Role == Following && epoch <= in.Epoch {
+			return in, fmt.Errorf("%w: epoch %d is not above epoch %d, which broker %d leads", ErrStaleEpoch, epoch, in.Epoch, in.Leader)
+		}
+		if err := n.leader.checkLeader(tp, epoch, followers); err != nil {
+			return in, err
+		}
+		err := n.follower.withCore(ctx, func(c *followcore.Core, now time.Time) error {
+			leo, err := n.leader.endOffset(tp)
+			if err != nil {
+				return err
+			}
+			if err := n.leader.begin(tp, epoch, followers, republishFrom, leo); err != nil {
+				return err
+			}
+			n.follower.unfollowLocked(now, tp)
+			return nil
+		})
+		return RoleState{Role: Leading, Epoch: epoch, Leader: n.cfg.BrokerID}, err
+	})
 }
 
 // BecomeFollower makes this broker a follower of tp, whose leader at epoch
 // is broker leader, and returns once in effect: the leader side has
-// resigned (its unpublished data of tp is withheld, and WaitDurable calls
-// for it fail with ErrNotLeader) and the follower side replicates tp.
-// Call it again when the broker learns of a later epoch: the follower
-// acts on epoch markers only up to the epoch its broker knows.
+// resigned (its unpublished data of tp is withheld, and WaitDurable and
+// WaitReplicated calls for it, and Appends waiting for buffer space, fail
+// with ErrNotLeader) and the follower side replicates tp. Call it again
+// when the broker learns of a later epoch: the follower acts on epoch
+// markers only up to the epoch its broker knows.
+//
+// It is refused, and tp goes on as it was (see Node), for invalid
+// arguments (this broker as the leader, a negative id or epoch) and an
+// epoch below the one it follows tp at. It gives up only while it waits
+// for its turn or for the follower engine to finish the local-log call it
+// may be making; with that engine held it validates and follows tp, and
+// resigns last: resigning cannot be undone, and nothing after it can
+// fail or wait.
 func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
-	if err := n.transitions.lockContext(ctx); err != nil {
-		return fmt.Errorf("walstore: BecomeFollower %s: waiting for another transition: %w", tp, err)
-	}
-	defer n.transitions.unlock()
-	n.leader.Resign(tp)
-	return n.follower.Follow(ctx, tp, epoch, leader)
+	return n.transition(ctx, "BecomeFollower", tp, func(in RoleState) (RoleState, error) {
+		err := n.follower.withCore(ctx, func(c *followcore.Core, now time.Time) error {
+			if n.leader.isStopped() {
+				return ErrStopped
+			}
+			// Refused here, it changed nothing. The follower side acts
+			// on tp only once the engine is released, after the resign.
+			if err := c.Follow(now, tp, epoch, leader); err != nil {
+				return err
+			}
+			n.leader.Resign(tp)
+			return nil
+		})
+		return RoleState{Role: Following, Epoch: epoch, Leader: leader}, err
+	})
 }
 
 // StopReplica makes this broker stop replicating tp, in either role, and
-// returns once no append to tp by the Node is in flight.
+// returns once no append to tp by the Node is in flight. It gives up only
+// while it waits for its turn or for the follower engine to finish the
+// local-log call it may be making; after that nothing can fail: it stops
+// following tp and resigns its leadership. After Run has returned it
+// succeeds at once: nothing is in flight, and nothing will be.
 func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) error {
-	if err := n.transitions.lockContext(ctx); err != nil {
-		return fmt.Errorf("walstore: StopReplica %s: waiting for another transition: %w", tp, err)
-	}
-	defer n.transitions.unlock()
-	n.leader.Resign(tp)
-	return n.follower.Unfollow(ctx, tp)
+	return n.transition(ctx, "StopReplica", tp, func(in RoleState) (RoleState, error) {
+		err := n.follower.withCore(ctx, func(_ *followcore.Core, now time.Time) error {
+			n.follower.unfollowLocked(now, tp)
+			n.leader.Resign(tp)
+			return nil
+		})
+		if errors.Is(err, ErrStopped) {
+			err = nil
+		}
+		return noRole, err
+	})
 }
 
 // Append queues a batch of a partition this broker leads; see
-// Leader.Append.
+// Leader.Append. Before Run it is accepted while the buffer has room;
+// after Run has returned it fails with ErrStopped. Concurrently with a
+// transition of tp, the leadership in effect when it is made accepts it,
+// or it fails with ErrNotLeader; one blocked on a full buffer fails with
+// ErrNotLeader when the leadership it waits in ends. ctx bounds only the
+// wait for buffer space.
 func (n *Node) Append(ctx context.Context, tp metadata.TopicPartition, b combiner.Batch) error {
 	return n.leader.Append(ctx, tp, b)
 }
 
 // WaitDurable waits until tp's data up to and including offset, appended
 // at epoch, is stored and published (acks-on-upload); see
-// Leader.WaitDurable.
+// Leader.WaitDurable. It fails with ErrNotLeader once the leadership that
+// accepted the data ends, even if another begins (a transition made
+// concurrently ends it or not, all or nothing), and with ErrStopped after
+// Run has returned; with a context that has ended, it returns nil if the
+// data is durable, and the context's error otherwise.
 func (n *Node) WaitDurable(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64) error {
 	return n.leader.WaitDurable(ctx, tp, epoch, offset)
 }
@@ -267,16 +486,53 @@ func (n *Node) Sweep(ctx context.Context, age time.Duration) (int, error) {
 // broker still needs kept; see Leader.MetadataLowMarks and TrimMetadata.
 func (n *Node) MetadataLowMarks() map[int32]int64 { return n.leader.MetadataLowMarks() }
 
-// Health returns the leader side's health.
-func (n *Node) Health() Health { return n.leader.Health() }
+// Health returns the Node's health: the leader side's judgement of its
+// uploads and publishes (Degraded, Since, Err), and the partitions whose
+// replication a failure has stopped on either side (Partitions,
+// FailingPartitions; see PartitionError).
+func (n *Node) Health() Health {
+	h, fh := n.leader.Health(), n.follower.Health()
+	if fh.FailingPartitions > 0 {
+		// Each side lists its first partitions: the first of both are
+		// among them.
+		h.Partitions = firstFailing(append(slices.Clone(h.Partitions), fh.Partitions...))
+		h.FailingPartitions += fh.FailingPartitions
+	}
+	return h
+}
+
+// PartitionError returns why this broker does not replicate tp, in the
+// role it has (a *PartitionError naming the failing dependency), or nil
+// if it does, or neither leads nor follows tp.
+func (n *Node) PartitionError(tp metadata.TopicPartition) error {
+	if err := n.leader.PartitionError(tp); err != nil {
+		return err
+	}
+	return n.follower.PartitionError(tp)
+}
+
+// reportHealth calls OnHealth with the Node's health if it says anything
+// new, one call at a time, so that the last call is of the current health.
+func (n *Node) reportHealth() {
+	n.reportMu.Lock()
+	defer n.reportMu.Unlock()
+	h := n.Health()
+	if sameHealth(h, n.reported) {
+		return
+	}
+	n.reported = h
+	n.cfg.OnHealth(h)
+}
 
 // NodeStats is a snapshot of a Node's counters.
 type NodeStats struct {
 	Leader   LeaderStats
 	Follower FollowerStats
+	// Health is the Node's health, both sides (Node.Health).
+	Health Health
 }
 
 // Stats returns a snapshot of both engines' counters.
 func (n *Node) Stats() NodeStats {
-	return NodeStats{Leader: n.leader.Stats(), Follower: n.follower.Stats()}
+	return NodeStats{Leader: n.leader.Stats(), Follower: n.follower.Stats(), Health: n.Health()}
 }

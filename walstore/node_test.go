@@ -35,6 +35,7 @@ func TestNewNodeRejectsInvalidConfig(t *testing.T) {
 		{"Leader.OnHealth", func(c *walstore.NodeConfig) { c.Leader.OnHealth = func(walstore.Health) {} }},
 		{"Follower.Local", func(c *walstore.NodeConfig) { c.Follower.Local = c.Local }},
 		{"Follower.OnApplied", func(c *walstore.NodeConfig) { c.Follower.OnApplied = func(walstore.Progress) {} }},
+		{"Follower.OnHealth", func(c *walstore.NodeConfig) { c.Follower.OnHealth = func(walstore.Health) {} }},
 		{"Interval", func(c *walstore.NodeConfig) { c.Leader.Interval = -time.Second }},
 		{"Readahead", func(c *walstore.NodeConfig) { c.Follower.Readahead = -1 }},
 	} {

@@ -147,7 +147,11 @@ type part struct {
 	appending *pendingEntry // an append's entry
 	loaded    LocalState    // a load's answer, while its empty epoch is trimmed
 	restUntil time.Time
-	missed    bool // metadata for it was passed over while it loaded or rested
+	// failSince is when its local log began failing, zero while it does
+	// not (see Failure); quietAt, once it started again, when it recovers
+	// unless it fails again.
+	failSince, quietAt time.Time
+	missed             bool // metadata for it was passed over while it loaded or rested
 	// stash keeps what metadata brings while the partition loads, to
 	// handle once it has: a message handled is handled whole.
 	stash []stashed
@@ -315,6 +319,9 @@ func (c *Core) Unfollow(now time.Time, tp metadata.TopicPartition) {
 	c.list = slices.Delete(c.list, i, i+1)
 	p.gone = true
 	c.Held -= p.counted
+	if !p.failSince.IsZero() {
+		c.out.Failures = append(c.out.Failures, Failure{Partition: tp})
+	}
 }
 
 // Tick tells the core the time.
@@ -415,6 +422,10 @@ func (c *Core) ready(p *part, st LocalState) {
 		p.missed = false
 		c.out.Rewind = true
 	}
+	if !p.failSince.IsZero() {
+		p.quietAt = c.now.Add(c.cfg.BackoffMax)
+		c.timer(p, p.quietAt)
+	}
 	// A follower that holds everything already appends nothing: without
 	// this its leader would never learn how far it is.
 	c.report(p)
@@ -424,6 +435,11 @@ func (c *Core) ready(p *part, st LocalState) {
 // failed; it then starts again from what the log says.
 func (c *Core) localFailed(p *part, err error) {
 	c.log.Error("activetier: the local log failed; the partition rests and starts again", "partition", p.tp.String(), "err", err)
+	if p.failSince.IsZero() {
+		p.failSince = c.now
+	}
+	p.quietAt = time.Time{}
+	c.out.Failures = append(c.out.Failures, Failure{Partition: p.tp, Since: p.failSince, Err: err})
 	delete(c.ops, p.op)
 	p.state, p.op, p.appending = resting, 0, nil
 	p.held, p.pending, p.waiting, p.stash = nil, nil, nil, nil
@@ -431,6 +447,19 @@ func (c *Core) localFailed(p *part, err error) {
 	p.missed = true
 	c.timer(p, p.restUntil)
 	c.LocalErrors++
+}
+
+// recovered records that p's local log works again, if it failed: an
+// append or a truncation succeeded, or p went a backoff since it started
+// again without a failure (a load that succeeds does not say the append
+// that failed will, and a partition with nothing more to write must not
+// stay failing for good).
+func (c *Core) recovered(p *part) {
+	if p.failSince.IsZero() {
+		return
+	}
+	p.failSince, p.quietAt = time.Time{}, time.Time{}
+	c.out.Failures = append(c.out.Failures, Failure{Partition: p.tp})
 }
 
 // truncate asks for p's log to be truncated to end at to.
@@ -460,6 +489,7 @@ func (c *Core) Truncated(now time.Time, id uint64, to, end int64, err error) {
 		c.localFailed(p, fmt.Errorf("truncating to %d: %w", p.opTo, err))
 		return
 	}
+	c.recovered(p)
 	switch p.opKind {
 	case opTrimEmptyEpoch:
 		st := p.loaded
@@ -663,6 +693,7 @@ func (c *Core) Appended(now time.Time, id uint64, end int64, err error) {
 		bytes += len(b.Data)
 	}
 	p.leo = want
+	c.recovered(p)
 	c.Applied++
 	c.AppliedBytes += uint64(bytes)
 	c.report(p)

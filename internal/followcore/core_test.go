@@ -132,9 +132,9 @@ func TestInteractions(t *testing.T) {
 			{0, follow(0, 2, 2), "load 1 t-0\nrewind\n"},
 			{1, loaded(1, 10, ep(1, 0)), "progress t-0 end 10 epoch 1 leader 2\nwake 60001\n"},
 			{2, records(msg(nil, mark(0, 1, 0), mark(0, 2, 5))), "truncate 2 t-0 to 5 at batch\nwake 60001\n"},
-			{3, truncated(2, 7, 7), "wake 2003\n"},
+			{3, truncated(2, 7, 7), "failing t-0 since 3: truncating to 5: followcore: the local log's answer breaks its contract: truncated to 7 when asked for 5\nwake 2003\n"},
 			{2003, tick(), "load 3 t-0\nwake 60001\n"},
-			{2004, loaded(3, 5, ep(1, 0)), "progress t-0 end 5 epoch 1 leader 2\nrewind\nwake 60001\n"},
+			{2004, loaded(3, 5, ep(1, 0)), "progress t-0 end 5 epoch 1 leader 2\nrewind\nwake 4004\n"},
 		},
 		check: func(t *testing.T, c *Core) { require.Equal(t, uint64(1), c.LocalErrors) },
 	}, {
@@ -149,15 +149,39 @@ func TestInteractions(t *testing.T) {
 		name: "a local log that fails rests, then starts again and reads the metadata again",
 		events: []event{
 			{0, follow(0, 1, 2), "load 1 t-0\nrewind\n"},
-			{1, loadFailed(1), "wake 2001\n"},
+			{1, loadFailed(1), "failing t-0 since 1: loading the local log: disk gone\nwake 2001\n"},
 			{2, records(msg(entries(a0), mark(0, 1, 0))), "wake 2001\n"},
 			{2001, tick(), "load 2 t-0\n"},
-			{2002, loaded(2, 0), "progress t-0 end 0 epoch -1 leader 2\nrewind\nwake 62002\n"},
+			{2002, loaded(2, 0), "progress t-0 end 0 epoch -1 leader 2\nrewind\nwake 4002\n"},
 			{2003, records(msg(entries(a0), mark(0, 1, 0))), "fetch 3 a t-0:0-9@1\nlag t-0 10\nwake 3003\n"},
-			{2004, fetched(3, ok(a0)), "append 4 t-0 0-9@1\nwake 62002\n"},
-			{2005, appendFailed(4), "wake 4005\n"},
+			{2004, fetched(3, ok(a0)), "append 4 t-0 0-9@1\nwake 4002\n"},
+			// Failing still, since the first failure: a load that works
+			// does not say the append will.
+			{2005, appendFailed(4), "failing t-0 since 1: appending at 0: disk full\nwake 4002\n"},
+			{4005, tick(), "load 5 t-0\n"},
+			{4006, loaded(5, 0), "progress t-0 end 0 epoch -1 leader 2\nlag t-0 0\nrewind\nwake 6006\n"},
+			{4007, records(msg(entries(a0), mark(0, 1, 0))), "fetch 6 a t-0:0-9@1\nlag t-0 10\nwake 5007\n"},
+			{4008, fetched(6, ok(a0)), "append 7 t-0 0-9@1\nwake 6006\n"},
+			{4009, appended(7, 10), "progress t-0 end 10 epoch 1 leader 2\napplied t-0 9 bytes\nlag t-0 0\nrecovered t-0\nwake 6006\n"},
 		},
 		check: func(t *testing.T, c *Core) { require.Equal(t, uint64(2), c.LocalErrors) },
+	}, {
+		name: "a partition with nothing to write recovers a backoff after it started again",
+		events: []event{
+			{0, follow(0, 1, 2), "load 1 t-0\nrewind\n"},
+			{1, loadFailed(1), "failing t-0 since 1: loading the local log: disk gone\nwake 2001\n"},
+			{2001, tick(), "load 2 t-0\n"},
+			{2002, loaded(2, 10, ep(1, 0)), "progress t-0 end 10 epoch 1 leader 2\nrewind\nwake 4002\n"},
+			{4002, tick(), "recovered t-0\nwake 62002\n"},
+			{4003, unfollow(0), "wake 62002\n"},
+		},
+	}, {
+		name: "a partition no longer followed no longer fails",
+		events: []event{
+			{0, follow(0, 1, 2), "load 1 t-0\nrewind\n"},
+			{1, loadFailed(1), "failing t-0 since 1: loading the local log: disk gone\nwake 2001\n"},
+			{2, unfollow(0), "recovered t-0\nwake 2001\n"},
+		},
 	}, {
 		name: "an append that leaves the log elsewhere is a failure of the log",
 		events: []event{
@@ -165,7 +189,7 @@ func TestInteractions(t *testing.T) {
 			{1, loaded(1, 0), "progress t-0 end 0 epoch -1 leader 2\nwake 60001\n"},
 			{2, records(msg(entries(a0), mark(0, 1, 0))), "fetch 2 a t-0:0-9@1\nlag t-0 10\nwake 1002\n"},
 			{3, fetched(2, ok(a0)), "append 3 t-0 0-9@1\nwake 60001\n"},
-			{4, appended(3, 7), "wake 2004\n"},
+			{4, appended(3, 7), "failing t-0 since 4: appending at 0: followcore: the local log's answer breaks its contract: the log ends at 7 afterwards, not 10\nwake 2004\n"},
 		},
 		check: func(t *testing.T, c *Core) {
 			require.Equal(t, uint64(1), c.LocalErrors)

@@ -235,6 +235,19 @@ func render(rd Ready) string {
 		num(l.Offsets)
 		word("\n")
 	}
+	for _, f := range rd.Failures {
+		if f.Err == nil {
+			word("recovered")
+			part(f.Partition)
+			word("\n")
+			continue
+		}
+		word("failing")
+		part(f.Partition)
+		word(" since")
+		num(f.Since.Sub(t0).Milliseconds())
+		word(": " + f.Err.Error() + "\n")
+	}
 	if rd.Rewind {
 		word("rewind\n")
 	}

@@ -39,6 +39,10 @@ type Ready struct {
 	// Lags are the partitions whose lag (offsets announced, not yet
 	// applied) changed since the last Ready, with the new value.
 	Lags []Lag
+	// Failures are the partitions whose local log began failing (each
+	// failure sets the partition aside for a backoff), failed again, or
+	// recovered, in order.
+	Failures []Failure
 	// Rewind asks for the metadata partition to be read again from its
 	// low watermark: entries the core forgot are needed again.
 	Rewind bool
@@ -58,7 +62,7 @@ func (rd *Ready) emptied() Ready {
 	return Ready{
 		Loads: reused(rd.Loads), Truncates: reused(rd.Truncates), Appends: reused(rd.Appends),
 		Fetches: reused(rd.Fetches), Cancels: reused(rd.Cancels), Progress: reused(rd.Progress),
-		Applied: reused(rd.Applied), Lags: reused(rd.Lags),
+		Applied: reused(rd.Applied), Lags: reused(rd.Lags), Failures: reused(rd.Failures),
 	}
 }
 
@@ -73,7 +77,7 @@ func reused[S ~[]E, E any](s S) S {
 // Empty reports whether rd asks for nothing but, perhaps, a Tick.
 func (rd *Ready) Empty() bool {
 	return len(rd.Loads) == 0 && len(rd.Truncates) == 0 && len(rd.Appends) == 0 &&
-		len(rd.Fetches) == 0 && len(rd.Cancels) == 0 && len(rd.Progress) == 0 && len(rd.Applied) == 0 && len(rd.Lags) == 0 && !rd.Rewind
+		len(rd.Fetches) == 0 && len(rd.Cancels) == 0 && len(rd.Progress) == 0 && len(rd.Applied) == 0 && len(rd.Lags) == 0 && len(rd.Failures) == 0 && !rd.Rewind
 }
 
 // Load asks for a partition's local log state.
@@ -133,6 +137,20 @@ type Applied struct {
 	Partition    metadata.TopicPartition
 	Bytes        int
 	MaxTimestamp int64
+}
+
+// Failure is a followed partition whose replication its local log's
+// failures have stopped: each sets it aside for a backoff, after which it
+// starts again from what the log says. It recovers once the kind of call
+// that failed succeeds: a load (EndOffset, Epochs) for a failed load, an
+// append or a truncation for a failed write. An Err of nil says it
+// recovered, or is no longer followed.
+type Failure struct {
+	Partition metadata.TopicPartition
+	// Since is when it began failing.
+	Since time.Time
+	// Err is the latest failure.
+	Err error
 }
 
 // Lag is a partition's count of offsets announced but not applied.

@@ -57,7 +57,7 @@ func TestReleasesBuffers(t *testing.T) {
 		name: "not released by a failed append",
 		events: func(h0, h1 *hold) []event {
 			return append(appending(h0),
-				event{6, appendFailed(3), "wake 2006\n"},
+				event{6, appendFailed(3), "failing t-0 since 6: appending at 0: disk full\nwake 2006\n"},
 			)
 		},
 		want: [2]int{0, 0},

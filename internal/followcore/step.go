@@ -133,6 +133,9 @@ func (c *Core) visit(p *part, want []*pendingEntry) []*pendingEntry {
 		}
 		return want
 	}
+	if p.state == ready && !p.quietAt.IsZero() && !c.now.Before(p.quietAt) {
+		c.recovered(p)
+	}
 	if p.state == ready && p.op == 0 {
 		c.advance(p)
 	}

@@ -290,11 +290,16 @@ type Ready struct {
 	Done []TaskDone
 	// DurableChanged: a durable offset advanced, or a leadership ended or
 	// failed: wake WaitDurable callers. SpaceFreed: buffer space freed:
-	// wake blocked Appends. HealthChanged: Degraded changed.
+	// wake blocked Appends. HealthChanged: Degraded changed, or the set
+	// of failing partitions (Failures).
 	DurableChanged, SpaceFreed, HealthChanged bool
 	// CommitChanged: a high watermark advanced, or a leadership ended:
 	// wake WaitReplicated callers.
 	CommitChanged bool
+	// Failures are the led partitions that began or stopped failing, or
+	// failed again, in order; HealthChanged is set when the set of
+	// failing partitions changed.
+	Failures []Failure
 	// UploadLatency and PublishLatency are observations for the
 	// driver's histograms.
 	UploadLatency, PublishLatency []time.Duration
@@ -304,7 +309,7 @@ type Ready struct {
 
 func (rd *Ready) empty() bool {
 	return len(rd.Encodes)+len(rd.Uploads)+len(rd.Publishes)+len(rd.Reads)+len(rd.Deletes)+len(rd.Hedges)+
-		len(rd.Retries)+len(rd.Cancels)+len(rd.Done)+len(rd.UploadLatency)+len(rd.PublishLatency) == 0 &&
+		len(rd.Retries)+len(rd.Cancels)+len(rd.Done)+len(rd.UploadLatency)+len(rd.PublishLatency)+len(rd.Failures) == 0 &&
 		!rd.DurableChanged && !rd.SpaceFreed && !rd.HealthChanged && !rd.CommitChanged
 }
 

@@ -98,6 +98,13 @@ func (h *harness) ready() []string {
 	if rd.CommitChanged {
 		add("commit changed")
 	}
+	for _, f := range rd.Failures {
+		if f.Err == nil {
+			add("recovers %s", f.Partition)
+		} else {
+			add("failing %s since +%v: %v", f.Partition, f.Since.Sub(t0), f.Err)
+		}
+	}
 	if rd.HealthChanged {
 		hl := h.c.Health()
 		add("health degraded=%v err=%v", hl.Degraded, hl.Err)
@@ -356,11 +363,22 @@ func TestCoreRepublishCallFails(t *testing.T) {
 	_, err = h.c.Republish(h.now, tpB, 0)
 	require.Equal(t, NotLeader, CodeOf(err))
 
-	// The chore's lineage read fails: it tries again after a backoff.
+	// The chore's lineage read fails: the partition is failing, and the
+	// chore tries again after a backoff. It recovers once its markers
+	// are published.
 	h.c.Read(h.now, 1, ReadLineage, LocalResult{EpochsErr: errDown})
-	require.Equal(t, []string{"wake at +5.107577ms"}, h.ready())
+	require.Equal(t, []string{"failing t-0 since +0s: epochs of t-0: down", "health degraded=false err=<nil>", "wake at +5.107577ms"}, h.ready())
 	h.advance(5107577 * time.Nanosecond)
 	require.Equal(t, []string{"read 5 lineage t-0 from 0", "wake at +59m59.994892423s"}, h.ready())
+	h.c.Read(h.now, 5, ReadLineage, LocalResult{EpochsErr: errDown})
+	require.Equal(t, []string{"failing t-0 since +0s: epochs of t-0: down", "wake at +5.234061ms"}, h.ready(), "still failing since the first")
+	h.advance(time.Second)
+	require.Equal(t, []string{"read 6 lineage t-0 from 0", "wake at +59m58.994892423s"}, h.ready())
+	h.lineage(6, 1)
+	rd = h.ready()
+	require.Len(t, rd, 2)
+	h.published(7, 0)
+	require.Equal(t, []string{"recovers t-0", "health degraded=false err=<nil>", "wake at +59m58.994892423s"}, h.ready())
 }
 
 // A publish into a closed metadata log fails the leaderships of its
@@ -377,7 +395,8 @@ func TestCorePublishIntoAClosedLog(t *testing.T) {
 	h.stored(3)
 	h.ready()
 	h.c.Published(h.now, 4, 0, errDown, Closed)
-	require.Equal(t, []string{"cancel 4", "durable changed", "space freed", "wake at +59m59.9s"}, h.ready())
+	require.Equal(t, []string{"cancel 4", "durable changed", "space freed",
+		"failing t-0 since +100ms: publishing to metadata partition 0: down", "health degraded=false err=<nil>", "wake at +59m59.9s"}, h.ready())
 	_, _, failed, ok := h.c.Leadership(tpA)
 	require.True(t, ok)
 	require.ErrorIs(t, failed, errDown)

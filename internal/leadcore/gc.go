@@ -233,16 +233,24 @@ type Listed struct {
 
 // Sweepable returns, of the objects a listing of bucket under prefix
 // returned, those older than cutoff that no leadership still needs:
-// untracked (an upload whose acknowledgement was lost, or a previous
-// incarnation's), or abandoned. foreign counts objects outside bucket and
-// prefix (a store that breaks the List contract), which are never swept.
+// untracked (an upload whose acknowledgement was lost, a hedge's losing
+// copy, or a previous incarnation's), or abandoned. An object a live
+// leadership still means to publish is never among them, however old
+// (see unpublished), nor is one stored since the oldest upload attempt
+// still in flight began, which that attempt may yet report. foreign
+// counts objects outside bucket and prefix (a store that breaks the List
+// contract), which are never swept.
 func (c *Core) Sweepable(listed []Listed, cutoff time.Time, bucket, prefix string) (refs []metadata.ObjectRef, foreign int) {
+	keep := c.unpublished()
+	if at, ok := c.oldestAttempt(); ok && at.Before(cutoff) {
+		cutoff = at
+	}
 	for _, o := range listed {
 		if o.Ref.Bucket != bucket || !strings.HasPrefix(o.Ref.Key, prefix) {
 			foreign++
 			continue
 		}
-		if !o.LastModified.Before(cutoff) {
+		if !o.LastModified.Before(cutoff) || keep[o.Ref] {
 			continue
 		}
 		if t, ok := c.gc.objects[o.Ref]; !ok || c.abandoned(t) {

@@ -3,7 +3,70 @@ package leadcore
 import (
 	"slices"
 	"time"
+
+	"github.com/activetier/activetier/metadata"
 )
+
+// Failure is a led partition whose replication a failure has stopped: its
+// leadership cannot take it up (publishing its epoch markers, or the
+// republish it owes its followers, keeps failing) or can never publish
+// data it accepted. In Ready.Failures, an Err of nil says the partition
+// recovered, or is no longer led.
+type Failure struct {
+	Partition metadata.TopicPartition
+	// Since is when it began failing.
+	Since time.Time
+	// Err is the latest error; it names the dependency that failed.
+	Err error
+}
+
+// fault records that tp's leadership ld is failing with err, from now if
+// it was not already.
+func (c *Core) fault(now time.Time, tp metadata.TopicPartition, ld *leadership, err error) {
+	if ld.faultSince.IsZero() {
+		ld.faultSince = now
+		c.rd.HealthChanged = true
+	}
+	c.rd.Failures = append(c.rd.Failures, Failure{Partition: tp, Since: ld.faultSince, Err: err})
+}
+
+// unfault records that tp's leadership ld takes its partition up again,
+// unless it can never publish what it accepted.
+func (c *Core) unfault(tp metadata.TopicPartition, ld *leadership) {
+	if ld.faultSince.IsZero() || ld.failed != nil {
+		return
+	}
+	ld.faultSince = time.Time{}
+	c.rd.HealthChanged = true
+	c.rd.Failures = append(c.rd.Failures, Failure{Partition: tp})
+}
+
+// failChore records that t, the chore of a leadership, failed with err;
+// a leadership that failed for good keeps reporting why.
+func (c *Core) failChore(now time.Time, t *task, err error) {
+	if ld := c.leading[t.tp]; ld != nil && (ld.chore == t || ld.catchup == t) && ld.failed == nil {
+		c.fault(now, t.tp, ld, err)
+	}
+}
+
+// choreProgressed records that t, the chore or catch-up of a leadership, published
+// what it owes (markers, or a republished chunk), or is done.
+func (c *Core) choreProgressed(t *task) {
+	if ld := c.leading[t.tp]; ld != nil && (ld.chore == t || ld.catchup == t) {
+		c.unfault(t.tp, ld)
+	}
+}
+
+// failLeadership records that tp's leadership ld can never publish some
+// of the data it accepted: waits beyond its durable offset fail with err,
+// and it stays failing until it ends.
+func (c *Core) failLeadership(now time.Time, tp metadata.TopicPartition, ld *leadership, err error) {
+	if ld.failed == nil {
+		ld.failed = err
+		c.fault(now, tp, ld, err)
+	}
+	c.rd.DurableChanged = true
+}
 
 // failedAttempt records a failed attempt of r: its error, a retry count,
 // and the health it may change.

@@ -34,8 +34,11 @@ type leadership struct {
 	// failed is set when data of this leadership can never be published;
 	// WaitDurable beyond durable then returns it.
 	failed error
-	chore  *task
-	commit commitState
+	// faultSince is when the leadership began failing to replicate its
+	// partition (see Failure); zero while it does not.
+	faultSince time.Time
+	chore      *task
+	commit     commitState
 	// epochStart is the offset the current epoch starts at.
 	epochStart int64
 	// replicas are the followers' progress in this leadership; catchup
@@ -207,6 +210,10 @@ func (c *Core) endLeadership(now time.Time, tp metadata.TopicPartition) {
 	}
 	delete(c.leading, tp)
 	c.led[tp] = ld.epoch
+	if !ld.faultSince.IsZero() {
+		c.rd.HealthChanged = true
+		c.rd.Failures = append(c.rd.Failures, Failure{Partition: tp})
+	}
 	if n := c.active.b.Remove(tp); n > 0 {
 		delete(c.active.gens, tp)
 		c.stats.Fenced++

@@ -100,6 +100,7 @@ func (c *Core) markersDone(now time.Time, m *message, err error) {
 			c.taskFailed(now, t, err)
 		default:
 			t.markers = false
+			c.choreProgressed(t)
 			c.advance(now, t)
 		}
 	}

@@ -90,7 +90,8 @@ func TestCoreMarkersFailTogetherRetryApart(t *testing.T) {
 	h.lineage(2, 1)
 	require.Equal(t, []string{"publish 3: marker t-0 e1@0", "wake at +5s"}, h.ready())
 	h.c.Published(h.now, 3, 0, metadata.ErrClosed, Closed)
-	require.Equal(t, []string{"cancel 3", "wake at +5.107577ms"}, h.ready(), "t-0's chore backs off")
+	require.Equal(t, []string{"cancel 3", "failing t-0 since +0s: publishing to metadata partition 0: metadata: log closed",
+		"health degraded=false err=<nil>", "wake at +5.107577ms"}, h.ready(), "t-0's chore backs off, failing")
 	h.advance(100 * time.Millisecond)
 	require.Equal(t, []string{"publish 5: marker t-1 e1@0", "read 4 lineage t-0 from 0", "wake at +5s"}, h.ready(),
 		"t-1's markers go on; t-0 reads its lineage again")

@@ -99,9 +99,8 @@ func (c *Core) entriesOf(now time.Time, u *upload) *message {
 		}
 		e := s.Entry(u.ref, ld.epoch, c.cfg.BrokerID)
 		if err := e.Validate(); err != nil {
-			ld.failed = fmt.Errorf("%s: entry for offsets %d-%d cannot be published: %w", s.Partition, s.FirstOffset, s.LastOffset, err)
+			c.failLeadership(now, s.Partition, ld, fmt.Errorf("%s: entry for offsets %d-%d cannot be published: %w", s.Partition, s.FirstOffset, s.LastOffset, err))
 			c.cfg.Logger.Error("activetier: withholding an entry the metadata codec rejects", "partition", s.Partition.String(), "err", err)
-			c.rd.DurableChanged = true
 			continue
 		}
 		m.entries = append(m.entries, e)
@@ -110,6 +109,63 @@ func (c *Core) entriesOf(now time.Time, u *upload) *message {
 		m.gens = append(m.gens, ld.gen)
 	}
 	return m
+}
+
+// unpublished returns the stored objects a live leadership still means
+// to publish: cut objects queued for their entries (the metadata log may
+// refuse them for longer than any sweep age) with a section of a
+// leadership still on, and republish copies whose entries are being
+// published. Nothing tracks them yet, and Sweep must not take them for
+// orphans.
+func (c *Core) unpublished() map[metadata.ObjectRef]bool {
+	keep := make(map[metadata.ObjectRef]bool)
+	for _, u := range c.queue {
+		if u.uploaded && c.stillLed(u) {
+			keep[u.ref] = true
+		}
+	}
+	for _, tp := range c.ledPartitions() {
+		if t := c.leading[tp].chore; t != nil && !t.stopped && len(t.entries) > 0 {
+			keep[t.entries[0].Object] = true
+		}
+	}
+	for _, t := range c.tasks {
+		if !t.stopped && len(t.entries) > 0 {
+			keep[t.entries[0].Object] = true
+		}
+	}
+	return keep
+}
+
+// stillLed reports whether some section of u was accepted by a leadership
+// that is still on: entriesOf publishes those.
+func (c *Core) stillLed(u *upload) bool {
+	for i, s := range u.obj.Sections {
+		if ld := c.leading[s.Partition]; ld != nil && ld.gen == u.gens[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// oldestAttempt returns when the oldest upload attempt still in flight
+// began, a hedge included: the object it stores lands after that, and is
+// known to the core only once the attempt reports it. ok is false when no
+// attempt is in flight.
+func (c *Core) oldestAttempt() (at time.Time, ok bool) {
+	for _, r := range c.reqs {
+		if r.what != WhatUpload && r.what != WhatCopy {
+			continue
+		}
+		// While backing off, tried is the next attempt's time: the last
+		// has returned, though a hedge of it may not have.
+		for _, t := range []time.Time{r.tried, r.hedged} {
+			if !t.IsZero() && (!ok || t.Before(at)) {
+				at, ok = t, true
+			}
+		}
+	}
+	return at, ok
 }
 
 // remove takes u off the queue, published or withheld, and frees its
@@ -250,8 +306,8 @@ func (c *Core) messageFailed(now time.Time, m *message, err error) {
 	c.entryPub = nil
 	c.remove(u)
 	for _, e := range m.entries {
-		if ld := c.leading[e.Partition]; ld != nil && ld.failed == nil {
-			ld.failed = err
+		if ld := c.leading[e.Partition]; ld != nil {
+			c.failLeadership(now, e.Partition, ld, err)
 		}
 	}
 	c.rd.DurableChanged = true

@@ -226,7 +226,7 @@ func (c *Core) readBatches(now time.Time, t *task, res LocalResult) {
 	}
 	t.next, t.infos = batches[len(batches)-1].LastOffset+1, infos
 	r := c.newRequest(now, WhatCopy)
-	r.task, t.req = t, r.id
+	r.task, t.req, r.tried = t, r.id, now
 	c.rd.Uploads = append(c.rd.Uploads, Upload{ID: r.id, What: WhatCopy, Data: data})
 	c.judgeHealth(now)
 }
@@ -265,6 +265,7 @@ func (c *Core) taskPublished(now time.Time, t *task, offsets map[int32]int64) {
 	c.gc.track(now, t.entries[0].Object, sections, followers, gens, offsets)
 	c.stats.Republished += uint64(len(t.entries))
 	t.published = true
+	c.choreProgressed(t)
 	if ld := c.leading[t.tp]; ld != nil && ld.gen == t.gen && ld.published(t.from, t.next) {
 		c.rd.DurableChanged = true
 		c.queueCommit(now, t.tp, ld)
@@ -289,6 +290,7 @@ func (c *Core) taskFailed(now time.Time, t *task, err error) {
 			what = "republishing for lagging followers"
 		}
 		c.cfg.Logger.Warn("activetier: "+what+" failed; retrying", "partition", t.tp.String(), "epoch", t.epoch, "err", err)
+		c.failChore(now, t, err)
 		t.wakeAt = now.Add(c.delay(t.attempt))
 		t.attempt++
 		c.sleeping++
@@ -321,6 +323,9 @@ func (c *Core) finishTask(now time.Time, t *task, err error) {
 		c.refreshing--
 		c.nextRefresh(now)
 	default:
+		if err == nil {
+			c.choreProgressed(t)
+		}
 		ld := c.leading[t.tp]
 		if ld == nil || ld.gen != t.gen {
 			return
