@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/activetier/activetier/examples/kafkabroker/broker"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -43,10 +41,10 @@ func (a *acked) callback(r *kgo.Record, err error) {
 }
 
 // TestFailover kills the broker leading a third of the partitions while
-// two producers write, one with acks=all and one with acks=1, then moves
-// those partitions' leadership to the survivors at a higher epoch and
-// takes the dead broker out of every partition's in-sync replicas, as a
-// controller would. Production finishes; no record acknowledged with
+// two producers write, one with acks=all and one with acks=1, then tells
+// the controller, which moves those partitions' leadership to the
+// survivors at a higher epoch and takes the dead broker out of every
+// partition's in-sync replicas. Production finishes; no record acknowledged with
 // acks=all may be missing, and the acks=1 records lost (acknowledged by
 // the dead leader, never replicated) are counted and reported.
 func TestFailover(t *testing.T) {
@@ -165,21 +163,10 @@ func TestFailover(t *testing.T) {
 }
 
 // failover is the controller's reaction to losing broker dead, after it
-// took detect to notice: every partition it led moves to a survivor at
-// the next epoch, and it leaves every partition's in-sync replicas.
+// took detect to notice: every partition it led moves to an in-sync
+// survivor at the next epoch, and it leaves every partition's in-sync
+// replicas.
 func (c *procCluster) failover(dead int32, detect time.Duration) {
 	time.Sleep(detect)
-	c.failedOver <- c.ctl.Update(context.Background(), func(v *broker.Cluster) {
-		v.Brokers = slices.DeleteFunc(v.Brokers, func(b broker.BrokerInfo) bool { return b.ID == dead })
-		for ti := range v.Topics {
-			for pi := range v.Topics[ti].Partitions {
-				pl := &v.Topics[ti].Partitions[pi]
-				pl.Replicas = slices.DeleteFunc(pl.Replicas, func(r int32) bool { return r == dead })
-				if pl.Leader == dead {
-					pl.Leader = pl.Replicas[int(pl.Partition)%len(pl.Replicas)]
-					pl.Epoch++
-				}
-			}
-		}
-	})
+	c.failedOver <- c.ctl.BrokerFailed(context.Background(), dead)
 }

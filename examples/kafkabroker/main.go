@@ -6,13 +6,16 @@
 //
 //	kafkabroker -id 0 -az az0 -data /var/lib/kb0 \
 //	    -buckets az0=wal-az0,az1=wal-az1,az2=wal-az2 -s3-endpoint http://127.0.0.1:7070 \
-//	    -metadata-brokers 127.0.0.1:9092
+//	    -metadata-brokers 127.0.0.1:9092 -controller 127.0.0.1:9000
 //
 // It prints one JSON line on stdout once it listens,
-// {"id":0,"az":"az0","kafka":"127.0.0.1:...","control":"127.0.0.1:..."},
-// then waits for the controller's cluster view (POST /v1/cluster on the
-// control address) before it has partitions. It stops on SIGTERM or
-// SIGINT, or when its standard input closes with -stdin-lifeline.
+// {"id":0,"az":"az0","kafka":"127.0.0.1:...","control":"127.0.0.1:...","incarnation":"..."},
+// registers with the controller (-controller), and waits for the
+// controller's cluster view (POST /v1/cluster on the control address)
+// before it has partitions. Restarted on its data, it follows every
+// partition and leads none until the controller elects it. It stops on
+// SIGTERM or SIGINT, or when its standard input closes with
+// -stdin-lifeline.
 package main
 
 import (
@@ -50,7 +53,8 @@ type options struct {
 	metaBrokers        []string
 	metaPartitions     int
 	kafkaAddr, control string
-	interval           time.Duration
+	controller         string
+	interval, lagTime  time.Duration
 	createBucket       bool
 	lifeline           bool
 	verbose            bool
@@ -69,7 +73,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 	fs.IntVar(&o.metaPartitions, "metadata-partitions", 3, "partitions of the metadata topic, the same on every broker")
 	fs.StringVar(&o.kafkaAddr, "kafka", "127.0.0.1:0", "address to serve Kafka clients on")
 	fs.StringVar(&o.control, "control", "127.0.0.1:0", "address to serve the control protocol on")
+	fs.StringVar(&o.controller, "controller", "", "host:port of the controller's API, to register with at start")
 	fs.DurationVar(&o.interval, "interval", 50*time.Millisecond, "flush interval: the longest a batch waits for its object")
+	fs.DurationVar(&o.lagTime, "replica-lag-time", 30*time.Second, "how long an in-sync follower may lag before it leaves the in-sync set (replica.lag.time.max.ms)")
 	fs.BoolVar(&o.createBucket, "create-bucket", false, "create this AZ's bucket if it does not exist")
 	fs.BoolVar(&o.lifeline, "stdin-lifeline", false, "stop when standard input closes (for tests: never outlive the parent)")
 	fs.BoolVar(&o.verbose, "verbose", false, "log at debug level")
@@ -89,6 +95,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 		return o, errors.New("-metadata-partitions must be positive")
 	case o.interval <= 0:
 		return o, errors.New("-interval must be positive")
+	case o.lagTime <= 0:
+		return o, errors.New("-replica-lag-time must be positive")
 	}
 	o.metaBrokers = strings.Split(metaBrokers, ",")
 	o.buckets = make(map[string]string)
@@ -191,6 +199,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	b, err := broker.New(broker.Config{
 		ID: int32(o.id), AZ: o.az, Kafka: kl, Control: cl, Log: log, Logger: logger,
+		Controller: o.controller, ReplicaLagTime: o.lagTime,
 		Node: walstore.NodeConfig{Store: store, Log: meta, Leader: walstore.LeaderConfig{Interval: o.interval}},
 	})
 	if err != nil {
@@ -207,7 +216,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			logger.Info("swept old objects", "deleted", n)
 		}
 	}()
-	if err := json.NewEncoder(stdout).Encode(broker.BrokerInfo{ID: int32(o.id), AZ: o.az, Kafka: kl.Addr().String(), Control: cl.Addr().String()}); err != nil {
+	if err := json.NewEncoder(stdout).Encode(b.Info()); err != nil {
 		return err
 	}
 	return b.Run(ctx)

@@ -52,6 +52,7 @@ func TestParseFlags(t *testing.T) {
 		{"bad pair", append(slices.Clone(ok), "-buckets", "az1"), `"az1" is not AZ=BUCKET`},
 		{"AZ twice", append(slices.Clone(ok), "-buckets", "az1=a,az1=b"), `AZ "az1" is listed twice`},
 		{"zero interval", append(slices.Clone(ok), "-interval", "0s"), "-interval must be positive"},
+		{"zero lag time", append(slices.Clone(ok), "-replica-lag-time", "0s"), "-replica-lag-time must be positive"},
 		{"no metadata", []string{"-id", "1", "-az", "az1", "-data", "/d", "-buckets", "az1=b"}, "-metadata-brokers: missing"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,9 +74,17 @@ type proc struct {
 	log   string // its stderr, a file
 }
 
+// procLogsEnv names a directory to keep the processes' logs in, past the
+// test (by default they go with its temporary directory).
+const procLogsEnv = "ACTIVETIER_PROC_LOGS"
+
 func start(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
+	if dir := os.Getenv(procLogsEnv); dir != "" {
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		logPath = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+name+".log")
+	}
 	logf, err := os.Create(logPath)
 	require.NoError(t, err)
 	cmd := exec.Command(bin, args...)
@@ -152,26 +161,37 @@ func (p *proc) kill() {
 
 // procCluster is a kfake process and three broker processes, in az0, az1
 // and az2, each with its own bucket on the S3 server, and their
-// controller, in the test's process.
+// controller, in the test's process, which the brokers register with.
 type procCluster struct {
 	t       *testing.T
 	kfake   *proc
 	brokers []*proc
+	args    [][]string // each broker's command line, for a restart
+	runs    []int      // each broker's processes so far
 	dirs    []string
-	infos   []broker.BrokerInfo // every broker started, by id
+	infos   []broker.BrokerInfo // every broker started, by id, as it last started
 	ctl     *broker.Controller
 	// failedOver gets failover's outcome.
 	failedOver chan error
 }
 
-// startProcCluster starts the processes and the controller, which places
-// each topic's partitions as it places a created topic's: partition p led
-// by broker p % 3 at epoch 1, with all three in sync.
+// startProcCluster starts the controller and the processes, waits for
+// the three brokers to register, and places each topic's partitions as it
+// places a created topic's: partition p led by broker p % 3 at epoch 1,
+// with all three in sync.
 func startProcCluster(t *testing.T, topics map[string]int) *procCluster {
 	t.Helper()
 	endpoint := s3Endpoint(t)
 	kb, kfc := binaries(t)
 	c := &procCluster{t: t, failedOver: make(chan error, 1)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	c.ctl, err = broker.NewController(broker.Cluster{Controller: ln.Addr().String()})
+	require.NoError(t, err)
+	srv := &http.Server{Handler: c.ctl.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close(); c.ctl.CloseIdleConnections() })
+
 	c.kfake = start(t, "kfake", kfc, "-partitions", "3")
 	var kf struct{ Kafka string }
 	require.NoError(t, json.Unmarshal(c.kfake.line, &kf))
@@ -184,28 +204,45 @@ func startProcCluster(t *testing.T, topics map[string]int) *procCluster {
 	for id := range 3 {
 		dir := t.TempDir()
 		c.dirs = append(c.dirs, dir)
-		p := start(t, fmt.Sprintf("broker%d", id), kb, "-id", fmt.Sprint(id), "-az", fmt.Sprintf("az%d", id),
+		c.args = append(c.args, []string{"-id", fmt.Sprint(id), "-az", fmt.Sprintf("az%d", id),
 			"-data", dir, "-buckets", strings.Join(buckets, ","), "-s3-endpoint", endpoint, "-create-bucket",
-			"-metadata-brokers", kf.Kafka, "-interval", "20ms", "-stdin-lifeline")
-		var bi broker.BrokerInfo
-		require.NoError(t, json.Unmarshal(p.line, &bi))
-		c.brokers = append(c.brokers, p)
-		c.infos = append(c.infos, bi)
+			"-metadata-brokers", kf.Kafka, "-interval", "20ms", "-controller", ln.Addr().String(), "-stdin-lifeline"})
+		c.brokers = append(c.brokers, nil)
+		c.infos = append(c.infos, broker.BrokerInfo{})
+		c.runs = append(c.runs, 0)
+		c.startBroker(id, kb)
 	}
-	view := broker.Cluster{Brokers: c.infos}
-	for name, n := range topics {
-		view.Topics = append(view.Topics, broker.PlaceTopic(name, int32(n), 3, c.infos))
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	view.Controller = ln.Addr().String()
-	c.ctl, err = broker.NewController(view)
-	require.NoError(t, err)
-	srv := &http.Server{Handler: c.ctl.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close(); c.ctl.CloseIdleConnections() })
-	require.NoError(t, c.ctl.Update(t.Context(), func(*broker.Cluster) {}))
+	require.Eventually(t, func() bool { return len(c.ctl.View().Brokers) == 3 }, 30*time.Second, 10*time.Millisecond,
+		"the brokers did not register")
+	require.NoError(t, c.ctl.Update(t.Context(), func(v *broker.Cluster) {
+		for name, n := range topics {
+			v.Topics = append(v.Topics, broker.PlaceTopic(name, int32(n), 3, v.Brokers))
+		}
+	}))
 	return c
+}
+
+// startBroker starts broker id's process, on its data directory and, after
+// the first run, at the addresses it had.
+func (c *procCluster) startBroker(id int, bin string) {
+	c.t.Helper()
+	args := c.args[id]
+	if c.runs[id] > 0 {
+		args = append(slices.Clone(args), "-kafka", c.infos[id].Kafka, "-control", c.infos[id].Control)
+	}
+	c.runs[id]++
+	p := start(c.t, fmt.Sprintf("broker%d-run%d", id, c.runs[id]), bin, args...)
+	var bi broker.BrokerInfo
+	require.NoError(c.t, json.Unmarshal(p.line, &bi))
+	c.brokers[id], c.infos[id] = p, bi
+}
+
+// restart starts broker id again on its own data, as an operator does
+// after a crash; it registers with the controller itself.
+func (c *procCluster) restart(id int) {
+	c.t.Helper()
+	kb, _ := binaries(c.t)
+	c.startBroker(id, kb)
 }
 
 func (c *procCluster) status(id int) broker.Status {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/examples/kafkabroker/disklog"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
@@ -40,6 +40,18 @@ type Config struct {
 	// idempotent producer that appends nothing (Kafka's
 	// producer.id.expiration.ms). Default 24h.
 	ProducerExpiry time.Duration
+	// ReplicaLagTime is how long an in-sync follower may go without
+	// catching up with its leader's log end before the leader asks the
+	// controller to take it out of the in-sync set (Kafka's
+	// replica.lag.time.max.ms). At least 2s and twice
+	// Node.Follower.ProgressInterval, how often a follower whose log does
+	// not change reports again. Default 30s.
+	ReplicaLagTime time.Duration
+	// Controller is the host:port of the controller's HTTP API, where
+	// the broker registers at start (POST /v1/brokers) and again
+	// whenever a view does not list it; empty to be registered by
+	// whoever builds the view, with Info.
+	Controller string
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -54,15 +66,26 @@ type Broker struct {
 	// transitions serializes the controller's decisions.
 	transitions sync.Mutex
 
-	mu         sync.Mutex
-	controller string // where CreateTopics goes, from the cluster view
-	brokers    map[int32]BrokerInfo
-	topics     map[string]int32 // partition counts
-	parts      map[metadata.TopicPartition]*partition
-	changed    chan struct{} // closed and replaced whenever a partition's visible end moves
+	// incarnation names this run of the broker; see BrokerInfo.
+	incarnation string
 
-	reporter *reporter
-	pids     *producerIDs
+	mu         sync.Mutex
+	controller string // where CreateTopics and in-sync sets go
+	// isRegistered: the last view applied lists this run; hasView: a
+	// view was applied.
+	isRegistered, hasView bool
+	brokers               map[int32]BrokerInfo
+	topics                map[string]int32 // partition counts
+	parts                 map[metadata.TopicPartition]*partition
+	changed               chan struct{} // closed and replaced whenever a partition's visible end moves
+
+	reporter  *reporter
+	isr       *isrManager
+	registrar *registrar
+	pids      *producerIDs
+	// runCtx and bg are Run's: the goroutines a leadership starts.
+	runCtx context.Context
+	bg     sync.WaitGroup
 	// forward carries CreateTopics to the controller, bounded by each
 	// request's timeout.
 	forward *http.Client
@@ -93,13 +116,22 @@ type partition struct {
 	// a transition.
 	appendMu sync.Mutex
 
-	mu       sync.Mutex
-	role     role
-	leader   int32
-	epoch    int32
-	replicas []int32
-	hw       int64           // high watermark: every in-sync replica holds the log below it
-	credit   map[int32]int64 // leader: what each follower holds of this leader's log
+	mu             sync.Mutex
+	role           role
+	leader         int32
+	epoch          int32
+	partitionEpoch int32
+	replicas       []int32
+	isr            []int32 // the in-sync replicas the controller committed
+	// hw is the high watermark this broker learned as a follower, and
+	// the floor of the one it serves as leader until its Node's passes
+	// it: every in-sync replica holds the log below it.
+	hw int64
+	// The leader's view of its followers and its proposal of an in-sync
+	// set awaiting the controller's answer (nil when none is); see
+	// isr.go.
+	followers map[int32]*follower
+	pending   *proposal
 
 	// producers is the leader's idempotent producer state, nil when it
 	// does not lead; guarded by appendMu.
@@ -117,6 +149,13 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.ProgressInterval < 0 || cfg.ProducerExpiry < 0 {
 		return nil, fmt.Errorf("broker: ProgressInterval %v or ProducerExpiry %v is negative", cfg.ProgressInterval, cfg.ProducerExpiry)
 	}
+	if cfg.ReplicaLagTime == 0 {
+		cfg.ReplicaLagTime = 30 * time.Second
+	}
+	if cfg.ReplicaLagTime < max(minReplicaLagTime, 2*cfg.Node.Follower.ProgressInterval) {
+		return nil, fmt.Errorf("broker: ReplicaLagTime %v is below %v or twice Node.Follower.ProgressInterval %v",
+			cfg.ReplicaLagTime, minReplicaLagTime, cfg.Node.Follower.ProgressInterval)
+	}
 	if cfg.ProgressInterval == 0 {
 		cfg.ProgressInterval = 10 * time.Millisecond
 	}
@@ -128,17 +167,20 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b := &Broker{
 		cfg: cfg, log: cfg.Log, lg: cfg.Logger.With("broker", cfg.ID),
-		brokers: make(map[int32]BrokerInfo),
-		topics:  make(map[string]int32),
-		parts:   make(map[metadata.TopicPartition]*partition),
-		changed: make(chan struct{}),
-		pids:    newProducerIDs(cfg.Log.Dir(), cfg.ID, time.Now),
-		forward: &http.Client{},
+		brokers:     make(map[int32]BrokerInfo),
+		topics:      make(map[string]int32),
+		parts:       make(map[metadata.TopicPartition]*partition),
+		changed:     make(chan struct{}),
+		pids:        newProducerIDs(cfg.Log.Dir(), cfg.ID, time.Now),
+		forward:     &http.Client{},
+		incarnation: fmt.Sprintf("%016x", rand.Uint64()),
 	}
 	b.reporter = newReporter(b)
+	b.isr = newISRManager(b)
+	b.registrar = newRegistrar(b)
 	nc := cfg.Node
 	nc.BrokerID, nc.Local = cfg.ID, cfg.Log
-	nc.OnProgress = func(walstore.Progress) { b.reporter.wake() }
+	nc.OnProgress = func(pr walstore.Progress) { b.reporter.due(pr.Partition) }
 	if nc.Logger == nil {
 		nc.Logger = b.lg
 	}
@@ -153,17 +195,26 @@ func New(cfg Config) (*Broker, error) {
 // Node returns the broker's Node, for its stats.
 func (b *Broker) Node() *walstore.Node { return b.node }
 
+// Info returns the broker as the controller's view lists it: its id,
+// rack, addresses and this run's incarnation.
+func (b *Broker) Info() BrokerInfo {
+	return BrokerInfo{ID: b.cfg.ID, AZ: b.cfg.AZ, Kafka: b.cfg.Kafka.Addr().String(), Control: b.cfg.Control.Addr().String(), Incarnation: b.incarnation}
+}
+
 // Run serves until ctx ends, then closes the listeners and waits for
 // every goroutine it started.
 func (b *Broker) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	b.runCtx = ctx
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	wg.Go(func() { errs <- b.node.Run(ctx) })
 	wg.Go(func() { errs <- b.serveKafka(ctx) })
 	wg.Go(func() { errs <- b.serveControl(ctx) })
 	wg.Go(func() { b.reporter.run(ctx) })
+	wg.Go(func() { b.isr.run(ctx) })
+	wg.Go(func() { b.registrar.run(ctx) })
 	var first error
 	select {
 	case <-ctx.Done():
@@ -171,6 +222,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		cancel()
 	}
 	wg.Wait()
+	b.bg.Wait() // no placement starts more once the control server stopped
 	b.forward.CloseIdleConnections()
 	return first
 }
@@ -191,6 +243,57 @@ func (b *Broker) changes() <-chan struct{} {
 	return b.changed
 }
 
+// unknownTP is the error for a partition the broker does not know:
+// errNotLeader, which clients retry at the leader, until it has applied a
+// view, since it just started.
+func (b *Broker) unknownTP() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.hasView {
+		return errNotLeader
+	}
+	return errUnknownTP
+}
+
+// partitions returns every partition the broker knows.
+func (b *Broker) partitions() []*partition {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	parts := make([]*partition, 0, len(b.parts))
+	for _, p := range b.parts {
+		parts = append(parts, p)
+	}
+	return parts
+}
+
+// waker asks a loop for a round; wakes while one is pending are one.
+type waker chan struct{}
+
+func newWaker() waker { return make(waker, 1) }
+
+// wake asks for a round; it never blocks.
+func (w waker) wake() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// every calls round at each wake and every interval until ctx ends.
+func (w waker) every(ctx context.Context, interval time.Duration, round func(context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w:
+		case <-t.C:
+		}
+		round(ctx)
+	}
+}
+
 func (b *Broker) partition(tp metadata.TopicPartition) *partition {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -199,17 +302,30 @@ func (b *Broker) partition(tp metadata.TopicPartition) *partition {
 
 // snapshot is a consistent copy of a partition's replication state.
 type snapshot struct {
-	role     role
-	leader   int32
-	epoch    int32
-	replicas []int32
-	hw       int64
+	role           role
+	leader         int32
+	epoch          int32
+	partitionEpoch int32
+	replicas       []int32
+	isr            []int32
+	hw             int64
 }
 
 func (p *partition) snapshot() snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return snapshot{p.role, p.leader, p.epoch, slices.Clone(p.replicas), p.hw}
+	return snapshot{p.role, p.leader, p.epoch, p.partitionEpoch, slices.Clone(p.replicas), slices.Clone(p.isr), p.hw}
+}
+
+// highWatermark is the high watermark tp's consumers and followers are
+// served: a leader's Node computes it over the in-sync set, and until it
+// passes what this broker learned as a follower, that is served; a
+// follower serves what its leader last answered.
+func (b *Broker) highWatermark(tp metadata.TopicPartition, s snapshot) int64 {
+	if s.role == roleLeader {
+		return max(s.hw, b.node.HighWatermark(tp))
+	}
+	return s.hw
 }
 
 // errNotLeader and friends map to Kafka error codes in the handlers.
@@ -229,7 +345,7 @@ var (
 func (b *Broker) produce(ctx context.Context, tp metadata.TopicPartition, pb producedBatch) (base, last int64, epoch int32, err error) {
 	p := b.partition(tp)
 	if p == nil {
-		return 0, 0, 0, errUnknownTP
+		return 0, 0, 0, b.unknownTP()
 	}
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
@@ -270,66 +386,50 @@ func (b *Broker) produce(ctx context.Context, tp metadata.TopicPartition, pb pro
 	if pb.idempotent() {
 		p.producers.record(pb.batchHeader, cb.FirstOffset, cb.LastOffset)
 	}
-	b.advanceHW(p)
 	return cb.FirstOffset, cb.LastOffset, s.epoch, nil
 }
 
-// waitHW waits until tp's high watermark passes last, as acks=all does.
-func (b *Broker) waitHW(ctx context.Context, tp metadata.TopicPartition, epoch int32, last int64) error {
-	p := b.partition(tp)
-	for {
-		ch := b.changes()
-		s := p.snapshot()
-		if s.role != roleLeader || s.epoch != epoch {
-			return errNotLeader
-		}
-		if s.hw > last {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return errTimedOut
-		}
+// waitReplicated waits until every in-sync replica holds tp's offset
+// last, appended at epoch, as acks=all does: the Node's high watermark
+// passes it in the leadership that appended it.
+func (b *Broker) waitReplicated(ctx context.Context, tp metadata.TopicPartition, epoch int32, last int64) error {
+	err := b.node.WaitReplicated(ctx, tp, epoch, last)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, walstore.ErrNotLeader):
+		return fmt.Errorf("%w: %w", errNotLeader, err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %w", errTimedOut, err)
 	}
+	return err
 }
 
-// advanceHW recomputes a leader's high watermark: the lowest log end of
-// the in-sync replicas, each follower's credited only for what it holds of
-// this leader's log (Kafka's rule: its log end, but no further than where
-// its last epoch ends here).
-func (b *Broker) advanceHW(p *partition) {
-	end, err := b.log.EndOffset(p.tp)
-	if err != nil {
-		return
-	}
-	p.mu.Lock()
-	if p.role != roleLeader {
-		p.mu.Unlock()
-		return
-	}
-	hw := end
-	for _, r := range p.replicas {
-		if r == b.cfg.ID {
-			continue
+// watchHW wakes fetches whenever the high watermark of p's leadership at
+// epoch moves, until that leadership ends.
+func (b *Broker) watchHW(p *partition, epoch int32) {
+	b.bg.Go(func() {
+		for at := int64(-1); ; {
+			if err := b.node.WaitReplicated(b.runCtx, p.tp, epoch, at); err != nil {
+				return
+			}
+			if s := p.snapshot(); s.role != roleLeader || s.epoch != epoch {
+				return
+			}
+			at = b.node.HighWatermark(p.tp)
+			b.notify()
 		}
-		hw = min(hw, p.credit[r]) // zero until the follower reports
-	}
-	moved := hw > p.hw
-	if moved {
-		p.hw = hw
-	}
-	p.mu.Unlock()
-	if moved {
-		b.notify()
-	}
+	})
 }
 
 // recordProgress takes a follower's report, made while it followed the
-// leader of epoch, as the leader's fetch handling does, and returns the
-// high watermark to answer it with.
-func (b *Broker) recordProgress(epoch int32, pr walstore.Progress) (int64, error) {
-	p := b.partition(pr.Partition)
+// leader of epoch, as the leader's fetch handling does: the Node's high
+// watermark and garbage collection take it, and the leader's tracking of
+// the follower for the in-sync set. It returns the high watermark to
+// answer with.
+func (b *Broker) recordProgress(rep ProgressReport) (int64, error) {
+	tp := metadata.TopicPartition{Topic: rep.Topic, Partition: rep.Partition}
+	p := b.partition(tp)
 	if p == nil {
 		return 0, errUnknownTP
 	}
@@ -337,34 +437,12 @@ func (b *Broker) recordProgress(epoch int32, pr walstore.Progress) (int64, error
 	if s.role != roleLeader {
 		return 0, errNotLeader
 	}
-	if epoch != s.epoch {
-		return 0, fmt.Errorf("%w: %d, the leader's is %d", errStaleEpoch, epoch, s.epoch)
+	if rep.Epoch != s.epoch {
+		return 0, fmt.Errorf("%w: %d, the leader's is %d", errStaleEpoch, rep.Epoch, s.epoch)
 	}
-	b.node.RecordProgress(pr)
-	entries, err := b.log.Epochs(pr.Partition)
-	if err != nil {
-		return 0, err
-	}
-	end, err := b.log.EndOffset(pr.Partition)
-	if err != nil {
-		return 0, err
-	}
-	credit := int64(-1)
-	if lin, err := fencing.NewLineage(entries...); err == nil {
-		if _, epochEnd := lin.EndOffsetFor(pr.LastEpoch, end); epochEnd >= 0 {
-			credit = min(pr.EndOffset, epochEnd)
-		}
-	}
-	if pr.EndOffset == 0 && len(entries) == 0 {
-		credit = 0
-	}
-	p.mu.Lock()
-	if credit > p.credit[pr.Follower] {
-		p.credit[pr.Follower] = credit
-	}
-	p.mu.Unlock()
-	b.advanceHW(p)
-	return p.snapshot().hw, nil
+	b.node.RecordProgress(walstore.Progress{Partition: tp, Leader: b.cfg.ID, Follower: rep.Follower, EndOffset: rep.EndOffset, LastEpoch: rep.LastEpoch})
+	b.trackFollower(p, s, rep)
+	return b.highWatermark(tp, s), nil
 }
 
 // followerHW takes the high watermark a leader answered with.

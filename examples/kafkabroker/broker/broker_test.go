@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"reflect"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -38,9 +37,25 @@ type testCluster struct {
 	view    Cluster // as at the start
 	ctl     *Controller
 	stops   []func() // each stops its broker and waits for it
+
+	objects  *memstore.Cluster
+	meta     *memstore.Log
+	lagTime  time.Duration
+	register bool
+	ctx      context.Context
+	wg       *sync.WaitGroup
 }
 
-func startCluster(t *testing.T, topic string, partitions int) *testCluster {
+// clusterOption changes how startCluster starts the brokers.
+type clusterOption func(*testCluster)
+
+// withLagTime sets the brokers' ReplicaLagTime.
+func withLagTime(d time.Duration) clusterOption { return func(c *testCluster) { c.lagTime = d } }
+
+// withRegistration makes the brokers register with the controller.
+func withRegistration() clusterOption { return func(c *testCluster) { c.register = true } }
+
+func startCluster(t *testing.T, topic string, partitions int, opts ...clusterOption) *testCluster {
 	t.Helper()
 	objects, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az0": "b0", "az1": "b1", "az2": "b2"}})
 	require.NoError(t, err)
@@ -51,35 +66,28 @@ func startCluster(t *testing.T, topic string, partitions int) *testCluster {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	c := &testCluster{}
-	for id := range int32(3) {
-		az := fmt.Sprintf("az%d", id)
-		store, err := objects.Store(az)
-		require.NoError(t, err)
-		lg, err := disklog.Open(t.TempDir(), disklog.Options{})
-		require.NoError(t, err)
-		t.Cleanup(func() { lg.Close() })
-		kl, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		cl, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		b, err := New(Config{ID: id, AZ: az, Kafka: kl, Control: cl, Log: lg, Node: walstore.NodeConfig{
-			Store: store, Log: meta, Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond},
-		}})
-		require.NoError(t, err)
-		bctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		wg.Go(func() { defer close(done); _ = b.Run(bctx) })
-		c.stops = append(c.stops, func() { stop(); <-done })
-		c.brokers = append(c.brokers, b)
-		c.logs = append(c.logs, lg)
-		c.view.Brokers = append(c.view.Brokers, BrokerInfo{ID: id, AZ: az, Kafka: kl.Addr().String(), Control: cl.Addr().String()})
+	c := &testCluster{objects: objects, meta: meta, ctx: ctx, wg: &wg}
+	for _, o := range opts {
+		o(c)
 	}
-	// Partition p led by broker p % 3, all three in sync.
-	c.view.Topics = []Topic{PlaceTopic(topic, int32(partitions), 3, c.view.Brokers)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	c.view.Controller = ln.Addr().String()
+	for id := range int32(3) {
+		lg, err := disklog.Open(t.TempDir(), disklog.Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { lg.Close() })
+		c.logs = append(c.logs, lg)
+		c.brokers = append(c.brokers, nil)
+		c.stops = append(c.stops, nil)
+		controller := ""
+		if c.register {
+			controller = c.view.Controller
+		}
+		c.view.Brokers = append(c.view.Brokers, c.startBroker(t, id, controller).Info())
+	}
+	// Partition p led by broker p % 3, all three in sync.
+	c.view.Topics = []Topic{PlaceTopic(topic, int32(partitions), 3, c.view.Brokers)}
 	c.ctl, err = NewController(c.view)
 	require.NoError(t, err)
 	srv := &http.Server{Handler: c.ctl.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -87,6 +95,28 @@ func startCluster(t *testing.T, topic string, partitions int) *testCluster {
 	t.Cleanup(func() { srv.Close(); c.ctl.CloseIdleConnections() })
 	require.NoError(t, c.ctl.Update(t.Context(), func(*Cluster) {}))
 	return c
+}
+
+// startBroker starts broker id on its log, with new listeners; one given
+// a controller registers with it.
+func (c *testCluster) startBroker(t *testing.T, id int32, controller string) *Broker {
+	t.Helper()
+	az := fmt.Sprintf("az%d", id)
+	store, err := c.objects.Store(az)
+	require.NoError(t, err)
+	kl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	b, err := New(Config{ID: id, AZ: az, Kafka: kl, Control: cl, Log: c.logs[id], Controller: controller, ReplicaLagTime: c.lagTime,
+		Node: walstore.NodeConfig{Store: store, Log: c.meta, Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond}}})
+	require.NoError(t, err)
+	bctx, stop := context.WithCancel(c.ctx)
+	done := make(chan struct{})
+	c.wg.Go(func() { defer close(done); _ = b.Run(bctx) })
+	c.stops[id] = func() { stop(); <-done }
+	c.brokers[id] = b
+	return b
 }
 
 // moveLeader makes broker to the leader of tp at the next epoch, as a
@@ -103,21 +133,15 @@ func (c *testCluster) moveLeader(t *testing.T, tp metadata.TopicPartition, to in
 	}))
 }
 
-// failover takes a stopped broker out of the view and of every
-// partition's in-sync replicas and moves tp's leadership to broker to at
-// the next epoch, in one change, as a controller does once it notices.
+// failover takes a stopped broker out of the live brokers and of every
+// partition's in-sync replicas, as the controller does once it notices,
+// and moves tp's leadership to broker to at the next epoch, in one change.
 func (c *testCluster) failover(t *testing.T, dead int32, tp metadata.TopicPartition, to int32) {
 	t.Helper()
 	require.NoError(t, c.ctl.Update(t.Context(), func(v *Cluster) {
-		v.Brokers = slices.DeleteFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == dead })
-		for ti := range v.Topics {
-			for pi := range v.Topics[ti].Partitions {
-				pl := &v.Topics[ti].Partitions[pi]
-				pl.Replicas = slices.DeleteFunc(pl.Replicas, func(r int32) bool { return r == dead })
-				if v.Topics[ti].Name == tp.Topic && pl.Partition == tp.Partition {
-					pl.Leader, pl.Epoch = to, pl.Epoch+1
-				}
-			}
+		v.fail(dead)
+		if pl := v.placement(tp.Topic, tp.Partition); pl.Leader != to {
+			pl.Leader, pl.Epoch, pl.PartitionEpoch = to, pl.Epoch+1, pl.PartitionEpoch+1
 		}
 	}))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/activetier/activetier/examples/kafkabroker/disklog"
 	"github.com/activetier/activetier/metadata"
@@ -16,18 +17,24 @@ type BrokerInfo struct {
 	AZ      string `json:"az"`
 	Kafka   string `json:"kafka"`   // host:port Kafka clients connect to
 	Control string `json:"control"` // host:port of the control protocol
+	// Incarnation names one run of the broker's process, new at every
+	// start (Kafka's incarnation id): a broker leads only in a view that
+	// lists its own incarnation, so a restarted broker never acts on
+	// the leaderships of the run before it.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // Cluster is the controller's view: the live brokers and, for every
-// partition, its leader, leader epoch and in-sync replicas. A broker
-// applies the whole view at once (POST /v1/cluster).
+// partition, its replicas, leader, leader epoch and in-sync replicas. A
+// broker applies the whole view at once (POST /v1/cluster).
 type Cluster struct {
 	// Controller is the host:port of the controller's HTTP API
-	// (Controller.Handler), where brokers forward CreateTopics; empty
-	// when there is none, and topics cannot be created.
-	Controller string       `json:"controller,omitempty"`
-	Brokers    []BrokerInfo `json:"brokers"`
-	Topics     []Topic      `json:"topics"`
+	// (Controller.Handler), where brokers register, forward CreateTopics
+	// and propose in-sync sets; empty when there is none.
+	Controller string `json:"controller,omitempty"`
+	// Brokers are the live brokers, each at its current incarnation.
+	Brokers []BrokerInfo `json:"brokers"`
+	Topics  []Topic      `json:"topics"`
 }
 
 // Topic is one topic's partitions.
@@ -36,24 +43,32 @@ type Topic struct {
 	Partitions []Placement `json:"partitions"`
 }
 
-// Placement is one partition's leadership. Replicas are the in-sync
-// replicas, the leader among them; a broker removed from them no longer
-// holds acks=all back.
+// Placement is one partition's state, as Kafka's controller keeps it.
+// Replicas are the brokers assigned to hold it, live or not; ISR, the
+// in-sync replicas, are those that hold every record the high watermark
+// has passed, and the only ones a leader is elected from (no unclean
+// election). A broker that dies leaves the ISR, unless it is the last
+// member: then the partition has no leader (-1) until that broker
+// returns. The leader epoch changes with every new leader; the partition
+// epoch with every change of leader or ISR, and a leader's proposal of a
+// new ISR names the one it saw (Kafka's AlterPartition).
 type Placement struct {
-	Partition int32   `json:"partition"`
-	Leader    int32   `json:"leader"`
-	Epoch     int32   `json:"epoch"`
-	Replicas  []int32 `json:"replicas"`
+	Partition      int32   `json:"partition"`
+	Leader         int32   `json:"leader"`
+	Epoch          int32   `json:"epoch"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	PartitionEpoch int32   `json:"partitionEpoch"`
 }
 
 // validate checks what the broker relies on.
 func (c *Cluster) validate() error {
-	ids := make(map[int32]bool)
+	live := make(map[int32]bool)
 	for _, b := range c.Brokers {
-		if ids[b.ID] {
+		if live[b.ID] {
 			return fmt.Errorf("broker %d listed twice", b.ID)
 		}
-		ids[b.ID] = true
+		live[b.ID] = true
 	}
 	for _, t := range c.Topics {
 		seen := make(map[int32]bool)
@@ -64,15 +79,18 @@ func (c *Cluster) validate() error {
 				return fmt.Errorf("topic %q: partitions must be listed 0 to n-1, found %d at %d", t.Name, p.Partition, i)
 			case seen[p.Partition]:
 				return fmt.Errorf("%s listed twice", tp)
-			case p.Epoch < 0:
-				return fmt.Errorf("%s: negative epoch %d", tp, p.Epoch)
-			case !slices.Contains(p.Replicas, p.Leader):
-				return fmt.Errorf("%s: leader %d is not among the replicas %v", tp, p.Leader, p.Replicas)
-			}
-			for _, r := range p.Replicas {
-				if !ids[r] {
-					return fmt.Errorf("%s: replica %d is not a listed broker", tp, r)
-				}
+			case p.Epoch < 0 || p.PartitionEpoch < 0:
+				return fmt.Errorf("%s: negative epoch %d or partition epoch %d", tp, p.Epoch, p.PartitionEpoch)
+			case len(p.Replicas) == 0 || hasDuplicates(p.Replicas):
+				return fmt.Errorf("%s: replicas %v: want at least one, each once", tp, p.Replicas)
+			case len(p.ISR) == 0 || hasDuplicates(p.ISR) || !subset(p.ISR, p.Replicas):
+				return fmt.Errorf("%s: in-sync replicas %v: want at least one of the replicas %v, each once", tp, p.ISR, p.Replicas)
+			case p.Leader >= 0 && !slices.Contains(p.ISR, p.Leader):
+				return fmt.Errorf("%s: leader %d is not among the in-sync replicas %v", tp, p.Leader, p.ISR)
+			case p.Leader >= 0 && !live[p.Leader]:
+				return fmt.Errorf("%s: leader %d is not a live broker", tp, p.Leader)
+			case p.Leader < -1:
+				return fmt.Errorf("%s: leader %d: want a broker id, or -1 for none", tp, p.Leader)
 			}
 			seen[p.Partition] = true
 		}
@@ -83,11 +101,35 @@ func (c *Cluster) validate() error {
 	return nil
 }
 
+func hasDuplicates(ids []int32) bool {
+	return len(slices.Compact(slices.Sorted(slices.Values(ids)))) != len(ids)
+}
+
+// subset reports whether every id of a is in b.
+func subset(a, b []int32) bool {
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			return false
+		}
+	}
+	return true
+}
+
+// registered reports whether c lists this run of the broker.
+func (b *Broker) registered(c Cluster) bool {
+	return slices.ContainsFunc(c.Brokers, func(bi BrokerInfo) bool {
+		return bi.ID == b.cfg.ID && bi.Incarnation == b.incarnation
+	})
+}
+
 // applyCluster makes the broker's roles what c says, partition by
-// partition: BecomeLeader where it now leads at a new epoch (or with new
-// followers), BecomeFollower where it follows at a new epoch,
-// StopReplica where it no longer is a replica. A placement at an epoch
-// below the one the broker knows is stale and ignored.
+// partition: BecomeLeader where it now leads at a new epoch,
+// BecomeFollower where it follows at a new epoch, StopReplica where it no
+// longer is a replica or the partition has no leader, and the leader's
+// in-sync set where only that changed. A placement at an epoch below the
+// one the broker knows is stale and ignored. A view that does not list
+// this run of the broker (its incarnation) makes it lead nothing: it
+// follows where others lead and registers again.
 func (b *Broker) applyCluster(ctx context.Context, c Cluster) error {
 	if err := c.validate(); err != nil {
 		return fmt.Errorf("broker: cluster: %w", err)
@@ -95,7 +137,9 @@ func (b *Broker) applyCluster(ctx context.Context, c Cluster) error {
 	b.transitions.Lock()
 	defer b.transitions.Unlock()
 
+	registered := b.registered(c)
 	b.mu.Lock()
+	b.isRegistered, b.hasView = registered, true
 	b.controller = c.Controller
 	b.brokers = make(map[int32]BrokerInfo)
 	for _, bi := range c.Brokers {
@@ -105,27 +149,32 @@ func (b *Broker) applyCluster(ctx context.Context, c Cluster) error {
 		b.topics[t.Name] = int32(len(t.Partitions))
 	}
 	b.mu.Unlock()
+	if !registered {
+		b.registrar.wake()
+	}
 
 	var errs []error
 	for _, t := range c.Topics {
 		for _, pl := range t.Partitions {
 			tp := metadata.TopicPartition{Topic: t.Name, Partition: pl.Partition}
-			if err := b.place(ctx, tp, pl); err != nil {
+			if err := b.place(ctx, tp, pl, registered); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", tp, err))
 			}
 		}
 	}
 	b.notify()
 	b.reporter.wake()
+	b.isr.wake()
 	return errors.Join(errs...)
 }
 
-// place applies one partition's placement.
-func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Placement) error {
+// place applies one partition's placement; registered says whether the
+// view lists this run of the broker.
+func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Placement, registered bool) error {
 	b.mu.Lock()
 	p := b.parts[tp]
 	if p == nil {
-		p = &partition{tp: tp, epoch: -1}
+		p = &partition{tp: tp, epoch: -1, partitionEpoch: -1}
 		b.parts[tp] = p
 	}
 	b.mu.Unlock()
@@ -133,14 +182,17 @@ func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Place
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
 	s := p.snapshot()
-	if pl.Epoch < s.epoch {
-		b.lg.Warn("ignoring a stale placement", "partition", tp.String(), "epoch", pl.Epoch, "known", s.epoch)
+	if pl.Epoch < s.epoch || pl.Epoch == s.epoch && pl.PartitionEpoch < s.partitionEpoch {
+		b.lg.Warn("ignoring a stale placement", "partition", tp.String(), "epoch", pl.Epoch, "partitionEpoch", pl.PartitionEpoch,
+			"known", s.epoch, "knownPartitionEpoch", s.partitionEpoch)
 		return nil
 	}
-	mine := slices.Contains(pl.Replicas, b.cfg.ID)
 	switch {
-	case !mine:
-		// Not a replica: only the placement, for Metadata answers.
+	case !slices.Contains(pl.Replicas, b.cfg.ID) || pl.Leader < 0 || pl.Leader == b.cfg.ID && !registered:
+		// Not a replica, or nobody may lead: only the placement, for
+		// Metadata answers. A run the view does not list leads nothing
+		// it names this broker the leader of: those leaderships were
+		// its previous run's, and the controller moves them.
 		if s.role != roleNone {
 			if err := b.node.StopReplica(ctx, tp); err != nil {
 				return err
@@ -151,15 +203,18 @@ func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Place
 		return nil
 
 	case pl.Leader == b.cfg.ID:
-		if s.role == roleLeader && pl.Epoch == s.epoch && slices.Equal(pl.Replicas, s.replicas) {
-			return nil
+		if s.role == roleLeader && pl.Epoch == s.epoch {
+			b.setRole(p, roleLeader, pl) // the in-sync replicas changed
+			return b.syncInSync(p)
 		}
+		// Every replica but this one follows, in sync or not: the Node
+		// keeps objects until all of them applied them.
 		followers := slices.DeleteFunc(slices.Clone(pl.Replicas), func(r int32) bool { return r == b.cfg.ID })
-		// The lowest offset a follower may lack: every in-sync replica
-		// held the log below the high watermark this broker knew, so a
-		// new leader republishes from there (into its own bucket, for
-		// followers that cannot reach the old leader's). A first
-		// leadership of an empty log has nothing to republish.
+		// The lowest offset an in-sync follower may lack: every in-sync
+		// replica held the log below the high watermark this broker
+		// knew, so a new leader republishes from there (into its own
+		// bucket, for followers that cannot reach the old leader's). A
+		// first leadership of an empty log has nothing to republish.
 		republishFrom := int64(-1)
 		end, err := b.log.EndOffset(tp)
 		if err != nil {
@@ -190,13 +245,16 @@ func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Place
 			}
 		}
 		b.setRole(p, roleLeader, pl)
-		b.advanceHW(p)
-		b.lg.Info("leading", "partition", tp.String(), "epoch", pl.Epoch, "followers", followers, "republishFrom", republishFrom)
+		if err := b.syncInSync(p); err != nil {
+			return err
+		}
+		b.watchHW(p, pl.Epoch)
+		b.lg.Info("leading", "partition", tp.String(), "epoch", pl.Epoch, "isr", pl.ISR, "followers", followers, "republishFrom", republishFrom)
 		return nil
 
 	default:
 		if s.role == roleFollower && pl.Epoch == s.epoch && pl.Leader == s.leader {
-			b.setRole(p, roleFollower, pl) // the in-sync replicas may have changed
+			b.setRole(p, roleFollower, pl) // the in-sync replicas changed
 			return nil
 		}
 		if err := b.node.BecomeFollower(ctx, tp, pl.Epoch, pl.Leader); err != nil {
@@ -209,13 +267,31 @@ func (b *Broker) place(ctx context.Context, tp metadata.TopicPartition, pl Place
 	}
 }
 
+// setRole records the role and placement. A new leadership starts the
+// followers' tracking afresh, none lagging before ReplicaLagTime has
+// passed (Kafka's makeLeader); a placement at a later partition epoch settles
+// any proposal of an in-sync set made from an earlier one.
 func (b *Broker) setRole(p *partition, r role, pl Placement) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if r == roleLeader && (p.role != roleLeader || p.epoch != pl.Epoch) {
-		p.credit = make(map[int32]int64)
+	if r == p.role && pl.Epoch == p.epoch && pl.PartitionEpoch < p.partitionEpoch {
+		return // the controller's answer to a proposal came first
 	}
-	p.role, p.leader, p.epoch, p.replicas = r, pl.Leader, pl.Epoch, slices.Clone(pl.Replicas)
+	if r == roleLeader && (p.role != roleLeader || p.epoch != pl.Epoch) {
+		now := time.Now()
+		p.followers = make(map[int32]*follower)
+		for _, f := range pl.Replicas {
+			if f != b.cfg.ID {
+				p.followers[f] = &follower{since: now}
+			}
+		}
+		p.pending = nil
+	}
+	if r != roleLeader || pl.PartitionEpoch > p.partitionEpoch {
+		p.pending = nil
+	}
+	p.role, p.leader, p.epoch, p.partitionEpoch = r, pl.Leader, pl.Epoch, pl.PartitionEpoch
+	p.replicas, p.isr = slices.Clone(pl.Replicas), slices.Clone(pl.ISR)
 }
 
 // clusterView returns the brokers and partitions for a Metadata answer.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
 )
 
 // ProgressReport is one follower's progress on one partition: what
@@ -21,9 +20,12 @@ type ProgressReport struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Follower  int32  `json:"follower"`
-	Epoch     int32  `json:"epoch"` // the leader epoch the follower follows
-	EndOffset int64  `json:"end"`
-	LastEpoch int32  `json:"lastEpoch"`
+	// Incarnation is the follower's run (see BrokerInfo): a leader adds
+	// a follower to the in-sync set only on reports of its current run.
+	Incarnation string `json:"incarnation"`
+	Epoch       int32  `json:"epoch"` // the leader epoch the follower follows
+	EndOffset   int64  `json:"end"`
+	LastEpoch   int32  `json:"lastEpoch"`
 }
 
 // ProgressAnswer is the leader's answer for one partition: its high
@@ -37,20 +39,26 @@ type ProgressAnswer struct {
 
 // PartitionStatus is one partition as a broker sees it (GET /v1/status).
 type PartitionStatus struct {
-	Topic     string  `json:"topic"`
-	Partition int32   `json:"partition"`
-	Role      string  `json:"role"`
-	Leader    int32   `json:"leader"`
-	Epoch     int32   `json:"epoch"`
-	Replicas  []int32 `json:"replicas"`
-	HW        int64   `json:"hw"`
-	End       int64   `json:"end"`
+	Topic          string  `json:"topic"`
+	Partition      int32   `json:"partition"`
+	Role           string  `json:"role"`
+	Leader         int32   `json:"leader"`
+	Epoch          int32   `json:"epoch"`
+	PartitionEpoch int32   `json:"partitionEpoch"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	HW             int64   `json:"hw"`
+	End            int64   `json:"end"`
 }
 
 // Status is a broker's answer to GET /v1/status.
 type Status struct {
-	ID         int32             `json:"id"`
-	AZ         string            `json:"az"`
+	ID          int32  `json:"id"`
+	AZ          string `json:"az"`
+	Incarnation string `json:"incarnation"`
+	// Registered says whether the last view the broker applied lists
+	// this run of it.
+	Registered bool              `json:"registered"`
 	Partitions []PartitionStatus `json:"partitions"`
 	Applied    uint64            `json:"applied"`    // entries its follower side applied
 	Objects    uint64            `json:"objects"`    // objects its leader side stored
@@ -91,9 +99,8 @@ func (b *Broker) serveControl(ctx context.Context) error {
 		}
 		answers := make([]ProgressAnswer, 0, len(reports))
 		for _, rep := range reports {
-			tp := metadata.TopicPartition{Topic: rep.Topic, Partition: rep.Partition}
 			a := ProgressAnswer{Topic: rep.Topic, Partition: rep.Partition}
-			hw, err := b.recordProgress(rep.Epoch, walstore.Progress{Partition: tp, Leader: b.cfg.ID, Follower: rep.Follower, EndOffset: rep.EndOffset, LastEpoch: rep.LastEpoch})
+			hw, err := b.recordProgress(rep)
 			if err != nil {
 				a.Error = err.Error()
 			}
@@ -131,15 +138,13 @@ func decode(r *http.Request, v any) error {
 // Status returns the broker's view of its partitions and its Node's
 // counters.
 func (b *Broker) Status() Status {
-	b.mu.Lock()
-	parts := make([]*partition, 0, len(b.parts))
-	for _, p := range b.parts {
-		parts = append(parts, p)
-	}
-	b.mu.Unlock()
+	parts := b.partitions()
 	st := b.node.Stats()
+	b.mu.Lock()
+	registered := b.isRegistered
+	b.mu.Unlock()
 	out := Status{
-		ID: b.cfg.ID, AZ: b.cfg.AZ,
+		ID: b.cfg.ID, AZ: b.cfg.AZ, Incarnation: b.incarnation, Registered: registered,
 		Applied: st.Follower.Applied, Objects: st.Leader.Objects, Degraded: st.Leader.Health.Degraded,
 		LagP50Ms:   ms(st.Follower.ApplyLag.Quantile(0.5)),
 		LagP99Ms:   ms(st.Follower.ApplyLag.Quantile(0.99)),
@@ -155,7 +160,8 @@ func (b *Broker) Status() Status {
 		end, _ := b.log.EndOffset(p.tp)
 		out.Partitions = append(out.Partitions, PartitionStatus{
 			Topic: p.tp.Topic, Partition: p.tp.Partition, Role: s.role.String(),
-			Leader: s.leader, Epoch: s.epoch, Replicas: s.replicas, HW: s.hw, End: end,
+			Leader: s.leader, Epoch: s.epoch, PartitionEpoch: s.partitionEpoch, Replicas: s.replicas, ISR: s.isr,
+			HW: min(b.highWatermark(p.tp, s), end), End: end,
 		})
 	}
 	slices.SortFunc(out.Partitions, func(a, b PartitionStatus) int {
@@ -174,17 +180,21 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // reporter sends this broker's follower progress to each partition's
 // leader and takes the high watermark it answers with. It reports a
-// partition after each append (the Node's OnProgress wakes it), after a
-// role change, and every ProgressInterval while the leader's answer is
-// below the log end, since another follower's report may since have
-// moved the high watermark.
+// partition whenever the Node's OnProgress names it (after each append,
+// and again every Follower.ProgressInterval while its log does not
+// change, as Kafka's follower fetches even when nothing is new: the
+// leader takes a follower it has not heard from for ReplicaLagTime out of
+// the in-sync set), after a role change, and every ProgressInterval
+// while the leader's answer is below the log end, since another
+// follower's report may since have moved the high watermark.
 type reporter struct {
 	b      *Broker
 	client *http.Client
-	wakeCh chan struct{}
+	wakeCh waker
 
-	mu   sync.Mutex
-	sent map[metadata.TopicPartition]sentReport
+	mu    sync.Mutex
+	sent  map[metadata.TopicPartition]sentReport
+	named map[metadata.TopicPartition]bool // by OnProgress since the last round
 }
 
 // sentReport is the last report the leader answered for a partition.
@@ -198,47 +208,42 @@ func newReporter(b *Broker) *reporter {
 	return &reporter{
 		b:      b,
 		client: &http.Client{Timeout: 5 * time.Second},
-		wakeCh: make(chan struct{}, 1),
+		wakeCh: newWaker(),
 		sent:   make(map[metadata.TopicPartition]sentReport),
+		named:  make(map[metadata.TopicPartition]bool),
 	}
+}
+
+// due asks for a report of tp in the next round; it never blocks.
+func (r *reporter) due(tp metadata.TopicPartition) {
+	r.mu.Lock()
+	r.named[tp] = true
+	r.mu.Unlock()
+	r.wake()
 }
 
 // wake asks for a round of reports; it never blocks.
-func (r *reporter) wake() {
-	select {
-	case r.wakeCh <- struct{}{}:
-	default:
-	}
-}
+func (r *reporter) wake() { r.wakeCh.wake() }
 
 func (r *reporter) run(ctx context.Context) {
-	t := time.NewTicker(r.b.cfg.ProgressInterval)
-	defer t.Stop()
 	defer r.client.CloseIdleConnections()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wakeCh:
-		case <-t.C:
-		}
-		r.round(ctx)
-	}
+	r.wakeCh.every(ctx, r.b.cfg.ProgressInterval, r.round)
 }
 
 // round sends every report that is due, one request per leader.
 func (r *reporter) round(ctx context.Context) {
 	b := r.b
+	parts := b.partitions()
 	b.mu.Lock()
-	parts := make([]*partition, 0, len(b.parts))
-	for _, p := range b.parts {
-		parts = append(parts, p)
-	}
 	brokers := make(map[int32]BrokerInfo, len(b.brokers))
 	for id, bi := range b.brokers {
 		brokers[id] = bi
 	}
 	b.mu.Unlock()
+	r.mu.Lock()
+	named := r.named
+	r.named = make(map[metadata.TopicPartition]bool)
+	r.mu.Unlock()
 
 	due := make(map[int32][]ProgressReport)
 	for _, p := range parts {
@@ -254,7 +259,7 @@ func (r *reporter) round(ctx context.Context) {
 		r.mu.Lock()
 		prev, ok := r.sent[p.tp]
 		r.mu.Unlock()
-		if ok && prev.leader == last.leader && prev.epoch == last.epoch && prev.end == end && prev.hw >= end {
+		if ok && !named[p.tp] && prev.leader == last.leader && prev.epoch == last.epoch && prev.end == end && prev.hw >= end {
 			continue
 		}
 		// The epoch of the last record, not of an entry assigned after
@@ -268,7 +273,7 @@ func (r *reporter) round(ctx context.Context) {
 			}
 		}
 		due[s.leader] = append(due[s.leader], ProgressReport{
-			Topic: p.tp.Topic, Partition: p.tp.Partition, Follower: b.cfg.ID,
+			Topic: p.tp.Topic, Partition: p.tp.Partition, Follower: b.cfg.ID, Incarnation: b.incarnation,
 			Epoch: s.epoch, EndOffset: end, LastEpoch: lastEpoch,
 		})
 	}

@@ -67,12 +67,15 @@ type TopicAnswer struct {
 
 // Controller is the cluster's controller, as small as the example needs:
 // it holds the cluster view, posts every change of it to every broker in
-// it (POST /v1/cluster), and creates topics (POST /v1/topics on its
-// Handler), placing their replicas as PlaceTopic does. Changes are
-// serialized, so topic creations racing each other are decided one after
+// it (POST /v1/cluster), and serves its Handler: brokers register there
+// at start (POST /v1/brokers, Register), leaders propose in-sync sets
+// (POST /v1/isr, AlterPartition) and brokers forward topic creations
+// (POST /v1/topics, CreateTopics, placing replicas as PlaceTopic does).
+// It elects a partition's leader only from its in-sync replicas. Changes
+// are serialized, so requests racing each other are decided one after
 // the other. A production controller would also persist the view and
-// detect failed brokers; here the test (or an operator) does the latter
-// through Update.
+// detect failed brokers itself (Kafka's broker heartbeats); here the test
+// (or an operator) tells it, with BrokerFailed.
 type Controller struct {
 	client *http.Client
 
@@ -129,13 +132,230 @@ func (c *Controller) post(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Register adds a broker that started, at the incarnation info names, to
+// the live brokers, and posts the view: Kafka's broker registration. The
+// broker follows every partition it is a replica of and is in no in-sync
+// set, so it leads nothing until a leader has found it caught up, except
+// where it is the last in-sync replica of a partition that has no
+// leader: it holds every record the partition acknowledged, and is
+// elected. A run of the broker the view still lists, from before a crash
+// the controller did not notice, is failed first (see BrokerFailed); the
+// same run registering again changes nothing and gets the view again.
+func (c *Controller) Register(ctx context.Context, info BrokerInfo) error {
+	if info.ID < 0 || info.ID > maxBrokerID || info.Incarnation == "" || info.Kafka == "" || info.Control == "" {
+		return fmt.Errorf("broker: controller: registering %+v: id, incarnation and addresses are required", info)
+	}
+	return c.Update(ctx, func(v *Cluster) { v.register(info) })
+}
+
+// register is Register on the view.
+func (v *Cluster) register(info BrokerInfo) {
+	i := slices.IndexFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == info.ID })
+	if i >= 0 && v.Brokers[i].Incarnation == info.Incarnation {
+		return
+	}
+	if i >= 0 {
+		v.fail(info.ID)
+	}
+	v.Brokers = append(v.Brokers, info)
+	slices.SortFunc(v.Brokers, func(a, b BrokerInfo) int { return cmp.Compare(a.ID, b.ID) })
+	v.forEach(func(pl *Placement) {
+		if pl.Leader < 0 && v.elect(pl, -1) {
+			pl.PartitionEpoch++
+		}
+	})
+}
+
+// BrokerFailed takes a broker the controller learned is down out of the
+// live brokers and out of every in-sync set but where it is the last
+// member (Kafka keeps that one, which holds every acknowledged record),
+// and elects a new leader, at the next leader epoch, from the remaining
+// in-sync replicas of every partition it led: none there leaves the
+// partition without a leader (-1) until one returns. There is no unclean
+// election.
+//
+// The failed broker gets the view too, if it can still be reached (a
+// broker wrongly thought dead): it finds itself unlisted, gives up its
+// leaderships and registers again.
+func (c *Controller) BrokerFailed(ctx context.Context, id int32) error {
+	var failed []BrokerInfo
+	for _, b := range c.View().Brokers {
+		if b.ID == id {
+			failed = append(failed, b)
+		}
+	}
+	err := c.Update(ctx, func(v *Cluster) { v.fail(id) })
+	if len(failed) > 0 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if body, merr := json.Marshal(c.view); merr == nil {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_ = postJSON(pctx, c.client, failed[0].Control, "/v1/cluster", body, nil) // most likely down
+			cancel()
+		}
+	}
+	return err
+}
+
+// fail is BrokerFailed on the view.
+func (v *Cluster) fail(id int32) {
+	v.Brokers = slices.DeleteFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == id })
+	v.forEach(func(pl *Placement) {
+		changed := false
+		if slices.Contains(pl.ISR, id) && len(pl.ISR) > 1 {
+			pl.ISR = slices.DeleteFunc(pl.ISR, func(r int32) bool { return r == id })
+			changed = true
+		}
+		if pl.Leader == id && v.elect(pl, id) {
+			changed = true
+		}
+		if changed {
+			pl.PartitionEpoch++
+		}
+	})
+}
+
+// elect makes the first live in-sync replica other than not the leader of
+// pl at the next leader epoch, or none (-1), trying the replicas from the
+// one at pl's partition number so that leaderships spread across
+// brokers. It reports whether pl changed.
+func (v *Cluster) elect(pl *Placement, not int32) bool {
+	leader := int32(-1)
+	for i := range pl.Replicas {
+		r := pl.Replicas[(int(pl.Partition)+i)%len(pl.Replicas)]
+		if r != not && slices.Contains(pl.ISR, r) && slices.ContainsFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == r }) {
+			leader = r
+			break
+		}
+	}
+	if leader < 0 && pl.Leader < 0 {
+		return false // still no leader
+	}
+	pl.Leader = leader
+	pl.Epoch++
+	return true
+}
+
+// forEach calls f with every placement of the view.
+func (v *Cluster) forEach(f func(*Placement)) {
+	for ti := range v.Topics {
+		for pi := range v.Topics[ti].Partitions {
+			f(&v.Topics[ti].Partitions[pi])
+		}
+	}
+}
+
+// AlterPartition decides leaders' proposals of in-sync sets, as Kafka's
+// controller decides AlterPartition: a proposal from a leader or leader
+// epoch that is no longer the partition's gets FENCED_LEADER_EPOCH; one
+// made from another partition epoch, INVALID_UPDATE_VERSION (unless it
+// proposes the set the partition has, which it then gets, so that a
+// leader that lost the answer and asks again learns it); a set without
+// the leader or with a broker not among the replicas, INVALID_REQUEST;
+// one that adds a broker that is not live at the incarnation the leader
+// judged, INELIGIBLE_REPLICA. The others are committed, each at the next
+// partition epoch, and the view is posted to every broker before the
+// answers, which carry each partition's placement, whatever the outcome.
+func (c *Controller) AlterPartition(ctx context.Context, reqs []AlterPartition) []AlterPartitionAnswer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := c.view.clone()
+	answers := make([]AlterPartitionAnswer, len(reqs))
+	changed := false
+	for i, r := range reqs {
+		a := &answers[i]
+		a.Topic, a.Partition = r.Topic, r.Partition
+		pl := next.placement(r.Topic, r.Partition)
+		if pl == nil {
+			a.Code, a.Message = kerr.UnknownTopicOrPartition.Code, "no such partition"
+			continue
+		}
+		isr := slices.Sorted(slices.Values(r.ISR))
+		code, why := next.judge(pl, r, isr)
+		a.Code, a.Message = code, why
+		if code == 0 && !slices.Equal(isr, pl.ISR) {
+			pl.ISR = isr
+			pl.PartitionEpoch++
+			changed = true
+		}
+		a.Placement = *pl
+		a.Placement.Replicas, a.Placement.ISR = slices.Clone(pl.Replicas), slices.Clone(pl.ISR)
+	}
+	if !changed {
+		return answers
+	}
+	c.view = next
+	_ = c.post(ctx) // the change holds; a broker that missed it gets the next view
+	return answers
+}
+
+// judge returns the Kafka error code for proposal r of isr (sorted) on
+// pl, and why; 0 to commit it.
+func (v *Cluster) judge(pl *Placement, r AlterPartition, isr []int32) (int16, string) {
+	switch {
+	case r.Leader != pl.Leader || r.LeaderEpoch != pl.Epoch:
+		return kerr.FencedLeaderEpoch.Code, fmt.Sprintf("broker %d at leader epoch %d proposed; the leader is %d at epoch %d", r.Leader, r.LeaderEpoch, pl.Leader, pl.Epoch)
+	case slices.Equal(isr, pl.ISR):
+		return 0, ""
+	case r.PartitionEpoch != pl.PartitionEpoch:
+		return kerr.InvalidUpdateVersion.Code, fmt.Sprintf("proposed at partition epoch %d; it is %d", r.PartitionEpoch, pl.PartitionEpoch)
+	case !slices.Contains(isr, r.Leader) || hasDuplicates(isr) || !subset(isr, pl.Replicas):
+		return kerr.InvalidRequest.Code, fmt.Sprintf("in-sync set %v: want the leader and others of the replicas %v, each once", isr, pl.Replicas)
+	}
+	for _, id := range isr {
+		if slices.Contains(pl.ISR, id) {
+			continue
+		}
+		j := slices.IndexFunc(r.Joining, func(j ReplicaRef) bool { return j.ID == id })
+		b := slices.IndexFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == id })
+		if j < 0 || b < 0 || v.Brokers[b].Incarnation != r.Joining[j].Incarnation {
+			return kerr.IneligibleReplica.Code, fmt.Sprintf("broker %d is not live at the incarnation the leader judged", id)
+		}
+	}
+	return 0, ""
+}
+
+// placement returns the view's placement of a partition, or nil.
+func (v *Cluster) placement(topic string, partition int32) *Placement {
+	for ti := range v.Topics {
+		if t := &v.Topics[ti]; t.Name == topic && partition >= 0 && int(partition) < len(t.Partitions) {
+			return &t.Partitions[partition]
+		}
+	}
+	return nil
+}
+
 // CloseIdleConnections closes the connections to the brokers the
 // controller is not using.
 func (c *Controller) CloseIdleConnections() { c.client.CloseIdleConnections() }
 
-// Handler serves POST /v1/topics: the topics a broker was asked to create.
+// Handler serves the controller's API: POST /v1/brokers (a broker's
+// BrokerInfo, see Register), POST /v1/isr (a leader's AlterPartition
+// proposals, answered with AlterPartitionAnswers) and POST /v1/topics (the
+// topics a broker was asked to create, see CreateTopics).
 func (c *Controller) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/brokers", func(w http.ResponseWriter, r *http.Request) {
+		var info BrokerInfo
+		if err := decode(r, &info); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := c.Register(r.Context(), info); err != nil {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /v1/isr", func(w http.ResponseWriter, r *http.Request) {
+		var reqs []AlterPartition
+		if err := decode(r, &reqs); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(c.AlterPartition(r.Context(), reqs))
+	})
 	mux.HandleFunc("POST /v1/topics", func(w http.ResponseWriter, r *http.Request) {
 		var req TopicsRequest
 		if err := decode(r, &req); err != nil {
@@ -273,7 +493,7 @@ func (v *Cluster) assignTopic(t TopicRequest) (Topic, error) {
 			}
 		}
 		replicas := slices.Sorted(slices.Values(a.Replicas))
-		top.Partitions[a.Partition] = Placement{Partition: a.Partition, Leader: a.Replicas[0], Epoch: 1, Replicas: replicas}
+		top.Partitions[a.Partition] = Placement{Partition: a.Partition, Leader: a.Replicas[0], Epoch: 1, Replicas: replicas, ISR: slices.Clone(replicas)}
 	}
 	return top, nil
 }
@@ -315,7 +535,7 @@ func PlaceTopic(name string, partitions int32, rf int, brokers []BrokerInfo) Top
 		}
 		leader := replicas[0]
 		slices.Sort(replicas)
-		top.Partitions = append(top.Partitions, Placement{Partition: p, Leader: leader, Epoch: 1, Replicas: replicas})
+		top.Partitions = append(top.Partitions, Placement{Partition: p, Leader: leader, Epoch: 1, Replicas: replicas, ISR: slices.Clone(replicas)})
 	}
 	return top
 }
@@ -327,6 +547,7 @@ func (v Cluster) clone() Cluster {
 		ct := Topic{Name: t.Name, Partitions: slices.Clone(t.Partitions)}
 		for i := range ct.Partitions {
 			ct.Partitions[i].Replicas = slices.Clone(ct.Partitions[i].Replicas)
+			ct.Partitions[i].ISR = slices.Clone(ct.Partitions[i].ISR)
 		}
 		out.Topics = append(out.Topics, ct)
 	}

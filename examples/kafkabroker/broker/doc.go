@@ -20,22 +20,32 @@
 // There is no broker-to-broker data path.
 //
 // What does cross between brokers is a small control protocol over HTTP
-// (control.go), carrying offsets only:
+// (control.go), carrying offsets and decisions only:
 //
-//   - POST /v1/progress: a follower's Progress (its log end and last epoch),
-//     as Kafka's fetch request carries them, to the partition's leader,
-//     which answers with the high watermark, as Kafka's fetch response does.
-//     The leader passes the progress to Node.RecordProgress (garbage
-//     collection) and counts it for the high watermark: acks=all returns
-//     once every in-sync follower's log end has passed the batch.
-//   - POST /v1/cluster: the controller's decisions, the partitions' leaders,
-//     epochs and replicas, which the broker turns into the Node's
-//     BecomeLeader and BecomeFollower calls. The controller (Controller, run
-//     by the tests, or an operator's) assigns leaders at start and moves a
-//     partition to a surviving broker at a higher epoch after its leader
-//     dies; the view names the controller's address.
-//   - POST /v1/topics, on the controller: a CreateTopics request a broker
-//     forwards; the controller places the new topic's replicas across the
-//     racks and posts the new view to every broker before it answers.
+//   - POST /v1/progress: a follower's Progress (its log end and last epoch,
+//     and its incarnation), as Kafka's fetch request carries them, to the
+//     partition's leader, which answers with the high watermark, as
+//     Kafka's fetch response does. The leader passes the progress to
+//     Node.RecordProgress, whose high watermark (over the in-sync
+//     followers the broker gives Node.SetInSync) acks=all waits for with
+//     Node.WaitReplicated and fetches are served up to, and whose
+//     Node.Replicas says which followers have caught up.
+//   - POST /v1/cluster: the controller's decisions, the live brokers and
+//     each partition's replicas, leader, epochs and in-sync replicas,
+//     which the broker turns into the Node's BecomeLeader, BecomeFollower,
+//     StopReplica and SetInSync calls.
+//   - On the controller (Controller.Handler): POST /v1/brokers, a
+//     broker's registration at start; POST /v1/isr, a leader's proposal
+//     of a partition's in-sync set (Kafka's AlterPartition, see isr.go:
+//     a follower joins once caught up, leaves once it lags for
+//     Config.ReplicaLagTime); POST /v1/topics, a CreateTopics request a
+//     broker forwards. The controller elects leaders only from the in-sync
+//     replicas, when a broker fails (Controller.BrokerFailed) or returns.
 //   - GET /v1/status: the broker's view of each partition, for tests.
+//
+// A broker restarted on its data is a new incarnation: it leads nothing
+// until a view lists that incarnation, registers, and follows every
+// partition, outside every in-sync set until its leaders find it caught
+// up; the controller never elects it before, unless it is the last
+// in-sync replica of a partition left without a leader.
 package broker

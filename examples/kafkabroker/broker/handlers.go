@@ -26,6 +26,15 @@ func (b *Broker) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.Version = req.Version
 	brokers, topics := b.clusterView()
+	b.mu.Lock()
+	// A broker that has no view yet (it just started) knows of no topic:
+	// UNKNOWN_TOPIC_OR_PARTITION would make clients fail records that a
+	// broker with the view would take.
+	unknown := kerr.UnknownTopicOrPartition.Code
+	if !b.hasView {
+		unknown = kerr.LeaderNotAvailable.Code
+	}
+	b.mu.Unlock()
 	ids := make([]int32, 0, len(brokers))
 	for id := range brokers {
 		ids = append(ids, id)
@@ -69,7 +78,7 @@ func (b *Broker) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 		mt.Topic = &name
 		n, ok := topics[name]
 		if !ok {
-			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			mt.ErrorCode = unknown
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
@@ -84,7 +93,13 @@ func (b *Broker) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 			}
 			s := p.snapshot()
 			mp.Leader, mp.LeaderEpoch = s.leader, s.epoch
-			mp.Replicas, mp.ISR = s.replicas, s.replicas
+			mp.Replicas, mp.ISR = s.replicas, s.isr
+			mp.OfflineReplicas = []int32{}
+			for _, r := range s.replicas {
+				if _, live := brokers[r]; !live {
+					mp.OfflineReplicas = append(mp.OfflineReplicas, r)
+				}
+			}
 			if _, live := brokers[s.leader]; !live {
 				mp.ErrorCode = kerr.LeaderNotAvailable.Code
 			}
@@ -174,7 +189,7 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) re
 		ctx, cancel := waitOrTimeout(ctx, timeout)
 		defer cancel()
 		for _, w := range waits {
-			if err := b.waitHW(ctx, w.tp, w.epoch, w.last); err != nil {
+			if err := b.waitReplicated(ctx, w.tp, w.epoch, w.last); err != nil {
 				resp.Topics[w.ti].Partitions[w.pi].ErrorCode = kafkaCode(err)
 			}
 		}
@@ -260,7 +275,7 @@ func (b *Broker) fetchPartition(ctx context.Context, req *kmsg.FetchRequest, tp 
 	rp *kmsg.FetchResponseTopicPartition, brokers map[int32]BrokerInfo, budget int, first bool) int {
 	p := b.partition(tp)
 	if p == nil {
-		rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		rp.ErrorCode = kafkaCode(b.unknownTP())
 		return 0
 	}
 	s := p.snapshot()
@@ -284,11 +299,13 @@ func (b *Broker) fetchPartition(ctx context.Context, req *kmsg.FetchRequest, tp 
 		rp.ErrorCode = kerr.KafkaStorageError.Code
 		return 0
 	}
-	hw := min(s.hw, end)
+	hw := min(b.highWatermark(tp, s), end)
 	rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, start
 
 	if s.role == roleLeader && req.Version >= 11 && req.Rack != "" && req.Rack != b.cfg.AZ {
-		for _, r := range s.replicas {
+		// Only an in-sync follower: one that is catching up may not
+		// hold what the consumer has already read.
+		for _, r := range s.isr {
 			if bi, ok := brokers[r]; ok && r != b.cfg.ID && bi.AZ == req.Rack {
 				rp.PreferredReadReplica = r
 				return 0
@@ -401,15 +418,16 @@ func (b *Broker) listOffset(ctx context.Context, req *kmsg.ListOffsetsRequest, t
 		}
 		return -1
 	}
+	hw := b.highWatermark(tp, s)
 	switch lp.Timestamp {
 	case -2:
 		return start, -1, epochAt(start), 0
 	case -1:
-		return s.hw, -1, epochAt(s.hw), 0
+		return hw, -1, epochAt(hw), 0
 	}
 	var best *combiner.Batch // -3: the first batch with the newest timestamp
 	offset, ts, epoch = -1, -1, -1
-	err = b.scanBatches(ctx, tp, start, s.hw, func(bt combiner.Batch) (bool, error) {
+	err = b.scanBatches(ctx, tp, start, hw, func(bt combiner.Batch) (bool, error) {
 		if lp.Timestamp == -3 {
 			if best == nil || bt.MaxTimestamp > best.MaxTimestamp {
 				best = &bt

@@ -120,7 +120,10 @@ func TestCreateTopics(t *testing.T) {
 	require.Zero(t, resp.Topics[0].ErrorCode)
 	view := c.ctl.View()
 	assigned := view.Topics[len(view.Topics)-1]
-	require.Equal(t, []Placement{{0, 2, 1, []int32{0, 2}}, {1, 1, 1, []int32{1, 2}}}, assigned.Partitions)
+	require.Equal(t, []Placement{
+		{Partition: 0, Leader: 2, Epoch: 1, Replicas: []int32{0, 2}, ISR: []int32{0, 2}},
+		{Partition: 1, Leader: 1, Epoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}},
+	}, assigned.Partitions)
 }
 
 // TestCreateTopicsRace: clients creating the same topic through different
