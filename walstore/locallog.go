@@ -33,7 +33,11 @@ import (
 // changes nothing, one that does not block may ignore it. The context may
 // outlive the call (the follower shares one deadline among calls made in
 // quick succession), so an implementation must not leave work behind
-// that waits for it to end.
+// that waits for it to end. EndOffset and Epochs take no context: they
+// must answer from what the log keeps in memory (Kafka's log end offset
+// and leader-epoch cache) and never block on the disk, since the engines
+// call them inside role changes and a call that never returns holds the
+// Node's transitions of every partition.
 type LocalLog interface {
 	// EndOffset returns the offset the next record of tp will get.
 	EndOffset(tp metadata.TopicPartition) (int64, error)
