@@ -2,7 +2,6 @@ package fencing
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/internal/scripttest"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -17,15 +17,9 @@ import (
 // the failure scenarios played on a follower. Run with -rewrite to write
 // the output the package gives now below each command.
 func TestScripts(t *testing.T) {
-	paths, err := filepath.Glob("testdata/*.txt")
-	require.NoError(t, err)
-	require.NotEmpty(t, paths)
-	for _, path := range paths {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			env := &scriptEnv{entries: map[string]metadata.Entry{}}
-			datadriven.RunTest(t, path, env.handle)
-		})
-	}
+	scripttest.Run(t, func() func(*testing.T, *datadriven.TestData) string {
+		return (&scriptEnv{entries: map[string]metadata.Entry{}}).handle
+	})
 }
 
 // scriptEnv is what a script acts on: the entries it named, and a

@@ -3,7 +3,6 @@ package followcore
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/scripttest"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -76,15 +76,9 @@ func (h *hold) Release() { h.n++ }
 // TestScripts plays every script in testdata. Run with -rewrite to write
 // the output the core gives now below each command.
 func TestScripts(t *testing.T) {
-	paths, err := filepath.Glob("testdata/*.txt")
-	require.NoError(t, err)
-	require.NotEmpty(t, paths)
-	for _, path := range paths {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			env := &scriptEnv{entries: map[string]metadata.Entry{}}
-			datadriven.RunTest(t, path, env.handle)
-		})
-	}
+	scripttest.Run(t, func() func(*testing.T, *datadriven.TestData) string {
+		return (&scriptEnv{entries: map[string]metadata.Entry{}}).handle
+	})
 }
 
 // scriptEnv is what a script acts on: a core, the entries the script

@@ -3,7 +3,6 @@ package readcore
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/followcore"
+	"github.com/activetier/activetier/internal/scripttest"
 	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
 )
@@ -21,15 +21,7 @@ import (
 // the style of etcd-io/raft's. Run with -rewrite to write the output the
 // core gives now below each command.
 func TestScripts(t *testing.T) {
-	paths, err := filepath.Glob("testdata/*.txt")
-	require.NoError(t, err)
-	require.NotEmpty(t, paths)
-	for _, path := range paths {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			env := &scriptEnv{}
-			datadriven.RunTest(t, path, env.handle)
-		})
-	}
+	scripttest.Run(t, func() func(*testing.T, *datadriven.TestData) string { return (&scriptEnv{}).handle })
 }
 
 // scriptEnv is what a script acts on: a core reading partition orders-0,
