@@ -42,7 +42,7 @@ func DescribeReady(rd Ready, now time.Time) string {
 		line("hedge %s %d", h.What, h.ID)
 	}
 	for _, r := range rd.Retries {
-		line("retry %d at %s", r.ID, offset(r.At, now))
+		line("retry %d at %s", r.ID, relTime(r.At, now))
 	}
 	for _, id := range rd.Cancels {
 		line("cancel %d", id)
@@ -63,24 +63,25 @@ func DescribeReady(rd Ready, now time.Time) string {
 		if f.Err == nil {
 			line("recovers %s", f.Partition)
 		} else {
-			line("failing %s since %s: %v", f.Partition, offset(f.Since, now), f.Err)
+			line("failing %s since %s: %v", f.Partition, relTime(f.Since, now), f.Err)
 		}
 	}
 	if rd.HealthChanged {
 		line("health changed")
 	}
 	if !rd.WakeAt.IsZero() {
-		line("wake at %s", offset(rd.WakeAt, now))
+		line("wake at %s", relTime(rd.WakeAt, now))
 	}
 	return b.String()
 }
 
-// offset is t as a signed offset from now: +5s, -100ms.
-func offset(t, now time.Time) string {
-	if d := t.Sub(now); d < 0 {
+// relTime is t as a signed offset from now: +5s, -100ms.
+func relTime(t, now time.Time) string {
+	d := t.Sub(now)
+	if d < 0 {
 		return d.String()
 	}
-	return "+" + t.Sub(now).String()
+	return "+" + d.String()
 }
 
 // readName names what a LocalRead asks for.

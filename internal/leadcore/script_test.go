@@ -265,7 +265,7 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		for _, r := range rs {
 			fmt.Fprintf(&b, "broker %d end %d in-sync=%v caught-up=%v", r.Broker, r.EndOffset, r.InSync, r.CaughtUp)
 			if !r.LastCaughtUp.IsZero() {
-				fmt.Fprintf(&b, " last-caught-up %s", offset(r.LastCaughtUp, t0))
+				fmt.Fprintf(&b, " last-caught-up %s", relTime(r.LastCaughtUp, t0))
 			}
 			b.WriteByte('\n')
 		}
