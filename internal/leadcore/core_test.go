@@ -59,3 +59,10 @@ func TestCoreIsDeterministic(t *testing.T) {
 	require.NotEmpty(t, a)
 	require.Equal(t, a, b)
 }
+
+// DescribeReady says a publish it cannot decode is undecodable, and why,
+// rather than failing a driver's debug log.
+func TestDescribeReadyUndecodable(t *testing.T) {
+	out := DescribeReady(Ready{Publishes: []Publish{{ID: 1, Data: []byte{0xff}}}, Reads: []LocalRead{{ID: 2, What: 9, Partition: tpA}}}, t0)
+	require.Regexp(t, `^publish 1: undecodable: .+\nread 2 ReadWhat\(9\) t-0 from 0\n$`, out)
+}
