@@ -219,4 +219,18 @@
 //     "Failure scenarios", scenario 2) is the empty local lineage: such a
 //     follower starts at the republished range with the new leader's
 //     publication, and Decide needs nothing else.
+//
+// Those scenarios, and a table of decisions covering every action and
+// reason, are scripts, testdata/*.txt, in the format of
+// github.com/cockroachdb/datadriven, as etcd-io/raft's interaction tests
+// are: decide and divergence take a log end, a local lineage (local=(5@100,
+// 6@151)) and the leader's publications as input lines, one a line, and
+// below the "----" is the decision ([Decision.String]) or the truncation
+// point; the scenarios play entries (R/P:F-L, record and publisher epoch
+// and offsets) on a follower with offer, peek and merge, and state shows
+// its log and lineages. The commands are listed on scriptEnv.handle in
+// script_test.go. To change a script, edit its commands and run
+// "go test ./fencing -run TestScripts -rewrite", which writes what the
+// package decides now below each command; read the diff before you commit
+// it.
 package fencing

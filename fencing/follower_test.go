@@ -11,7 +11,7 @@ import (
 // follower is the smallest follower that uses only Decide and Divergence: a
 // log modelled as the epoch of each offset (a record is identified by its
 // epoch and offset, Kafka's invariant), its local lineage, and its view of
-// the leader lineage. The scenario and property tests drive it.
+// the leader lineage. The scenario scripts and the property tests drive it.
 type follower struct {
 	t      testing.TB
 	start  int64   // log start offset
@@ -118,14 +118,6 @@ func run(epoch int32, n int) []int32 {
 	out := make([]int32, n)
 	for i := range out {
 		out[i] = epoch
-	}
-	return out
-}
-
-func concat(runs ...[]int32) []int32 {
-	var out []int32
-	for _, r := range runs {
-		out = append(out, r...)
 	}
 	return out
 }

@@ -28,4 +28,17 @@
 // does not decide anything for a partition while its log is busy, so a
 // driver that executes requests one after another sees the same decisions
 // as one that answers them later.
+//
+// The interaction tests are scripts, testdata/*.txt, in the format of
+// github.com/cockroachdb/datadriven, as etcd-io/raft's are: each subtest
+// starts a core with "new", then plays one event a command (follow,
+// loaded, records, fetched, appended, truncated, tick, ...) with the time
+// in milliseconds as at= and the id of the request it answers as id=, and
+// below each command's "----" is the Ready the core hands out afterwards,
+// as DescribeReady renders it, or what an inspection (stats, releases,
+// latency) shows. The commands are listed on scriptEnv.handle in
+// harness_test.go. To change a script, edit its commands and run
+// "go test ./internal/followcore -run TestScripts -rewrite", which writes
+// what the core does now below each command; read the diff before you
+// commit it.
 package followcore

@@ -232,7 +232,7 @@ func play(t *testing.T, in []byte) string {
 			c.Tick(now)
 		}
 		rd := c.Ready()
-		out.WriteString(render(rd))
+		out.WriteString(DescribeReady(rd, t0))
 		if c.Held > cfg.MaxHeld {
 			t.Fatalf("%d entries held, more than MaxHeld %d", c.Held, cfg.MaxHeld)
 		}

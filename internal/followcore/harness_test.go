@@ -2,21 +2,26 @@ package followcore
 
 import (
 	"fmt"
-	"strconv"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/internal/scripttest"
 	"github.com/activetier/activetier/metadata"
 )
 
-// The tests drive a Core through tables of events and compare what each
-// Ready hands out, rendered as text, with what the table expects: the
-// style of etcd-io/raft's interaction tests. Times are offsets from t0 in
-// milliseconds; ids are the core's, in the order it hands them out.
+// The interaction tests are the scripts in testdata/*.txt, played by
+// TestScripts through scriptEnv.handle: the style of etcd-io/raft's
+// interaction tests. Times are offsets from t0 in milliseconds; ids are
+// the core's, in the order it hands them out, as the output above them
+// shows.
 
 var t0 = time.Unix(1_700_000_000, 0)
 
@@ -63,198 +68,257 @@ func batchesOf(e metadata.Entry) []combiner.Batch {
 // ok is a fetch result carrying e's section.
 func ok(e metadata.Entry) Result { return Result{Entry: e, Outcome: Fetched, Batches: batchesOf(e)} }
 
-// failed is a fetch result of outcome o for e.
-func failed(e metadata.Entry, o Outcome) Result {
-	return Result{Entry: e, Outcome: o, Err: fmt.Errorf("injected %d", o)}
+// hold counts its releases: the memory a fetched section is lent.
+type hold struct{ n int }
+
+func (h *hold) Release() { h.n++ }
+
+// TestScripts plays every script in testdata. Run with -rewrite to write
+// the output the core gives now below each command.
+func TestScripts(t *testing.T) {
+	scripttest.Run(t, func() func(*testing.T, *datadriven.TestData) string {
+		return (&scriptEnv{entries: map[string]metadata.Entry{}}).handle
+	})
 }
 
-// event is one step of a table: something that happens to the core at a
-// time, and the Ready it must hand out afterwards.
-type event struct {
-	ms   int
-	do   func(t testing.TB, c *Core, now time.Time)
-	want string
+// scriptEnv is what a script acts on: a core, the entries the script
+// named, and the buffers fetched sections were lent.
+type scriptEnv struct {
+	c       *Core
+	cfg     Config
+	entries map[string]metadata.Entry
+	holds   map[string]*hold
 }
 
-func follow(p, epoch, leader int32) func(testing.TB, *Core, time.Time) {
-	return func(t testing.TB, c *Core, now time.Time) { require.NoError(t, c.Follow(now, tp(p), epoch, leader)) }
-}
-
-func unfollow(p int32) func(testing.TB, *Core, time.Time) {
-	return func(t testing.TB, c *Core, now time.Time) { c.Unfollow(now, tp(p)) }
-}
-
-func loaded(id uint64, end int64, epochs ...fencing.EpochEntry) func(testing.TB, *Core, time.Time) {
-	return func(t testing.TB, c *Core, now time.Time) {
-		c.Loaded(now, id, LocalState{EndOffset: end, Epochs: epochs}, nil)
+// handle runs one command and returns its output: for an event, the Ready
+// the core hands out afterwards, as DescribeReady renders it.
+//
+//	new [max-held=N] [hedge]                  a core of testConfig
+//	entry name=X p= first= last= epoch= bucket= key= pos= [writer=]
+//	follow at= p= epoch= leader=
+//	unfollow at= p=
+//	loaded at= id= end= [epochs=(E@S, ...)]
+//	load-failed at= id=
+//	records at=                               one message a line:
+//	    entries=(X, ...) markers=(P:E@S, ...)   or: garbage
+//	fetched at= id=                           one result a line:
+//	    <outcome> X [batches-of=Y] [hold=H]
+//	appended at= id= end=
+//	append-failed at= id=
+//	truncated at= id= to= end=
+//	tick at=
+//	stats                                     the core's counters
+//	releases                                  each buffer's releases
+//	latency bucket=B                          samples learned
+func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
+	if d.Cmd == "new" {
+		e.cfg = testConfig()
+		d.MaybeScanArgs(t, "max-held", &e.cfg.MaxHeld)
+		if d.HasArg("hedge") {
+			hedgeConfig(&e.cfg)
+		}
+		c, err := New(e.cfg)
+		require.NoError(t, err)
+		e.c, e.holds = c, map[string]*hold{}
+		return ""
 	}
-}
-
-func loadFailed(id uint64) func(testing.TB, *Core, time.Time) {
-	return func(t testing.TB, c *Core, now time.Time) { c.Loaded(now, id, LocalState{}, fmt.Errorf("disk gone")) }
-}
-
-func records(rs ...func(testing.TB) metadata.Record) func(testing.TB, *Core, time.Time) {
-	return func(t testing.TB, c *Core, now time.Time) {
+	if d.Cmd == "entry" {
+		var name, bucket, key string
+		var p, epoch int
+		var first, last, pos int64
+		d.ScanArgs(t, "name", &name)
+		d.ScanArgs(t, "p", &p)
+		d.ScanArgs(t, "first", &first)
+		d.ScanArgs(t, "last", &last)
+		d.ScanArgs(t, "epoch", &epoch)
+		d.ScanArgs(t, "bucket", &bucket)
+		d.ScanArgs(t, "key", &key)
+		d.ScanArgs(t, "pos", &pos)
+		en := ent(int32(p), first, last, int32(epoch), bucket, key, pos)
+		var writer int
+		if d.MaybeScanArgs(t, "writer", &writer) {
+			en.WriterBrokerID = int32(writer)
+		}
+		e.entries[name] = en
+		return ""
+	}
+	require.NotNil(t, e.c, "%s: no core: begin with new", d.Pos)
+	c := e.c
+	switch d.Cmd {
+	case "stats":
+		return fmt.Sprintf("applied %d messages %d held %d not-found %d forged %d dropped %d truncations %d\n"+
+			"local-errors %d evicted %d poisoned %d fetches %d fetch-errors %d hedges %d hedge-wins %d hedges-denied %d\n",
+			c.Applied, c.Messages, c.Held, c.NotFound, c.Forged, c.Dropped, c.Truncations,
+			c.LocalErrors, c.Evicted, c.Poisoned, c.Fetches, c.FetchErrors, c.Hedges, c.HedgeWins, c.HedgesDenied)
+	case "releases":
+		var b strings.Builder
+		for _, name := range slices.Sorted(maps.Keys(e.holds)) {
+			fmt.Fprintf(&b, "%s released %d\n", name, e.holds[name].n)
+		}
+		return b.String()
+	case "latency":
+		var bucket string
+		d.ScanArgs(t, "bucket", &bucket)
+		n := 0
+		if est := c.latency[bucket]; est != nil {
+			n = est.Samples()
+		}
+		return fmt.Sprintf("%d samples\n", n)
+	}
+	var ms, id int
+	d.ScanArgs(t, "at", &ms)
+	now := at(ms)
+	if d.HasArg("id") {
+		d.ScanArgs(t, "id", &id)
+	}
+	switch d.Cmd {
+	case "follow":
+		var p, epoch, leader int
+		d.ScanArgs(t, "p", &p)
+		d.ScanArgs(t, "epoch", &epoch)
+		d.ScanArgs(t, "leader", &leader)
+		if err := c.Follow(now, tp(int32(p)), int32(epoch), int32(leader)); err != nil {
+			return "error: " + err.Error() + "\n"
+		}
+	case "unfollow":
+		var p int
+		d.ScanArgs(t, "p", &p)
+		c.Unfollow(now, tp(int32(p)))
+	case "loaded":
+		var end int64
+		d.ScanArgs(t, "end", &end)
+		var epochs []fencing.EpochEntry
+		if arg, ok := d.Arg("epochs"); ok {
+			for _, v := range arg.Vals {
+				var ee fencing.EpochEntry
+				_, err := fmt.Sscanf(v, "%d@%d", &ee.Epoch, &ee.StartOffset)
+				require.NoError(t, err, "%s: epoch %q is not E@S", d.Pos, v)
+				epochs = append(epochs, ee)
+			}
+		}
+		c.Loaded(now, uint64(id), LocalState{EndOffset: end, Epochs: epochs}, nil)
+	case "load-failed":
+		c.Loaded(now, uint64(id), LocalState{}, fmt.Errorf("disk gone"))
+	case "records":
 		var recs []metadata.Record
-		for _, r := range rs {
-			recs = append(recs, r(t))
+		for _, line := range inputLines(d) {
+			recs = append(recs, e.record(t, d, line))
 		}
 		c.Records(now, recs)
-	}
-}
-
-func msg(entries []metadata.Entry, markers ...metadata.EpochStart) func(testing.TB) metadata.Record {
-	return func(t testing.TB) metadata.Record { return rec(t, entries, markers...) }
-}
-
-func garbage() func(testing.TB) metadata.Record {
-	return func(testing.TB) metadata.Record { return metadata.Record{Value: []byte{0xff, 0, 1}} }
-}
-
-func fetched(id uint64, rs ...Result) func(testing.TB, *Core, time.Time) {
-	return func(t testing.TB, c *Core, now time.Time) { c.Fetched(now, id, rs) }
-}
-
-func appended(id uint64, end int64) func(testing.TB, *Core, time.Time) {
-	return func(t testing.TB, c *Core, now time.Time) { c.Appended(now, id, end, nil) }
-}
-
-func appendFailed(id uint64) func(testing.TB, *Core, time.Time) {
-	return func(t testing.TB, c *Core, now time.Time) { c.Appended(now, id, 0, fmt.Errorf("disk full")) }
-}
-
-func truncated(id uint64, to, end int64) func(testing.TB, *Core, time.Time) {
-	return func(t testing.TB, c *Core, now time.Time) { c.Truncated(now, id, to, end, nil) }
-}
-
-func tick() func(testing.TB, *Core, time.Time) {
-	return func(t testing.TB, c *Core, now time.Time) { c.Tick(now) }
-}
-
-// run plays events on a new core with cfg and checks each Ready.
-func run(t *testing.T, cfg Config, events []event) *Core {
-	t.Helper()
-	c, err := New(cfg)
-	require.NoError(t, err)
-	for i, ev := range events {
-		ev.do(t, c, at(ev.ms))
-		got := render(c.Ready())
-		require.Equal(t, ev.want, got, "after event %d (at %d ms)", i, ev.ms)
-	}
-	return c
-}
-
-// render prints a Ready in one line per request, in a fixed order, with
-// times as milliseconds from t0. It appends with strconv rather than fmt:
-// the fuzz target renders every Ready twice per input.
-func render(rd Ready) string {
-	var b []byte
-	num := func(n int64) { b = append(b, ' '); b = strconv.AppendInt(b, n, 10) }
-	part := func(tp metadata.TopicPartition) {
-		b = append(b, ' ')
-		b = append(b, tp.Topic...)
-		b = append(b, '-')
-		b = strconv.AppendInt(b, int64(tp.Partition), 10)
-	}
-	word := func(w string) { b = append(b, w...) }
-	for _, l := range rd.Loads {
-		word("load")
-		num(int64(l.ID))
-		part(l.Partition)
-		word("\n")
-	}
-	for _, tr := range rd.Truncates {
-		word("truncate")
-		num(int64(tr.ID))
-		part(tr.Partition)
-		word(" to")
-		num(tr.To)
-		if tr.AtBatch {
-			word(" at batch")
+	case "fetched":
+		var rs []Result
+		for _, line := range inputLines(d) {
+			rs = append(rs, e.result(t, d, line))
 		}
-		word("\n")
+		c.Fetched(now, uint64(id), rs)
+	case "appended":
+		var end int64
+		d.ScanArgs(t, "end", &end)
+		c.Appended(now, uint64(id), end, nil)
+	case "append-failed":
+		c.Appended(now, uint64(id), 0, fmt.Errorf("disk full"))
+	case "truncated":
+		var to, end int64
+		d.ScanArgs(t, "to", &to)
+		d.ScanArgs(t, "end", &end)
+		c.Truncated(now, uint64(id), to, end, nil)
+	case "tick":
+		c.Tick(now)
+	default:
+		d.Fatalf(t, "unknown command %q", d.Cmd)
 	}
-	for _, a := range rd.Appends {
-		word("append")
-		num(int64(a.ID))
-		part(a.Partition)
-		for _, bt := range a.Batches {
-			num(bt.FirstOffset)
-			word("-")
-			b = strconv.AppendInt(b, bt.LastOffset, 10)
-			word("@")
-			b = strconv.AppendInt(b, int64(bt.Epoch), 10)
+	return DescribeReady(c.Ready(), t0)
+}
+
+func inputLines(d *datadriven.TestData) []string {
+	var lines []string
+	for _, l := range strings.Split(d.Input, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
 		}
-		word("\n")
 	}
-	for _, f := range rd.Fetches {
-		word("fetch")
-		num(int64(f.ID))
-		if f.HedgeOf != 0 {
-			word(" hedging")
-			num(int64(f.HedgeOf))
+	return lines
+}
+
+// entry is the entry the script named name.
+func (e *scriptEnv) entry(t *testing.T, d *datadriven.TestData, name string) metadata.Entry {
+	en, ok := e.entries[name]
+	if !ok {
+		d.Fatalf(t, "no entry named %q", name)
+	}
+	return en
+}
+
+// record is the metadata record a line of records describes.
+func (e *scriptEnv) record(t *testing.T, d *datadriven.TestData, line string) metadata.Record {
+	if line == "garbage" {
+		return metadata.Record{Value: []byte{0xff, 0, 1}}
+	}
+	args := parseArgs(t, d, "message "+line)
+	var es []metadata.Entry
+	var ms []metadata.EpochStart
+	for _, arg := range args {
+		switch arg.Key {
+		case "entries":
+			for _, v := range arg.Vals {
+				es = append(es, e.entry(t, d, v))
+			}
+		case "markers":
+			for _, v := range arg.Vals {
+				var p, epoch int32
+				var start int64
+				_, err := fmt.Sscanf(v, "%d:%d@%d", &p, &epoch, &start)
+				require.NoError(t, err, "%s: marker %q is not P:E@S", d.Pos, v)
+				ms = append(ms, mark(p, epoch, start))
+			}
+		default:
+			d.Fatalf(t, "unknown message argument %q", arg.Key)
 		}
-		word(" " + f.Bucket)
-		for _, e := range f.Entries {
-			part(e.Partition)
-			word(":")
-			b = strconv.AppendInt(b, e.FirstOffset, 10)
-			word("-")
-			b = strconv.AppendInt(b, e.LastOffset, 10)
-			word("@")
-			b = strconv.AppendInt(b, int64(e.RecordEpoch), 10)
+	}
+	return rec(t, es, ms...)
+}
+
+// outcomes names each Outcome in scripts.
+var outcomes = map[string]Outcome{
+	"ok": Fetched, "gone": Gone, "corrupt": Corrupt, "refused": Refused, "unavailable": Unavailable, "failed": Failed,
+}
+
+// result is the fetch result a line of fetched describes.
+func (e *scriptEnv) result(t *testing.T, d *datadriven.TestData, line string) Result {
+	fields := strings.Fields(line)
+	require.GreaterOrEqual(t, len(fields), 2, "%s: a result is <outcome> <entry>", d.Pos)
+	o, known := outcomes[fields[0]]
+	if !known {
+		d.Fatalf(t, "unknown outcome %q", fields[0])
+	}
+	en := e.entry(t, d, fields[1])
+	r := Result{Entry: en, Outcome: o}
+	if o == Fetched {
+		r.Batches = batchesOf(en)
+	} else {
+		r.Err = fmt.Errorf("injected %d", o)
+	}
+	for _, arg := range parseArgs(t, d, "result "+strings.Join(fields[2:], " ")) {
+		switch arg.Key {
+		case "batches-of":
+			r.Batches = batchesOf(e.entry(t, d, arg.SingleVal(t)))
+		case "hold":
+			name := arg.SingleVal(t)
+			if e.holds[name] == nil {
+				e.holds[name] = &hold{}
+			}
+			r.Buffer = e.holds[name]
+		default:
+			d.Fatalf(t, "unknown result argument %q", arg.Key)
 		}
-		word("\n")
 	}
-	for _, id := range rd.Cancels {
-		word("cancel")
-		num(int64(id))
-		word("\n")
+	return r
+}
+
+func parseArgs(t *testing.T, d *datadriven.TestData, line string) []datadriven.CmdArg {
+	_, args, err := datadriven.ParseLine(line)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
 	}
-	for _, pr := range rd.Progress {
-		word("progress")
-		part(pr.Partition)
-		word(" end")
-		num(pr.EndOffset)
-		word(" epoch")
-		num(int64(pr.LastEpoch))
-		word(" leader")
-		num(int64(pr.Leader))
-		word("\n")
-	}
-	for _, a := range rd.Applied {
-		word("applied")
-		part(a.Partition)
-		num(int64(a.Bytes))
-		word(" bytes\n")
-	}
-	for _, l := range rd.Lags {
-		word("lag")
-		part(l.Partition)
-		num(l.Offsets)
-		word("\n")
-	}
-	for _, f := range rd.Failures {
-		if f.Err == nil {
-			word("recovered")
-			part(f.Partition)
-			word("\n")
-			continue
-		}
-		word("failing")
-		part(f.Partition)
-		word(" since")
-		num(f.Since.Sub(t0).Milliseconds())
-		word(": " + f.Err.Error() + "\n")
-	}
-	if rd.Rewind {
-		word("rewind\n")
-	}
-	if !rd.WakeAt.IsZero() {
-		word("wake")
-		num(rd.WakeAt.Sub(t0).Milliseconds())
-		word("\n")
-	}
-	return string(b)
+	return args
 }

@@ -2,6 +2,7 @@ package followcore
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/activetier/activetier/combiner"
@@ -257,4 +258,122 @@ func OutcomeOf(err error) Outcome {
 		return Unavailable
 	}
 	return Failed
+}
+
+// DescribeReady renders rd as text, one line per request or report, in a
+// fixed order (loads, truncations, appends, fetches, cancels, progress,
+// applied, lags, failures, rewind, wake), with times as milliseconds since
+// base. It is what the package's scripts under testdata expect, and what a
+// driver may log to see what its core asked for: the same Ready gives the
+// same text. It appends with strconv rather than fmt: the fuzz target
+// renders every Ready twice per input.
+func DescribeReady(rd Ready, base time.Time) string {
+	var b []byte
+	num := func(n int64) { b = append(b, ' '); b = strconv.AppendInt(b, n, 10) }
+	part := func(tp metadata.TopicPartition) {
+		b = append(b, ' ')
+		b = append(b, tp.Topic...)
+		b = append(b, '-')
+		b = strconv.AppendInt(b, int64(tp.Partition), 10)
+	}
+	word := func(w string) { b = append(b, w...) }
+	for _, l := range rd.Loads {
+		word("load")
+		num(int64(l.ID))
+		part(l.Partition)
+		word("\n")
+	}
+	for _, tr := range rd.Truncates {
+		word("truncate")
+		num(int64(tr.ID))
+		part(tr.Partition)
+		word(" to")
+		num(tr.To)
+		if tr.AtBatch {
+			word(" at batch")
+		}
+		word("\n")
+	}
+	for _, a := range rd.Appends {
+		word("append")
+		num(int64(a.ID))
+		part(a.Partition)
+		for _, bt := range a.Batches {
+			num(bt.FirstOffset)
+			word("-")
+			b = strconv.AppendInt(b, bt.LastOffset, 10)
+			word("@")
+			b = strconv.AppendInt(b, int64(bt.Epoch), 10)
+		}
+		word("\n")
+	}
+	for _, f := range rd.Fetches {
+		word("fetch")
+		num(int64(f.ID))
+		if f.HedgeOf != 0 {
+			word(" hedging")
+			num(int64(f.HedgeOf))
+		}
+		word(" " + f.Bucket)
+		for _, e := range f.Entries {
+			part(e.Partition)
+			word(":")
+			b = strconv.AppendInt(b, e.FirstOffset, 10)
+			word("-")
+			b = strconv.AppendInt(b, e.LastOffset, 10)
+			word("@")
+			b = strconv.AppendInt(b, int64(e.RecordEpoch), 10)
+		}
+		word("\n")
+	}
+	for _, id := range rd.Cancels {
+		word("cancel")
+		num(int64(id))
+		word("\n")
+	}
+	for _, pr := range rd.Progress {
+		word("progress")
+		part(pr.Partition)
+		word(" end")
+		num(pr.EndOffset)
+		word(" epoch")
+		num(int64(pr.LastEpoch))
+		word(" leader")
+		num(int64(pr.Leader))
+		word("\n")
+	}
+	for _, a := range rd.Applied {
+		word("applied")
+		part(a.Partition)
+		num(int64(a.Bytes))
+		word(" bytes\n")
+	}
+	for _, l := range rd.Lags {
+		word("lag")
+		part(l.Partition)
+		num(l.Offsets)
+		word("\n")
+	}
+	for _, f := range rd.Failures {
+		if f.Err == nil {
+			word("recovered")
+			part(f.Partition)
+			word("\n")
+			continue
+		}
+		word("failing")
+		part(f.Partition)
+		word(" since")
+		num(f.Since.Sub(base).Milliseconds())
+		word(": " + f.Err.Error() + "\n")
+	}
+	if rd.Rewind {
+		word("rewind\n")
+	}
+	if !rd.WakeAt.IsZero() {
+		word("wake")
+		num(rd.WakeAt.Sub(base).Milliseconds())
+		word("\n")
+	}
+	return string(b)
 }

@@ -22,5 +22,19 @@
 //
 // The design follows etcd's raft package: the protocol in one state
 // machine, a thin driver that performs its I/O with the concurrency it
-// wants, and tests that are tables of events and expected outputs.
+// wants, and tests that are scripts of events and expected outputs.
+//
+// The interaction tests are those scripts, testdata/*.txt, in the format of
+// github.com/cockroachdb/datadriven: each subtest starts a core with "new"
+// (or "new world", whose drain performs every request as an instant store,
+// metadata log and local log would), then plays one event a command
+// (become-leader, append, advance, encode, stored, published, progress,
+// ...), and "ready" shows below its "----" the Ready the core hands out,
+// as DescribeReady renders it, with times as offsets from the script's
+// clock. A command answering a request takes its id as the output above
+// shows it, or a name "ready upload=NAME" gave it. The commands are listed
+// on scriptEnv.handle in script_test.go. To change a script, edit its
+// commands and run "go test ./internal/leadcore -run TestScripts -rewrite",
+// which writes what the core does now below each command; read the diff
+// before you commit it.
 package leadcore

@@ -29,4 +29,16 @@
 // a commit of leader epoch E is trusted for an offset only once the
 // lineage there comes from a publication of E or later. directread's
 // package documentation says why.
+//
+// The interaction tests are scripts, testdata/*.txt, in the format of
+// github.com/cockroachdb/datadriven, as etcd-io/raft's are: each subtest
+// starts a core reading one partition with "new", then plays the driver's
+// calls a command each (round, learn with the message's markers, entries
+// and commits as its input lines, read for MetadataRead, plan, fetched),
+// and below each command's "----" is what the call returned: for plan,
+// the sections and pauses as DescribePlan renders them. The commands are
+// listed on scriptEnv.handle in script_test.go. To change a script, edit
+// its commands and run "go test ./internal/readcore -run TestScripts
+// -rewrite", which writes what the core does now below each command; read
+// the diff before you commit it.
 package readcore
