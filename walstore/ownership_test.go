@@ -98,6 +98,20 @@ func (s *holdingStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, of
 }
 
 // reused reports how many buffers m saw more than once.
+// allReused reports whether the leader's store saw an object buffer
+// reused and each follower's store a GET buffer.
+func allReused(leader *holdingStore, followers []*holdingStore) bool {
+	if leader.reused(leader.bodies) == 0 {
+		return false
+	}
+	for _, s := range followers {
+		if s.reused(s.dsts) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *holdingStore) reused(m map[*byte]int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -192,21 +206,42 @@ func bufferOwnership(t *testing.T, hedge walstore.HedgeConfig) (leader *walstore
 		require.NoError(t, leaderLog.AssignEpoch(tp, 1, 0))
 		require.NoError(t, leader.BecomeLeader(t.Context(), tp, 1, []int32{2, 3}, -1))
 	}
-	for i := range batches {
+	round := func(i int) {
 		for p := range partitions {
 			tp := metadata.TopicPartition{Topic: "t", Partition: int32(p)}
 			first := int64(i * perBatch)
 			produce(t, leader, leaderLog, tp, 1, first, first+perBatch-1)
 		}
 	}
+	caughtUp := func(rounds int) {
+		for p := range partitions {
+			tp := metadata.TopicPartition{Topic: "t", Partition: int32(p)}
+			for i, local := range followerLogs {
+				require.Eventually(t, func() bool {
+					end, _ := local.EndOffset(tp)
+					return end == int64(rounds*perBatch) || len(v.list()) > 0
+				}, 30*time.Second, time.Millisecond, "follower %d of %s: %+v", i+2, tp, v.list())
+				require.Empty(t, v.list())
+			}
+		}
+	}
+	for i := range batches {
+		round(i)
+	}
+	caughtUp(batches)
+	// Produced faster than one upload takes, every object may have been
+	// cut before the first was stored, leaving no buffer to reuse. Rounds
+	// produced once the followers caught up with the one before cut their
+	// objects after earlier ones were stored and read, so a pool that
+	// works shows reuse within a few; one that never reuses fails below.
+	rounds := batches
+	for ; rounds < 2*batches && !allReused(leaderStore, followerStores); rounds++ {
+		round(rounds)
+		caughtUp(rounds + 1)
+	}
 	for p := range partitions {
 		tp := metadata.TopicPartition{Topic: "t", Partition: int32(p)}
-		for i, local := range followerLogs {
-			require.Eventually(t, func() bool {
-				end, _ := local.EndOffset(tp)
-				return end == batches*perBatch || len(v.list()) > 0
-			}, 30*time.Second, time.Millisecond, "follower %d of %s: %+v", i+2, tp, v.list())
-			require.Empty(t, v.list())
+		for _, local := range followerLogs {
 			requireSameLog(t, leaderLog, local, tp)
 		}
 	}
