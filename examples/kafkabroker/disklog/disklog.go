@@ -34,7 +34,7 @@ var (
 	// ErrClosed: a call after Close.
 	ErrClosed = errors.New("disklog: log closed")
 	// ErrFormat: Open found a partition written in a format this version
-	// does not read.
+	// does not read, or a checkpoint damaged past reading.
 	ErrFormat = errors.New("disklog: unknown on-disk format")
 )
 
@@ -706,7 +706,10 @@ func readCheckpoint(dir string) (checkpoint, error) {
 	if len(lines) > 0 && lines[0] != checkpointVersion {
 		return checkpoint{}, fmt.Errorf("%s: checkpoint of format version %q, want %q: %w", f.Name(), lines[0], checkpointVersion, ErrFormat)
 	}
-	bad := fmt.Errorf("%s: malformed checkpoint", f.Name())
+	// A checkpoint that does not parse is damage recovery cannot repair:
+	// what it would say (an empty log's start, a truncation under way)
+	// decides which frames are the log.
+	bad := fmt.Errorf("%s: malformed checkpoint: %w", f.Name(), ErrFormat)
 	if len(lines) < 5 {
 		return checkpoint{}, bad
 	}
