@@ -1,6 +1,7 @@
 package disklog
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -181,5 +182,31 @@ func TestAdversaryFlippedCheckpointByte(t *testing.T) {
 		}
 		n := requirePrefix(t, got, fmt.Sprintf("checkpoint byte %d flipped", at))
 		require.Equal(t, len(prefixes())-1, n, "checkpoint byte %d (%q) flipped: %d acknowledged calls of %d dropped", at, cp[at], len(prefixes())-1-n, len(prefixes())-1)
+	}
+}
+
+// Checkpoints that name more than the files hold, or claim what the
+// frames contradict: Open refuses them with ErrFormat or keeps every
+// frame; it never drops acknowledged records for them.
+func TestAdversaryCheckpointClaimsMore(t *testing.T) {
+	dir := advLog(t)
+	for _, c := range []struct{ name, cp string }{
+		{"cut past the end", "1\n0\n0\n500\n4\n1 0\n2 10\n3 21\n4 31\n"},
+		{"truncating past the end", "1\n0\n2\n500\n4\n1 0\n2 10\n3 21\n4 31\n"},
+		{"epoch past the end", "1\n0\n0\n-1\n5\n1 0\n2 10\n3 21\n4 31\n5 900\n"},
+		{"start past the frames", "1\n7\n0\n-1\n4\n1 0\n2 10\n3 21\n4 31\n"},
+		{"start past the end", "1\n900\n0\n-1\n0\n"},
+		{"empty, start past the frames", "1\n7\n1\n-1\n0\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := recoverCopy(t, dir, func(pd string) {
+				require.NoError(t, os.WriteFile(filepath.Join(pd, checkpointName), []byte(c.cp), 0o644))
+			})
+			if err != nil {
+				require.True(t, errors.Is(err, ErrFormat), "untyped error: %v", err)
+				return
+			}
+			require.Equal(t, len(prefixes())-1, requirePrefix(t, got, c.name), "acknowledged records dropped")
+		})
 	}
 }

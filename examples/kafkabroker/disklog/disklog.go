@@ -805,9 +805,18 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 		}
 		damaged = damaged || cut
 	}
-	if len(p.batches) > 0 && (cp.state == stateEmpty || p.batches[0].first < p.start) {
+	if len(p.batches) > 0 && cp.state == stateEmpty {
 		// A truncation to a new start whose checkpoint was written but
-		// whose segments were not yet removed: finish it.
+		// whose segments were not yet removed: finish it. Such a
+		// truncation starts the log at or below its first frame, so
+		// frames below the start are not its remains but a checkpoint
+		// damaged into a number: dropping them would lose the log.
+		if first := p.batches[0].first; first < cp.start {
+			for _, s := range p.segs {
+				_ = s.f.Close()
+			}
+			return nil, fmt.Errorf("disklog: %s: checkpoint says the log is empty from %d, but its frames start at %d: %w", tp, cp.start, first, ErrFormat)
+		}
 		for len(p.segs) > 0 {
 			p.dropLastSegment()
 		}
