@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/directread"
 	"github.com/activetier/activetier/internal/clustertest"
+	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
@@ -383,4 +385,33 @@ func TestAdversaryForgedEntryForAnotherPartitionsSection(t *testing.T) {
 	f, err := r.Poll(pctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Empty(t, f.Batches, "another partition's section was yielded")
+}
+
+// MaxHeld 1 under a stalled commit: 100,000 entries learned, one held
+// (the partition's next), the heap barely grows, and nothing is yielded
+// past the commit.
+func TestAdversaryMaxHeldOneHeap(t *testing.T) {
+	const entries = 100_000
+	tp := metadata.TopicPartition{Topic: "orders", Partition: 0}
+	log := stalledLog(t, tp, entries, 1000)
+	objects, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
+	require.NoError(t, err)
+	store, err := objects.Store("az1")
+	require.NoError(t, err)
+	before := heapInuse()
+	r, err := directread.New(directread.Config{Log: log, Stores: map[string]walstore.ObjectStore{"az1": store},
+		Partitions: map[metadata.TopicPartition]int64{tp: 10}, MaxHeld: 1})
+	require.NoError(t, err)
+	defer r.Close()
+	readAll(t, r, uint64(1+entries/1000))
+	after := heapInuse()
+	runtime.KeepAlive(r)
+	st := r.Stats()
+	grew := int64(after) - int64(before)
+	t.Logf("MaxHeld 1: %d entries learned: heap %+.2f MB; held %d, forgotten %d", entries, float64(grew)/1e6, st.Held, st.Evicted)
+	require.LessOrEqual(t, st.Held, 1)
+	require.Equal(t, uint64(entries-st.Held), st.Evicted)
+	require.Less(t, grew, int64(8<<20))
+	next, committed := r.Position(tp)
+	require.Equal(t, [2]int64{10, 10}, [2]int64{next, committed})
 }
