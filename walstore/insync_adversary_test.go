@@ -138,3 +138,50 @@ func TestAdversaryInSyncChurnWhileAppending(t *testing.T) {
 		return caught == 2
 	}, 20*time.Second, time.Millisecond, "%+v", n.Replicas(tp))
 }
+
+// A WaitReplicated held up by an in-sync follower that never reports is
+// released by the SetInSync that drops it, with no other event (no
+// append, no progress) to wake it; and one that waits while that
+// follower joins again is held until it leaves.
+func TestAdversarySetInSyncWakesWaiters(t *testing.T) {
+	c := clustertest.New(t, clustertest.Mem(), 4)
+	leader, f2 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2")
+	c.AddBroker(4, "az1") // never runs
+	tp := clustertest.TP
+	c.SetReplicas(tp, 1, 2, 4)
+	c.SetLeader(tp, 1, 1)
+	leader.StartLeader(walstore.LeaderConfig{})
+	ctx := context.Background()
+	leader.BecomeLeader(ctx, tp, 1, -1)
+	f2.StartFollower(tp)
+	n := leader.Node
+	require.NoError(t, n.SetInSync(tp, []int32{2}))
+	leader.Produce(ctx, tp, 1, 0, 9, 10)
+	require.NoError(t, n.WaitReplicated(ctx, tp, 1, 9))
+
+	require.NoError(t, n.SetInSync(tp, []int32{2, 4}))
+	leader.Produce(ctx, tp, 1, 10, 19, 10)
+	require.NoError(t, n.WaitDurable(ctx, tp, 1, 19))
+	done := make(chan error, 1)
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	go func() { done <- n.WaitReplicated(wctx, tp, 1, 19) }()
+	// Broker 2 applies 10-19, which moves nothing while 4 is in sync.
+	require.Eventually(t, func() bool {
+		for _, r := range n.Replicas(tp) {
+			if r.Broker == 2 && r.EndOffset == 20 {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("WaitReplicated returned %v while broker 4, in sync, never applied", err)
+	default:
+	}
+	require.Equal(t, int64(10), n.HighWatermark(tp))
+	require.NoError(t, n.SetInSync(tp, []int32{2}))
+	require.NoError(t, <-done, "the SetInSync that dropped broker 4 released the wait")
+	require.Equal(t, int64(20), n.HighWatermark(tp))
+}
