@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -414,4 +415,74 @@ func TestAdversaryMaxHeldOneHeap(t *testing.T) {
 	require.Less(t, grew, int64(8<<20))
 	next, committed := r.Position(tp)
 	require.Equal(t, [2]int64{10, 10}, [2]int64{next, committed})
+}
+
+// disorderedLog is a metadata log whose Read, while bad is set, answers
+// as mode says: records reversed (offsets going back), a record
+// repeated, or records past a gap with the first left out.
+type disorderedLog struct {
+	metadata.Log
+	mode atomic.Value // string
+	bad  atomic.Int64 // answers left to spoil
+}
+
+func (l *disorderedLog) Read(ctx context.Context, p int32, from int64, max int) ([]metadata.Record, error) {
+	recs, err := l.Log.Read(ctx, p, from, max)
+	if err != nil || len(recs) < 2 || l.bad.Add(-1) < 0 {
+		return recs, err
+	}
+	out := slices.Clone(recs)
+	switch l.mode.Load().(string) {
+	case "reversed":
+		slices.Reverse(out)
+	case "repeated":
+		out = append(out[:1:1], out...)
+	}
+	return out, nil
+}
+
+// A metadata log whose Read answers records out of order or repeated:
+// Poll returns a *walstore.DependencyError naming metadata.Log.Read and
+// matching walstore.ErrContractViolation, yields nothing on it, and once
+// the log answers right reads on to exactly the leader's log.
+func TestAdversaryMetadataReadOutOfOrder(t *testing.T) {
+	for _, mode := range []string{"reversed", "repeated"} {
+		t.Run(mode, func(t *testing.T) {
+			c, tps, leader := clusterWith(t, 1, walstore.LeaderConfig{RetainFor: time.Hour})
+			tp := tps[0]
+			ctx := context.Background()
+			for first := int64(0); first < 50; first += 10 {
+				leader.Produce(ctx, tp, 1, first, first+9, 10)
+				require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, first+9))
+			}
+			log := &disorderedLog{Log: c.Meta}
+			log.mode.Store(mode)
+			log.bad.Store(1)
+			r, err := directread.New(directread.Config{Log: log, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: 0}})
+			require.NoError(t, err)
+			defer r.Close()
+			var got []combiner.Batch
+			pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			violations := 0
+			for next, _ := r.Position(tp); next < 50; next, _ = r.Position(tp) {
+				f, err := r.Poll(pctx)
+				if err != nil {
+					var de *walstore.DependencyError
+					require.ErrorAs(t, err, &de)
+					require.ErrorIs(t, err, walstore.ErrContractViolation)
+					require.Equal(t, "metadata.Log.Read", de.Dependency)
+					require.Empty(t, f.Batches)
+					violations++
+					continue
+				}
+				require.Empty(t, f.Errors)
+				for _, b := range f.Batches {
+					got = append(got, b.Batch)
+				}
+			}
+			require.Equal(t, 1, violations)
+			clustertest.RequireSameLog(t, leader.Local.Batches(tp), got)
+		})
+	}
 }
