@@ -287,7 +287,8 @@ func TestAdversaryStoreAnswersWrongBytesOrNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		missing bool
-	}{{"wrong bytes", false}, {"missing", true}} {
+		seek    int64 // after the GoneError, once the object is back
+	}{{"wrong bytes", false, 0}, {"missing", true, 20}, {"missing, seek inside it", true, 25}} {
 		t.Run(tc.name, func(t *testing.T) {
 			stores := make(map[string]walstore.ObjectStore)
 			var hs []*hostileStore
@@ -335,7 +336,7 @@ func TestAdversaryStoreAnswersWrongBytesOrNothing(t *testing.T) {
 				h.mu.Unlock()
 			}
 			if tc.missing {
-				require.NoError(t, r.Seek(tp, 20))
+				require.NoError(t, r.Seek(tp, tc.seek))
 			}
 			got = poll(t, r, tps, 50)
 			clustertest.RequireSameLog(t, log[2:], got[tp])
