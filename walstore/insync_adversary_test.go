@@ -185,3 +185,37 @@ func TestAdversarySetInSyncWakesWaiters(t *testing.T) {
 	require.NoError(t, <-done, "the SetInSync that dropped broker 4 released the wait")
 	require.Equal(t, int64(20), n.HighWatermark(tp))
 }
+
+// A BecomeLeader again at the same epoch (the controller changing the
+// followers) that adds a follower that never reports keeps the high
+// watermark where it was, holds it there, and keeps what the follower
+// that did report was credited with.
+func TestAdversarySameEpochReleadKeepsHighWatermark(t *testing.T) {
+	c := clustertest.New(t, clustertest.Mem(), 4)
+	leader, f2 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2")
+	c.AddBroker(4, "az1") // never runs
+	tp := clustertest.TP
+	c.SetReplicas(tp, 1, 2)
+	c.SetLeader(tp, 1, 1)
+	leader.StartLeader(walstore.LeaderConfig{})
+	ctx := context.Background()
+	leader.BecomeLeader(ctx, tp, 1, -1)
+	f2.StartFollower(tp)
+	n := leader.Node
+	leader.Produce(ctx, tp, 1, 0, 19, 10)
+	require.NoError(t, n.WaitReplicated(ctx, tp, 1, 19))
+	require.Equal(t, int64(20), n.HighWatermark(tp))
+	require.NoError(t, n.BecomeLeader(ctx, tp, 1, []int32{2, 4}, -1))
+	require.Equal(t, int64(20), n.HighWatermark(tp), "the same-epoch BecomeLeader took the high watermark back")
+	rs := n.Replicas(tp)
+	require.Len(t, rs, 2)
+	require.Equal(t, walstore.ReplicaState{Broker: 2, EndOffset: 20, CaughtUp: true, InSync: true, LastCaughtUp: rs[0].LastCaughtUp}, rs[0])
+	require.Equal(t, walstore.ReplicaState{Broker: 4, EndOffset: -1, InSync: true}, rs[1])
+	leader.Produce(ctx, tp, 1, 20, 29, 10)
+	require.NoError(t, n.WaitDurable(ctx, tp, 1, 29))
+	require.Equal(t, int64(20), n.HighWatermark(tp), "broker 4, in sync, has applied nothing")
+	require.NoError(t, n.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	require.NoError(t, n.WaitReplicated(wctx, tp, 1, 29))
+}
