@@ -86,9 +86,13 @@ func newPartition(tp metadata.TopicPartition, start int64, durable bool, held *i
 
 // seek restarts the partition at offset: what was yielded is forgotten,
 // what was learned of the leader is kept. The entries of what was yielded
-// were forgotten, so a seek back moves the horizon there.
+// were forgotten, so a seek back moves the horizon there; so does a seek
+// into what a pause reported gone, [next, ResumeHint), whose entries were
+// dropped as unreadable: the caller asks for those records again (their
+// objects may be back), and without reading the metadata again nothing
+// would describe them.
 func (p *partition) seek(offset int64) {
-	if offset < p.next {
+	if offset < p.next || p.paused != nil && (offset == p.next || offset < p.paused.ResumeHint) {
 		p.horizon = min(p.horizon, offset)
 	}
 	p.next, p.local, p.paused, p.cause, p.reported, p.idle = offset, fencing.Lineage{}, nil, nil, false, false

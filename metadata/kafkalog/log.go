@@ -350,7 +350,26 @@ func (l *Log) Append(ctx context.Context, partition int32, value []byte) (int64,
 	if errors.Is(err, ErrUnavailable) || isContextErr(err) {
 		return -1, fmt.Errorf("%w (the record may still be stored)", err)
 	}
+	if !errors.Is(err, metadata.ErrClosed) && !errors.Is(err, ErrNotAuthorized) {
+		if pce := l.checkPartitionCount(opCtx, partition); pce != nil {
+			return -1, fmt.Errorf("kafkalog: %s: %w (%v)", what, pce, p.err)
+		}
+	}
 	return -1, err
+}
+
+// checkPartitionCount asks, after a produce failed otherwise than for
+// time or access, whether the topic still has partition: franz-go fails
+// a record for a partition the topic lacks (one re-created with fewer
+// partitions) with an error of no type, which only the topic's metadata
+// explains. It returns a *PartitionCountError if the partition is
+// missing, nil if it is there or the cluster cannot tell now.
+func (l *Log) checkPartitionCount(ctx context.Context, partition int32) error {
+	info, err := topicMetadata(ctx, l.cl, l.cfg.Topic)
+	if err != nil || partition < int32(len(info.leaders)) {
+		return nil
+	}
+	return &PartitionCountError{Topic: l.cfg.Topic, Configured: l.cfg.Partitions, Actual: int32(len(info.leaders))}
 }
 
 // produce produces one record and waits for its outcome until opCtx ends.

@@ -34,7 +34,7 @@ var (
 	// ErrClosed: a call after Close.
 	ErrClosed = errors.New("disklog: log closed")
 	// ErrFormat: Open found a partition written in a format this version
-	// does not read.
+	// does not read, or a checkpoint damaged past reading.
 	ErrFormat = errors.New("disklog: unknown on-disk format")
 )
 
@@ -706,7 +706,10 @@ func readCheckpoint(dir string) (checkpoint, error) {
 	if len(lines) > 0 && lines[0] != checkpointVersion {
 		return checkpoint{}, fmt.Errorf("%s: checkpoint of format version %q, want %q: %w", f.Name(), lines[0], checkpointVersion, ErrFormat)
 	}
-	bad := fmt.Errorf("%s: malformed checkpoint", f.Name())
+	// A checkpoint that does not parse is damage recovery cannot repair:
+	// what it would say (an empty log's start, a truncation under way)
+	// decides which frames are the log.
+	bad := fmt.Errorf("%s: malformed checkpoint: %w", f.Name(), ErrFormat)
 	if len(lines) < 5 {
 		return checkpoint{}, bad
 	}
@@ -802,9 +805,18 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 		}
 		damaged = damaged || cut
 	}
-	if len(p.batches) > 0 && (cp.state == stateEmpty || p.batches[0].first < p.start) {
+	if len(p.batches) > 0 && cp.state == stateEmpty {
 		// A truncation to a new start whose checkpoint was written but
-		// whose segments were not yet removed: finish it.
+		// whose segments were not yet removed: finish it. Such a
+		// truncation starts the log at or below its first frame, so
+		// frames below the start are not its remains but a checkpoint
+		// damaged into a number: dropping them would lose the log.
+		if first := p.batches[0].first; first < cp.start {
+			for _, s := range p.segs {
+				_ = s.f.Close()
+			}
+			return nil, fmt.Errorf("disklog: %s: checkpoint says the log is empty from %d, but its frames start at %d: %w", tp, cp.start, first, ErrFormat)
+		}
 		for len(p.segs) > 0 {
 			p.dropLastSegment()
 		}

@@ -43,7 +43,11 @@
 // last, so recovery finishes one that a crash interrupted. A log written
 // before frames carried index and count has a checkpoint of format version
 // 0, which Open refuses (ErrFormat) rather than take its frames for
-// damage.
+// damage. So does a checkpoint that does not parse, or one that says the
+// log is empty from an offset past its first frame, which no Truncate
+// writes: what it would say decides which frames are the log, so Open
+// does not guess. (The checkpoint carries no checksum: a damaged digit
+// that still parses is taken at its word.)
 //
 // Appends are written with one pwrite per call and are not fsynced unless
 // Options.Sync is set, like Kafka's default (durability comes from
