@@ -1,0 +1,57 @@
+package broker
+
+import (
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/activetier/activetier/metadata"
+)
+
+// The tests in this file are a hostile or buggy client's and
+// controller's: requests a well-behaved client never sends, over the wire
+// or through the exported API, each checking that the broker answers as
+// Kafka does and keeps serving everyone else.
+// produceAcks sends one batch to broker 0 with the given acks and returns
+// the partition's answer.
+func produceAcks(t *testing.T, conn net.Conn, corr int32, tp metadata.TopicPartition, acks int16, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = acks, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = tp.Partition, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	body := rawRequest(t, conn, corr, req)
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(9)
+	require.NoError(t, resp.ReadFrom(body[1:]))
+	return resp.Topics[0].Partitions[0]
+}
+
+// TestAdversaryInvalidAcks: acks other than 0, 1 and -1 are refused with
+// INVALID_REQUIRED_ACKS, as Kafka does, and nothing is appended: a client
+// asking for acks=2 must not be told its records are stored on two
+// replicas when the leader acknowledged them alone.
+func TestAdversaryInvalidAcks(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+	conn, err := net.Dial("tcp", c.view.Brokers[0].Kafka)
+	require.NoError(t, err)
+	defer conn.Close()
+	for i, acks := range []int16{2, 3, -2, 32767} {
+		p := produceAcks(t, conn, int32(i), tp, acks, recordBatch(t, []byte("v")))
+		require.Equal(t, kerr.InvalidRequiredAcks.Code, p.ErrorCode, "acks=%d", acks)
+	}
+	end, err := c.logs[0].EndOffset(tp)
+	require.NoError(t, err)
+	require.Zero(t, end, "a refused batch was appended")
+	// And the connection still serves good requests.
+	require.Zero(t, produceAcks(t, conn, 9, tp, 1, recordBatch(t, []byte("v"))).ErrorCode)
+}
