@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"encoding/binary"
 	"net"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -54,4 +56,46 @@ func TestAdversaryInvalidAcks(t *testing.T) {
 	require.Zero(t, end, "a refused batch was appended")
 	// And the connection still serves good requests.
 	require.Zero(t, produceAcks(t, conn, 9, tp, 1, recordBatch(t, []byte("v"))).ErrorCode)
+}
+
+// TestAdversaryLargeSizePrefix: a client that announces a request of
+// nearly the largest size the broker takes and then sends nothing holds
+// only the bytes it sent, not the size it announced: ten of them must
+// not cost the broker a gigabyte.
+func TestAdversaryLargeSizePrefix(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	const conns, size = 10, maxRequestBytes - 1
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var open []net.Conn
+	defer func() {
+		for _, conn := range open {
+			conn.Close()
+		}
+	}()
+	for range conns {
+		conn, err := net.Dial("tcp", c.view.Brokers[0].Kafka)
+		require.NoError(t, err)
+		open = append(open, conn)
+		hdr := binary.BigEndian.AppendUint32(nil, size)
+		hdr = append(hdr, 0, 18, 0, 0, 0, 0, 0, 1) // an ApiVersions header, and no more
+		_, err = conn.Write(hdr)
+		require.NoError(t, err)
+	}
+	// Every broker still answers while those connections hang.
+	var resp kmsg.ApiVersionsResponse
+	require.NoError(t, resp.ReadFrom(rawRequestOn(t, c, kmsg.NewPtrApiVersionsRequest())))
+	require.Zero(t, resp.ErrorCode)
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("heap grew by %d MiB for %d connections announcing %d MiB each", grown>>20, conns, size>>20)
+	require.Less(t, grown, int64(conns*size/4), "the broker allocated what the connections announced, not what they sent")
+	// A large request that does arrive is read whole.
+	conn, err := net.Dial("tcp", c.view.Brokers[0].Kafka)
+	require.NoError(t, err)
+	defer conn.Close()
+	big := recordBatch(t, make([]byte, 3<<20))
+	require.Zero(t, produceAcks(t, conn, 1, metadata.TopicPartition{Topic: "t", Partition: 0}, 1, big).ErrorCode)
 }

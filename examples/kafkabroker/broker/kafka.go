@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -142,8 +143,8 @@ func (b *Broker) serveConn(ctx context.Context, conn net.Conn) {
 			b.lg.Warn("closing a connection: bad request size", "remote", conn.RemoteAddr().String(), "size", n)
 			return
 		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r, body); err != nil {
+		body, err := readFrame(r, int64(n))
+		if err != nil {
 			return
 		}
 		req, err := parseRequest(body)
@@ -160,6 +161,18 @@ func (b *Broker) serveConn(ctx context.Context, conn net.Conn) {
 			return
 		}
 	}
+}
+
+// readFrame reads a request's n bytes into a buffer that grows as they
+// arrive: a client that announces maxRequestBytes and sends nothing holds
+// only what it sent, not what it announced.
+func readFrame(r io.Reader, n int64) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(int(min(n, 64<<10)))
+	if _, err := io.CopyN(&buf, r, n); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // parseRequest reads the request header (v1, or v2 for flexible requests)
