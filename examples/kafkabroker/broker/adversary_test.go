@@ -2,10 +2,17 @@ package broker
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -98,4 +105,56 @@ func TestAdversaryLargeSizePrefix(t *testing.T) {
 	defer conn.Close()
 	big := recordBatch(t, make([]byte, 3<<20))
 	require.Zero(t, produceAcks(t, conn, 1, metadata.TopicPartition{Topic: "t", Partition: 0}, 1, big).ErrorCode)
+}
+
+// TestAdversaryViewTooLarge: a CreateTopics that would make the
+// controller's view larger than a broker takes (POST /v1/cluster reads at
+// most maxControlBody) is refused; committed, every later view, the
+// elections after a broker fails included, would be refused by every
+// broker.
+func TestAdversaryViewTooLarge(t *testing.T) {
+	var mu sync.Mutex
+	var refused []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v Cluster
+		if err := decode(r, &v); err != nil {
+			mu.Lock()
+			refused = append(refused, err.Error())
+			mu.Unlock()
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	var view Cluster
+	for id := range int32(3) {
+		view.Brokers = append(view.Brokers, BrokerInfo{ID: id, AZ: fmt.Sprintf("az%d", id), Kafka: "127.0.0.1:1",
+			Control: strings.TrimPrefix(srv.URL, "http://"), Incarnation: fmt.Sprint(id)})
+	}
+	ctl, err := NewController(view)
+	require.NoError(t, err)
+	defer ctl.CloseIdleConnections()
+	var req TopicsRequest
+	for i := range 12 {
+		req.Topics = append(req.Topics, TopicRequest{Name: fmt.Sprintf("big-%02d", i), Partitions: maxPartitionsPerTopic, ReplicationFactor: 3})
+	}
+	answers := ctl.CreateTopics(t.Context(), req)
+	created := 0
+	for _, a := range answers {
+		if a.Code == 0 {
+			created++
+		}
+	}
+	body, err := json.Marshal(ctl.View())
+	require.NoError(t, err)
+	t.Logf("%d of %d topics created; the view is %d bytes", created, len(req.Topics), len(body))
+	require.LessOrEqual(t, len(body), maxControlBody, "the controller committed a view no broker takes")
+	require.Less(t, created, len(req.Topics), "every topic was created")
+	assert.Equal(t, kerr.InvalidPartitions.Code, answers[len(answers)-1].Code, "%s", answers[len(answers)-1].Message)
+	// The brokers still take the views after it.
+	require.NoError(t, ctl.BrokerFailed(t.Context(), 2))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, refused)
 }

@@ -28,6 +28,11 @@ const (
 	maxDefaultReplication    = 3
 	maxPartitionsPerTopic    = 10_000 // bounds what one request makes every broker hold
 	controllerRequestTimeout = 30 * time.Second
+	// maxViewBytes bounds the view's JSON: a broker reads at most
+	// maxControlBody of a POST /v1/cluster, so a larger view would be
+	// refused by every broker, and with it every later decision. Half,
+	// for the epochs' digits and the brokers that may still come.
+	maxViewBytes = maxControlBody / 2
 )
 
 // TopicRequest is one topic to create, as a broker forwards a CreateTopics
@@ -382,6 +387,13 @@ func (c *Controller) CreateTopics(ctx context.Context, req TopicsRequest) []Topi
 		names[t.Name]++
 	}
 	created := 0
+	size, err := viewSize(next)
+	if err != nil {
+		for i := range answers {
+			answers[i] = TopicAnswer{Name: req.Topics[i].Name, Code: kerr.UnknownServerError.Code, Message: err.Error(), Partitions: -1, ReplicationFactor: -1}
+		}
+		return answers
+	}
 	for i, t := range req.Topics {
 		a := &answers[i]
 		a.Name, a.Partitions, a.ReplicationFactor = t.Name, -1, -1
@@ -398,6 +410,15 @@ func (c *Controller) CreateTopics(ctx context.Context, req TopicsRequest) []Topi
 			}
 			continue
 		}
+		grown, err := viewSize(top)
+		if err == nil && size+grown+1 > maxViewBytes {
+			err = fmt.Errorf("%d partitions would make the cluster's view %d bytes, more than the %d brokers take", len(top.Partitions), size+grown+1, maxViewBytes)
+		}
+		if err != nil {
+			a.Code, a.Message = kerr.InvalidPartitions.Code, err.Error()
+			continue
+		}
+		size += grown + 1 // and a comma
 		a.Partitions, a.ReplicationFactor = int32(len(top.Partitions)), int16(len(top.Partitions[0].Replicas))
 		if !req.ValidateOnly {
 			next.Topics = append(next.Topics, top)
@@ -416,6 +437,12 @@ func (c *Controller) CreateTopics(ctx context.Context, req TopicsRequest) []Topi
 		}
 	}
 	return answers
+}
+
+// viewSize is the length of v's JSON, as the view is posted.
+func viewSize(v any) (int, error) {
+	b, err := json.Marshal(v)
+	return len(b), err
 }
 
 // planTopic validates t against the view and places it, or returns an
