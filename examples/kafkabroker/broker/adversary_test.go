@@ -3,18 +3,24 @@ package broker
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/activetier/activetier/metadata"
@@ -107,6 +113,81 @@ func TestAdversaryLargeSizePrefix(t *testing.T) {
 	require.Zero(t, produceAcks(t, conn, 1, metadata.TopicPartition{Topic: "t", Partition: 0}, 1, big).ErrorCode)
 }
 
+// TestAdversaryMalformedFrames: frames no client should send (sizes below
+// a header, truncated headers, negative and unknown versions, an unknown
+// key, a served request whose body is garbage) get an error answer or
+// close only their own connection, never a crash or a wedge: a
+// connection opened before them keeps being served, on the same broker.
+func TestAdversaryMalformedFrames(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	addr := c.view.Brokers[0].Kafka
+	good, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer good.Close()
+	corr := int32(100)
+	stillServes := func() {
+		t.Helper()
+		corr++
+		var resp kmsg.ApiVersionsResponse
+		require.NoError(t, resp.ReadFrom(rawRequest(t, good, corr, kmsg.NewPtrApiVersionsRequest())))
+		require.Zero(t, resp.ErrorCode)
+	}
+	frame := func(body []byte) []byte {
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	}
+	header := func(key, version int16, corr int32) []byte {
+		b := binary.BigEndian.AppendUint16(nil, uint16(key))
+		b = binary.BigEndian.AppendUint16(b, uint16(version))
+		b = binary.BigEndian.AppendUint32(b, uint32(corr))
+		return append(b, 0xff, 0xff) // null client id
+	}
+	for _, tc := range []struct {
+		name   string
+		frame  []byte
+		answer bool // an answer with the request's correlation id, and the connection stays
+	}{
+		{"size zero", binary.BigEndian.AppendUint32(nil, 0), false},
+		{"size below a header", frame([]byte{0, 3, 0}), false},
+		{"negative size", binary.BigEndian.AppendUint32(nil, 0xffffffff), false},
+		{"truncated client id", frame(append(header(3, 1, 7)[:8], 0, 50, 'x')), false},
+		{"negative version of Metadata", frame(header(3, -1, 7)), true},
+		{"Metadata v99", frame(header(3, 99, 7)), true},
+		{"Produce v2 with a garbage body", frame(append(header(0, 2, 7), 0xde, 0xad)), true},
+		{"unknown key", frame(header(1000, 0, 7)), true},
+		{"negative key", frame(header(-5, 0, 7)), true},
+		{"Metadata v9 with a garbage body", frame(append(header(3, 9, 7), 0x7f, 0xff, 0xff, 0xff)), false},
+		{"Produce v9 claiming a huge array", frame(append(append(header(0, 9, 7), 0), 0xff, 0xff, 0xff, 0xff, 0x0f)), false},
+		{"ApiVersions v3 with a garbage body", frame(append(append(header(18, 3, 7), 0), 0xff, 0xff, 0xff, 0xff, 0xff)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer conn.Close()
+			require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+			_, err = conn.Write(tc.frame)
+			require.NoError(t, err)
+			size := make([]byte, 4)
+			_, err = io.ReadFull(conn, size)
+			if !tc.answer {
+				require.Error(t, err, "an answer to a frame that cannot be answered")
+				var ne net.Error
+				require.False(t, errors.As(err, &ne) && ne.Timeout(), "the connection was neither answered nor closed")
+				stillServes()
+				return
+			}
+			require.NoError(t, err, "no answer")
+			body := make([]byte, binary.BigEndian.Uint32(size))
+			_, err = io.ReadFull(conn, body)
+			require.NoError(t, err)
+			require.Equal(t, int32(7), int32(binary.BigEndian.Uint32(body)), "correlation id")
+			// The connection stays up for a good request.
+			var resp kmsg.ApiVersionsResponse
+			require.NoError(t, resp.ReadFrom(rawRequest(t, conn, 8, kmsg.NewPtrApiVersionsRequest())))
+			stillServes()
+		})
+	}
+}
+
 // TestAdversaryViewTooLarge: a CreateTopics that would make the
 // controller's view larger than a broker takes (POST /v1/cluster reads at
 // most maxControlBody) is refused; committed, every later view, the
@@ -157,4 +238,192 @@ func TestAdversaryViewTooLarge(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Empty(t, refused)
+}
+
+// produceMany sends one Produce request to broker id carrying the batches
+// in order, each for tp (a partition listed more than once), and returns
+// each one's error code and base offset; nil for acks=0.
+func produceMany(t *testing.T, cl *kgo.Client, id int32, acks int16, tp metadata.TopicPartition, batches ...[]byte) [][2]int64 {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = acks, 10_000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = tp.Topic
+	for _, b := range batches {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = tp.Partition, b
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := cl.Broker(int(id)).Request(t.Context(), req)
+	require.NoError(t, err)
+	if acks == 0 {
+		return nil
+	}
+	var out [][2]int64
+	for _, p := range resp.(*kmsg.ProduceResponse).Topics[0].Partitions {
+		out = append(out, [2]int64{int64(p.ErrorCode), p.BaseOffset})
+	}
+	return out
+}
+
+// TestAdversaryIdempotentSequences: what a buggy idempotent producer
+// sends, over the wire: sequences wrapping at MaxInt32, a producer id
+// with base sequence -1 or a negative epoch, two batches of one
+// partition in one request and the whole request retried, the same
+// batches at acks=0 and acks=1, and epochs skipped. The log holds every
+// accepted batch exactly once, at the offsets answered.
+func TestAdversaryIdempotentSequences(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	cl := rawClient(t, c)
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+	pid := initProducerID(t, cl, 0)
+	batch := func(pid int64, epoch int16, seq int32, n int) []byte {
+		ts := make([]int64, n)
+		for i := range ts {
+			ts[i] = int64(1000 + i)
+		}
+		return buildBatch(t, testBatch{pid: pid, epoch: epoch, seq: seq, timestamps: ts, value: fmt.Appendf(nil, "%d-%d-%d", pid, epoch, seq)})
+	}
+	const (
+		ok       = 0
+		outOfSeq = int64(45)
+		stale    = int64(47)
+		invalid  = int64(87) // INVALID_RECORD
+	)
+	require.Equal(t, kerr.InvalidRecord.Code, int16(invalid))
+	const top = int32(1<<31 - 1)
+	steps := []struct {
+		name    string
+		acks    int16
+		batches [][]byte
+		want    [][2]int64 // code, base offset
+	}{
+		{"a first batch just below MaxInt32", -1, [][]byte{batch(pid, 0, top-1, 1)}, [][2]int64{{ok, 0}}},
+		{"a batch of MaxInt32 and 0", -1, [][]byte{batch(pid, 0, top, 2)}, [][2]int64{{ok, 1}}},
+		{"the wrapping batch's retry", -1, [][]byte{batch(pid, 0, top, 2)}, [][2]int64{{ok, 1}}},
+		{"overlapping the wrapped part", -1, [][]byte{batch(pid, 0, 0, 1)}, [][2]int64{{outOfSeq, -1}}},
+		{"after the wrap", 1, [][]byte{batch(pid, 0, 1, 3)}, [][2]int64{{ok, 3}}},
+		{"base sequence -1 with a producer id", 1, [][]byte{batch(pid, 0, -1, 1)}, [][2]int64{{invalid, -1}}},
+		{"a negative epoch", 1, [][]byte{batch(pid, -1, 5, 1)}, [][2]int64{{invalid, -1}}},
+		{"two batches of the partition in one request", -1, [][]byte{batch(pid, 0, 4, 2), batch(pid, 0, 6, 1)}, [][2]int64{{ok, 6}, {ok, 8}}},
+		{"that request retried", -1, [][]byte{batch(pid, 0, 4, 2), batch(pid, 0, 6, 1)}, [][2]int64{{ok, 6}, {ok, 8}}},
+		{"a retry and a new batch, reordered", 1, [][]byte{batch(pid, 0, 7, 1), batch(pid, 0, 6, 1)}, [][2]int64{{ok, 9}, {ok, 8}}},
+		{"a retry at acks=0", 0, [][]byte{batch(pid, 0, 7, 1)}, nil},
+		{"a gap then the batch it skipped", 1, [][]byte{batch(pid, 0, 9, 1), batch(pid, 0, 8, 1)}, [][2]int64{{outOfSeq, -1}, {ok, 10}}},
+		{"epochs skipped, at sequence 0", 1, [][]byte{batch(pid, 9, 0, 1)}, [][2]int64{{ok, 11}}},
+		{"the epoch skipped over", 1, [][]byte{batch(pid, 5, 0, 1)}, [][2]int64{{stale, -1}}},
+		{"the highest epoch", 1, [][]byte{batch(pid, 1<<15-1, 0, 1)}, [][2]int64{{ok, 12}}},
+		{"another broker's producer id", 1, [][]byte{batch(initProducerID(t, cl, 2), 0, 0, 1)}, [][2]int64{{ok, 13}}},
+	}
+	for _, s := range steps {
+		got := produceMany(t, cl, 0, s.acks, tp, s.batches...)
+		for i := range got {
+			if got[i][0] != ok {
+				got[i][1] = -1
+			}
+		}
+		require.Equal(t, s.want, got, s.name)
+	}
+	end, err := c.logs[0].EndOffset(tp)
+	require.NoError(t, err)
+	require.Equal(t, int64(14), end, "every accepted batch once")
+
+	// A new leader rebuilt the same state from its log's batch headers.
+	require.Eventually(t, func() bool {
+		end, err := c.logs[1].EndOffset(tp)
+		return err == nil && end == 14
+	}, 30*time.Second, 5*time.Millisecond)
+	c.moveLeader(t, tp, 1)
+	for _, s := range []struct {
+		name  string
+		batch []byte
+		want  [2]int64
+	}{
+		{"the last batch's retry", batch(pid, 1<<15-1, 0, 1), [2]int64{ok, 12}},
+		{"the other producer's retry", steps[len(steps)-1].batches[0], [2]int64{ok, 13}},
+		{"a batch of the epoch before", batch(pid, 9, 1, 1), [2]int64{stale, -1}},
+		{"the next batch", batch(pid, 1<<15-1, 1, 1), [2]int64{ok, 14}},
+	} {
+		got := produceMany(t, cl, 1, -1, tp, s.batch)[0]
+		if got[0] != ok {
+			got[1] = -1
+		}
+		require.Equal(t, s.want, got, "at the new leader: %s", s.name)
+	}
+}
+
+// initProducerIDAt sends an InitProducerId at version v to addr, on a
+// connection of its own, and returns the answer.
+func initProducerIDAt(t *testing.T, addr string, v int16, txnID *string) *kmsg.InitProducerIDResponse {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.SetVersion(v)
+	req.TransactionalID = txnID
+	req.ProducerID, req.ProducerEpoch = 12345, 3 // what a v3+ producer bumping its epoch sends
+	body := rawRequest(t, conn, 1, req)
+	resp := kmsg.NewPtrInitProducerIDResponse()
+	resp.SetVersion(v)
+	if resp.IsFlexible() {
+		body = body[1:]
+	}
+	require.NoError(t, resp.ReadFrom(body))
+	return resp
+}
+
+// TestAdversaryInitProducerID: InitProducerId at every version, many at
+// once on every broker, and across restarts of a broker whose
+// producer-ids file is kept or damaged: no id is handed out twice, each id names its broker, and a damaged file
+// is an error, never a reuse. A transactional id is refused at every
+// version.
+func TestAdversaryInitProducerID(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	seen := make(map[int64]string)
+	var mu sync.Mutex
+	take := func(addr string, broker int32, v int16, who string) {
+		r := initProducerIDAt(t, addr, v, nil)
+		require.Zero(t, r.ErrorCode, "%s", who)
+		require.Zero(t, r.ProducerEpoch, "%s", who)
+		require.Equal(t, int64(broker), r.ProducerID>>producerIDBits, "%s: the id names another broker", who)
+		mu.Lock()
+		defer mu.Unlock()
+		if prev, dup := seen[r.ProducerID]; dup {
+			t.Errorf("%s got producer id %d, which %s got", who, r.ProducerID, prev)
+		}
+		seen[r.ProducerID] = who
+	}
+	for v := range int16(5) {
+		for id, b := range c.view.Brokers {
+			take(b.Kafka, int32(id), v, fmt.Sprintf("v%d at broker %d", v, id))
+			r := initProducerIDAt(t, b.Kafka, v, kmsg.StringPtr("txn"))
+			require.Equal(t, kerr.TransactionalIDAuthorizationFailed.Code, r.ErrorCode, "a transactional id at v%d", v)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range 300 {
+		wg.Go(func() {
+			id := int32(i % 3)
+			take(c.view.Brokers[id].Kafka, id, 4, fmt.Sprintf("concurrent request %d at broker %d", i, id))
+		})
+	}
+	wg.Wait()
+
+	restart := func(damage func(path string)) *Broker {
+		c.stops[0]()
+		damage(filepath.Join(c.logs[0].Dir(), producerIDFile))
+		return c.startBroker(t, 0, "")
+	}
+	b0 := restart(func(string) {})
+	for i := range 1100 { // into a second block
+		take(b0.Info().Kafka, 0, 4, fmt.Sprintf("request %d after a restart", i))
+	}
+	for _, damaged := range []string{"", "12ab\n", "-5\n", "99999999999999999999\n"} {
+		b0 = restart(func(path string) { require.NoError(t, os.WriteFile(path, []byte(damaged), 0o644)) })
+		r := initProducerIDAt(t, b0.Info().Kafka, 4, nil)
+		require.Equal(t, kerr.UnknownServerError.Code, r.ErrorCode, "a file holding %q", damaged)
+	}
+	t.Logf("%d producer ids, none twice", len(seen))
 }
