@@ -427,3 +427,19 @@ func TestAdversaryInitProducerID(t *testing.T) {
 	}
 	t.Logf("%d producer ids, none twice", len(seen))
 }
+
+// TestAdversaryProducerIDsDirectoryLost: a broker that lost its
+// directory moments after handing out ids does not hand them out again,
+// as long as it handed out fewer than producerIDsPerSecond a second
+// since: the clock floor counts the fractions of a second too, so a
+// restart later in the same second is not taken as no time at all.
+func TestAdversaryProducerIDsDirectoryLost(t *testing.T) {
+	clock := time.Date(2026, 6, 1, 12, 0, 0, int(100*time.Millisecond), time.UTC)
+	now := func() time.Time { return clock }
+	first, err := newProducerIDs(t.TempDir(), 3, now).allocate()
+	require.NoError(t, err)
+	clock = clock.Add(800 * time.Millisecond) // the same second: 204 ids later on the floor
+	again, err := newProducerIDs(t.TempDir(), 3, now).allocate()
+	require.NoError(t, err)
+	require.Greater(t, again, first, "a broker with a new directory handed out an id it handed out 0.8 s before")
+}
