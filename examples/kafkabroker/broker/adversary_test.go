@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"net/http"
@@ -442,4 +443,101 @@ func TestAdversaryProducerIDsDirectoryLost(t *testing.T) {
 	again, err := newProducerIDs(t.TempDir(), 3, now).allocate()
 	require.NoError(t, err)
 	require.Greater(t, again, first, "a broker with a new directory handed out an id it handed out 0.8 s before")
+}
+
+// listOffsetAt asks broker 0 for one partition's offset at ts, at
+// version v, and returns the answer.
+func listOffsetAt(t *testing.T, conn net.Conn, v int16, tp metadata.TopicPartition, ts int64, leaderEpoch int32) kmsg.ListOffsetsResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(v)
+	req.IsolationLevel = 1 // read_committed: the same, there being no transactions
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = tp.Topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch, rp.MaxNumOffsets = tp.Partition, ts, leaderEpoch, 1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	body := rawRequest(t, conn, 1, req)
+	resp := kmsg.NewPtrListOffsetsResponse()
+	resp.SetVersion(v)
+	if resp.IsFlexible() {
+		body = body[1:]
+	}
+	require.NoError(t, resp.ReadFrom(body))
+	return resp.Topics[0].Partitions[0]
+}
+
+// TestAdversaryListOffsets: ListOffsets at every version on an empty
+// partition, on a batch a producer marked with log append time, with
+// timestamps around the records', at stale and future leader epochs, of
+// a partition this broker follows and of one it does not know.
+func TestAdversaryListOffsets(t *testing.T) {
+	c := startCluster(t, "t", 3)
+	conn, err := net.Dial("tcp", c.view.Brokers[0].Kafka)
+	require.NoError(t, err)
+	defer conn.Close()
+	empty := metadata.TopicPartition{Topic: "t", Partition: 0} // led by broker 0
+	for v := range int16(8) {
+		for _, tc := range []struct {
+			ts, offset, recTs int64
+		}{{-1, 0, -1}, {-2, 0, -1}, {-3, -1, -1}, {0, -1, -1}, {-7, -1, -1}, {1 << 62, -1, -1}} {
+			if v == 0 && tc.ts == -3 {
+				continue
+			}
+			got := listOffsetAt(t, conn, v, empty, tc.ts, -1)
+			require.Zero(t, got.ErrorCode, "v%d at %d", v, tc.ts)
+			if v == 0 {
+				if tc.offset < 0 {
+					require.Empty(t, got.OldStyleOffsets, "v0 at %d", tc.ts)
+					continue
+				}
+				require.Equal(t, []int64{tc.offset}, got.OldStyleOffsets, "v0 at %d", tc.ts)
+				continue
+			}
+			require.Equal(t, [2]int64{tc.offset, tc.recTs}, [2]int64{got.Offset, got.Timestamp}, "v%d at %d", v, tc.ts)
+		}
+	}
+
+	// A producer's batch with the log append time attribute: Kafka
+	// gives every record the batch's max timestamp.
+	cl := rawClient(t, c)
+	appendTime := buildBatch(t, testBatch{pid: -1, epoch: -1, seq: -1, timestamps: []int64{-50, 100, 200}, value: []byte("v")})
+	appendTime[offAttributes+1] |= attrLogAppendTime
+	binary.BigEndian.PutUint32(appendTime[offCRC:], crc32.Checksum(appendTime[offAttributes:], crc32c))
+	code, _ := produceRaw(t, cl, 0, empty, appendTime)
+	require.Zero(t, code)
+	code, _ = produceRaw(t, cl, 0, empty, buildBatch(t, testBatch{pid: -1, epoch: -1, seq: -1, timestamps: []int64{-20, 150, 150}, value: []byte("v")}))
+	require.Zero(t, code)
+	for _, tc := range []struct {
+		name              string
+		ts, offset, recTs int64
+	}{
+		{"a negative timestamp, below every record's", -100, 0, 200},
+		{"below the append time", 199, 0, 200},
+		{"the append time", 200, 0, 200},
+		{"after every record", 201, -1, -1},
+		{"the newest", -3, 0, 200},
+		{"the end", -1, 6, -1},
+	} {
+		got := listOffsetAt(t, conn, 7, empty, tc.ts, -1)
+		require.Zero(t, got.ErrorCode, tc.name)
+		require.Equal(t, [2]int64{tc.offset, tc.recTs}, [2]int64{got.Offset, got.Timestamp}, tc.name)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		tp    metadata.TopicPartition
+		epoch int32
+		want  int16
+	}{
+		{"a stale leader epoch", empty, 0, kerr.FencedLeaderEpoch.Code},
+		{"a future leader epoch", empty, 2, kerr.UnknownLeaderEpoch.Code},
+		{"the current leader epoch", empty, 1, 0},
+		{"a partition it follows", metadata.TopicPartition{Topic: "t", Partition: 1}, -1, kerr.NotLeaderForPartition.Code},
+		{"an unknown partition", metadata.TopicPartition{Topic: "t", Partition: 3}, -1, kerr.UnknownTopicOrPartition.Code},
+		{"an unknown topic", metadata.TopicPartition{Topic: "nope", Partition: 0}, -1, kerr.UnknownTopicOrPartition.Code},
+	} {
+		require.Equal(t, tc.want, listOffsetAt(t, conn, 7, tc.tp, -1, tc.epoch).ErrorCode, tc.name)
+	}
 }
