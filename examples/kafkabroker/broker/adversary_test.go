@@ -541,3 +541,154 @@ func TestAdversaryListOffsets(t *testing.T) {
 		require.Equal(t, tc.want, listOffsetAt(t, conn, 7, tc.tp, -1, tc.epoch).ErrorCode, tc.name)
 	}
 }
+
+// recordValues returns the offset and value of every record in tp's log
+// on broker id (its batches uncompressed).
+func recordValues(t *testing.T, c *testCluster, id int, tp metadata.TopicPartition) map[int64]string {
+	t.Helper()
+	out := make(map[int64]string)
+	for _, data := range readAll(t, c, id, tp) {
+		var rb kmsg.RecordBatch
+		require.NoError(t, rb.ReadFrom(data))
+		require.Zero(t, rb.Attributes&attrCompression, "a compressed batch")
+		rest := rb.Records
+		for range rb.NumRecords {
+			n, used := binary.Varint(rest)
+			require.Positive(t, used)
+			var r kmsg.Record
+			require.NoError(t, r.ReadFrom(rest[:used+int(n)]))
+			out[rb.FirstOffset+int64(r.OffsetDelta)] = string(r.Value)
+			rest = rest[used+int(n):]
+		}
+	}
+	return out
+}
+
+// TestAdversaryMembershipChurn: while kgo produces at acks=all with its
+// idempotent producer, the controller is told again and again that a
+// live broker failed, and registrations of a broker's run that is gone
+// (a stale incarnation) and of its current run a second time arrive,
+// each moving leaderships and in-sync sets. Every broker then rejoins,
+// and every broker's log holds every acknowledged record at the offset
+// it was acknowledged at, and no record twice.
+func TestAdversaryMembershipChurn(t *testing.T) {
+	const partitions, rounds = 3, 6
+	c := startCluster(t, "t", partitions, withRegistration())
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic("t"), kgo.MetadataMinAge(10*time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Millisecond }))
+	require.NoError(t, err)
+	defer prod.Close()
+
+	var mu sync.Mutex
+	acked := make(map[metadata.TopicPartition]map[int64]string)
+	var failed []error
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// A bounded window in flight, so the test measures churn,
+			// not buffering.
+			var batch sync.WaitGroup
+			for j := range 50 {
+				batch.Add(1)
+				prod.Produce(t.Context(), &kgo.Record{Value: fmt.Appendf(nil, "%06d-%02d", i, j)}, func(r *kgo.Record, err error) {
+					defer batch.Done()
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						failed = append(failed, err)
+						return
+					}
+					tp := metadata.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+					if acked[tp] == nil {
+						acked[tp] = make(map[int64]string)
+					}
+					acked[tp][r.Offset] = string(r.Value)
+				})
+			}
+			batch.Wait()
+		}
+	})
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	register := func(info BrokerInfo) {
+		body, err := json.Marshal(info)
+		require.NoError(t, err)
+		resp, err := client.Post("http://"+c.view.Controller+"/v1/brokers", "application/json", strings.NewReader(string(body)))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	}
+	for r := range rounds {
+		id := int32(r % 3)
+		switch r % 3 {
+		case 0:
+			require.NoError(t, c.ctl.BrokerFailed(t.Context(), id))
+		case 1:
+			stale := c.brokers[id].Info()
+			stale.Incarnation = "a run that is gone"
+			register(stale)
+		case 2:
+			register(c.brokers[id].Info()) // the current run, again
+		}
+		time.Sleep(300 * time.Millisecond) // production goes on between changes
+	}
+	close(stop)
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		v := c.ctl.View()
+		for _, pl := range v.Topics[0].Partitions {
+			if len(pl.ISR) != 3 || pl.Leader < 0 {
+				return false
+			}
+		}
+		for _, b := range c.brokers {
+			if !b.Status().Registered {
+				return false
+			}
+		}
+		return len(v.Brokers) == 3
+	}, 30*time.Second, 10*time.Millisecond, "not every broker rejoined")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, failed, "records failed")
+	total := 0
+	for p := range int32(partitions) {
+		tp := metadata.TopicPartition{Topic: "t", Partition: p}
+		want := acked[tp]
+		total += len(want)
+		leader := c.ctl.View().Topics[0].Partitions[p].Leader
+		end, err := c.logs[leader].EndOffset(tp)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			for id := range c.logs {
+				if e, err := c.logs[id].EndOffset(tp); err != nil || e != end {
+					return false
+				}
+			}
+			return true
+		}, 30*time.Second, 10*time.Millisecond, "the logs of %s do not converge", tp)
+		for id := range c.logs {
+			got := recordValues(t, c, id, tp)
+			for off, v := range want {
+				require.Equal(t, v, got[off], "broker %d, %s offset %d: an acknowledged record", id, tp, off)
+			}
+			seen := make(map[string]int64)
+			for off, v := range got {
+				if prev, dup := seen[v]; dup {
+					t.Fatalf("broker %d, %s: record %q at offsets %d and %d", id, tp, v, prev, off)
+				}
+				seen[v] = off
+			}
+		}
+	}
+	t.Logf("%d records acknowledged through %d membership changes", total, rounds)
+	require.Positive(t, total)
+}
