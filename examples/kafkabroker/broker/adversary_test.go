@@ -692,3 +692,118 @@ func TestAdversaryMembershipChurn(t *testing.T) {
 	t.Logf("%d records acknowledged through %d membership changes", total, rounds)
 	require.Positive(t, total)
 }
+
+// TestAdversaryControlEndpoints: the control endpoints of a broker and of
+// the controller answer wrong methods, malformed and oversized JSON,
+// unknown fields and impossible decisions with an error, and change
+// nothing: the broker leads on as before, and reports that are not an
+// in-sync follower's current ones do not move its high watermark.
+func TestAdversaryControlEndpoints(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0} // led by broker 0
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	send := func(method, addr, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, "http://"+addr+path, strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	broker, ctl := c.view.Brokers[0].Control, c.view.Controller
+	huge := `[` + strings.Repeat(`{"topic":"t","partition":0},`, maxControlBody/28+1) + `{}]`
+	for _, tc := range []struct {
+		name, method, addr, path, body string
+		want                           int
+	}{
+		{"GET a view", http.MethodGet, broker, "/v1/cluster", "", http.StatusMethodNotAllowed},
+		{"PUT progress", http.MethodPut, broker, "/v1/progress", "[]", http.StatusMethodNotAllowed},
+		{"POST status", http.MethodPost, broker, "/v1/status", "", http.StatusMethodNotAllowed},
+		{"an unknown path", http.MethodPost, broker, "/v1/isr", "[]", http.StatusNotFound},
+		{"a view cut short", http.MethodPost, broker, "/v1/cluster", `{"brokers":[`, http.StatusBadRequest},
+		{"a view with an unknown field", http.MethodPost, broker, "/v1/cluster", `{"bogus":1}`, http.StatusBadRequest},
+		{"a view of the wrong type", http.MethodPost, broker, "/v1/cluster", `[1,2]`, http.StatusBadRequest},
+		{"progress past the size limit", http.MethodPost, broker, "/v1/progress", huge, http.StatusBadRequest},
+		{"progress that is not a list", http.MethodPost, broker, "/v1/progress", `{"topic":"t"}`, http.StatusBadRequest},
+		{"GET brokers", http.MethodGet, ctl, "/v1/brokers", "", http.StatusMethodNotAllowed},
+		{"a registration without an incarnation", http.MethodPost, ctl, "/v1/brokers", `{"id":0,"kafka":"a:1","control":"a:2"}`, http.StatusConflict},
+		{"a registration of a negative id", http.MethodPost, ctl, "/v1/brokers", `{"id":-1,"kafka":"a:1","control":"a:2","incarnation":"x"}`, http.StatusConflict},
+		{"a registration with an unknown field", http.MethodPost, ctl, "/v1/brokers", `{"id":0,"admin":true}`, http.StatusBadRequest},
+		{"proposals past the size limit", http.MethodPost, ctl, "/v1/isr", huge, http.StatusBadRequest},
+		{"topics cut short", http.MethodPost, ctl, "/v1/topics", `{"topics":[{"name":`, http.StatusBadRequest},
+	} {
+		code, body := send(tc.method, tc.addr, tc.path, tc.body)
+		require.Equal(t, tc.want, code, "%s: %s", tc.name, body)
+	}
+
+	// Views a buggy controller could send: each is refused or ignored,
+	// and broker 0 leads on at epoch 1.
+	post := func(v Cluster) int {
+		t.Helper()
+		body, err := json.Marshal(v)
+		require.NoError(t, err)
+		code, _ := send(http.MethodPost, broker, "/v1/cluster", string(body))
+		return code
+	}
+	view := c.ctl.View()
+	for _, tc := range []struct {
+		name   string
+		change func(pl *Placement)
+		want   int
+	}{
+		{"an in-sync set without the leader", func(pl *Placement) { pl.ISR = []int32{1, 2}; pl.PartitionEpoch++ }, http.StatusConflict},
+		{"an in-sync set with a broker that is no replica", func(pl *Placement) { pl.ISR = []int32{0, 1, 2, 5}; pl.PartitionEpoch++ }, http.StatusConflict},
+		{"no in-sync replica", func(pl *Placement) { pl.ISR = nil; pl.PartitionEpoch++ }, http.StatusConflict},
+		{"a negative epoch", func(pl *Placement) { pl.Epoch = -4 }, http.StatusConflict},
+		{"a leader below -1", func(pl *Placement) { pl.Leader = -2 }, http.StatusConflict},
+		{"a stale leader epoch, naming another leader", func(pl *Placement) { pl.Epoch, pl.Leader = 0, 1 }, http.StatusNoContent},
+		{"a stale leader epoch, dropping the followers", func(pl *Placement) { pl.ISR, pl.Epoch = []int32{0}, 0 }, http.StatusNoContent},
+	} {
+		v := view.clone()
+		tc.change(&v.Topics[0].Partitions[0])
+		require.Equal(t, tc.want, post(v), tc.name)
+		st := c.brokers[0].Status().Partitions[0]
+		require.Equal(t, [2]string{"leader", "[0 1 2]"}, [2]string{st.Role, fmt.Sprint(st.ISR)}, "after %s", tc.name)
+		require.Equal(t, int32(1), st.Epoch, "after %s", tc.name)
+	}
+
+	// Broker 2 stops: the high watermark stays where it is, whatever
+	// reports that are not broker 2's current ones claim.
+	cl := rawClient(t, c)
+	code, _ := produceRaw(t, cl, 0, tp, recordBatch(t, []byte("acked")))
+	require.Zero(t, code)
+	c.stops[2]()
+	hw := c.brokers[0].Status().Partitions[0].HW
+	require.Equal(t, int64(1), hw)
+	conn, err := net.Dial("tcp", c.view.Brokers[0].Kafka)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.Zero(t, produceAcks(t, conn, 1, tp, 1, recordBatch(t, []byte("not acked by all"))).ErrorCode)
+	reports := []ProgressReport{
+		{Topic: "t", Partition: 0, Follower: 7, Incarnation: "x", Epoch: 1, EndOffset: 1000, LastEpoch: 1}, // no replica
+		{Topic: "t", Partition: 0, Follower: 0, Incarnation: "x", Epoch: 1, EndOffset: 1000, LastEpoch: 1}, // the leader itself
+		{Topic: "t", Partition: 0, Follower: 2, Incarnation: "x", Epoch: 0, EndOffset: 1000, LastEpoch: 1}, // a stale leader epoch
+		{Topic: "t", Partition: 0, Follower: 2, Incarnation: "x", Epoch: 2, EndOffset: 1000, LastEpoch: 2}, // a future one
+		{Topic: "t", Partition: 0, Follower: 2, Incarnation: "x", Epoch: 1, EndOffset: -50, LastEpoch: 1},  // a negative end
+		{Topic: "t", Partition: 0, Follower: 2, Incarnation: "x", Epoch: 1, EndOffset: 2, LastEpoch: 9},    // an epoch the leader never had
+		{Topic: "t", Partition: 9, Follower: 2, Incarnation: "x", Epoch: 1, EndOffset: 1000, LastEpoch: 1}, // no such partition
+		{Topic: "", Partition: -1, Follower: -1, Incarnation: "", Epoch: -1, EndOffset: -1, LastEpoch: -1}, // nothing
+	}
+	body, err := json.Marshal(reports)
+	require.NoError(t, err)
+	status, answer := send(http.MethodPost, broker, "/v1/progress", string(body))
+	require.Equal(t, http.StatusOK, status, answer)
+	var answers []ProgressAnswer
+	require.NoError(t, json.Unmarshal([]byte(answer), &answers))
+	require.Len(t, answers, len(reports))
+	for i, a := range answers {
+		require.LessOrEqual(t, a.HW, hw, "report %d: %+v", i, reports[i])
+	}
+	require.Equal(t, hw, c.brokers[0].Status().Partitions[0].HW, "the high watermark moved past what broker 2 holds")
+	lo := listOffsetAt(t, conn, 7, tp, -1, -1)
+	require.Equal(t, hw, lo.Offset, "ListOffsets latest")
+}
