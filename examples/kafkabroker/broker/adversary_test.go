@@ -807,3 +807,98 @@ func TestAdversaryControlEndpoints(t *testing.T) {
 	lo := listOffsetAt(t, conn, 7, tp, -1, -1)
 	require.Equal(t, hw, lo.Offset, "ListOffsets latest")
 }
+
+// TestAdversaryCreateTopics: names, counts, replication factors and
+// replica assignments a buggy admin client sends, at every CreateTopics
+// version, each refused with Kafka's error, and nothing of a refused
+// topic created; a legal one at each version is created.
+func TestAdversaryCreateTopics(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	assign := func(replicas ...[]int32) []kmsg.CreateTopicsRequestTopicReplicaAssignment {
+		var out []kmsg.CreateTopicsRequestTopicReplicaAssignment
+		for p, r := range replicas {
+			a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+			a.Partition, a.Replicas = int32(p), r
+			out = append(out, a)
+		}
+		return out
+	}
+	renumber := func(as []kmsg.CreateTopicsRequestTopicReplicaAssignment, ps ...int32) []kmsg.CreateTopicsRequestTopicReplicaAssignment {
+		for i := range as {
+			as[i].Partition = ps[i]
+		}
+		return as
+	}
+	for _, tc := range []struct {
+		name       string
+		topic      string
+		partitions int32
+		rf         int16
+		assignment []kmsg.CreateTopicsRequestTopicReplicaAssignment
+		want       int16
+	}{
+		{"an empty name", "", 1, 1, nil, kerr.InvalidTopicException.Code},
+		{"a name of '.'", ".", 1, 1, nil, kerr.InvalidTopicException.Code},
+		{"a name of '..'", "..", 1, 1, nil, kerr.InvalidTopicException.Code},
+		{"a non-ASCII name", "tópico", 1, 1, nil, kerr.InvalidTopicException.Code},
+		{"a name with a NUL", "a\x00b", 1, 1, nil, kerr.InvalidTopicException.Code},
+		{"a name with a space", "a b", 1, 1, nil, kerr.InvalidTopicException.Code},
+		{"a name of 250 bytes", strings.Repeat("y", 250), 1, 1, nil, kerr.InvalidTopicException.Code},
+		{"negative partitions", "neg", -5, 1, nil, kerr.InvalidPartitions.Code},
+		{"MaxInt32 partitions", "maxp", 1<<31 - 1, 1, nil, kerr.InvalidPartitions.Code},
+		{"a negative replication factor", "negrf", 1, -5, nil, kerr.InvalidReplicationFactor.Code},
+		{"the largest replication factor", "maxrf", 1, 1<<15 - 1, nil, kerr.InvalidReplicationFactor.Code},
+		{"an assignment and a count", "both", 2, -1, assign([]int32{0}), kerr.InvalidRequest.Code},
+		{"an assignment skipping a partition", "gap", -1, -1, renumber(assign([]int32{0}, []int32{1}), 0, 2), kerr.InvalidReplicaAssignment.Code},
+		{"an assignment listing a partition twice", "twice", -1, -1, renumber(assign([]int32{0}, []int32{1}), 0, 0), kerr.InvalidReplicaAssignment.Code},
+		{"an assignment of a negative partition", "negp", -1, -1, renumber(assign([]int32{0}), -1), kerr.InvalidReplicaAssignment.Code},
+		{"an assignment with no replicas", "none", -1, -1, assign([]int32{}), kerr.InvalidReplicaAssignment.Code},
+		{"an assignment naming a broker twice", "dupb", -1, -1, assign([]int32{1, 1}), kerr.InvalidReplicaAssignment.Code},
+		{"an assignment naming an unknown broker", "unknownb", -1, -1, assign([]int32{0, 9}), kerr.InvalidReplicaAssignment.Code},
+		{"an assignment of a negative broker", "negb", -1, -1, assign([]int32{-1}), kerr.InvalidReplicaAssignment.Code},
+		{"an assignment of unequal lengths", "uneven", -1, -1, assign([]int32{0, 1}, []int32{2}), kerr.InvalidReplicaAssignment.Code},
+	} {
+		for v := range int16(8) {
+			req := kmsg.NewPtrCreateTopicsRequest()
+			req.SetVersion(v)
+			req.TimeoutMillis = 10_000
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor, rt.ReplicaAssignment = tc.topic, tc.partitions, tc.rf, tc.assignment
+			if v < 4 && tc.partitions == -1 && tc.assignment == nil {
+				continue // -1 for the default is v4's
+			}
+			req.Topics = append(req.Topics, rt)
+			resp := kmsg.NewPtrCreateTopicsResponse()
+			resp.SetVersion(v)
+			body := rawRequestOn(t, c, req)
+			if resp.IsFlexible() {
+				body = body[1:]
+			}
+			require.NoError(t, resp.ReadFrom(body), "%s at v%d", tc.name, v)
+			require.Len(t, resp.Topics, 1)
+			require.Equal(t, tc.want, resp.Topics[0].ErrorCode, "%s at v%d", tc.name, v)
+		}
+	}
+	for v := range int16(8) {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(v)
+		req.TimeoutMillis = 10_000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("legal.name_%d-%s", v, strings.Repeat("z", 200)), 2, 2
+		req.Topics = append(req.Topics, rt)
+		resp := kmsg.NewPtrCreateTopicsResponse()
+		resp.SetVersion(v)
+		body := rawRequestOn(t, c, req)
+		if resp.IsFlexible() {
+			body = body[1:]
+		}
+		require.NoError(t, resp.ReadFrom(body))
+		require.Zero(t, resp.Topics[0].ErrorCode, "a legal topic at v%d", v)
+	}
+	view := c.ctl.View()
+	require.Len(t, view.Topics, 9, "only the legal topics were created")
+	for _, b := range c.brokers {
+		_, topics := b.clusterView()
+		require.Len(t, topics, 9, "broker %d", b.cfg.ID)
+	}
+}
