@@ -902,3 +902,40 @@ func TestAdversaryCreateTopics(t *testing.T) {
 		require.Len(t, topics, 9, "broker %d", b.cfg.ID)
 	}
 }
+
+// TestAdversaryFetchMaxBytes: a consumer asking for MaxInt32 bytes gets
+// at most the broker's MaxFetchBytes (Kafka's fetch.max.bytes), not the
+// whole log read into memory for one answer; a batch larger than that
+// still comes whole when it is the first, as in Kafka (KIP-74).
+func TestAdversaryFetchMaxBytes(t *testing.T) {
+	const limit = 64 << 10
+	c := startCluster(t, "t", 1, withMaxFetchBytes(limit))
+	cl := rawClient(t, c)
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+	code, _ := produceRaw(t, cl, 0, tp, recordBatch(t, make([]byte, 3*limit)))
+	require.Zero(t, code)
+	for range 20 {
+		code, _ := produceRaw(t, cl, 0, tp, recordBatch(t, make([]byte, limit/8)))
+		require.Zero(t, code)
+	}
+	fetch := func(offset int64) []byte {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis, req.MaxBytes, req.MinBytes = 0, 1<<31-1, 1
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "t"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.FetchOffset, fp.PartitionMaxBytes = offset, 1<<31-1
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		resp, err := cl.Broker(0).Request(t.Context(), req)
+		require.NoError(t, err)
+		p := resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		require.Zero(t, p.ErrorCode)
+		return p.RecordBatches
+	}
+	first := fetch(0)
+	require.Equal(t, len(recordBatch(t, make([]byte, 3*limit))), len(first), "the first batch, larger than the limit, whole and alone")
+	rest := fetch(1)
+	require.NotEmpty(t, rest)
+	require.LessOrEqual(t, len(rest), limit, "an answer past MaxFetchBytes")
+}

@@ -259,6 +259,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 	if budget <= 0 {
 		budget = 1 << 20
 	}
+	budget = min(budget, b.cfg.MaxFetchBytes)
 	size := 0
 	brokers, _ := b.clusterView()
 	for _, t := range req.Topics {
