@@ -939,3 +939,60 @@ func TestAdversaryFetchMaxBytes(t *testing.T) {
 	require.NotEmpty(t, rest)
 	require.LessOrEqual(t, len(rest), limit, "an answer past MaxFetchBytes")
 }
+
+// TestAdversaryUnreadResponses: a client that pipelines fetches of a
+// large batch and never reads the answers fills its own connection, not
+// the broker: other clients produce at acks=all and fetch meanwhile, and
+// the broker lets go of the connection once the client closes it.
+func TestAdversaryUnreadResponses(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	cl := rawClient(t, c)
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+	code, _ := produceRaw(t, cl, 0, tp, recordBatch(t, make([]byte, 1<<20)))
+	require.Zero(t, code)
+
+	hog, err := net.Dial("tcp", c.view.Brokers[0].Kafka)
+	require.NoError(t, err)
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	req.MaxWaitMillis, req.MaxBytes, req.MinBytes = 0, 4<<20, 1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "t"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 4 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	var frames []byte
+	for corr := range int32(4 * pipelineDepth) {
+		buf := []byte{0, 0, 0, 0}
+		buf = binary.BigEndian.AppendUint16(buf, uint16(req.Key()))
+		buf = binary.BigEndian.AppendUint16(buf, uint16(req.GetVersion()))
+		buf = binary.BigEndian.AppendUint32(buf, uint32(corr))
+		buf = append(buf, 0xff, 0xff, 0) // null client id, no tags
+		buf = req.AppendTo(buf)
+		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+		frames = append(frames, buf...)
+	}
+	_, err = hog.Write(frames) // the answers, 64 MiB, are never read
+	require.NoError(t, err)
+
+	for i := range 20 {
+		code, base := produceRaw(t, cl, 0, tp, recordBatch(t, []byte("v")))
+		require.Zero(t, code)
+		require.Equal(t, int64(1+i), base)
+	}
+	consumePartition(t, c, tp, 21)
+	require.NoError(t, hog.Close())
+	// The broker serves on; its goroutines for the hog end with the
+	// test's, which goleak checks.
+	require.Zero(t, produceAcks(t, dial(t, c.view.Brokers[0].Kafka), 1, tp, -1, recordBatch(t, []byte("after"))).ErrorCode)
+}
+
+// dial connects to addr for the rest of the test.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
