@@ -996,3 +996,23 @@ func dial(t *testing.T, addr string) net.Conn {
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
+
+// TestAdversaryLargeRegistration: registrations that would make the view
+// larger than a broker reads (here, two of 9 MB rack names) are refused,
+// as topic creations that would are: committed, every broker would
+// refuse every later view.
+func TestAdversaryLargeRegistration(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	for id := int32(7); id < 9; id++ {
+		info := c.brokers[0].Info()
+		info.ID, info.AZ, info.Incarnation = id, strings.Repeat("z", 9<<20), "big"
+		_ = c.ctl.Register(t.Context(), info) // a broker that cannot take the view is an error too
+	}
+	body, err := json.Marshal(c.ctl.View())
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(body), maxControlBody, "the controller committed a view no broker takes")
+	// Views go on reaching every broker.
+	require.NoError(t, c.ctl.BrokerFailed(t.Context(), 2))
+	st := c.brokers[1].Status()
+	require.Equal(t, "[0 1]", fmt.Sprint(st.Partitions[0].ISR), "broker 1 did not get the view after the refused registrations")
+}

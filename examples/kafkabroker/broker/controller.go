@@ -111,10 +111,17 @@ func (c *Controller) View() Cluster {
 // (a broker that was down gets the view with the next one), and the
 // error names the brokers that did not take it.
 func (c *Controller) Update(ctx context.Context, change func(*Cluster)) error {
+	return c.update(ctx, func(v *Cluster) error { change(v); return nil })
+}
+
+// update is Update with a change that may refuse.
+func (c *Controller) update(ctx context.Context, change func(*Cluster) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := c.view.clone()
-	change(&next)
+	if err := change(&next); err != nil {
+		return fmt.Errorf("broker: controller: %w", err)
+	}
 	if err := next.validate(); err != nil {
 		return fmt.Errorf("broker: controller: %w", err)
 	}
@@ -150,7 +157,15 @@ func (c *Controller) Register(ctx context.Context, info BrokerInfo) error {
 	if info.ID < 0 || info.ID > maxBrokerID || info.Incarnation == "" || info.Kafka == "" || info.Control == "" {
 		return fmt.Errorf("broker: controller: registering %+v: id, incarnation and addresses are required", info)
 	}
-	return c.Update(ctx, func(v *Cluster) { v.register(info) })
+	return c.update(ctx, func(v *Cluster) error {
+		v.register(info)
+		// As for topics: a view past what brokers read would be
+		// refused by all of them, and every later one with it.
+		if n, err := viewSize(v); err != nil || n > maxViewBytes {
+			return fmt.Errorf("registering broker %d would make the view %d bytes, more than the %d brokers take (%v)", info.ID, n, maxViewBytes, err)
+		}
+		return nil
+	})
 }
 
 // register is Register on the view.
