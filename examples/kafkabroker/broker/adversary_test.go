@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -1015,4 +1016,74 @@ func TestAdversaryLargeRegistration(t *testing.T) {
 	require.NoError(t, c.ctl.BrokerFailed(t.Context(), 2))
 	st := c.brokers[1].Status()
 	require.Equal(t, "[0 1]", fmt.Sprint(st.Partitions[0].ISR), "broker 1 did not get the view after the refused registrations")
+}
+
+// TestAdversaryEveryRequest: every request kmsg knows, at every version,
+// with an element named "x" in every list and with none, and with every
+// number -1 (a timeout, a partition, an offset, a count), gets an answer
+// that parses, on one connection that stays up: neither a handler nor
+// the reflection that fills the answers of requests the broker does not
+// serve panics (which would end the process) on versions and contents
+// the other tests do not reach.
+func TestAdversaryEveryRequest(t *testing.T) {
+	c := startCluster(t, "t", 1)
+	conn := dial(t, c.view.Brokers[0].Kafka)
+	corr := int32(0)
+	for key := range int16(100) {
+		proto := kmsg.RequestForKey(key)
+		if proto == nil {
+			continue
+		}
+		for v := int16(0); v <= proto.MaxVersion(); v++ {
+			for filled := range 3 {
+				req := kmsg.RequestForKey(key)
+				req.SetVersion(v)
+				if filled > 0 {
+					fill(reflect.ValueOf(req).Elem())
+				}
+				if filled > 1 {
+					negate(reflect.ValueOf(req).Elem())
+				}
+				if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
+					p.Acks = 1 // acks=0 has no answer to wait for
+				}
+				corr++
+				body := rawRequest(t, conn, corr, req)
+				resp := req.ResponseKind()
+				resp.SetVersion(v)
+				switch {
+				case key == kmsg.ApiVersions.Int16() && !versionSupported(key, v):
+					resp.SetVersion(0) // as Kafka answers a version it does not know
+				case key == kmsg.ApiVersions.Int16():
+					// Its response header is never flexible.
+				case resp.IsFlexible():
+					body = body[1:]
+				}
+				require.NoError(t, resp.ReadFrom(body), "%s v%d", kmsg.NameForKey(key), v)
+			}
+		}
+	}
+	t.Logf("%d requests answered", corr)
+}
+
+// negate sets every integer in v, recursively, to -1, but its version.
+func negate(v reflect.Value) {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if !v.Type().Field(i).IsExported() || v.Type().Field(i).Name == "Version" {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			f.SetInt(-1)
+		case reflect.Slice:
+			if f.Type().Elem().Kind() == reflect.Struct {
+				for j := range f.Len() {
+					negate(f.Index(j))
+				}
+			}
+		case reflect.Struct:
+			negate(f)
+		}
+	}
 }
