@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -761,6 +762,7 @@ func TestAdversaryControlEndpoints(t *testing.T) {
 		{"no in-sync replica", func(pl *Placement) { pl.ISR = nil; pl.PartitionEpoch++ }, http.StatusConflict},
 		{"a negative epoch", func(pl *Placement) { pl.Epoch = -4 }, http.StatusConflict},
 		{"a leader below -1", func(pl *Placement) { pl.Leader = -2 }, http.StatusConflict},
+		{"a leader that is not a live broker", func(pl *Placement) { pl.Leader, pl.Epoch = 9, pl.Epoch+1 }, http.StatusConflict},
 		{"a stale leader epoch, naming another leader", func(pl *Placement) { pl.Epoch, pl.Leader = 0, 1 }, http.StatusNoContent},
 		{"a stale leader epoch, dropping the followers", func(pl *Placement) { pl.ISR, pl.Epoch = []int32{0}, 0 }, http.StatusNoContent},
 	} {
@@ -771,6 +773,17 @@ func TestAdversaryControlEndpoints(t *testing.T) {
 		require.Equal(t, [2]string{"leader", "[0 1 2]"}, [2]string{st.Role, fmt.Sprint(st.ISR)}, "after %s", tc.name)
 		require.Equal(t, int32(1), st.Epoch, "after %s", tc.name)
 	}
+
+	// A topic listed twice, the second time with a placement of its own
+	// at a later epoch: which one would the broker follow?
+	twice := view.clone()
+	again := twice.Topics[0]
+	again.Partitions = slices.Clone(again.Partitions)
+	again.Partitions[0].Leader, again.Partitions[0].Epoch = 1, 5
+	twice.Topics = append(twice.Topics, again)
+	require.Equal(t, http.StatusConflict, post(twice), "a view listing a topic twice")
+	st := c.brokers[0].Status().Partitions[0]
+	require.Equal(t, [2]string{"leader", "1"}, [2]string{st.Role, fmt.Sprint(st.Epoch)}, "after a view listing a topic twice")
 
 	// Broker 2 stops: the high watermark stays where it is, whatever
 	// reports that are not broker 2's current ones claim.
