@@ -2,7 +2,6 @@ package broker
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -143,7 +143,7 @@ func (b *Broker) serveConn(ctx context.Context, conn net.Conn) {
 			b.lg.Warn("closing a connection: bad request size", "remote", conn.RemoteAddr().String(), "size", n)
 			return
 		}
-		body, err := readFrame(r, int64(n))
+		body, err := readFrame(r, int(n))
 		if err != nil {
 			return
 		}
@@ -163,16 +163,22 @@ func (b *Broker) serveConn(ctx context.Context, conn net.Conn) {
 	}
 }
 
-// readFrame reads a request's n bytes into a buffer that grows as they
-// arrive: a client that announces maxRequestBytes and sends nothing holds
-// only what it sent, not what it announced.
-func readFrame(r io.Reader, n int64) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(int(min(n, 64<<10)))
-	if _, err := io.CopyN(&buf, r, n); err != nil {
-		return nil, err
+// readFrame reads a request's n bytes: at once up to 1 MiB (most
+// requests), beyond that into a buffer that doubles as they arrive, so a
+// client that announces maxRequestBytes and sends nothing holds about
+// what it sent, not what it announced.
+func readFrame(r io.Reader, n int) ([]byte, error) {
+	buf := make([]byte, min(n, 1<<20))
+	for read := 0; ; {
+		if _, err := io.ReadFull(r, buf[read:]); err != nil {
+			return nil, err
+		}
+		if len(buf) == n {
+			return buf, nil
+		}
+		read = len(buf)
+		buf = slices.Grow(buf, min(n, 2*read)-read)[:min(n, 2*read)]
 	}
-	return buf.Bytes(), nil
 }
 
 // parseRequest reads the request header (v1, or v2 for flexible requests)
