@@ -47,6 +47,10 @@ type Config struct {
 	// Node.Follower.ProgressInterval, how often a follower whose log does
 	// not change reports again. Default 30s.
 	ReplicaLagTime time.Duration
+	// MaxFetchBytes bounds the record bytes of one Fetch answer, whatever
+	// the consumer asks for (Kafka's fetch.max.bytes); the first batch
+	// comes whole even if it is larger, as in Kafka. Default 55 MiB.
+	MaxFetchBytes int
 	// Controller is the host:port of the controller's HTTP API, where
 	// the broker registers at start (POST /v1/brokers) and again
 	// whenever a view does not list it; empty to be registered by
@@ -55,6 +59,9 @@ type Config struct {
 	// Logger receives the broker's logs. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// defaultMaxFetchBytes is Kafka's fetch.max.bytes default.
+const defaultMaxFetchBytes = 55 << 20
 
 // Broker is one Kafka-protocol broker replicating through activetier.
 type Broker struct {
@@ -146,8 +153,11 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.ID < 0 || cfg.ID > maxBrokerID {
 		return nil, fmt.Errorf("broker: ID %d is not between 0 and %d", cfg.ID, maxBrokerID)
 	}
-	if cfg.ProgressInterval < 0 || cfg.ProducerExpiry < 0 {
-		return nil, fmt.Errorf("broker: ProgressInterval %v or ProducerExpiry %v is negative", cfg.ProgressInterval, cfg.ProducerExpiry)
+	if cfg.ProgressInterval < 0 || cfg.ProducerExpiry < 0 || cfg.MaxFetchBytes < 0 {
+		return nil, fmt.Errorf("broker: ProgressInterval %v, ProducerExpiry %v or MaxFetchBytes %d is negative", cfg.ProgressInterval, cfg.ProducerExpiry, cfg.MaxFetchBytes)
+	}
+	if cfg.MaxFetchBytes == 0 {
+		cfg.MaxFetchBytes = defaultMaxFetchBytes
 	}
 	if cfg.ReplicaLagTime == 0 {
 		cfg.ReplicaLagTime = 30 * time.Second

@@ -41,6 +41,7 @@ type testCluster struct {
 	objects  *memstore.Cluster
 	meta     *memstore.Log
 	lagTime  time.Duration
+	maxFetch int
 	register bool
 	ctx      context.Context
 	wg       *sync.WaitGroup
@@ -51,6 +52,9 @@ type clusterOption func(*testCluster)
 
 // withLagTime sets the brokers' ReplicaLagTime.
 func withLagTime(d time.Duration) clusterOption { return func(c *testCluster) { c.lagTime = d } }
+
+// withMaxFetchBytes sets the brokers' MaxFetchBytes.
+func withMaxFetchBytes(n int) clusterOption { return func(c *testCluster) { c.maxFetch = n } }
 
 // withRegistration makes the brokers register with the controller.
 func withRegistration() clusterOption { return func(c *testCluster) { c.register = true } }
@@ -108,7 +112,7 @@ func (c *testCluster) startBroker(t *testing.T, id int32, controller string) *Br
 	require.NoError(t, err)
 	cl, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	b, err := New(Config{ID: id, AZ: az, Kafka: kl, Control: cl, Log: c.logs[id], Controller: controller, ReplicaLagTime: c.lagTime,
+	b, err := New(Config{ID: id, AZ: az, Kafka: kl, Control: cl, Log: c.logs[id], Controller: controller, ReplicaLagTime: c.lagTime, MaxFetchBytes: c.maxFetch,
 		Node: walstore.NodeConfig{Store: store, Log: c.meta, Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond}}})
 	require.NoError(t, err)
 	bctx, stop := context.WithCancel(c.ctx)

@@ -70,7 +70,13 @@ func (c *Cluster) validate() error {
 		}
 		live[b.ID] = true
 	}
+	topics := make(map[string]bool)
 	for _, t := range c.Topics {
+		if topics[t.Name] {
+			// Each listing would place the same partitions.
+			return fmt.Errorf("topic %q listed twice", t.Name)
+		}
+		topics[t.Name] = true
 		seen := make(map[int32]bool)
 		for i, p := range t.Partitions {
 			tp := metadata.TopicPartition{Topic: t.Name, Partition: p.Partition}

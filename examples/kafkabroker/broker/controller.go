@@ -28,6 +28,11 @@ const (
 	maxDefaultReplication    = 3
 	maxPartitionsPerTopic    = 10_000 // bounds what one request makes every broker hold
 	controllerRequestTimeout = 30 * time.Second
+	// maxViewBytes bounds the view's JSON: a broker reads at most
+	// maxControlBody of a POST /v1/cluster, so a larger view would be
+	// refused by every broker, and with it every later decision. Half,
+	// for the epochs' digits and the brokers that may still come.
+	maxViewBytes = maxControlBody / 2
 )
 
 // TopicRequest is one topic to create, as a broker forwards a CreateTopics
@@ -106,10 +111,17 @@ func (c *Controller) View() Cluster {
 // (a broker that was down gets the view with the next one), and the
 // error names the brokers that did not take it.
 func (c *Controller) Update(ctx context.Context, change func(*Cluster)) error {
+	return c.update(ctx, func(v *Cluster) error { change(v); return nil })
+}
+
+// update is Update with a change that may refuse.
+func (c *Controller) update(ctx context.Context, change func(*Cluster) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := c.view.clone()
-	change(&next)
+	if err := change(&next); err != nil {
+		return fmt.Errorf("broker: controller: %w", err)
+	}
 	if err := next.validate(); err != nil {
 		return fmt.Errorf("broker: controller: %w", err)
 	}
@@ -145,7 +157,15 @@ func (c *Controller) Register(ctx context.Context, info BrokerInfo) error {
 	if info.ID < 0 || info.ID > maxBrokerID || info.Incarnation == "" || info.Kafka == "" || info.Control == "" {
 		return fmt.Errorf("broker: controller: registering %+v: id, incarnation and addresses are required", info)
 	}
-	return c.Update(ctx, func(v *Cluster) { v.register(info) })
+	return c.update(ctx, func(v *Cluster) error {
+		v.register(info)
+		// As for topics: a view past what brokers read would be
+		// refused by all of them, and every later one with it.
+		if n, err := viewSize(v); err != nil || n > maxViewBytes {
+			return fmt.Errorf("registering broker %d would make the view %d bytes, more than the %d brokers take (%v)", info.ID, n, maxViewBytes, err)
+		}
+		return nil
+	})
 }
 
 // register is Register on the view.
@@ -382,6 +402,13 @@ func (c *Controller) CreateTopics(ctx context.Context, req TopicsRequest) []Topi
 		names[t.Name]++
 	}
 	created := 0
+	size, err := viewSize(next)
+	if err != nil {
+		for i := range answers {
+			answers[i] = TopicAnswer{Name: req.Topics[i].Name, Code: kerr.UnknownServerError.Code, Message: err.Error(), Partitions: -1, ReplicationFactor: -1}
+		}
+		return answers
+	}
 	for i, t := range req.Topics {
 		a := &answers[i]
 		a.Name, a.Partitions, a.ReplicationFactor = t.Name, -1, -1
@@ -398,6 +425,15 @@ func (c *Controller) CreateTopics(ctx context.Context, req TopicsRequest) []Topi
 			}
 			continue
 		}
+		grown, err := viewSize(top)
+		if err == nil && size+grown+1 > maxViewBytes {
+			err = fmt.Errorf("%d partitions would make the cluster's view %d bytes, more than the %d brokers take", len(top.Partitions), size+grown+1, maxViewBytes)
+		}
+		if err != nil {
+			a.Code, a.Message = kerr.InvalidPartitions.Code, err.Error()
+			continue
+		}
+		size += grown + 1 // and a comma
 		a.Partitions, a.ReplicationFactor = int32(len(top.Partitions)), int16(len(top.Partitions[0].Replicas))
 		if !req.ValidateOnly {
 			next.Topics = append(next.Topics, top)
@@ -416,6 +452,12 @@ func (c *Controller) CreateTopics(ctx context.Context, req TopicsRequest) []Topi
 		}
 	}
 	return answers
+}
+
+// viewSize is the length of v's JSON, as the view is posted.
+func viewSize(v any) (int, error) {
+	b, err := json.Marshal(v)
+	return len(b), err
 }
 
 // planTopic validates t against the view and places it, or returns an

@@ -143,10 +143,18 @@ func (b *Broker) handleProduce(ctx context.Context, req *kmsg.ProduceRequest) re
 		last   int64
 	}
 	var waits []wait
-	if req.TransactionID != nil {
-		// No transaction coordinator: every partition is refused.
-		mirror(reflect.ValueOf(req).Elem(), reflect.ValueOf(resp).Elem(), kerr.TransactionalIDAuthorizationFailed.Code)
+	refuse := func(code int16) reply {
+		mirror(reflect.ValueOf(req).Elem(), reflect.ValueOf(resp).Elem(), code)
 		return func(context.Context) kmsg.Response { return resp }
+	}
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		// As Kafka: acks=2 taken as acks=1 would tell the client its
+		// records are on two replicas when only the leader has them.
+		return refuse(kerr.InvalidRequiredAcks.Code)
+	case req.TransactionID != nil:
+		// No transaction coordinator: every partition is refused.
+		return refuse(kerr.TransactionalIDAuthorizationFailed.Code)
 	}
 	for ti, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
@@ -251,6 +259,7 @@ func (b *Broker) fetchOnce(ctx context.Context, req *kmsg.FetchRequest) (*kmsg.F
 	if budget <= 0 {
 		budget = 1 << 20
 	}
+	budget = min(budget, b.cfg.MaxFetchBytes)
 	size := 0
 	brokers, _ := b.clusterView()
 	for _, t := range req.Topics {

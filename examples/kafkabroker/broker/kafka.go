@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -142,8 +143,8 @@ func (b *Broker) serveConn(ctx context.Context, conn net.Conn) {
 			b.lg.Warn("closing a connection: bad request size", "remote", conn.RemoteAddr().String(), "size", n)
 			return
 		}
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r, body); err != nil {
+		body, err := readFrame(r, int(n))
+		if err != nil {
 			return
 		}
 		req, err := parseRequest(body)
@@ -159,6 +160,24 @@ func (b *Broker) serveConn(ctx context.Context, conn net.Conn) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// readFrame reads a request's n bytes: at once up to 1 MiB (most
+// requests), beyond that into a buffer that doubles as they arrive, so a
+// client that announces maxRequestBytes and sends nothing holds about
+// what it sent, not what it announced.
+func readFrame(r io.Reader, n int) ([]byte, error) {
+	buf := make([]byte, min(n, 1<<20))
+	for read := 0; ; {
+		if _, err := io.ReadFull(r, buf[read:]); err != nil {
+			return nil, err
+		}
+		if len(buf) == n {
+			return buf, nil
+		}
+		read = len(buf)
+		buf = slices.Grow(buf, min(n, 2*read)-read)[:min(n, 2*read)]
 	}
 }
 

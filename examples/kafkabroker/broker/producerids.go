@@ -61,7 +61,11 @@ func (a *producerIDs) allocate() (int64, error) {
 		a.next, a.limit, a.loaded = limit, limit, true
 	}
 	if a.next == a.limit {
-		start := max(a.limit, max(0, a.now().Unix()-producerIDClockBase)*producerIDsPerSecond)
+		// The floor counts milliseconds: in whole seconds, a broker
+		// whose directory was lost and that restarted within the
+		// second would start where its earlier self did.
+		floor := max(0, a.now().UnixMilli()-producerIDClockBase*1000) * producerIDsPerSecond / 1000
+		start := max(a.limit, floor)
 		if start+producerIDBlock > 1<<producerIDBits {
 			return 0, fmt.Errorf("%w: all %d of this broker's are used", errProducerIDs, int64(1)<<producerIDBits)
 		}
