@@ -48,9 +48,9 @@ func (l *Leader) RecordProgress(p Progress) {
 	var epochs []fencing.EpochEntry
 	var err error
 	if need {
-		if epochs, err = l.cfg.Local.Epochs(p.Partition); err != nil {
-			err = &DependencyError{Dependency: "LocalLog.Epochs", Err: err}
-		}
+		// Bounded, as the engine's own calls are: the broker may deliver
+		// every partition's reports from one goroutine.
+		epochs, err = l.epochs(context.Background(), p.Partition, "walstore: reading the local log's epochs to judge a follower's progress")
 	}
 	l.step(func(c *leadcore.Core, now time.Time) {
 		c.Progress(now, p.Partition, p.Follower, p.EndOffset, p.LastEpoch, epochs, err)

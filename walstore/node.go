@@ -160,10 +160,12 @@ type Node struct {
 	leader   *Leader
 	follower *Follower
 
-	// transitions serializes transitions. A transition may wait long (for
-	// an append of the local log), so the others wait for it only as long
-	// as their own context allows.
-	transitions roleLock
+	// locals holds a partition for each transition, which thereby runs
+	// alone among the partition's transitions and local-log calls, and
+	// bounds those calls (see localCalls): shared with both engines, so a
+	// transition waits for the calls of its own partition only, and one
+	// whose log hangs holds up nothing else.
+	locals *localCalls
 
 	rolesMu sync.Mutex
 	roles   map[metadata.TopicPartition]RoleState // the roles in effect; NoRole is absent
@@ -256,7 +258,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, transitions: make(roleLock, 1), roles: make(map[metadata.TopicPartition]RoleState)}
+	n := &Node{cfg: cfg, roles: make(map[metadata.TopicPartition]RoleState)}
 	lc, fc := cfg.Leader, cfg.Follower
 	lc.BrokerID, lc.Store, lc.Log, lc.Local = cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local
 	lc.Clock, lc.Seed, lc.Logger = cfg.Clock, cfg.Seed, cfg.Logger.With("engine", "leader")
@@ -278,6 +280,8 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n.leader, n.follower = l, f
+	n.locals = f.locals
+	l.locals = n.locals
 	return n, nil
 }
 
@@ -309,23 +313,26 @@ func (n *Node) Role(tp metadata.TopicPartition) RoleState {
 	return noRole
 }
 
-// transition runs transition name of tp: once it is the Node's turn, do
+// transition runs transition name of tp: once it is tp's turn (no other
+// transition of tp, and no local-log call of tp, is in flight), do
 // validates, prepares and, only if nothing can fail any more, changes the
 // engines, returning the new role; or it returns an error having changed
-// nothing.
+// nothing. It waits for its turn as long as ctx allows, and is refused at
+// once while a local-log call of tp that was given up on has not
+// returned: the Node cannot tell what that call will still do.
 func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPartition, do func(in RoleState) (RoleState, error)) error {
 	refuse := func(err error) error {
 		return &TransitionError{Transition: name, Partition: tp, InEffect: n.Role(tp), Err: err}
 	}
-	// A context already ended is refused every time: lockContext would
-	// pick at random between it and a free lock.
+	// A context already ended is refused every time: hold would pick at
+	// random between it and a free partition.
 	if err := ctx.Err(); err != nil {
 		return refuse(err)
 	}
-	if err := n.transitions.lockContext(ctx); err != nil {
-		return refuse(fmt.Errorf("waiting for another transition: %w", err))
+	if err := n.locals.hold(ctx, tp, ""); err != nil {
+		return refuse(err)
 	}
-	defer n.transitions.unlock()
+	defer n.locals.release(tp)
 	out, err := do(n.Role(tp))
 	if err != nil {
 		return refuse(err)
@@ -353,11 +360,14 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 // It is refused, and tp goes on as it was (see Node), for invalid
 // arguments (this broker among the followers, a negative id or epoch), an
 // epoch not above one this Node led tp at or follows it at
-// (ErrStaleEpoch), and a local log whose EndOffset fails: it validates
-// first, then waits for the follower engine to finish the local-log call
-// it may be making (as long as ctx allows), then, with that engine held,
-// reads the log end, begins the leadership and only then stops following,
-// which cannot fail.
+// (ErrStaleEpoch), and a local log whose EndOffset fails, or does not
+// answer before ctx ends (a *DependencyError naming LocalLog.EndOffset
+// that matches ctx's error), or has an earlier call given up on that has
+// not returned (one matching ErrUnavailable). It waits for the follower
+// engine to finish the local-log call of tp it may be making (as long as
+// ctx allows), validates, then, with tp's local-log calls held, reads the
+// log end, begins the leadership and only then stops following, which
+// cannot fail.
 func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
 	return n.transition(ctx, "BecomeLeader", tp, func(in RoleState) (RoleState, error) {
 		if in.Role == Following && epoch <= in.Epoch {
@@ -366,11 +376,14 @@ func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epo
 		if err := n.leader.checkLeader(tp, epoch, followers); err != nil {
 			return in, err
 		}
-		err := n.follower.withCore(ctx, func(c *followcore.Core, now time.Time) error {
-			leo, err := n.leader.endOffset(tp)
-			if err != nil {
-				return err
-			}
+		// Read holding neither engine: only tp waits for it. The
+		// follower engine makes no call of tp meanwhile, so the log end
+		// is still the log's when the leadership begins.
+		leo, err := n.leader.endOffset(ctx, tp)
+		if err != nil {
+			return in, err
+		}
+		err = n.follower.withCore(ctx, func(c *followcore.Core, now time.Time) error {
 			if err := n.leader.begin(tp, epoch, followers, republishFrom, leo); err != nil {
 				return err
 			}
