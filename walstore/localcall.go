@@ -87,6 +87,7 @@ func (g *localCalls) dropIdle(tp metadata.TopicPartition, p *localPart) {
 // holder's, or else want, the call the caller means to make, if any).
 // The caller calls release once it has made its calls.
 func (g *localCalls) hold(ctx context.Context, tp metadata.TopicPartition, want string) error {
+	began := g.clock.Now()
 	for {
 		g.mu.Lock()
 		p := g.part(tp)
@@ -106,7 +107,7 @@ func (g *localCalls) hold(ctx context.Context, tp metadata.TopicPartition, want 
 		}
 		free, dep, start := p.free, p.dep, p.start
 		if dep == "" {
-			dep, start = want, g.clock.Now()
+			dep, start = want, began
 		}
 		g.mu.Unlock()
 		select {

@@ -128,8 +128,8 @@ func (c *NodeConfig) validate() error {
 //
 // A transition is all or nothing. It validates its arguments and
 // prepares (reads what it needs of the local log, waits for its turn and
-// for the follower engine to finish the local-log call it is making)
-// before it changes anything; one that is refused or gives up returns a
+// for the engines to finish the local-log call of its partition they are
+// making) before it changes anything; one that is refused or gives up returns a
 // *TransitionError, and the partition's previous role stays in effect
 // (TransitionError.InEffect, Role). The one step that cannot be undone,
 // the leader side resigning (its unpublished data is withheld for good),
@@ -141,18 +141,27 @@ func (c *NodeConfig) validate() error {
 //     (publishing a leadership's markers, loading a followed partition's
 //     log) when Run starts.
 //   - After Run has returned: BecomeLeader and BecomeFollower are refused
-//     with an error matching ErrStopped; StopReplica succeeds.
+//     with an error matching ErrStopped; StopReplica succeeds (unless a
+//     local-log call of the partition is stuck, below).
 //   - With a context that has already ended: it is refused, with an
 //     error matching the context's error; a context that ends while the
 //     transition waits makes it give up the same way. Once it no longer
 //     waits, it completes whatever its context does.
-//   - Concurrently with another transition: the Node runs transitions
-//     one after another, of every partition (a transition may wait for
-//     an append of the local log, up to FollowerConfig.LocalTimeout), and
-//     a transition waits for its turn only as long as its context allows.
-//     A broker calls the transitions of one partition one at a time, in
-//     the order its controller decided them; if two race, the Node runs
-//     them in some order, each all or nothing.
+//   - Concurrently with another transition: the Node runs the
+//     transitions of a partition one after another, and those of
+//     different partitions independently; a transition waits for its
+//     turn, and for a local-log call of its partition in flight (an
+//     append, up to FollowerConfig.LocalTimeout), only as long as its
+//     context allows. A broker calls the transitions of one partition
+//     one at a time, in the order its controller decided them; if two
+//     race, the Node runs them in some order, each all or nothing.
+//   - While a local-log call of the partition hangs: the transition gives
+//     up when its context ends, with a *DependencyError naming the call
+//     (matching ErrUnavailable and the context's error); the call is
+//     left running, and until it returns every transition of the
+//     partition is refused at once with such an error, since the Node
+//     cannot tell what the call will still do. Other partitions are not
+//     held up (see LocalLog).
 //   - After a refusal: the previous role goes on as if the call had not
 //     been made; the broker may call again.
 type Node struct {
