@@ -604,7 +604,7 @@ func (l *Leader) startRead(r leadcore.LocalRead) {
 		var res leadcore.LocalResult
 		switch r.What {
 		case leadcore.ReadLineage:
-			res.Epochs, res.EpochsErr = l.epochs(ctx, r.Partition, "walstore: reading the local log's epochs")
+			res.Epochs, res.EpochsErr = l.epochs(ctx, r.Partition, "walstore: reading the local log's epochs", false)
 			if res.EpochsErr == nil {
 				res.End, res.EndErr = l.localEnd(ctx, r.Partition)
 			}
@@ -641,11 +641,22 @@ func (l *Leader) local(ctx context.Context, tp metadata.TopicPartition, what, de
 	})
 }
 
+// localHeld is local for a caller that holds tp already.
+func (l *Leader) localHeld(ctx context.Context, tp metadata.TopicPartition, what, dep string, fn func(ctx context.Context) error) error {
+	return attempt(ctx, l.cfg.RequestTimeout, what, dep, func(ctx context.Context) error {
+		return l.locals.call(ctx, tp, dep, fn)
+	})
+}
+
 // epochs reads tp's epoch entries for the engine's background work (see
-// local).
-func (l *Leader) epochs(ctx context.Context, tp metadata.TopicPartition, what string) ([]fencing.EpochEntry, error) {
+// local); held says the caller holds tp.
+func (l *Leader) epochs(ctx context.Context, tp metadata.TopicPartition, what string, held bool) ([]fencing.EpochEntry, error) {
+	local := l.local
+	if held {
+		local = l.localHeld
+	}
 	var epochs []fencing.EpochEntry // set by the call, read only if it returned
-	err := l.local(ctx, tp, what, "LocalLog.Epochs", func(context.Context) (err error) {
+	err := local(ctx, tp, what, "LocalLog.Epochs", func(context.Context) (err error) {
 		epochs, err = l.cfg.Local.Epochs(tp)
 		return err
 	})
