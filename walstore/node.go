@@ -389,6 +389,11 @@ func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epo
 		// follower engine makes no call of tp meanwhile, so the log end
 		// is still the log's when the leadership begins.
 		leo, err := n.leader.endOffset(ctx, tp)
+		if err == nil {
+			// Answered as ctx ended: it gave up all the same, as it would
+			// a moment later.
+			err = ctx.Err()
+		}
 		if err != nil {
 			return in, err
 		}
