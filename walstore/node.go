@@ -419,10 +419,11 @@ func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epo
 // It is refused, and tp goes on as it was (see Node), for invalid
 // arguments (this broker as the leader, a negative id or epoch) and an
 // epoch below the one it follows tp at. It gives up only while it waits
-// for its turn or for the follower engine to finish the local-log call it
-// may be making; with that engine held it validates and follows tp, and
-// resigns last: resigning cannot be undone, and nothing after it can
-// fail or wait.
+// for its turn or for the engines to finish the local-log call of tp they
+// may be making, and is refused at once while such a call given up on
+// has not returned; with the follower engine held it validates and
+// follows tp, and resigns last: resigning cannot be undone, and nothing
+// after it can fail or wait.
 func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
 	return n.transition(ctx, "BecomeFollower", tp, func(in RoleState) (RoleState, error) {
 		err := n.follower.withCore(ctx, func(c *followcore.Core, now time.Time) error {
@@ -443,10 +444,12 @@ func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, e
 
 // StopReplica makes this broker stop replicating tp, in either role, and
 // returns once no append to tp by the Node is in flight. It gives up only
-// while it waits for its turn or for the follower engine to finish the
-// local-log call it may be making; after that nothing can fail: it stops
-// following tp and resigns its leadership. After Run has returned it
-// succeeds at once: nothing is in flight, and nothing will be.
+// while it waits for its turn or for the engines to finish the local-log
+// call of tp they may be making, and is refused at once while such a call
+// given up on has not returned (it may still append); after that nothing
+// can fail: it stops following tp and resigns its leadership. After Run
+// has returned it succeeds at once, but for that refusal: nothing is in
+// flight, and nothing will be.
 func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) error {
 	return n.transition(ctx, "StopReplica", tp, func(in RoleState) (RoleState, error) {
 		err := n.follower.withCore(ctx, func(_ *followcore.Core, now time.Time) error {
