@@ -371,3 +371,42 @@ var (
 	tpC = metadata.TopicPartition{Topic: "t", Partition: 2}
 	tpD = metadata.TopicPartition{Topic: "t", Partition: 3}
 )
+
+// A followed partition whose local log's Epochs hangs as the follower
+// engine takes it up (loads its state) is reported failing, naming the
+// call, once FollowerConfig.LocalTimeout passes; the engine's other
+// partitions replicate meanwhile (the engine makes its local-log calls
+// one at a time, so they wait for that timeout once, and not again while
+// the call is stuck), and it catches up once released. The load held the
+// follower engine, and so every partition it follows, for as long as the
+// log hung.
+func TestContractHungFollowerLoadIsReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1, local := memstore.NewLocalLog(), newHangLocal()
+		var reports healthLog
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n2 := w.start(2, walstore.NodeConfig{Local: local, OnHealth: reports.record})
+		release := local.hang("Epochs", tpA)
+		t.Cleanup(release)
+		for _, tp := range []metadata.TopicPartition{tpA, tpB} {
+			require.NoError(t, log1.AssignEpoch(tp, 1, 0))
+			require.NoError(t, n1.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
+			require.NoError(t, n2.BecomeFollower(ctx, tp, 1, 1))
+			produce(t, n1, log1, tp, 1, 0, 9)
+		}
+		require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpB, 1, 9), "tpB replicates meanwhile")
+		settle(time.Minute) // past LocalTimeout
+		requireStillFailing(t, n2, &reports, tpA, walstore.Following, "LocalLog.Epochs", walstore.ErrUnavailable)
+		_, most := local.stats("Epochs", tpA)
+		assert.Equal(t, 1, most, "Epochs calls of tpA running at once")
+
+		release()
+		require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpA, 1, 9))
+		requireSameLog(t, log1, local.LocalLog, tpA)
+		requireSameLog(t, log1, local.LocalLog, tpB)
+		settle(time.Minute)
+		requireHealthy(t, n2, &reports, tpA)
+	})
+}
