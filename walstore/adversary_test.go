@@ -197,8 +197,8 @@ func (l blockingLocal) Append(ctx context.Context, tp metadata.TopicPartition, b
 }
 
 // A transition of one partition that waits (for an append its local log
-// does not finish) holds up no transition of another partition beyond
-// that one's own context: each gives up when its context ends.
+// does not finish) holds up no transition of another partition: that one
+// takes effect at once, well within its own context.
 func TestAdversaryTransitionWaitsOnlyWithItsOwnContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
@@ -227,7 +227,7 @@ func TestAdversaryTransitionWaitsOnlyWithItsOwnContext(t *testing.T) {
 		settle(2 * time.Minute)
 		select {
 		case err := <-done:
-			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.NoError(t, err, "BecomeFollower of another partition")
 		default:
 			require.Fail(t, "BecomeFollower of another partition outlived its context")
 		}

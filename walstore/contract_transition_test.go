@@ -143,6 +143,21 @@ func requireNotInEffect(t *testing.T, n *walstore.Node, tp metadata.TopicPartiti
 	}
 }
 
+// hangTransition starts transition, a transition of tpA at the broker of
+// local, which hangs in local's EndOffset of tpA for a minute, then gives
+// up, the log answering again.
+func hangTransition(t *testing.T, local *trapLocal, transition func(ctx context.Context) error) {
+	release := local.hanging("EndOffset", tpA)
+	t.Cleanup(release)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	context.AfterFunc(ctx, release)
+	done := make(chan error, 1)
+	go func() { done <- transition(ctx) }()
+	t.Cleanup(func() { <-done })
+	settle(time.Second)
+}
+
 // twoBrokers starts broker 1 leading tpA and tpB at epoch 1 and broker 2
 // following both over local, with 0-9 of tpA replicated.
 func twoBrokers(t *testing.T, cfg2 walstore.NodeConfig) (w *world, n1, n2 *walstore.Node, log1 *memstore.LocalLog) {
@@ -172,7 +187,7 @@ func TestContractRefusedBecomeLeaderKeepsFollowing(t *testing.T) {
 		epoch     int32
 		followers []int32
 		// prepare sets the trap, and returns the context to call with.
-		prepare func(t *testing.T, local *trapLocal, n1 *walstore.Node, log1 *memstore.LocalLog) context.Context
+		prepare func(t *testing.T, local *trapLocal, n1, n2 *walstore.Node, log1 *memstore.LocalLog) context.Context
 		is      error
 	}{
 		{name: "this broker among the followers", epoch: 2, followers: []int32{2}},
@@ -180,21 +195,21 @@ func TestContractRefusedBecomeLeaderKeepsFollowing(t *testing.T) {
 		{name: "a negative epoch", epoch: -1, followers: []int32{1}},
 		{name: "the epoch it follows", epoch: 1, followers: []int32{1}, is: walstore.ErrStaleEpoch},
 		{name: "LocalLog.EndOffset fails", epoch: 2, followers: []int32{1}, is: errInjected,
-			prepare: func(t *testing.T, local *trapLocal, _ *walstore.Node, _ *memstore.LocalLog) context.Context {
+			prepare: func(t *testing.T, local *trapLocal, _, _ *walstore.Node, _ *memstore.LocalLog) context.Context {
 				local.failing("EndOffset", tpA, 1)
 				return t.Context()
 			}},
 		{name: "context already cancelled", epoch: 2, followers: []int32{1}, is: context.Canceled,
-			prepare: func(t *testing.T, _ *trapLocal, _ *walstore.Node, _ *memstore.LocalLog) context.Context {
+			prepare: func(t *testing.T, _ *trapLocal, _, _ *walstore.Node, _ *memstore.LocalLog) context.Context {
 				ctx, cancel := context.WithCancel(t.Context())
 				cancel()
 				return ctx
 			}},
-		{name: "context ends while an append of another partition hangs", epoch: 2, followers: []int32{1}, is: context.DeadlineExceeded,
-			prepare: func(t *testing.T, local *trapLocal, n1 *walstore.Node, log1 *memstore.LocalLog) context.Context {
-				t.Cleanup(local.hanging("Append", tpB))
-				produce(t, n1, log1, tpB, 1, 0, 9)
-				settle(time.Second) // broker 2 appends tpB, and hangs
+		// A transition waits only for the partition's own: one of another
+		// partition, or its local-log call, does not hold it up.
+		{name: "context ends while another transition of the partition hangs", epoch: 2, followers: []int32{1}, is: context.DeadlineExceeded,
+			prepare: func(t *testing.T, local *trapLocal, _, n2 *walstore.Node, _ *memstore.LocalLog) context.Context {
+				hangTransition(t, local, func(ctx context.Context) error { return n2.BecomeLeader(ctx, tpA, 2, []int32{1}, -1) })
 				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 				t.Cleanup(cancel)
 				return ctx
@@ -208,7 +223,7 @@ func TestContractRefusedBecomeLeaderKeepsFollowing(t *testing.T) {
 				_, n1, n2, log1 := twoBrokers(t, cfg)
 				ctx := t.Context()
 				if tc.prepare != nil {
-					ctx = tc.prepare(t, local, n1, log1)
+					ctx = tc.prepare(t, local, n1, n2, log1)
 				}
 				err := n2.BecomeLeader(ctx, tpA, tc.epoch, tc.followers, -1)
 				requireNotInEffect(t, n2, tpA, err, following, tc.is)
@@ -235,17 +250,16 @@ func TestContractGivenUpBecomeFollowerKeepsLeading(t *testing.T) {
 		return func(ctx context.Context, n *walstore.Node) error { return n.BecomeFollower(ctx, tpA, epoch, leader) }
 	}
 	stopReplica := func(ctx context.Context, n *walstore.Node) error { return n.StopReplica(ctx, tpA) }
-	cancelled := func(t *testing.T, _ *trapLocal, _ *walstore.Node, _ *memstore.LocalLog) context.Context {
+	cancelled := func(t *testing.T, _ *trapLocal, _, _ *walstore.Node, _ *memstore.LocalLog) context.Context {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		return ctx
 	}
-	// hung makes broker 1's follower engine hang in an append of tpB,
-	// which broker 2 leads.
-	hung := func(t *testing.T, local *trapLocal, n2 *walstore.Node, log2 *memstore.LocalLog) context.Context {
-		t.Cleanup(local.hanging("Append", tpB))
-		produce(t, n2, log2, tpB, 1, 0, 9)
-		settle(time.Second)
+	// hung makes another transition of tpA at broker 1 hang in its local
+	// log: a transition waits only for the partition's own, not for one
+	// of another partition, nor for its local-log calls.
+	hung := func(t *testing.T, local *trapLocal, n1, _ *walstore.Node, _ *memstore.LocalLog) context.Context {
+		hangTransition(t, local, func(ctx context.Context) error { return n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1) })
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		t.Cleanup(cancel)
 		return ctx
@@ -253,7 +267,7 @@ func TestContractGivenUpBecomeFollowerKeepsLeading(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		call    call
-		prepare func(t *testing.T, local *trapLocal, n2 *walstore.Node, log2 *memstore.LocalLog) context.Context
+		prepare func(t *testing.T, local *trapLocal, n1, n2 *walstore.Node, log2 *memstore.LocalLog) context.Context
 		is      error
 	}{
 		{name: "BecomeFollower led by this broker", call: becomeFollower(2, 1)},
@@ -286,7 +300,7 @@ func TestContractGivenUpBecomeFollowerKeepsLeading(t *testing.T) {
 
 				callCtx := ctx
 				if tc.prepare != nil {
-					callCtx = tc.prepare(t, local, n2, log2)
+					callCtx = tc.prepare(t, local, n1, n2, log2)
 				}
 				requireNotInEffect(t, n1, tpA, tc.call(callCtx, n1), leading, tc.is)
 

@@ -27,10 +27,13 @@
 //     no append to tp is in flight.
 //
 // Each transition is all or nothing: it validates its arguments and
-// prepares (waits for the follower engine to finish the local-log call it
-// is making, reads the log end) before it changes anything, and one that
-// is refused or whose context ends while it waits returns a
-// *TransitionError saying which role is still in effect (Node.Role). The
+// prepares (waits for the engines to finish the local-log call of its
+// partition they are making, reads the log end) before it changes
+// anything, and one that is refused or whose context ends while it waits
+// returns a *TransitionError saying which role is still in effect
+// (Node.Role). Transitions of different partitions never wait for each
+// other, nor for each other's local-log calls: a call that hangs costs
+// its own partition only (see LocalLog). The
 // step that cannot be undone, resigning, comes last, when nothing that can
 // fail or wait is left.
 //

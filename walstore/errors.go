@@ -34,14 +34,18 @@ func (e *DependencyError) Unwrap() error { return e.Err }
 type noAnswerError struct {
 	d      time.Duration
 	within bool  // d is the attempt's bound, RequestTimeout; otherwise how long the call has run
-	err    error // what the call returned when given up, if it returned
+	err    error // what the call returned when given up, if it returned; or the context's error that gave up on it
 }
 
 func (e *noAnswerError) Error() string {
-	if !e.within {
-		return fmt.Sprintf("no answer for %v", e.d)
+	switch {
+	case e.within:
+		return fmt.Sprintf("no answer within %v (%v)", e.d, e.err)
+	case e.err != nil:
+		// The caller gave up: its context ended.
+		return fmt.Sprintf("no answer after %v: %v", e.d, e.err)
 	}
-	return fmt.Sprintf("no answer within %v (%v)", e.d, e.err)
+	return fmt.Sprintf("no answer for %v", e.d)
 }
 
 // Is makes errors.Is(err, ErrUnavailable) true.

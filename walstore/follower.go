@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/hedge"
@@ -41,11 +43,14 @@ type FollowerConfig struct {
 	// FetchTimeout bounds one fetch (a ranged GET, and the per-section
 	// reads it falls back to). Default 30s.
 	FetchTimeout time.Duration
-	// LocalTimeout bounds each LocalLog call that takes a context
-	// (Append, Truncate, Read): the engine appends on one goroutine, so a
-	// partition whose log stops answering would otherwise hold up every
-	// other. One that runs out counts as a failure of that partition's
-	// log, which rests. Each call has at least LocalTimeout and at most
+	// LocalTimeout bounds each LocalLog call the engine makes (Append,
+	// Truncate, Read, EndOffset, Epochs), whether or not the log observes
+	// its context: the engine appends on one goroutine, so a partition
+	// whose log stops answering would otherwise hold up every other. One
+	// that runs out counts as a failure of that partition's log, which
+	// rests; a call that has still not returned is left running, and the
+	// partition's later calls fail at once until it returns (see
+	// LocalLog). Each call has at least LocalTimeout and at most
 	// LocalTimeout/64 more: calls made in quick succession share one
 	// deadline, which spares a timer per append. Default 30s.
 	LocalTimeout time.Duration
@@ -202,12 +207,17 @@ type Follower struct {
 	mgr    *Manager
 	jitter *jitter // paces metadata-read retries
 
-	// roleMu guards core and stopped, and is held by the Run goroutine
-	// while it performs the core's local-log requests, so that once Follow
-	// or Unfollow returns, the engine acts on the new role and no append
-	// made under the old one is in flight.
+	// roleMu guards core, queue and stopped. The Run goroutine holds it
+	// while it steps the core, and releases it while it calls the local
+	// log, holding only the partition concerned (calls): a transition
+	// holds its partition too, so once Follow or Unfollow returns, the
+	// engine acts on the new role and no append of the partition made
+	// under the old one is in flight, and a transition of another
+	// partition never waits for the log.
 	roleMu  roleLock
 	core    *followcore.Core
+	locals  *localCalls
+	queue   []localReq                    // the core's local-log requests not yet performed; Run's goroutine only
 	fetches map[uint64]context.CancelFunc // fetches in flight; Run's goroutine only
 	local   localDeadline                 // local-log calls' context; Run's goroutine only
 	wake    chan struct{}
@@ -260,9 +270,10 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 	if err != nil {
 		return nil, fmt.Errorf("walstore: %w", err)
 	}
-	return &Follower{
+	f := &Follower{
 		cfg:     cfg,
 		mgr:     mgr,
+		locals:  newLocalCalls(cfg.Clock),
 		jitter:  newJitter(cfg.Seed ^ 0x3e7ad),
 		core:    core,
 		fetches: make(map[uint64]context.CancelFunc),
@@ -273,8 +284,14 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		lag:     make(map[metadata.TopicPartition]int64),
 		failing: newFailing(Following),
 		gets:    bufpool.New(getPoolBytes),
-	}, nil
+	}
+	f.locals.wake = f.wakeUp
+	return f, nil
 }
+
+// wakeUp makes Run look at the core again: a partition another caller
+// held was released, and a request of it may wait.
+func (f *Follower) wakeUp() { notify(f.wake) }
 
 // Follow makes the engine follow tp, whose leader at epoch is broker
 // leader, as the broker learned from its controller, and returns once the
@@ -287,9 +304,11 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 // has is an error; the same epoch again changes nothing. It waits for the
 // engine to finish the local-log call it may be making, as long as ctx
 // allows; a refusal, or giving up, changes nothing. After Run has
-// returned it fails with ErrStopped.
+// returned it fails with ErrStopped. A local-log call of tp that did not
+// return when the engine gave up on it makes it fail at once (see
+// LocalLog).
 func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
-	err := f.withCore(ctx, func(c *followcore.Core, now time.Time) error { return c.Follow(now, tp, epoch, leader) })
+	err := f.withPartition(ctx, tp, func(c *followcore.Core, now time.Time) error { return c.Follow(now, tp, epoch, leader) })
 	if err != nil {
 		return fmt.Errorf("walstore: Follow %s: %w", tp, err)
 	}
@@ -303,7 +322,7 @@ func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch
 // nothing if it gives up; after Run has returned it fails with
 // ErrStopped.
 func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) error {
-	err := f.withCore(ctx, func(_ *followcore.Core, now time.Time) error {
+	err := f.withPartition(ctx, tp, func(_ *followcore.Core, now time.Time) error {
 		f.unfollowLocked(now, tp)
 		return nil
 	})
@@ -313,16 +332,26 @@ func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) err
 	return nil
 }
 
-// withCore runs fn on the core once no local-log call is in flight,
-// holding roleMu, which it waits for only as long as ctx allows, and
-// wakes Run after; it fails with ErrStopped once Run has returned. No
-// local-log request starts until fn returns, so a role change fn makes
-// is in effect when it does: fn may change the leader side too, before
-// the follower side acts on what it did. A change fn refuses must leave
-// everything as it was.
+// withPartition runs fn on the core as withCore does, holding tp's
+// local-log calls (see localCalls), so that no call of tp is in flight.
+func (f *Follower) withPartition(ctx context.Context, tp metadata.TopicPartition, fn func(c *followcore.Core, now time.Time) error) error {
+	if err := f.locals.hold(ctx, tp, ""); err != nil {
+		return err
+	}
+	defer f.locals.release(tp)
+	return f.withCore(ctx, fn)
+}
+
+// withCore runs fn on the core holding roleMu, which it waits for only
+// as long as ctx allows, and wakes Run after; it fails with ErrStopped
+// once Run has returned. The caller holds the local-log calls of the
+// partition fn changes (localCalls.hold), so no request of it starts
+// until fn returns, and a role change fn makes is in effect when it
+// does: fn may change the leader side too, before the follower side acts
+// on what it did. A change fn refuses must leave everything as it was.
 func (f *Follower) withCore(ctx context.Context, fn func(c *followcore.Core, now time.Time) error) error {
 	if err := f.roleMu.lockContext(ctx); err != nil {
-		return fmt.Errorf("waiting for the follower engine's local-log call: %w", err)
+		return fmt.Errorf("waiting for the follower engine: %w", err)
 	}
 	defer f.reportHealth()
 	defer f.roleMu.unlock()
@@ -542,33 +571,77 @@ func (f *Follower) drive(ctx context.Context, wg *sync.WaitGroup, results chan<-
 		for _, fe := range rd.Fetches {
 			f.fetch(ctx, wg, results, fe)
 		}
-		local := len(rd.Loads) + len(rd.Truncates) + len(rd.Appends)
 		for _, l := range rd.Loads {
-			st, err := f.load(l.Partition)
-			if ctx.Err() != nil {
-				return time.Time{}
-			}
-			f.core.Loaded(f.cfg.Clock.Now(), l.ID, st, err)
+			var st followcore.LocalState
+			f.queue = append(f.queue, localReq{id: l.ID, tp: l.Partition,
+				run:    func(ctx context.Context) (err error) { st, err = f.load(ctx, l.Partition); return err },
+				answer: func(now time.Time, err error) { f.core.Loaded(now, l.ID, st, err) }})
 		}
 		for _, t := range rd.Truncates {
-			to, end, err := f.truncate(ctx, t)
-			if ctx.Err() != nil {
-				return time.Time{}
-			}
-			f.core.Truncated(f.cfg.Clock.Now(), t.ID, to, end, err)
+			var to, end int64
+			f.queue = append(f.queue, localReq{id: t.ID, tp: t.Partition,
+				run:    func(ctx context.Context) (err error) { to, end, err = f.truncate(ctx, t); return err },
+				answer: func(now time.Time, err error) { f.core.Truncated(now, t.ID, to, end, err) }})
 		}
 		for _, a := range rd.Appends {
-			end, err := f.append(ctx, a)
-			if ctx.Err() != nil {
-				return time.Time{}
-			}
-			f.core.Appended(f.cfg.Clock.Now(), a.ID, end, err)
+			var end int64
+			f.queue = append(f.queue, localReq{id: a.ID, tp: a.Partition,
+				run:    func(ctx context.Context) (err error) { end, err = f.append(ctx, a); return err },
+				answer: func(now time.Time, err error) { f.core.Appended(now, a.ID, end, err) }})
+		}
+		answered, live := f.perform(ctx)
+		if !live {
+			return time.Time{}
 		}
 		f.report(rd.Progress, rd.Applied)
-		if local == 0 {
+		if answered == 0 {
 			return rd.WakeAt
 		}
 	}
+}
+
+// localReq is a local-log request of the core: run makes its calls, with
+// its partition held and roleMu not; answer gives the core the outcome,
+// with roleMu.
+type localReq struct {
+	id     uint64
+	tp     metadata.TopicPartition
+	run    func(ctx context.Context) error
+	answer func(now time.Time, err error)
+}
+
+// perform performs the queued requests, holding roleMu but for their
+// calls, and returns how many it answered; live is false if ctx ended.
+// A request of a partition someone else holds (a transition, the leader
+// engine) stays queued until that one releases it; one of a partition
+// whose call is stuck is answered at once with that error, so the
+// partition rests and tries again later, without a second call.
+func (f *Follower) perform(ctx context.Context) (answered int, live bool) {
+	queue := f.queue
+	f.queue = nil
+	for i, r := range queue {
+		if !f.core.Pending(r.id) {
+			continue // unfollowed since: it must not be performed
+		}
+		held, err := f.locals.tryHold(r.tp)
+		if !held && err == nil {
+			f.queue = append(f.queue, r)
+			continue
+		}
+		if held {
+			f.roleMu.unlock()
+			err = r.run(ctx)
+			f.roleMu.lock()
+			f.locals.release(r.tp)
+		}
+		if ctx.Err() != nil {
+			f.queue = append(f.queue, queue[i+1:]...)
+			return answered, false
+		}
+		r.answer(f.cfg.Clock.Now(), err)
+		answered++
+	}
+	return answered, true
 }
 
 // report delivers progress to OnApplied, and the lag of appends to the
@@ -586,55 +659,82 @@ func (f *Follower) report(progress []followcore.Progress, applied []followcore.A
 	}
 }
 
-// load reads tp's local state for the core.
-func (f *Follower) load(tp metadata.TopicPartition) (followcore.LocalState, error) {
-	leo, err := f.cfg.Local.EndOffset(tp)
+// load reads tp's local state for the core; the caller holds tp.
+func (f *Follower) load(ctx context.Context, tp metadata.TopicPartition) (followcore.LocalState, error) {
+	leo, err := f.endOffset(ctx, tp)
 	if err != nil {
-		return followcore.LocalState{}, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err}
+		return followcore.LocalState{}, err
 	}
-	epochs, err := f.cfg.Local.Epochs(tp)
+	var epochs []fencing.EpochEntry
+	err = f.locals.call(f.local.context(ctx), tp, "LocalLog.Epochs", func(context.Context) (err error) {
+		epochs, err = f.cfg.Local.Epochs(tp)
+		return err
+	})
 	if err != nil {
-		return followcore.LocalState{}, &DependencyError{Dependency: "LocalLog.Epochs", Err: err}
+		return followcore.LocalState{}, err
 	}
 	return followcore.LocalState{EndOffset: leo, Epochs: epochs}, nil
 }
 
+// endOffset reads tp's log end; the caller holds tp.
+func (f *Follower) endOffset(ctx context.Context, tp metadata.TopicPartition) (int64, error) {
+	var end int64 // set by the call, read only if it returned
+	err := f.locals.call(f.local.context(ctx), tp, "LocalLog.EndOffset", func(context.Context) (err error) {
+		end, err = f.cfg.Local.EndOffset(tp)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return end, nil
+}
+
 // truncate performs a truncation the core asks for and returns where it
-// truncated and where the log ends afterwards.
-func (f *Follower) truncate(ctx context.Context, t followcore.Truncate) (to, end int64, err error) {
-	to = t.To
+// truncated and where the log ends afterwards; the caller holds the
+// partition.
+func (f *Follower) truncate(ctx context.Context, t followcore.Truncate) (int64, int64, error) {
+	to := t.To
 	if t.AtBatch {
 		// Epochs start at batch boundaries in every log, but a marker may
 		// be wrong: a batch holding the first divergent offset goes whole.
-		bs, err := f.cfg.Local.Read(f.local.context(ctx), t.Partition, to, 1)
+		var bs []combiner.Batch // set by the call, read only if it returned
+		err := f.locals.call(f.local.context(ctx), t.Partition, "LocalLog.Read", func(ctx context.Context) (err error) {
+			bs, err = f.cfg.Local.Read(ctx, t.Partition, t.To, 1)
+			return err
+		})
 		if err != nil {
-			return 0, 0, &DependencyError{Dependency: "LocalLog.Read", Err: err}
+			return 0, 0, err
 		}
 		if len(bs) > 0 && bs[0].FirstOffset < to && to <= bs[0].LastOffset {
 			to = bs[0].FirstOffset
 		}
 	}
-	if err := f.cfg.Local.Truncate(f.local.context(ctx), t.Partition, to); err != nil {
-		return 0, 0, &DependencyError{Dependency: "LocalLog.Truncate", Err: err}
-	}
-	end, err = f.cfg.Local.EndOffset(t.Partition)
+	at := to // what the call reads, never changed
+	err := f.locals.call(f.local.context(ctx), t.Partition, "LocalLog.Truncate", func(ctx context.Context) error {
+		return f.cfg.Local.Truncate(ctx, t.Partition, at)
+	})
 	if err != nil {
-		return 0, 0, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err}
+		return 0, 0, err
+	}
+	end, err := f.endOffset(ctx, t.Partition)
+	if err != nil {
+		return 0, 0, err
 	}
 	return to, end, nil
 }
 
 // append performs an append the core asks for and returns where the log
-// ends afterwards.
+// ends afterwards; the caller holds the partition. An append given up on
+// may still read the batches: the core gives their buffer back to the
+// pool only once it learns the append succeeded.
 func (f *Follower) append(ctx context.Context, a followcore.Append) (int64, error) {
-	if err := f.cfg.Local.Append(f.local.context(ctx), a.Partition, a.Batches); err != nil {
-		return 0, &DependencyError{Dependency: "LocalLog.Append", Err: err}
-	}
-	end, err := f.cfg.Local.EndOffset(a.Partition)
+	err := f.locals.call(f.local.context(ctx), a.Partition, "LocalLog.Append", func(ctx context.Context) error {
+		return f.cfg.Local.Append(ctx, a.Partition, a.Batches)
+	})
 	if err != nil {
-		return 0, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err}
+		return 0, err
 	}
-	return end, nil
+	return f.endOffset(ctx, a.Partition)
 }
 
 // localDeadline gives local-log calls their context: one that ends

@@ -41,6 +41,15 @@ import (
 // Reports for a partition this engine does not lead, of a follower it
 // does not have, or with negative values (but LastEpoch -1) are ignored,
 // and reports are forgotten when a new leadership begins.
+//
+// A report whose last epoch is an earlier one than the leadership's is
+// judged against the local log's epochs (LocalLog.Epochs). That read
+// waits at most RequestTimeout; one that fails, or does not answer, or
+// whose earlier call given up on has not returned, leaves the report
+// unjudged and the partition reported failing until a report is judged
+// again (Health.Partitions). A report that comes while a transition of
+// the partition, or a read of the engine's, is calling the log is
+// ignored: the next one counts.
 func (l *Leader) RecordProgress(p Progress) {
 	l.mu.Lock()
 	need := l.core.NeedLineage(p.Partition, p.LastEpoch)
@@ -48,8 +57,20 @@ func (l *Leader) RecordProgress(p Progress) {
 	var epochs []fencing.EpochEntry
 	var err error
 	if need {
-		if epochs, err = l.cfg.Local.Epochs(p.Partition); err != nil {
-			err = &DependencyError{Dependency: "LocalLog.Epochs", Err: err}
+		// Bounded, as the engine's own calls are: the broker may deliver
+		// every partition's reports from one goroutine. Nor does it wait
+		// for a transition of the partition, or a read of the engine's,
+		// to release the log: that one may itself wait for the goroutine
+		// that delivers this report. The next report counts instead.
+		held, herr := l.locals.tryHold(p.Partition)
+		switch {
+		case herr != nil:
+			err = herr // a call of the log given up on has not returned
+		case !held:
+			return
+		default:
+			epochs, err = l.epochs(context.Background(), p.Partition, "walstore: reading the local log's epochs to judge a follower's progress", true)
+			l.locals.release(p.Partition)
 		}
 	}
 	l.step(func(c *leadcore.Core, now time.Time) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/leadcore"
 	"github.com/activetier/activetier/metadata"
@@ -90,8 +91,10 @@ type LeaderConfig struct {
 	DegradedAfter time.Duration
 	// RequestTimeout bounds one attempt of a PUT or of a metadata append;
 	// an attempt that runs out counts as a transient failure and is
-	// retried. It bounds each LocalLog.Read of a republish too. Default
-	// 10s.
+	// retried. It bounds the engine's LocalLog calls too, whether or not
+	// the log observes its context: each Read of a republish, the Epochs
+	// and EndOffset its leaderships read to take their partitions up, and
+	// the Epochs RecordProgress reads to judge a report. Default 10s.
 	RequestTimeout time.Duration
 	// Hedge is when an object upload that has not answered is attempted
 	// again alongside it (once per object; see HedgeConfig). Each attempt
@@ -227,8 +230,9 @@ type Health struct {
 // attempt bounded by RequestTimeout and retried after the core's backoff),
 // metadata appends, local-log reads and deletes.
 type Leader struct {
-	cfg LeaderConfig
-	mgr *Manager
+	cfg    LeaderConfig
+	mgr    *Manager
+	locals *localCalls // the LocalLog calls, shared with the follower engine in a Node
 
 	ran      atomic.Bool // Run was called
 	reportMu sync.Mutex  // serializes OnHealth calls; taken before mu
@@ -354,7 +358,7 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		return nil, fmt.Errorf("walstore: leader: %w", err)
 	}
 	return &Leader{
-		cfg: cfg, mgr: mgr, core: core, objects: objects,
+		cfg: cfg, mgr: mgr, core: core, objects: objects, locals: newLocalCalls(cfg.Clock),
 		ops:     make(map[uint64]*opCtl),
 		calls:   make(map[uint64]chan error),
 		done:    make(chan struct{}),
@@ -598,41 +602,82 @@ func (l *Leader) startPublish(p leadcore.Publish) {
 func (l *Leader) startRead(r leadcore.LocalRead) {
 	l.spawnLocked(r.ID, func(ctx context.Context, _ *opCtl) {
 		var res leadcore.LocalResult
-		dep := func(call string, err error) error {
-			if err == nil {
-				return nil
-			}
-			return &DependencyError{Dependency: call, Err: err}
-		}
 		switch r.What {
 		case leadcore.ReadLineage:
-			epochs, err := l.cfg.Local.Epochs(r.Partition)
-			res.Epochs, res.EpochsErr = epochs, dep("LocalLog.Epochs", err)
-			if err == nil {
-				end, err := l.cfg.Local.EndOffset(r.Partition)
-				res.End, res.EndErr = end, dep("LocalLog.EndOffset", err)
+			res.Epochs, res.EpochsErr = l.epochs(ctx, r.Partition, "walstore: reading the local log's epochs", false)
+			if res.EpochsErr == nil {
+				res.End, res.EndErr = l.localEnd(ctx, r.Partition)
 			}
 		case leadcore.ReadEnd:
-			end, err := l.cfg.Local.EndOffset(r.Partition)
-			res.End, res.EndErr = end, dep("LocalLog.EndOffset", err)
+			res.End, res.EndErr = l.localEnd(ctx, r.Partition)
 		case leadcore.ReadBatches:
 			// Bounded as a PUT is: a log that stops answering must fail
 			// the republish, which reports it, not hold it for good.
 			var batches []combiner.Batch
-			err := attempt(ctx, l.cfg.RequestTimeout, "walstore: reading the local log to republish", "LocalLog.Read", func(ctx context.Context) (err error) {
+			err := l.local(ctx, r.Partition, "walstore: reading the local log to republish", "LocalLog.Read", func(ctx context.Context) (err error) {
 				batches, err = l.cfg.Local.Read(ctx, r.Partition, r.From, r.MaxBytes)
 				return err
 			})
-			if de := (*DependencyError)(nil); err != nil && !errors.As(err, &de) {
-				err = dep("LocalLog.Read", err) // attempt named it if it ran out
+			res.ReadErr = err
+			if err == nil { // a call given up on may still set batches
+				res.Batches = batches
 			}
-			res.Batches, res.ReadErr = batches, err
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		l.step(func(c *leadcore.Core, now time.Time) { c.Read(now, r.ID, r.What, res) })
 	})
+}
+
+// local makes call dep of tp's log, fn, for the engine's background work:
+// bounded by RequestTimeout however the log treats its context, and
+// refused at once while an earlier call of tp that was given up on has
+// not returned (see localCalls), so a log that hangs costs one goroutine
+// per partition. what says what the call is for, in its error.
+func (l *Leader) local(ctx context.Context, tp metadata.TopicPartition, what, dep string, fn func(ctx context.Context) error) error {
+	return attempt(ctx, l.cfg.RequestTimeout, what, dep, func(ctx context.Context) error {
+		return l.locals.do(ctx, tp, dep, fn)
+	})
+}
+
+// localHeld is local for a caller that holds tp already.
+func (l *Leader) localHeld(ctx context.Context, tp metadata.TopicPartition, what, dep string, fn func(ctx context.Context) error) error {
+	return attempt(ctx, l.cfg.RequestTimeout, what, dep, func(ctx context.Context) error {
+		return l.locals.call(ctx, tp, dep, fn)
+	})
+}
+
+// epochs reads tp's epoch entries for the engine's background work (see
+// local); held says the caller holds tp.
+func (l *Leader) epochs(ctx context.Context, tp metadata.TopicPartition, what string, held bool) ([]fencing.EpochEntry, error) {
+	local := l.local
+	if held {
+		local = l.localHeld
+	}
+	var epochs []fencing.EpochEntry // set by the call, read only if it returned
+	err := local(ctx, tp, what, "LocalLog.Epochs", func(context.Context) (err error) {
+		epochs, err = l.cfg.Local.Epochs(tp)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return epochs, nil
+}
+
+// localEnd reads tp's log end for the engine's background work (see
+// local).
+func (l *Leader) localEnd(ctx context.Context, tp metadata.TopicPartition) (int64, error) {
+	var end int64 // set by the call, read only if it returned
+	err := l.local(ctx, tp, "walstore: reading the local log's end offset", "LocalLog.EndOffset", func(context.Context) (err error) {
+		end, err = l.cfg.Local.EndOffset(tp)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return end, nil
 }
 
 func (l *Leader) startDelete(d leadcore.Delete) {
@@ -684,14 +729,22 @@ func (l *Leader) report() {
 //
 // It validates its arguments before it reads the log end, and a refusal
 // (ErrStaleEpoch, ErrStopped, invalid followers, a LocalLog.EndOffset that
-// fails) changes nothing. Failures of what it then does in the background
-// are retried, and reported meanwhile as tp's failure (Health.Partitions,
-// PartitionError).
+// fails, or does not answer before ctx ends, or whose earlier call given
+// up on has not returned) changes nothing. Failures of what it then does
+// in the background are retried, and reported meanwhile as tp's failure
+// (Health.Partitions, PartitionError).
 func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
+	}
 	if err := l.checkLeader(tp, epoch, followers); err != nil {
 		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
 	}
-	leo, err := l.endOffset(tp)
+	if err := l.locals.hold(ctx, tp, "LocalLog.EndOffset"); err != nil {
+		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
+	}
+	defer l.locals.release(tp)
+	leo, err := l.endOffset(ctx, tp)
 	if err == nil {
 		err = l.begin(tp, epoch, followers, republishFrom, leo)
 	}
@@ -713,11 +766,16 @@ func (l *Leader) checkLeader(tp metadata.TopicPartition, epoch int32, followers 
 	return refusal(err)
 }
 
-// endOffset reads tp's log end for a leadership to begin at.
-func (l *Leader) endOffset(tp metadata.TopicPartition) (int64, error) {
-	leo, err := l.cfg.Local.EndOffset(tp)
+// endOffset reads tp's log end for a leadership to begin at, as long as
+// ctx allows; the caller holds tp's local-log calls.
+func (l *Leader) endOffset(ctx context.Context, tp metadata.TopicPartition) (int64, error) {
+	var leo int64 // set by the call, read only if it returned
+	err := l.locals.call(ctx, tp, "LocalLog.EndOffset", func(context.Context) (err error) {
+		leo, err = l.cfg.Local.EndOffset(tp)
+		return err
+	})
 	if err != nil {
-		return 0, &DependencyError{Dependency: "LocalLog.EndOffset", Err: err}
+		return 0, err
 	}
 	return leo, nil
 }
@@ -1038,6 +1096,11 @@ func attempt(ctx context.Context, timeout time.Duration, what, dep string, fn fu
 		var de *DependencyError
 		if errors.As(err, &de) && de.Dependency == dep {
 			err = de.Err // named once
+			if na, ok := err.(*noAnswerError); ok && !na.within && na.err != nil {
+				// A local-log call given up on when actx ended: the bound
+				// says as much, whether or not the call had returned.
+				err = na.err
+			}
 		}
 		err = fmt.Errorf("%s: %w", what, &DependencyError{Dependency: dep, Err: &noAnswerError{d: timeout, within: true, err: err}})
 	}

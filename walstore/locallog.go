@@ -34,10 +34,26 @@ import (
 // outlive the call (the follower shares one deadline among calls made in
 // quick succession), so an implementation must not leave work behind
 // that waits for it to end. EndOffset and Epochs take no context: they
-// must answer from what the log keeps in memory (Kafka's log end offset
-// and leader-epoch cache) and never block on the disk, since the engines
-// call them inside role changes and a call that never returns holds the
-// Node's transitions of every partition.
+// should answer from what the log keeps in memory (Kafka's log end offset
+// and leader-epoch cache), since the engines call them inside role
+// changes, on the follower engine's one goroutine and when they judge a
+// follower's progress.
+//
+// A call that hangs, with or without a context, costs its partition only.
+// The engines make each call on a goroutine of its own and wait for it as
+// long as the caller's context allows (a transition's), or the engine's
+// bound (FollowerConfig.LocalTimeout for the follower engine,
+// LeaderConfig.RequestTimeout for the leader engine and RecordProgress),
+// holding no lock of other partitions meanwhile; one that outlasts it
+// fails with a *DependencyError naming the call (e.g.
+// "LocalLog.EndOffset") that matches ErrUnavailable and, for a
+// transition, its context's error. The call is left running, and until
+// it returns the partition's other calls, and its transitions, fail at
+// once with such an error rather than pile up behind it: at most one
+// call per partition is ever left running. The partition is reported
+// failing meanwhile (Health.Partitions), and works again once the call
+// returns; what a call that was given up on returns is dropped, and the
+// follower engine reads the partition's state from the log again.
 type LocalLog interface {
 	// EndOffset returns the offset the next record of tp will get.
 	EndOffset(tp metadata.TopicPartition) (int64, error)

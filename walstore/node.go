@@ -128,8 +128,8 @@ func (c *NodeConfig) validate() error {
 //
 // A transition is all or nothing. It validates its arguments and
 // prepares (reads what it needs of the local log, waits for its turn and
-// for the follower engine to finish the local-log call it is making)
-// before it changes anything; one that is refused or gives up returns a
+// for the engines to finish the local-log call of its partition they are
+// making) before it changes anything; one that is refused or gives up returns a
 // *TransitionError, and the partition's previous role stays in effect
 // (TransitionError.InEffect, Role). The one step that cannot be undone,
 // the leader side resigning (its unpublished data is withheld for good),
@@ -141,18 +141,27 @@ func (c *NodeConfig) validate() error {
 //     (publishing a leadership's markers, loading a followed partition's
 //     log) when Run starts.
 //   - After Run has returned: BecomeLeader and BecomeFollower are refused
-//     with an error matching ErrStopped; StopReplica succeeds.
+//     with an error matching ErrStopped; StopReplica succeeds (unless a
+//     local-log call of the partition is stuck, below).
 //   - With a context that has already ended: it is refused, with an
 //     error matching the context's error; a context that ends while the
 //     transition waits makes it give up the same way. Once it no longer
 //     waits, it completes whatever its context does.
-//   - Concurrently with another transition: the Node runs transitions
-//     one after another, of every partition (a transition may wait for
-//     an append of the local log, up to FollowerConfig.LocalTimeout), and
-//     a transition waits for its turn only as long as its context allows.
-//     A broker calls the transitions of one partition one at a time, in
-//     the order its controller decided them; if two race, the Node runs
-//     them in some order, each all or nothing.
+//   - Concurrently with another transition: the Node runs the
+//     transitions of a partition one after another, and those of
+//     different partitions independently; a transition waits for its
+//     turn, and for a local-log call of its partition in flight (an
+//     append, up to FollowerConfig.LocalTimeout), only as long as its
+//     context allows. A broker calls the transitions of one partition
+//     one at a time, in the order its controller decided them; if two
+//     race, the Node runs them in some order, each all or nothing.
+//   - While a local-log call of the partition hangs: the transition gives
+//     up when its context ends, with a *DependencyError naming the call
+//     (matching ErrUnavailable and the context's error); the call is
+//     left running, and until it returns every transition of the
+//     partition is refused at once with such an error, since the Node
+//     cannot tell what the call will still do. Other partitions are not
+//     held up (see LocalLog).
 //   - After a refusal: the previous role goes on as if the call had not
 //     been made; the broker may call again.
 type Node struct {
@@ -160,10 +169,12 @@ type Node struct {
 	leader   *Leader
 	follower *Follower
 
-	// transitions serializes transitions. A transition may wait long (for
-	// an append of the local log), so the others wait for it only as long
-	// as their own context allows.
-	transitions roleLock
+	// locals holds a partition for each transition, which thereby runs
+	// alone among the partition's transitions and local-log calls, and
+	// bounds those calls (see localCalls): shared with both engines, so a
+	// transition waits for the calls of its own partition only, and one
+	// whose log hangs holds up nothing else.
+	locals *localCalls
 
 	rolesMu sync.Mutex
 	roles   map[metadata.TopicPartition]RoleState // the roles in effect; NoRole is absent
@@ -256,7 +267,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, transitions: make(roleLock, 1), roles: make(map[metadata.TopicPartition]RoleState)}
+	n := &Node{cfg: cfg, roles: make(map[metadata.TopicPartition]RoleState)}
 	lc, fc := cfg.Leader, cfg.Follower
 	lc.BrokerID, lc.Store, lc.Log, lc.Local = cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local
 	lc.Clock, lc.Seed, lc.Logger = cfg.Clock, cfg.Seed, cfg.Logger.With("engine", "leader")
@@ -278,6 +289,8 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n.leader, n.follower = l, f
+	n.locals = f.locals
+	l.locals = n.locals
 	return n, nil
 }
 
@@ -309,23 +322,26 @@ func (n *Node) Role(tp metadata.TopicPartition) RoleState {
 	return noRole
 }
 
-// transition runs transition name of tp: once it is the Node's turn, do
+// transition runs transition name of tp: once it is tp's turn (no other
+// transition of tp, and no local-log call of tp, is in flight), do
 // validates, prepares and, only if nothing can fail any more, changes the
 // engines, returning the new role; or it returns an error having changed
-// nothing.
+// nothing. It waits for its turn as long as ctx allows, and is refused at
+// once while a local-log call of tp that was given up on has not
+// returned: the Node cannot tell what that call will still do.
 func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPartition, do func(in RoleState) (RoleState, error)) error {
 	refuse := func(err error) error {
 		return &TransitionError{Transition: name, Partition: tp, InEffect: n.Role(tp), Err: err}
 	}
-	// A context already ended is refused every time: lockContext would
-	// pick at random between it and a free lock.
+	// A context already ended is refused every time: hold would pick at
+	// random between it and a free partition.
 	if err := ctx.Err(); err != nil {
 		return refuse(err)
 	}
-	if err := n.transitions.lockContext(ctx); err != nil {
-		return refuse(fmt.Errorf("waiting for another transition: %w", err))
+	if err := n.locals.hold(ctx, tp, ""); err != nil {
+		return refuse(err)
 	}
-	defer n.transitions.unlock()
+	defer n.locals.release(tp)
 	out, err := do(n.Role(tp))
 	if err != nil {
 		return refuse(err)
@@ -353,11 +369,14 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 // It is refused, and tp goes on as it was (see Node), for invalid
 // arguments (this broker among the followers, a negative id or epoch), an
 // epoch not above one this Node led tp at or follows it at
-// (ErrStaleEpoch), and a local log whose EndOffset fails: it validates
-// first, then waits for the follower engine to finish the local-log call
-// it may be making (as long as ctx allows), then, with that engine held,
-// reads the log end, begins the leadership and only then stops following,
-// which cannot fail.
+// (ErrStaleEpoch), and a local log whose EndOffset fails, or does not
+// answer before ctx ends (a *DependencyError naming LocalLog.EndOffset
+// that matches ctx's error), or has an earlier call given up on that has
+// not returned (one matching ErrUnavailable). It waits for the follower
+// engine to finish the local-log call of tp it may be making (as long as
+// ctx allows), validates, then, with tp's local-log calls held, reads the
+// log end, begins the leadership and only then stops following, which
+// cannot fail.
 func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
 	return n.transition(ctx, "BecomeLeader", tp, func(in RoleState) (RoleState, error) {
 		if in.Role == Following && epoch <= in.Epoch {
@@ -366,11 +385,19 @@ func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epo
 		if err := n.leader.checkLeader(tp, epoch, followers); err != nil {
 			return in, err
 		}
-		err := n.follower.withCore(ctx, func(c *followcore.Core, now time.Time) error {
-			leo, err := n.leader.endOffset(tp)
-			if err != nil {
-				return err
-			}
+		// Read holding neither engine: only tp waits for it. The
+		// follower engine makes no call of tp meanwhile, so the log end
+		// is still the log's when the leadership begins.
+		leo, err := n.leader.endOffset(ctx, tp)
+		if err == nil {
+			// Answered as ctx ended: it gave up all the same, as it would
+			// a moment later.
+			err = ctx.Err()
+		}
+		if err != nil {
+			return in, err
+		}
+		err = n.follower.withCore(ctx, func(c *followcore.Core, now time.Time) error {
 			if err := n.leader.begin(tp, epoch, followers, republishFrom, leo); err != nil {
 				return err
 			}
@@ -392,10 +419,11 @@ func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epo
 // It is refused, and tp goes on as it was (see Node), for invalid
 // arguments (this broker as the leader, a negative id or epoch) and an
 // epoch below the one it follows tp at. It gives up only while it waits
-// for its turn or for the follower engine to finish the local-log call it
-// may be making; with that engine held it validates and follows tp, and
-// resigns last: resigning cannot be undone, and nothing after it can
-// fail or wait.
+// for its turn or for the engines to finish the local-log call of tp they
+// may be making, and is refused at once while such a call given up on
+// has not returned; with the follower engine held it validates and
+// follows tp, and resigns last: resigning cannot be undone, and nothing
+// after it can fail or wait.
 func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
 	return n.transition(ctx, "BecomeFollower", tp, func(in RoleState) (RoleState, error) {
 		err := n.follower.withCore(ctx, func(c *followcore.Core, now time.Time) error {
@@ -416,10 +444,12 @@ func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, e
 
 // StopReplica makes this broker stop replicating tp, in either role, and
 // returns once no append to tp by the Node is in flight. It gives up only
-// while it waits for its turn or for the follower engine to finish the
-// local-log call it may be making; after that nothing can fail: it stops
-// following tp and resigns its leadership. After Run has returned it
-// succeeds at once: nothing is in flight, and nothing will be.
+// while it waits for its turn or for the engines to finish the local-log
+// call of tp they may be making, and is refused at once while such a call
+// given up on has not returned (it may still append); after that nothing
+// can fail: it stops following tp and resigns its leadership. After Run
+// has returned it succeeds at once, but for that refusal: nothing is in
+// flight, and nothing will be.
 func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) error {
 	return n.transition(ctx, "StopReplica", tp, func(in RoleState) (RoleState, error) {
 		err := n.follower.withCore(ctx, func(_ *followcore.Core, now time.Time) error {

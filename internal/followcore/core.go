@@ -324,6 +324,11 @@ func (c *Core) Unfollow(now time.Time, tp metadata.TopicPartition) {
 	}
 }
 
+// Pending reports whether request id is still to be answered: a request
+// of a partition unfollowed since it was handed out is not, and the
+// driver must not perform it.
+func (c *Core) Pending(id uint64) bool { return c.ops[id] != nil }
+
 // Tick tells the core the time.
 func (c *Core) Tick(now time.Time) { c.now = now }
 

@@ -45,6 +45,7 @@ func (c *Core) unfault(tp metadata.TopicPartition, ld *leadership) {
 // a leadership that failed for good keeps reporting why.
 func (c *Core) failChore(now time.Time, t *task, err error) {
 	if ld := c.leading[t.tp]; ld != nil && (ld.chore == t || ld.catchup == t) && ld.failed == nil {
+		ld.choreFault = true
 		c.fault(now, t.tp, ld, err)
 	}
 }
@@ -53,7 +54,10 @@ func (c *Core) failChore(now time.Time, t *task, err error) {
 // what it owes (markers, or a republished chunk), or is done.
 func (c *Core) choreProgressed(t *task) {
 	if ld := c.leading[t.tp]; ld != nil && (ld.chore == t || ld.catchup == t) {
-		c.unfault(t.tp, ld)
+		ld.choreFault = false
+		if !ld.progressFault {
+			c.unfault(t.tp, ld)
+		}
 	}
 }
 

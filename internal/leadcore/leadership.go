@@ -37,8 +37,12 @@ type leadership struct {
 	// faultSince is when the leadership began failing to replicate its
 	// partition (see Failure); zero while it does not.
 	faultSince time.Time
-	chore      *task
-	commit     commitState
+	// choreFault and progressFault say which steps fail: its chore (or
+	// catch-up), or judging its followers' progress. It stops failing
+	// once neither does.
+	choreFault, progressFault bool
+	chore                     *task
+	commit                    commitState
 	// epochStart is the offset the current epoch starts at.
 	epochStart int64
 	// replicas are the followers' progress in this leadership; catchup
@@ -330,16 +334,26 @@ func (c *Core) Progress(now time.Time, tp metadata.TopicPartition, follower int3
 	// No follower holds more than the leader's log: a report past its
 	// end is not believed beyond it, or one such report would make every
 	// later object look applied by that follower.
+	if lastEpoch >= 0 && lastEpoch < ld.epoch && epochsErr != nil {
+		// Unjudged, the follower's credit cannot grow, nor the high
+		// watermark with it: the partition does not replicate.
+		c.cfg.Logger.Warn("activetier: cannot judge a follower's progress", "partition", tp.String(), "err", epochsErr)
+		ld.progressFault = true
+		c.fault(now, tp, ld, fmt.Errorf("judging the progress of follower %d of %s: %w", follower, tp, epochsErr))
+		return
+	}
+	if ld.progressFault {
+		ld.progressFault = false
+		if !ld.choreFault {
+			c.unfault(tp, ld)
+		}
+	}
 	pos := min(endOffset, max(ld.next, ld.durable))
 	credit := pos
 	switch {
 	case lastEpoch < 0:
 		credit = 0 // it goes on at its end, holding nothing
 	case lastEpoch < ld.epoch:
-		if epochsErr != nil {
-			c.cfg.Logger.Warn("activetier: cannot judge a follower's progress", "partition", tp.String(), "err", epochsErr)
-			return
-		}
 		lin, err := fencing.NewLineage(epochs...)
 		if err != nil {
 			return
