@@ -43,11 +43,15 @@ const (
 	maxFrameData   = 1 << 30
 	maxCall        = 1<<32 - 1 // batches in one Append: a frame's count field
 	checkpointName = "leader-epoch-checkpoint"
-	// checkpointVersion is the first line of a checkpoint. Version 0 had
-	// no cut line and went with frames without index and count; Open
-	// refuses it rather than take those frames for damage.
-	checkpointVersion = "1"
-	segmentSuffix     = ".log"
+	// checkpointVersion is the first line of the checkpoints this
+	// version writes. Version 2 ends in a checksum line; version 1, the
+	// same lines without it, is still read (and rewritten as version 2
+	// by Open). Version 0 had no cut line and went with frames without
+	// index and count; Open refuses it rather than take those frames for
+	// damage.
+	checkpointVersion   = "2"
+	checkpointVersionV1 = "1"
+	segmentSuffix       = ".log"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -639,13 +643,8 @@ func (p *partition) settled() state {
 
 // writeCheckpoint replaces the partition's checkpoint atomically.
 func (p *partition) writeCheckpoint(st state) error {
-	var b bytes.Buffer
-	entries := p.epochs.Entries()
-	fmt.Fprintf(&b, "%s\n%d\n%d\n%d\n%d\n", checkpointVersion, p.start, st, p.cut, len(entries))
-	for _, e := range entries {
-		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
-	}
-	if err := writeAtomic(p.dir, checkpointName, b.Bytes()); err != nil {
+	c := checkpoint{start: p.start, state: st, cut: p.cut, entries: p.epochs.Entries()}
+	if err := writeAtomic(p.dir, checkpointName, c.encode()); err != nil {
 		return fmt.Errorf("disklog: %s: checkpoint: %w", p.tp, err)
 	}
 	p.state = st
@@ -682,38 +681,77 @@ type checkpoint struct {
 	state   state
 	cut     int64
 	entries []fencing.EpochEntry
+	version string // of the file it was read from
+}
+
+// encode returns c as a checkpoint file of the current version: its
+// lines, then the CRC-32C of every byte before it as 8 hex digits.
+func (c checkpoint) encode() []byte {
+	b := c.appendLines(nil, checkpointVersion)
+	return fmt.Appendf(b, "%08x\n", crc32.Checksum(b, castagnoli))
+}
+
+// appendLines appends c's lines under version, without a checksum.
+func (c checkpoint) appendLines(b []byte, version string) []byte {
+	b = fmt.Appendf(b, "%s\n%d\n%d\n%d\n%d\n", version, c.start, c.state, c.cut, len(c.entries))
+	for _, e := range c.entries {
+		b = fmt.Appendf(b, "%d %d\n", e.Epoch, e.StartOffset)
+	}
+	return b
 }
 
 // readCheckpoint reads a partition's checkpoint; a missing one is a log
 // starting at 0.
 func readCheckpoint(dir string) (checkpoint, error) {
-	f, err := os.Open(filepath.Join(dir, checkpointName))
+	name := filepath.Join(dir, checkpointName)
+	data, err := os.ReadFile(name)
 	if errors.Is(err, os.ErrNotExist) {
 		return checkpoint{cut: -1}, nil
 	}
 	if err != nil {
 		return checkpoint{}, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return parseCheckpoint(name, data)
+}
+
+// parseCheckpoint decodes the checkpoint file name holds data. A
+// checkpoint that does not parse, or fails its checksum, is damage
+// recovery cannot repair: what it would say (an empty log's start, a
+// truncation under way) decides which frames are the log.
+func parseCheckpoint(name string, data []byte) (checkpoint, error) {
+	bad := fmt.Errorf("%s: malformed checkpoint: %w", name, ErrFormat)
+	version, _, _ := bytes.Cut(data, []byte("\n"))
 	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
+	switch string(version) {
+	case checkpointVersion:
+		// The checksum line is the last; it covers every byte before it.
+		i := bytes.LastIndexByte(data[:len(data)-1], '\n')
+		if i < 0 || data[len(data)-1] != '\n' {
+			return checkpoint{}, fmt.Errorf("%s: checkpoint without its checksum line: %w", name, ErrFormat)
+		}
+		body, sum := data[:i+1], data[i+1:len(data)-1]
+		if fmt.Sprintf("%08x", crc32.Checksum(body, castagnoli)) != string(sum) {
+			return checkpoint{}, fmt.Errorf("%s: checkpoint fails its checksum: %w", name, ErrFormat)
+		}
+		lines = strings.Split(string(body[:len(body)-1]), "\n")
+	case checkpointVersionV1:
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		if sc.Err() != nil {
+			return checkpoint{}, bad
+		}
+	default:
+		if len(data) == 0 {
+			return checkpoint{}, bad
+		}
+		return checkpoint{}, fmt.Errorf("%s: checkpoint of format version %q, want %q or %q: %w", name, version, checkpointVersion, checkpointVersionV1, ErrFormat)
 	}
-	if err := sc.Err(); err != nil {
-		return checkpoint{}, err
-	}
-	if len(lines) > 0 && lines[0] != checkpointVersion {
-		return checkpoint{}, fmt.Errorf("%s: checkpoint of format version %q, want %q: %w", f.Name(), lines[0], checkpointVersion, ErrFormat)
-	}
-	// A checkpoint that does not parse is damage recovery cannot repair:
-	// what it would say (an empty log's start, a truncation under way)
-	// decides which frames are the log.
-	bad := fmt.Errorf("%s: malformed checkpoint: %w", f.Name(), ErrFormat)
 	if len(lines) < 5 {
 		return checkpoint{}, bad
 	}
-	var c checkpoint
+	c := checkpoint{version: lines[0]}
 	var err1, err2, err3 error
 	c.start, err1 = strconv.ParseInt(lines[1], 10, 64)
 	switch lines[2] {
@@ -737,6 +775,11 @@ func readCheckpoint(dir string) (checkpoint, error) {
 			return checkpoint{}, bad
 		}
 		c.entries = append(c.entries, e)
+	}
+	// This version writes one spelling of each checkpoint; any other
+	// ("+5", "007", a trailing space) was not written by it.
+	if c.version == checkpointVersion && !bytes.Equal(c.encode(), data) {
+		return checkpoint{}, bad
 	}
 	return c, nil
 }
@@ -856,7 +899,9 @@ func (l *Log) recover(tp metadata.TopicPartition) (*partition, error) {
 		// end there: the cut must no longer keep an incomplete one.
 		p.cut = -1
 	}
-	if p.cut != cp.cut || p.state == stateTruncating {
+	// A checkpoint of version 1 is rewritten at once: until it is, a
+	// damaged digit in it would be taken at its word.
+	if p.cut != cp.cut || p.state == stateTruncating || cp.version == checkpointVersionV1 {
 		if err := p.writeCheckpoint(p.settled()); err != nil {
 			return nil, err
 		}

@@ -2,11 +2,9 @@ package disklog
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -212,14 +210,17 @@ func appendBytes(t *testing.T, path string, b []byte) {
 	require.NoError(t, f.Close())
 }
 
-func flip(t *testing.T, path string, at int64) {
+func flip(t *testing.T, path string, at int64) { flipBits(t, path, at, 0x10) }
+
+// flipBits flips the bits of mask in the byte of path at at.
+func flipBits(t *testing.T, path string, at int64, mask byte) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	require.NoError(t, err)
 	defer f.Close()
 	b := make([]byte, 1)
 	_, err = f.ReadAt(b, at)
 	require.NoError(t, err)
-	b[0] ^= 0x10
+	b[0] ^= mask
 	_, err = f.WriteAt(b, at)
 	require.NoError(t, err)
 }
@@ -356,10 +357,12 @@ func TestInterruptedTruncate(t *testing.T) {
 	cpDone := read(checkpoint)
 	// The checkpoint the Truncate wrote first: the same, but saying that
 	// the truncation is under way.
-	lines := strings.Split(string(cpDone), "\n")
-	require.Equal(t, "0", lines[2])
-	lines[2] = "2"
-	cpUnderWay := []byte(strings.Join(lines, "\n"))
+	done, err := parseCheckpoint(checkpoint, cpDone)
+	require.NoError(t, err)
+	require.Equal(t, stateRecords, done.state)
+	underWay := done
+	underWay.state = stateTruncating
+	cpUnderWay := underWay.encode()
 
 	before, beforeEpochs := append(calls[0][:4:4], calls[1]...), []fencing.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 25)}
 	after, afterEpochs := calls[0][:2], []fencing.EpochEntry{ep(1, 0)}
@@ -451,16 +454,25 @@ func FuzzOpen(f *testing.F) {
 		f.Add(valid[:n], valid[n:], byte(2))
 	}
 	f.Add(valid, []byte{0, 0, 0, 40, 1, 2, 3}, byte(1))
-	f.Fuzz(func(t *testing.T, head, tail []byte, state byte) {
+	// The same under checkpoints of version 1 (bit 4 of state).
+	for _, n := range []int{0, len(valid) / 2, len(valid)} {
+		f.Add(valid[:n], []byte{}, byte(0x10))
+		f.Add(valid[:n], valid[n:], byte(0x12))
+		f.Add(valid[:n], []byte{}, byte(0x11))
+	}
+	f.Fuzz(func(t *testing.T, head, tail []byte, st byte) {
 		d := t.TempDir()
 		pd := filepath.Join(d, dirName(tp))
 		require.NoError(t, os.MkdirAll(pd, 0o755))
-		st, cut := state%3, []int64{-1, 15, 10, 0}[state>>2%4]
-		if st == byte(stateTruncating) && cut < 0 {
-			cut = 15 // a checkpoint says where a truncation under way goes
+		c := checkpoint{state: stateRecords + state(st%3), cut: []int64{-1, 15, 10, 0}[st>>2%4], entries: []fencing.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 15)}}
+		if c.state == stateTruncating && c.cut < 0 {
+			c.cut = 15 // a checkpoint says where a truncation under way goes
 		}
-		cp := fmt.Sprintf("%s\n0\n%d\n%d\n3\n1 0\n2 10\n3 15\n", checkpointVersion, st, cut)
-		require.NoError(t, os.WriteFile(filepath.Join(pd, checkpointName), []byte(cp), 0o644))
+		cp := c.encode()
+		if st&0x10 != 0 {
+			cp = v1Checkpoint(c)
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(pd, checkpointName), cp, 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(pd, filepath.Base(seg)), append(head[:len(head):len(head)], tail...), 0o644))
 
 		l, err := Open(d, Options{Logger: slog.New(slog.DiscardHandler)})

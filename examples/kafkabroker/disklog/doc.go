@@ -21,7 +21,22 @@
 // truncateFullyAndStartAt), an epoch assigned at the end of the log before
 // any record of it (as Kafka's makeLeader leaves the epoch cache), and
 // where the latest Truncate cut the log, and whether it is under way. It is
-// replaced atomically (write, fsync, rename, fsync of the directory).
+// replaced atomically (write, fsync, rename, fsync of the directory). It is
+// text, one field a line, each number in decimal:
+//
+//	2                   format version
+//	start               the log start offset
+//	state               0 records, 1 empty (frames beside it are the remains
+//	                    of a truncation to start), 2 a Truncate to cut under way
+//	cut                 where the latest Truncate cut the log, or -1
+//	n                   how many epoch lines follow
+//	epoch startOffset   n lines, one per leader epoch, oldest first
+//	crc                 CRC-32C (Castagnoli) of every byte before this line,
+//	                    8 lowercase hex digits
+//
+// Every line ends in a newline, and each field has the one spelling this
+// package writes. Format version 1 is the same without the crc line, and
+// with 1 as its first line; Open reads it and rewrites it as version 2.
 //
 // Recovery, on Open, reads every frame and checks its checksum and that it
 // continues the one before. At the first frame that does not (a write torn
@@ -43,11 +58,15 @@
 // last, so recovery finishes one that a crash interrupted. A log written
 // before frames carried index and count has a checkpoint of format version
 // 0, which Open refuses (ErrFormat) rather than take its frames for
-// damage. So does a checkpoint that does not parse, or one that says the
-// log is empty from an offset past its first frame, which no Truncate
-// writes: what it would say decides which frames are the log, so Open
-// does not guess. (The checkpoint carries no checksum: a damaged digit
-// that still parses is taken at its word.)
+// damage. So does a checkpoint that fails its checksum or does not parse,
+// or one that says the log is empty from an offset past its first frame,
+// which no Truncate writes: what it would say decides which frames are
+// the log, so Open does not guess. A damaged checkpoint is thus an error,
+// never a log wiped: an empty state with frames beside it is also what a
+// Truncate to the start leaves when killed before it removes the
+// segments, and only the checksum tells the two apart. (A version 1
+// checkpoint has no checksum; until Open rewrites it, a damaged digit in
+// it that still parses is taken at its word.)
 //
 // Appends are written with one pwrite per call and are not fsynced unless
 // Options.Sync is set, like Kafka's default (durability comes from
