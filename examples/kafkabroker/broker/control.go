@@ -165,13 +165,7 @@ func (b *Broker) Status() Status {
 		})
 	}
 	slices.SortFunc(out.Partitions, func(a, b PartitionStatus) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition - b.Partition)
+		return metadata.TopicPartition{Topic: a.Topic, Partition: a.Partition}.Compare(metadata.TopicPartition{Topic: b.Topic, Partition: b.Partition})
 	})
 	return out
 }
