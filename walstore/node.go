@@ -415,13 +415,19 @@ func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, e
 }
 
 // StopReplica makes this broker stop replicating tp, in either role, and
-// returns once no append to tp by the Node is in flight. It gives up only
-// while it waits for its turn or for the follower engine to finish the
-// local-log call it may be making; after that nothing can fail: it stops
-// following tp and resigns its leadership. After Run has returned it
-// succeeds at once: nothing is in flight, and nothing will be.
+// returns once no append to tp by the Node is in flight. It is refused for
+// a partition no transition could have given a role (see
+// metadata.TopicPartition.Validate: a topic name Kafka would refuse
+// matches metadata.ErrInvalidTopicName), and gives up only while it waits
+// for its turn or for the follower engine to finish the local-log call it
+// may be making; after that nothing can fail: it stops following tp and
+// resigns its leadership. After Run has returned it succeeds at once:
+// nothing is in flight, and nothing will be.
 func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) error {
 	return n.transition(ctx, "StopReplica", tp, func(in RoleState) (RoleState, error) {
+		if err := tp.Validate(); err != nil {
+			return in, err
+		}
 		err := n.follower.withCore(ctx, func(_ *followcore.Core, now time.Time) error {
 			n.follower.unfollowLocked(now, tp)
 			n.leader.Resign(tp)
