@@ -1,8 +1,6 @@
 package combiner
 
 import (
-	"bytes"
-	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -410,7 +408,7 @@ func (b *Builder) groups() []Group {
 		groups[g].Bytes += p.bytes
 	}
 	for i := range groups {
-		slices.SortFunc(groups[i].Partitions, comparePartitions)
+		slices.SortFunc(groups[i].Partitions, metadata.TopicPartition.Compare)
 	}
 	slices.SortFunc(groups, func(a, b Group) int { return slices.Compare(a.Followers, b.Followers) })
 	return groups
@@ -425,14 +423,6 @@ func sortedUnique(set []int32) bool {
 		}
 	}
 	return true
-}
-
-func comparePartitions(a, b metadata.TopicPartition) int {
-	return cmp.Or(
-		cmp.Compare(a.Topic, b.Topic),
-		bytes.Compare(a.TopicID[:], b.TopicID[:]),
-		cmp.Compare(a.Partition, b.Partition),
-	)
 }
 
 // split checks that layout places every pending partition exactly once

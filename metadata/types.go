@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,17 @@ func (tp TopicPartition) String() string {
 		return fmt.Sprintf("%x-%d", tp.TopicID, tp.Partition)
 	}
 	return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition)
+}
+
+// Compare orders partitions by topic name, then topic ID (bytewise), then
+// partition number, returning -1, 0 or +1 as tp sorts before, with or
+// after o; 0 only for equal partitions. It is the order of the metadata
+// format's markers and commits, and the one every list of partitions the
+// library hands out or works through follows, so that two runs over the
+// same partitions take them in the same order: pass it to slices.SortFunc
+// as metadata.TopicPartition.Compare.
+func (tp TopicPartition) Compare(o TopicPartition) int {
+	return cmp.Or(keyOf(tp).compare(keyOf(o)), cmp.Compare(tp.Partition, o.Partition))
 }
 
 // Codec identifies how a section's bytes are compressed in a combined object.

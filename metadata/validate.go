@@ -104,11 +104,8 @@ func (c *Commit) check() error {
 }
 
 func compareCommits(a, b *Commit) int {
-	if c := keyOf(a.Partition).compare(keyOf(b.Partition)); c != 0 {
-		return c
-	}
 	return cmp.Or(
-		cmp.Compare(a.Partition.Partition, b.Partition.Partition),
+		a.Partition.Compare(b.Partition),
 		cmp.Compare(a.Epoch, b.Epoch),
 		cmp.Compare(a.Offset, b.Offset),
 	)
@@ -244,11 +241,8 @@ func (p *plan) topicIndex(k topicKey) int {
 }
 
 func compareMarkers(a, b *EpochStart) int {
-	if c := keyOf(a.Partition).compare(keyOf(b.Partition)); c != 0 {
-		return c
-	}
 	return cmp.Or(
-		cmp.Compare(a.Partition.Partition, b.Partition.Partition),
+		a.Partition.Compare(b.Partition),
 		cmp.Compare(a.Epoch, b.Epoch),
 		cmp.Compare(a.StartOffset, b.StartOffset),
 		cmp.Compare(a.LeaderBrokerID, b.LeaderBrokerID),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/costmodel"
+	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
@@ -40,17 +41,6 @@ func object(t testing.TB, sizes map[metadata.TopicPartition]int) ([]byte, []comb
 	return body, infos
 }
 
-func stores(t *testing.T) (local, peer walstore.ObjectStore) {
-	t.Helper()
-	c, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1", "az2": "b2"}})
-	require.NoError(t, err)
-	local, err = c.Store("az1")
-	require.NoError(t, err)
-	peer, err = c.Store("az2")
-	require.NoError(t, err)
-	return local, peer
-}
-
 func row(l metering.Ledger, tp metadata.TopicPartition) costmodel.Share {
 	for _, c := range l.Partitions {
 		if c.Partition == tp {
@@ -62,7 +52,7 @@ func row(l metering.Ledger, tp metadata.TopicPartition) costmodel.Share {
 
 func TestPutAndGetAttribution(t *testing.T) {
 	ctx := context.Background()
-	local, _ := stores(t)
+	local, _ := memtest.Stores(t)
 	m := newMeter(t)
 	s := m.Store(local)
 	body, infos := object(t, map[metadata.TopicPartition]int{tpA: 1000, tpB: 3000})
@@ -124,7 +114,7 @@ func TestPutAndGetAttribution(t *testing.T) {
 // entries it reads, and attributes its GETs by them.
 func TestFollowerLearnsLayoutFromMetadata(t *testing.T) {
 	ctx := context.Background()
-	local, peer := stores(t)
+	local, peer := memtest.Stores(t)
 	body, infos := object(t, map[metadata.TopicPartition]int{tpA: 500, tpB: 1500})
 	ref, err := local.Put(ctx, "k1", body)
 	require.NoError(t, err)
@@ -165,7 +155,7 @@ func TestFollowerLearnsLayoutFromMetadata(t *testing.T) {
 // unattributed, so that the ledger still adds up to the bill.
 func TestUnattributed(t *testing.T) {
 	ctx := context.Background()
-	local, _ := stores(t)
+	local, _ := memtest.Stores(t)
 	log, err := memstore.NewLog(1)
 	require.NoError(t, err)
 	defer log.Close()
@@ -200,7 +190,7 @@ func (e errStore) GetRange(context.Context, metadata.ObjectRef, int64, int64) ([
 // by kind; calls refused before any request are not requests.
 func TestErrorsByKind(t *testing.T) {
 	ctx := context.Background()
-	local, _ := stores(t)
+	local, _ := memtest.Stores(t)
 	for _, tc := range []struct {
 		err  error
 		kind metering.ErrorKind
@@ -241,7 +231,7 @@ func TestErrorsByKind(t *testing.T) {
 // row, and only MaxObjects layouts are kept.
 func TestBounds(t *testing.T) {
 	ctx := context.Background()
-	local, _ := stores(t)
+	local, _ := memtest.Stores(t)
 	m, err := metering.New(metering.Config{Prices: costmodel.S3Express2025(), MaxPartitions: 1, MaxObjects: 1})
 	require.NoError(t, err)
 	s := m.Store(local)
@@ -276,7 +266,7 @@ func TestConfigValidation(t *testing.T) {
 // attributed to the sections it covers, as GetRange's.
 func TestReadRangeIsMetered(t *testing.T) {
 	ctx := context.Background()
-	local, _ := stores(t)
+	local, _ := memtest.Stores(t)
 	viaGet, viaRead := newMeter(t), newMeter(t)
 	body, infos := object(t, map[metadata.TopicPartition]int{tpA: 1000, tpB: 3000})
 	getRef, err := viaGet.Store(local).Put(ctx, "k1", body)

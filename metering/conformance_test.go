@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/costmodel"
+	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metadata/metadatatest"
@@ -28,15 +29,7 @@ func newMeter(t testing.TB) *metering.Meter {
 // suites did is counted.
 func TestStoreConformance(t *testing.T) {
 	m := newMeter(t)
-	walstoretest.RunWrapper(t, walstoretest.HarnessFunc(func(_ context.Context, t *testing.T) (walstore.ObjectStore, walstore.ObjectStore) {
-		c, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1", "az2": "b2"}, Seed: 1})
-		require.NoError(t, err)
-		local, err := c.Store("az1")
-		require.NoError(t, err)
-		peer, err := c.Store("az2")
-		require.NoError(t, err)
-		return local, peer
-	}), m.Store, walstoretest.ManyKeys(50))
+	walstoretest.RunWrapper(t, memtest.Harness(), m.Store, walstoretest.ManyKeys(50))
 	s := m.Snapshot()
 	for _, op := range s.Store {
 		require.NotZero(t, op.Requests, "%s requests", op.Op)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 )
@@ -26,7 +27,7 @@ func FuzzMeter(f *testing.F) {
 			return // the store refuses an empty body; nothing to meter
 		}
 		ctx := context.Background()
-		local, _ := stores(t)
+		local, _ := memtest.Stores(t)
 		log, err := memstore.NewLog(1)
 		require.NoError(t, err)
 		defer log.Close()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
@@ -84,7 +85,7 @@ func TestInvalidTopicNamesGetNoRow(t *testing.T) {
 	l, err := memstore.NewLog(1)
 	require.NoError(t, err)
 	defer l.Close()
-	local, _ := stores(t)
+	local, _ := memtest.Stores(t)
 	m := newMeter(t)
 	const bad = "\xff\xfe(ovr)!"
 

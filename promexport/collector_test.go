@@ -13,7 +13,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/costmodel"
-	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
 	"github.com/activetier/activetier/promexport"
@@ -37,10 +37,7 @@ func meterWithTraffic(t *testing.T) *metering.Meter {
 	ctx := context.Background()
 	m, err := metering.New(metering.Config{Prices: costmodel.S3Express2025()})
 	require.NoError(t, err)
-	c, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1"}})
-	require.NoError(t, err)
-	inner, err := c.Store("az1")
-	require.NoError(t, err)
+	inner, _ := memtest.Stores(t)
 	store := m.Store(inner)
 	enc, err := combiner.NewEncoder(combiner.EncoderOptions{Codec: metadata.CodecNone})
 	require.NoError(t, err)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/costmodel"
+	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
@@ -56,10 +57,7 @@ func newFeeder(t testing.TB) *feeder {
 	l, err := memstore.NewLog(1)
 	require.NoError(t, err)
 	t.Cleanup(func() { l.Close() })
-	c, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1"}})
-	require.NoError(t, err)
-	st, err := c.Store("az1")
-	require.NoError(t, err)
+	st, _ := memtest.Stores(t)
 	return &feeder{t: t, m: m, log: m.Log(l), st: m.Store(st)}
 }
 

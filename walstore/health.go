@@ -1,7 +1,6 @@
 package walstore
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -118,8 +117,7 @@ func (s *failing) list() ([]*PartitionError, int) {
 // MaxFailingListed.
 func firstFailing(es []*PartitionError) []*PartitionError {
 	slices.SortFunc(es, func(a, b *PartitionError) int {
-		return cmp.Or(cmp.Compare(a.Partition.Topic, b.Partition.Topic), bytes.Compare(a.Partition.TopicID[:], b.Partition.TopicID[:]),
-			cmp.Compare(a.Partition.Partition, b.Partition.Partition), cmp.Compare(a.Role, b.Role))
+		return cmp.Or(a.Partition.Compare(b.Partition), cmp.Compare(a.Role, b.Role))
 	})
 	return slices.Clip(es[:min(len(es), MaxFailingListed)])
 }

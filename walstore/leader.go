@@ -818,7 +818,10 @@ func (l *Leader) Resign(tp metadata.TopicPartition) {
 // one another: the first one of a leadership starts at the local log's end
 // offset when BecomeLeader was called, each next one right after the last,
 // all with the leadership's epoch; anything else is ErrInvalidBatch, and
-// the batch is not queued. When the buffer is full, Append blocks
+// the batch is not queued. A partition the engine does not lead is
+// ErrNotLeader; one no BecomeLeader would take (see
+// metadata.TopicPartition.Validate) also matches the reason, such as
+// metadata.ErrInvalidTopicName. When the buffer is full, Append blocks
 // (Overflow Block) until space frees, or returns ErrBufferFull (Overflow
 // Reject). A blocked Append gives up when ctx ends, fails with
 // ErrNotLeader when the leadership it waits in ends (even if another
@@ -856,6 +859,13 @@ func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combi
 			return nil
 		}
 		if space == nil {
+			if leadcore.CodeOf(err) == leadcore.NotLeader {
+				// Checked only here, off the path of accepted appends: a
+				// partition never led may be one that cannot be.
+				if verr := tp.Validate(); verr != nil {
+					return fmt.Errorf("walstore: append to %s: %w: %w", tp, ErrNotLeader, verr)
+				}
+			}
 			return fmt.Errorf("walstore: append to %s: %w", tp, refusal(err))
 		}
 		select {

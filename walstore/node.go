@@ -443,15 +443,21 @@ func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, e
 }
 
 // StopReplica makes this broker stop replicating tp, in either role, and
-// returns once no append to tp by the Node is in flight. It gives up only
-// while it waits for its turn or for the engines to finish the local-log
-// call of tp they may be making, and is refused at once while such a call
-// given up on has not returned (it may still append); after that nothing
-// can fail: it stops following tp and resigns its leadership. After Run
-// has returned it succeeds at once, but for that refusal: nothing is in
-// flight, and nothing will be.
+// returns once no append to tp by the Node is in flight. It is refused for
+// a partition no transition could have given a role (see
+// metadata.TopicPartition.Validate: a topic name Kafka would refuse
+// matches metadata.ErrInvalidTopicName). It gives up only while it waits
+// for its turn or for the engines to finish the local-log call of tp they
+// may be making, and is refused at once while such a call given up on has
+// not returned (it may still append); after that nothing can fail: it
+// stops following tp and resigns its leadership. After Run has returned it
+// succeeds at once, but for that refusal: nothing is in flight, and
+// nothing will be.
 func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) error {
 	return n.transition(ctx, "StopReplica", tp, func(in RoleState) (RoleState, error) {
+		if err := tp.Validate(); err != nil {
+			return in, err
+		}
 		err := n.follower.withCore(ctx, func(_ *followcore.Core, now time.Time) error {
 			n.follower.unfollowLocked(now, tp)
 			n.leader.Resign(tp)

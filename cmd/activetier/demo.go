@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/internal/cputime"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
@@ -364,7 +365,7 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	}
 	// CPU from here: producing and draining, not setting up the cluster,
 	// which at 100,000 partitions costs as much as a short run.
-	cpu0 := processCPU()
+	cpu0, cpuOK := cputime.Process()
 	start := time.Now()
 	prog.start(s, p, start)
 	var tl *timeline
@@ -467,7 +468,10 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	}
 	rep.ReadersConsistent = rep.Readers.consistent()
 	rep.MetadataBreakdown = breakdown.breakdown()
-	rep.CPUSeconds, rep.PeakRSSBytes = (processCPU() - cpu0).Seconds(), peakRSS()
+	if cpu1, ok := cputime.Process(); ok && cpuOK {
+		rep.CPUSeconds = (cpu1 - cpu0).Seconds()
+	}
+	rep.PeakRSSBytes = peakRSS()
 	return rep, nil
 }
 

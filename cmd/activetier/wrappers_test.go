@@ -1,27 +1,14 @@
 package main
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/walstore"
 	"github.com/activetier/activetier/walstore/walstoretest"
 )
-
-func memWrapperHarness() walstoretest.Harness {
-	return walstoretest.HarnessFunc(func(_ context.Context, t *testing.T) (walstore.ObjectStore, walstore.ObjectStore) {
-		c, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1", "az2": "b2"}, Seed: 1})
-		require.NoError(t, err)
-		local, err := c.Store("az1")
-		require.NoError(t, err)
-		peer, err := c.Store("az2")
-		require.NoError(t, err)
-		return local, peer
-	})
-}
 
 // The demo's store wrappers keep the contract and the optional interfaces
 // of what they wrap: the brokers' followers read into pooled buffers on
@@ -30,13 +17,13 @@ func memWrapperHarness() walstoretest.Harness {
 func TestStoreWrappersConformance(t *testing.T) {
 	calls := newStoreCalls([]string{"az1", "az2"}, map[string]string{"az1": "b1", "az2": "b2"}, false)
 	t.Run("counting", func(t *testing.T) {
-		walstoretest.RunWrapper(t, memWrapperHarness(), func(s walstore.ObjectStore) walstore.ObjectStore {
+		walstoretest.RunWrapper(t, memtest.Harness(), func(s walstore.ObjectStore) walstore.ObjectStore {
 			return newCountingStore(s, calls)
 		}, walstoretest.ManyKeys(50))
 	})
 	var fleet requestCounters
 	t.Run("reader", func(t *testing.T) {
-		walstoretest.RunWrapper(t, memWrapperHarness(), func(s walstore.ObjectStore) walstore.ObjectStore {
+		walstoretest.RunWrapper(t, memtest.Harness(), func(s walstore.ObjectStore) walstore.ObjectStore {
 			return (&readerStore{ObjectStore: s, fleet: &fleet}).reading()
 		}, walstoretest.ManyKeys(50))
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/walstore"
 	"github.com/activetier/activetier/walstore/walstoretest"
@@ -16,15 +17,7 @@ import (
 // without the wrapper) and, with no fault set, the whole contract.
 func TestFaultyStoreConformance(t *testing.T) {
 	c := &Cluster{gets: make(map[string]int64)}
-	walstoretest.RunWrapper(t, walstoretest.HarnessFunc(func(_ context.Context, t *testing.T) (walstore.ObjectStore, walstore.ObjectStore) {
-		objects, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1", "az2": "b2"}, Seed: 1})
-		require.NoError(t, err)
-		local, err := objects.Store("az1")
-		require.NoError(t, err)
-		peer, err := objects.Store("az2")
-		require.NoError(t, err)
-		return local, peer
-	}), func(s walstore.ObjectStore) walstore.ObjectStore { return newFaultyStore(s, c) }, walstoretest.ManyKeys(50))
+	walstoretest.RunWrapper(t, memtest.Harness(), func(s walstore.ObjectStore) walstore.ObjectStore { return newFaultyStore(s, c) }, walstoretest.ManyKeys(50))
 }
 
 // A ReadRange meets the faults a GetRange does: an error instead of the

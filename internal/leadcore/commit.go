@@ -1,8 +1,6 @@
 package leadcore
 
 import (
-	"bytes"
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -129,9 +127,7 @@ func (c *Core) takeCommits() []metadata.Commit {
 	for tp := range c.commitQueue {
 		tps = append(tps, tp)
 	}
-	slices.SortFunc(tps, func(a, b metadata.TopicPartition) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), bytes.Compare(a.TopicID[:], b.TopicID[:]), cmp.Compare(a.Partition, b.Partition))
-	})
+	slices.SortFunc(tps, metadata.TopicPartition.Compare)
 	out := make([]metadata.Commit, 0, len(tps))
 	for _, tp := range tps {
 		ld := c.leading[tp]

@@ -1,7 +1,6 @@
 package leadcore
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -466,25 +465,14 @@ func (c *Core) checkRead(batches []combiner.Batch, from, end int64) error {
 	return nil
 }
 
-// compareTP orders partitions by topic name, topic ID and number, so that
+// ledPartitions returns the partitions the engine leads, in order, so that
 // work over many partitions happens in the same order on every run.
-func compareTP(a, b metadata.TopicPartition) int {
-	if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
-		return c
-	}
-	if c := slices.Compare(a.TopicID[:], b.TopicID[:]); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Partition, b.Partition)
-}
-
-// ledPartitions returns the partitions the engine leads, in order.
 func (c *Core) ledPartitions() []metadata.TopicPartition {
 	tps := make([]metadata.TopicPartition, 0, len(c.leading))
 	for tp := range c.leading {
 		tps = append(tps, tp)
 	}
-	slices.SortFunc(tps, compareTP)
+	slices.SortFunc(tps, metadata.TopicPartition.Compare)
 	return tps
 }
 

@@ -163,9 +163,7 @@ func New(cfg Config) (*Core, error) {
 		}
 		c.parts[tp] = newPartition(tp, start, cfg.Durable, &c.held)
 	}
-	c.order = slices.SortedFunc(maps.Keys(c.parts), func(a, b metadata.TopicPartition) int {
-		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
-	})
+	c.order = slices.SortedFunc(maps.Keys(c.parts), metadata.TopicPartition.Compare)
 	return c, nil
 }
 

@@ -171,7 +171,7 @@ func (f *refFollower) handle(m *metadata.Message) (bool, error) {
 		}
 	}
 	rewind := false
-	for _, tp := range slices.SortedFunc(maps.Keys(pubs), cmpTP) {
+	for _, tp := range slices.SortedFunc(maps.Keys(pubs), metadata.TopicPartition.Compare) {
 		p, err := f.part(tp)
 		if err != nil {
 			return false, err
@@ -208,16 +208,6 @@ func (f *refFollower) truncate(p *refPart, to int64) error {
 	return nil
 }
 
-func cmpTP(a, b metadata.TopicPartition) int {
-	if a.Topic != b.Topic {
-		if a.Topic < b.Topic {
-			return -1
-		}
-		return 1
-	}
-	return cmpInt(a.Partition, b.Partition)
-}
-
 // pump applies, partition by partition, every entry that continues the
 // log: it truncates where Decide says to, and starts the fetch of the
 // next entry to apply, unless one is under way. With nothing to fetch, it
@@ -229,7 +219,7 @@ func (f *refFollower) pump() {
 	}
 	rewind := false
 	var retry time.Time
-	for _, tp := range slices.SortedFunc(maps.Keys(f.parts), cmpTP) {
+	for _, tp := range slices.SortedFunc(maps.Keys(f.parts), metadata.TopicPartition.Compare) {
 		p := f.parts[tp]
 		if since, _, ok := f.b.role(tp); !ok || since != p.since {
 			delete(f.parts, tp) // the role changed: start afresh if followed again

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 	"github.com/activetier/activetier/walstore/walstoretest"
@@ -124,7 +125,7 @@ const forwardingMutantEnv = "WALSTORETEST_FORWARDING_MUTANT"
 // its t.
 func TestAdversaryRunWrapperCatchesMisforwarding(t *testing.T) {
 	if mode := os.Getenv(forwardingMutantEnv); mode != "" {
-		walstoretest.RunWrapper(t, memHarness(), mutateForwarding(mode), walstoretest.ManyKeys(5))
+		walstoretest.RunWrapper(t, memtest.Harness(), mutateForwarding(mode), walstoretest.ManyKeys(5))
 		return
 	}
 	exe, err := os.Executable()

@@ -8,23 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 	"github.com/activetier/activetier/walstore/walstoretest"
 )
-
-func memHarness() walstoretest.Harness {
-	return walstoretest.HarnessFunc(func(_ context.Context, t *testing.T) (walstore.ObjectStore, walstore.ObjectStore) {
-		c, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "b1", "az2": "b2"}, Seed: 1})
-		require.NoError(t, err)
-		local, err := c.Store("az1")
-		require.NoError(t, err)
-		peer, err := c.Store("az2")
-		require.NoError(t, err)
-		return local, peer
-	})
-}
 
 // Wrappers, each forwarding every call unchanged.
 
@@ -70,7 +58,7 @@ const wrapperEnv = "WALSTORETEST_WRAPPER_MUTANT"
 // A wrapper that keeps the optional interfaces passes the whole check.
 func TestRunWrapper(t *testing.T) {
 	require.Equal(t, []string{"walstore.RangeReader"}, walstoretest.OptionalInterfaces())
-	walstoretest.RunWrapper(t, memHarness(), keep, walstoretest.ManyKeys(50))
+	walstoretest.RunWrapper(t, memtest.Harness(), keep, walstoretest.ManyKeys(50))
 }
 
 // TestRunWrapperCatchesBrokenWrappers runs the check on wrappers that
@@ -80,7 +68,7 @@ func TestRunWrapperCatchesBrokenWrappers(t *testing.T) {
 	if name := os.Getenv(wrapperEnv); name != "" {
 		wrap, ok := wrappers[name]
 		require.True(t, ok, "no broken wrapper named %q", name)
-		walstoretest.RunWrapper(t, memHarness(), wrap)
+		walstoretest.RunWrapper(t, memtest.Harness(), wrap)
 		return
 	}
 	exe, err := os.Executable()

@@ -202,7 +202,7 @@ func TestAdversaryViewTooLarge(t *testing.T) {
 	var refused []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var v Cluster
-		if err := decode(r, &v); err != nil {
+		if err := decodeOne(http.MaxBytesReader(w, r.Body, maxControlBody), &v); err != nil {
 			mu.Lock()
 			refused = append(refused, err.Error())
 			mu.Unlock()
@@ -729,13 +729,13 @@ func TestAdversaryControlEndpoints(t *testing.T) {
 		{"a view cut short", http.MethodPost, broker, "/v1/cluster", `{"brokers":[`, http.StatusBadRequest},
 		{"a view with an unknown field", http.MethodPost, broker, "/v1/cluster", `{"bogus":1}`, http.StatusBadRequest},
 		{"a view of the wrong type", http.MethodPost, broker, "/v1/cluster", `[1,2]`, http.StatusBadRequest},
-		{"progress past the size limit", http.MethodPost, broker, "/v1/progress", huge, http.StatusBadRequest},
+		{"progress past the size limit", http.MethodPost, broker, "/v1/progress", huge, http.StatusRequestEntityTooLarge},
 		{"progress that is not a list", http.MethodPost, broker, "/v1/progress", `{"topic":"t"}`, http.StatusBadRequest},
 		{"GET brokers", http.MethodGet, ctl, "/v1/brokers", "", http.StatusMethodNotAllowed},
 		{"a registration without an incarnation", http.MethodPost, ctl, "/v1/brokers", `{"id":0,"kafka":"a:1","control":"a:2"}`, http.StatusConflict},
 		{"a registration of a negative id", http.MethodPost, ctl, "/v1/brokers", `{"id":-1,"kafka":"a:1","control":"a:2","incarnation":"x"}`, http.StatusConflict},
 		{"a registration with an unknown field", http.MethodPost, ctl, "/v1/brokers", `{"id":0,"admin":true}`, http.StatusBadRequest},
-		{"proposals past the size limit", http.MethodPost, ctl, "/v1/isr", huge, http.StatusBadRequest},
+		{"proposals past the size limit", http.MethodPost, ctl, "/v1/isr", huge, http.StatusRequestEntityTooLarge},
 		{"topics cut short", http.MethodPost, ctl, "/v1/topics", `{"topics":[{"name":`, http.StatusBadRequest},
 	} {
 		code, body := send(tc.method, tc.addr, tc.path, tc.body)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -75,41 +74,10 @@ type Status struct {
 	ServedFollower int64 `json:"servedFollower"`
 }
 
-const maxControlBody = 16 << 20
-
 func (b *Broker) serveControl(ctx context.Context) error {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/cluster", func(w http.ResponseWriter, r *http.Request) {
-		var c Cluster
-		if err := decode(r, &c); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if err := b.applyCluster(r.Context(), c); err != nil {
-			http.Error(w, err.Error(), http.StatusConflict)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("POST /v1/progress", func(w http.ResponseWriter, r *http.Request) {
-		var reports []ProgressReport
-		if err := decode(r, &reports); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		answers := make([]ProgressAnswer, 0, len(reports))
-		for _, rep := range reports {
-			a := ProgressAnswer{Topic: rep.Topic, Partition: rep.Partition}
-			hw, err := b.recordProgress(rep)
-			if err != nil {
-				a.Error = err.Error()
-			}
-			a.HW = hw
-			answers = append(answers, a)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(answers)
-	})
+	mux.Handle("/v1/cluster", applyJSON(b.applyCluster))
+	mux.Handle("/v1/progress", answerJSON(b.answerProgress))
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(b.Status())
@@ -129,10 +97,20 @@ func (b *Broker) serveControl(ctx context.Context) error {
 	}
 }
 
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxControlBody))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+// answerProgress records each of followers' reports and answers it with
+// the partition's high watermark, or why it has none.
+func (b *Broker) answerProgress(_ context.Context, reports []ProgressReport) []ProgressAnswer {
+	answers := make([]ProgressAnswer, 0, len(reports))
+	for _, rep := range reports {
+		a := ProgressAnswer{Topic: rep.Topic, Partition: rep.Partition}
+		hw, err := b.recordProgress(rep)
+		if err != nil {
+			a.Error = err.Error()
+		}
+		a.HW = hw
+		answers = append(answers, a)
+	}
+	return answers
 }
 
 // Status returns the broker's view of its partitions and its Node's
@@ -165,13 +143,7 @@ func (b *Broker) Status() Status {
 		})
 	}
 	slices.SortFunc(out.Partitions, func(a, b PartitionStatus) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition - b.Partition)
+		return metadata.TopicPartition{Topic: a.Topic, Partition: a.Partition}.Compare(metadata.TopicPartition{Topic: b.Topic, Partition: b.Partition})
 	})
 	return out
 }

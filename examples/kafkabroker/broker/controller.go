@@ -355,36 +355,9 @@ func (c *Controller) CloseIdleConnections() { c.client.CloseIdleConnections() }
 // topics a broker was asked to create, see CreateTopics).
 func (c *Controller) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/brokers", func(w http.ResponseWriter, r *http.Request) {
-		var info BrokerInfo
-		if err := decode(r, &info); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if err := c.Register(r.Context(), info); err != nil {
-			http.Error(w, err.Error(), http.StatusConflict)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("POST /v1/isr", func(w http.ResponseWriter, r *http.Request) {
-		var reqs []AlterPartition
-		if err := decode(r, &reqs); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(c.AlterPartition(r.Context(), reqs))
-	})
-	mux.HandleFunc("POST /v1/topics", func(w http.ResponseWriter, r *http.Request) {
-		var req TopicsRequest
-		if err := decode(r, &req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(c.CreateTopics(r.Context(), req))
-	})
+	mux.Handle("/v1/brokers", applyJSON(c.Register))
+	mux.Handle("/v1/isr", answerJSON(c.AlterPartition))
+	mux.Handle("/v1/topics", answerJSON(c.CreateTopics))
 	return mux
 }
 

@@ -43,6 +43,11 @@
 //     replicas, when a broker fails (Controller.BrokerFailed) or returns.
 //   - GET /v1/status: the broker's view of each partition, for tests.
 //
+// Each POST takes exactly one JSON value of at most 16 MiB, with no field
+// its type lacks, and answers 400 (413 past the bound) to a body it
+// cannot take, 409 with the reason to a request refused, 204 to a change
+// taken that has no answer, and its answer as JSON otherwise.
+//
 // A broker restarted on its data is a new incarnation: it leads nothing
 // until a view lists that incarnation, registers, and follows every
 // partition, outside every in-sync set until its leaders find it caught

@@ -186,12 +186,7 @@ func (l *Log) Partitions() []metadata.TopicPartition {
 	for tp := range l.parts {
 		out = append(out, tp)
 	}
-	slices.SortFunc(out, func(a, b metadata.TopicPartition) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.Partition) - int(b.Partition)
-	})
+	slices.SortFunc(out, metadata.TopicPartition.Compare)
 	return out
 }
 
