@@ -569,8 +569,8 @@ func recordValues(t *testing.T, c *testCluster, id int, tp metadata.TopicPartiti
 // TestAdversaryMembershipChurn: while kgo produces at acks=all with its
 // idempotent producer, the controller is told again and again that a
 // live broker failed, and registrations of a broker's run that is gone
-// (a stale incarnation) and of its current run a second time arrive,
-// each moving leaderships and in-sync sets. Every broker then rejoins,
+// (a stale incarnation, refused) and of its current run a second time
+// arrive, moving leaderships and in-sync sets. Every broker then rejoins,
 // and every broker's log holds every acknowledged record at the offset
 // it was acknowledged at, and no record twice.
 func TestAdversaryMembershipChurn(t *testing.T) {
@@ -620,13 +620,13 @@ func TestAdversaryMembershipChurn(t *testing.T) {
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
-	register := func(info BrokerInfo) {
+	register := func(info BrokerInfo, want int) {
 		body, err := json.Marshal(info)
 		require.NoError(t, err)
 		resp, err := client.Post("http://"+c.view.Controller+"/v1/brokers", "application/json", strings.NewReader(string(body)))
 		require.NoError(t, err)
 		resp.Body.Close()
-		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		require.Equal(t, want, resp.StatusCode)
 	}
 	for r := range rounds {
 		id := int32(r % 3)
@@ -635,10 +635,10 @@ func TestAdversaryMembershipChurn(t *testing.T) {
 			require.NoError(t, c.ctl.BrokerFailed(t.Context(), id))
 		case 1:
 			stale := c.brokers[id].Info()
-			stale.Incarnation = "a run that is gone"
-			register(stale)
+			stale.Incarnation = "0" // sorts before every run's: refused
+			register(stale, http.StatusConflict)
 		case 2:
-			register(c.brokers[id].Info()) // the current run, again
+			register(c.brokers[id].Info(), http.StatusNoContent) // the current run, again
 		}
 		time.Sleep(300 * time.Millisecond) // production goes on between changes
 	}
@@ -1099,4 +1099,51 @@ func negate(v reflect.Value) {
 			negate(f)
 		}
 	}
+}
+
+// TestAdversaryStaleRegistration: a registration carrying the incarnation
+// of a broker's run that is gone (older than the live run's, a delayed or
+// replayed request) is refused with a conflict and changes nothing: the
+// live run stays in every in-sync set and keeps its leaderships. A later
+// run's registration still fails the live one first, as a restart the
+// controller did not notice does.
+func TestAdversaryStaleRegistration(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	now := time.Now()
+	older, live := newIncarnation(now.Add(-time.Hour)), newIncarnation(now)
+	require.Less(t, older, live)
+	all := []int32{0, 1, 2}
+	view := threeBrokers(Placement{Leader: 0, Epoch: 3, Replicas: all, ISR: all, PartitionEpoch: 5}, all...)
+	for i := range view.Brokers {
+		view.Brokers[i].Control = addr
+	}
+	view.Brokers[0].Incarnation = live
+	ctl, err := NewController(view)
+	require.NoError(t, err)
+	defer ctl.CloseIdleConnections()
+	api := httptest.NewServer(ctl.Handler())
+	defer api.Close()
+
+	stale := view.Brokers[0]
+	stale.Incarnation = older
+	err = ctl.Register(t.Context(), stale)
+	require.ErrorIs(t, err, ErrStaleIncarnation)
+	body, err := json.Marshal(stale)
+	require.NoError(t, err)
+	resp, err := http.Post(api.URL+"/v1/brokers", "application/json", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusConflict, resp.StatusCode)
+	assert.Equal(t, view, ctl.View(), "a stale registration changed the view")
+
+	later := view.Brokers[0]
+	later.Incarnation = newIncarnation(now.Add(time.Second))
+	require.NoError(t, ctl.Register(t.Context(), later))
+	pl := ctl.View().Topics[0].Partitions[0]
+	assert.Equal(t, []int32{1, 2}, pl.ISR, "a restart the controller did not notice fails the run before it")
+	assert.Equal(t, int32(1), pl.Leader)
 }

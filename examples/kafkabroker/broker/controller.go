@@ -152,13 +152,21 @@ func (c *Controller) post(ctx context.Context) error {
 // leader: it holds every record the partition acknowledged, and is
 // elected. A run of the broker the view still lists, from before a crash
 // the controller did not notice, is failed first (see BrokerFailed); the
-// same run registering again changes nothing and gets the view again.
+// same run registering again changes nothing and gets the view again. A
+// registration of a run older than the live one (its incarnation sorts
+// before the listed one's: a delayed or replayed request of a run that is
+// gone) is refused with ErrStaleIncarnation and changes nothing: Kafka's
+// controller refuses a registration while the broker's session is alive,
+// and this controller, without heartbeats, tells a restart from a stale
+// run by the incarnations' order.
 func (c *Controller) Register(ctx context.Context, info BrokerInfo) error {
 	if info.ID < 0 || info.ID > maxBrokerID || info.Incarnation == "" || info.Kafka == "" || info.Control == "" {
 		return fmt.Errorf("broker: controller: registering %+v: id, incarnation and addresses are required", info)
 	}
 	return c.update(ctx, func(v *Cluster) error {
-		v.register(info)
+		if err := v.register(info); err != nil {
+			return err
+		}
 		// As for topics: a view past what brokers read would be
 		// refused by all of them, and every later one with it.
 		if n, err := viewSize(v); err != nil || n > maxViewBytes {
@@ -168,11 +176,18 @@ func (c *Controller) Register(ctx context.Context, info BrokerInfo) error {
 	})
 }
 
+// ErrStaleIncarnation is a registration refused because the view lists
+// a later run of the broker (see Register).
+var ErrStaleIncarnation = errors.New("a registration of a run older than the broker's live run")
+
 // register is Register on the view.
-func (v *Cluster) register(info BrokerInfo) {
+func (v *Cluster) register(info BrokerInfo) error {
 	i := slices.IndexFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == info.ID })
 	if i >= 0 && v.Brokers[i].Incarnation == info.Incarnation {
-		return
+		return nil
+	}
+	if i >= 0 && info.Incarnation < v.Brokers[i].Incarnation {
+		return fmt.Errorf("broker %d: %w: incarnation %q, live %q", info.ID, ErrStaleIncarnation, info.Incarnation, v.Brokers[i].Incarnation)
 	}
 	if i >= 0 {
 		v.fail(info.ID)
@@ -184,6 +199,7 @@ func (v *Cluster) register(info BrokerInfo) {
 			pl.PartitionEpoch++
 		}
 	})
+	return nil
 }
 
 // BrokerFailed takes a broker the controller learned is down out of the
