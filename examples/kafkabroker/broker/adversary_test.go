@@ -1147,3 +1147,62 @@ func TestAdversaryStaleRegistration(t *testing.T) {
 	assert.Equal(t, []int32{1, 2}, pl.ISR, "a restart the controller did not notice fails the run before it")
 	assert.Equal(t, int32(1), pl.Leader)
 }
+
+// TestAdversaryHungBroker: a broker that accepts the controller's
+// connection but never answers delays no other broker's view: the
+// controller posts to every broker at once, each post bounded on its
+// own. Broker 0 is listed first and hangs until the test ends; broker 1
+// must get the view while broker 0's post is still waiting (the test
+// waits 10 s for it, a third of the 30 s a post to broker 0 may take).
+func TestAdversaryHungBroker(t *testing.T) {
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hung.Close()
+	unhang := sync.OnceFunc(func() { close(release) })
+	defer unhang() // before hung.Close, which waits for the handler
+	got := make(chan Cluster, 1)
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v Cluster
+		if err := decode(r, &v); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case got <- v:
+		default:
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer live.Close()
+	var view Cluster
+	for id, srv := range []*httptest.Server{hung, live} {
+		view.Brokers = append(view.Brokers, BrokerInfo{ID: int32(id), AZ: fmt.Sprintf("az%d", id), Kafka: "127.0.0.1:1",
+			Control: strings.TrimPrefix(srv.URL, "http://"), Incarnation: fmt.Sprint(id)})
+	}
+	ctl, err := NewController(view)
+	require.NoError(t, err)
+	defer ctl.CloseIdleConnections()
+
+	done := make(chan error, 1)
+	go func() {
+		done <- ctl.Update(t.Context(), func(v *Cluster) {
+			v.Topics = append(v.Topics, PlaceTopic("t", 1, 2, v.Brokers))
+		})
+	}()
+	select {
+	case v := <-got:
+		require.Len(t, v.Topics, 1, "broker 1 got a view without the change")
+	case err := <-done:
+		t.Fatalf("the update returned (%v) before broker 1 got the view", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("broker 1 did not get the view while broker 0 hung")
+	}
+	unhang()
+	require.NoError(t, <-done)
+}

@@ -129,18 +129,27 @@ func (c *Controller) update(ctx context.Context, change func(*Cluster) error) er
 	return c.post(ctx)
 }
 
-// post sends the view to every broker; c.mu is held.
+// post sends the view to every broker at once, each post bounded by
+// controllerRequestTimeout on its own, so that a broker that accepts the
+// connection but never answers delays no other broker's view; c.mu is
+// held, so a broker gets the views in the order they were decided.
 func (c *Controller) post(ctx context.Context) error {
 	body, err := json.Marshal(c.view)
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, b := range c.view.Brokers {
-		if err := postJSON(ctx, c.client, b.Control, "/v1/cluster", body, nil); err != nil {
-			errs = append(errs, fmt.Errorf("broker %d: %w", b.ID, err))
-		}
+	errs := make([]error, len(c.view.Brokers))
+	var wg sync.WaitGroup
+	for i, b := range c.view.Brokers {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, controllerRequestTimeout)
+			defer cancel()
+			if err := postJSON(pctx, c.client, b.Control, "/v1/cluster", body, nil); err != nil {
+				errs[i] = fmt.Errorf("broker %d: %w", b.ID, err)
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
