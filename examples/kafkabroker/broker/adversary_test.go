@@ -569,8 +569,8 @@ func recordValues(t *testing.T, c *testCluster, id int, tp metadata.TopicPartiti
 // TestAdversaryMembershipChurn: while kgo produces at acks=all with its
 // idempotent producer, the controller is told again and again that a
 // live broker failed, and registrations of a broker's run that is gone
-// (a stale incarnation) and of its current run a second time arrive,
-// each moving leaderships and in-sync sets. Every broker then rejoins,
+// (a stale incarnation, refused) and of its current run a second time
+// arrive, moving leaderships and in-sync sets. Every broker then rejoins,
 // and every broker's log holds every acknowledged record at the offset
 // it was acknowledged at, and no record twice.
 func TestAdversaryMembershipChurn(t *testing.T) {
@@ -620,13 +620,13 @@ func TestAdversaryMembershipChurn(t *testing.T) {
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
-	register := func(info BrokerInfo) {
+	register := func(info BrokerInfo, want int) {
 		body, err := json.Marshal(info)
 		require.NoError(t, err)
 		resp, err := client.Post("http://"+c.view.Controller+"/v1/brokers", "application/json", strings.NewReader(string(body)))
 		require.NoError(t, err)
 		resp.Body.Close()
-		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+		require.Equal(t, want, resp.StatusCode)
 	}
 	for r := range rounds {
 		id := int32(r % 3)
@@ -635,10 +635,10 @@ func TestAdversaryMembershipChurn(t *testing.T) {
 			require.NoError(t, c.ctl.BrokerFailed(t.Context(), id))
 		case 1:
 			stale := c.brokers[id].Info()
-			stale.Incarnation = "a run that is gone"
-			register(stale)
+			stale.Incarnation = "0" // sorts before every run's: refused
+			register(stale, http.StatusConflict)
 		case 2:
-			register(c.brokers[id].Info()) // the current run, again
+			register(c.brokers[id].Info(), http.StatusNoContent) // the current run, again
 		}
 		time.Sleep(300 * time.Millisecond) // production goes on between changes
 	}
@@ -1099,4 +1099,110 @@ func negate(v reflect.Value) {
 			negate(f)
 		}
 	}
+}
+
+// TestAdversaryStaleRegistration: a registration carrying the incarnation
+// of a broker's run that is gone (older than the live run's, a delayed or
+// replayed request) is refused with a conflict and changes nothing: the
+// live run stays in every in-sync set and keeps its leaderships. A later
+// run's registration still fails the live one first, as a restart the
+// controller did not notice does.
+func TestAdversaryStaleRegistration(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	now := time.Now()
+	older, live := newIncarnation(now.Add(-time.Hour)), newIncarnation(now)
+	require.Less(t, older, live)
+	all := []int32{0, 1, 2}
+	view := threeBrokers(Placement{Leader: 0, Epoch: 3, Replicas: all, ISR: all, PartitionEpoch: 5}, all...)
+	for i := range view.Brokers {
+		view.Brokers[i].Control = addr
+	}
+	view.Brokers[0].Incarnation = live
+	ctl, err := NewController(view)
+	require.NoError(t, err)
+	defer ctl.CloseIdleConnections()
+	api := httptest.NewServer(ctl.Handler())
+	defer api.Close()
+
+	stale := view.Brokers[0]
+	stale.Incarnation = older
+	err = ctl.Register(t.Context(), stale)
+	require.ErrorIs(t, err, ErrStaleIncarnation)
+	body, err := json.Marshal(stale)
+	require.NoError(t, err)
+	resp, err := http.Post(api.URL+"/v1/brokers", "application/json", strings.NewReader(string(body)))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusConflict, resp.StatusCode)
+	assert.Equal(t, view, ctl.View(), "a stale registration changed the view")
+
+	later := view.Brokers[0]
+	later.Incarnation = newIncarnation(now.Add(time.Second))
+	require.NoError(t, ctl.Register(t.Context(), later))
+	pl := ctl.View().Topics[0].Partitions[0]
+	assert.Equal(t, []int32{1, 2}, pl.ISR, "a restart the controller did not notice fails the run before it")
+	assert.Equal(t, int32(1), pl.Leader)
+}
+
+// TestAdversaryHungBroker: a broker that accepts the controller's
+// connection but never answers delays no other broker's view: the
+// controller posts to every broker at once, each post bounded on its
+// own. Broker 0 is listed first and hangs until the test ends; broker 1
+// must get the view while broker 0's post is still waiting (the test
+// waits 10 s for it, a third of the 30 s a post to broker 0 may take).
+func TestAdversaryHungBroker(t *testing.T) {
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hung.Close()
+	unhang := sync.OnceFunc(func() { close(release) })
+	defer unhang() // before hung.Close, which waits for the handler
+	got := make(chan Cluster, 1)
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v Cluster
+		if err := decode(r, &v); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case got <- v:
+		default:
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer live.Close()
+	var view Cluster
+	for id, srv := range []*httptest.Server{hung, live} {
+		view.Brokers = append(view.Brokers, BrokerInfo{ID: int32(id), AZ: fmt.Sprintf("az%d", id), Kafka: "127.0.0.1:1",
+			Control: strings.TrimPrefix(srv.URL, "http://"), Incarnation: fmt.Sprint(id)})
+	}
+	ctl, err := NewController(view)
+	require.NoError(t, err)
+	defer ctl.CloseIdleConnections()
+
+	done := make(chan error, 1)
+	go func() {
+		done <- ctl.Update(t.Context(), func(v *Cluster) {
+			v.Topics = append(v.Topics, PlaceTopic("t", 1, 2, v.Brokers))
+		})
+	}()
+	select {
+	case v := <-got:
+		require.Len(t, v.Topics, 1, "broker 1 got a view without the change")
+	case err := <-done:
+		t.Fatalf("the update returned (%v) before broker 1 got the view", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("broker 1 did not get the view while broker 0 hung")
+	}
+	unhang()
+	require.NoError(t, <-done)
 }

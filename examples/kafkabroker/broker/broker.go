@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -183,7 +182,7 @@ func New(cfg Config) (*Broker, error) {
 		changed:     make(chan struct{}),
 		pids:        newProducerIDs(cfg.Log.Dir(), cfg.ID, time.Now),
 		forward:     &http.Client{},
-		incarnation: fmt.Sprintf("%016x", rand.Uint64()),
+		incarnation: newIncarnation(time.Now()),
 	}
 	b.reporter = newReporter(b)
 	b.isr = newISRManager(b)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -20,8 +21,19 @@ type BrokerInfo struct {
 	// Incarnation names one run of the broker's process, new at every
 	// start (Kafka's incarnation id): a broker leads only in a view that
 	// lists its own incarnation, so a restarted broker never acts on
-	// the leaderships of the run before it.
+	// the leaderships of the run before it. A later run's incarnation
+	// sorts after an earlier one's (see newIncarnation), which is how
+	// the controller tells a restart from a stale registration.
 	Incarnation string `json:"incarnation,omitempty"`
+}
+
+// newIncarnation names a run started at now: the start time in
+// nanoseconds as 16 hex digits, so that a later run's sorts after an
+// earlier one's as a string (as long as the machine's clock does not go
+// back across a restart by more than the time between the runs), then
+// 16 random hex digits, so that two runs never share one.
+func newIncarnation(now time.Time) string {
+	return fmt.Sprintf("%016x%016x", uint64(now.UnixNano()), rand.Uint64())
 }
 
 // Cluster is the controller's view: the live brokers and, for every

@@ -129,18 +129,27 @@ func (c *Controller) update(ctx context.Context, change func(*Cluster) error) er
 	return c.post(ctx)
 }
 
-// post sends the view to every broker; c.mu is held.
+// post sends the view to every broker at once, each post bounded by
+// controllerRequestTimeout on its own, so that a broker that accepts the
+// connection but never answers delays no other broker's view; c.mu is
+// held, so a broker gets the views in the order they were decided.
 func (c *Controller) post(ctx context.Context) error {
 	body, err := json.Marshal(c.view)
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, b := range c.view.Brokers {
-		if err := postJSON(ctx, c.client, b.Control, "/v1/cluster", body, nil); err != nil {
-			errs = append(errs, fmt.Errorf("broker %d: %w", b.ID, err))
-		}
+	errs := make([]error, len(c.view.Brokers))
+	var wg sync.WaitGroup
+	for i, b := range c.view.Brokers {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, controllerRequestTimeout)
+			defer cancel()
+			if err := postJSON(pctx, c.client, b.Control, "/v1/cluster", body, nil); err != nil {
+				errs[i] = fmt.Errorf("broker %d: %w", b.ID, err)
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -152,13 +161,21 @@ func (c *Controller) post(ctx context.Context) error {
 // leader: it holds every record the partition acknowledged, and is
 // elected. A run of the broker the view still lists, from before a crash
 // the controller did not notice, is failed first (see BrokerFailed); the
-// same run registering again changes nothing and gets the view again.
+// same run registering again changes nothing and gets the view again. A
+// registration of a run older than the live one (its incarnation sorts
+// before the listed one's: a delayed or replayed request of a run that is
+// gone) is refused with ErrStaleIncarnation and changes nothing: Kafka's
+// controller refuses a registration while the broker's session is alive,
+// and this controller, without heartbeats, tells a restart from a stale
+// run by the incarnations' order.
 func (c *Controller) Register(ctx context.Context, info BrokerInfo) error {
 	if info.ID < 0 || info.ID > maxBrokerID || info.Incarnation == "" || info.Kafka == "" || info.Control == "" {
 		return fmt.Errorf("broker: controller: registering %+v: id, incarnation and addresses are required", info)
 	}
 	return c.update(ctx, func(v *Cluster) error {
-		v.register(info)
+		if err := v.register(info); err != nil {
+			return err
+		}
 		// As for topics: a view past what brokers read would be
 		// refused by all of them, and every later one with it.
 		if n, err := viewSize(v); err != nil || n > maxViewBytes {
@@ -168,11 +185,18 @@ func (c *Controller) Register(ctx context.Context, info BrokerInfo) error {
 	})
 }
 
+// ErrStaleIncarnation is a registration refused because the view lists
+// a later run of the broker (see Register).
+var ErrStaleIncarnation = errors.New("a registration of a run older than the broker's live run")
+
 // register is Register on the view.
-func (v *Cluster) register(info BrokerInfo) {
+func (v *Cluster) register(info BrokerInfo) error {
 	i := slices.IndexFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == info.ID })
 	if i >= 0 && v.Brokers[i].Incarnation == info.Incarnation {
-		return
+		return nil
+	}
+	if i >= 0 && info.Incarnation < v.Brokers[i].Incarnation {
+		return fmt.Errorf("broker %d: %w: incarnation %q, live %q", info.ID, ErrStaleIncarnation, info.Incarnation, v.Brokers[i].Incarnation)
 	}
 	if i >= 0 {
 		v.fail(info.ID)
@@ -184,6 +208,7 @@ func (v *Cluster) register(info BrokerInfo) {
 			pl.PartitionEpoch++
 		}
 	})
+	return nil
 }
 
 // BrokerFailed takes a broker the controller learned is down out of the

@@ -35,7 +35,8 @@
 //     which the broker turns into the Node's BecomeLeader, BecomeFollower,
 //     StopReplica and SetInSync calls.
 //   - On the controller (Controller.Handler): POST /v1/brokers, a
-//     broker's registration at start; POST /v1/isr, a leader's proposal
+//     broker's registration at start (409 Conflict for a run older than
+//     the live one, see Controller.Register); POST /v1/isr, a leader's proposal
 //     of a partition's in-sync set (Kafka's AlterPartition, see isr.go:
 //     a follower joins once caught up, leaves once it lags for
 //     Config.ReplicaLagTime); POST /v1/topics, a CreateTopics request a
