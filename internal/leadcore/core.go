@@ -386,6 +386,10 @@ type Core struct {
 	tasks      map[uint64]*task // Republish calls
 	refresh    []metadata.TopicPartition
 	refreshing int // refresh tasks of the group under way
+	// refreshGroup is the group of refresh tasks last started: a
+	// leadership that ends stops its own, so that markers it read are
+	// never published by, or alongside, a later leadership's.
+	refreshGroup []*task
 	// catchingUp counts the catch-ups under way; catchupQueue are the
 	// partitions waiting for one to end (see catchup.go).
 	catchingUp   int
