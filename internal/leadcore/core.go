@@ -43,6 +43,12 @@ type Config struct {
 	// MarkerRefresh is how often the markers of every led partition are
 	// published again; GCInterval how often garbage is collected.
 	MarkerRefresh, GCInterval time.Duration
+	// SweepUnpublished makes Sweepable offer the objects a leadership
+	// still means to publish (stored while the metadata log refused
+	// their entries), as Sweep did before it kept them. It exists only so that
+	// the simulation can show it catches such a Sweep (internal/sim's
+	// Weaken.Sweep); nothing else may set it.
+	SweepUnpublished bool
 	// RetainFor keeps every object at least this long after its entries
 	// were published, whatever the followers applied, for direct readers
 	// that lag them.

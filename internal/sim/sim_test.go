@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"go.uber.org/goleak"
 )
 
@@ -239,4 +241,67 @@ func line(lines []string, i int) string {
 		return lines[i]
 	}
 	return "(end of trace)"
+}
+
+// TestSimContract runs the simulation with the adversarial broker
+// (Config.Attacks) for a range of seeds, the contract's model judging
+// every call it makes, and requires every seed to pass and to replay
+// exactly: the same seed, run again, gives the same trace. Seeds run
+// ACTIVETIER_SIM_PARALLEL at a time (default 1).
+func TestSimContract(t *testing.T) {
+	first, n := seedRange(t, 300)
+	replay := n == 1
+	par := 1
+	if s := os.Getenv("ACTIVETIER_SIM_PARALLEL"); s != "" {
+		p, err := strconv.Atoi(s)
+		if err != nil || p < 1 {
+			t.Fatalf("ACTIVETIER_SIM_PARALLEL=%q: want a positive number", s)
+		}
+		par = p
+	}
+	type outcome struct {
+		res    *Result
+		digest uint64
+	}
+	results := make([]outcome, n)
+	run := func(i uint64) {
+		d := xxhash.New()
+		res := runSeed(t, Config{Seed: first + i, Attacks: true, Verbose: replay, TraceWriter: d})
+		results[i] = outcome{res, d.Sum64()}
+	}
+	var wg sync.WaitGroup
+	next := make(chan uint64)
+	for range par {
+		wg.Go(func() {
+			for i := range next {
+				run(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var total Stats
+	for i, o := range results {
+		seed := first + uint64(i)
+		if replay {
+			t.Logf("seed %d: %s\ntrace:\n%s", seed, o.res.Shape, strings.Join(o.res.Trace, "\n"))
+		}
+		if o.res.Failed() {
+			report(t, o.res, "TestSimContract", 80)
+			return
+		}
+		total.add(o.res.Stats)
+	}
+	// Replay a few seeds: the same seed gives the same trace.
+	for i := uint64(0); i < n; i += max(1, n/5) {
+		d := xxhash.New()
+		Run(Config{Seed: first + i, Attacks: true, TraceWriter: d})
+		if d.Sum64() != results[i].digest {
+			t.Fatalf("seed %d: a second run's trace differs from the first's", first+i)
+		}
+	}
+	t.Logf("%d seeds from %d with attacks: %+v", n, first, total)
 }
