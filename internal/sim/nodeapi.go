@@ -132,7 +132,9 @@ func (n *simNode) retryBlocked(space, ended bool) {
 	for _, bl := range n.blocked {
 		gen, _, _, _ := n.lc.Leadership(bl.tp)
 		if gen != bl.gen && !n.w.cfg.Weaken.Append {
-			done = append(done, func() { bl.done(fmt.Errorf("append to %s: the leadership ended while it waited: %w", bl.tp, errNotLeader)) })
+			done = append(done, func() {
+				bl.done(fmt.Errorf("append to %s: the leadership ended while it waited: %w", bl.tp, errNotLeader))
+			})
 			continue
 		}
 		err := n.lc.Append(n.w.clock, bl.tp, bl.batch)

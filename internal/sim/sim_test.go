@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,4 +305,71 @@ func TestSimContract(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds from %d with attacks: %+v", n, first, total)
+}
+
+// weakenedIsCaught runs seeds with attacks and the library weakened as
+// weak says until one reports a violation of one of kinds, and requires
+// the same seed to pass with the library intact: the weakening, not the
+// seed, is what the model caught.
+func weakenedIsCaught(t *testing.T, weak Weakening, kinds ...Kind) {
+	t.Helper()
+	first, n := seedRange(t, 300)
+	for seed := first; seed < first+n; seed++ {
+		res := runSeed(t, Config{Seed: seed, Attacks: true, Weaken: weak})
+		var caught *Violation
+		for i, v := range res.Violations {
+			if slices.Contains(kinds, v.Kind) {
+				caught = &res.Violations[i]
+				break
+			}
+		}
+		if caught == nil {
+			continue
+		}
+		t.Logf("seed %d, %d seeds in: %s", seed, seed-first+1, caught)
+		if control := runSeed(t, Config{Seed: seed, Attacks: true}); control.Failed() {
+			report(t, control, t.Name(), 40)
+		}
+		return
+	}
+	t.Fatalf("no %v reported in %d seeds from %d with %+v", kinds, n, first, weak)
+}
+
+// (a) A wait answered by a later leadership of the partition, or a
+// BecomeLeader at an epoch not above the one followed, is caught.
+func TestWeakenedLateIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Late: true}, KindAckLost, KindBadTransition)
+}
+
+// (b) A Sweep that deletes an object a live leadership still means to
+// publish (its metadata log down longer than the sweep age) is caught.
+func TestWeakenedSweepIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Sweep: true}, KindSweptUnpublished)
+}
+
+// (c) A refused BecomeLeader that stopped following first is caught.
+func TestWeakenedRefusedIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Refused: true}, KindRoleLost)
+}
+
+// (d) A BecomeFollower that resigned before its context ended is caught.
+func TestWeakenedCancelledIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Cancelled: true}, KindRoleLost)
+}
+
+// (e) An Append blocked on a full buffer that outlives its leadership is
+// caught.
+func TestWeakenedAppendIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Append: true}, KindAppendOutlived)
+}
+
+// (f) A leadership's background failure hidden from Health is caught.
+func TestWeakenedHealthIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Health: true}, KindFailureHidden)
+}
+
+// (g) Followers that stop reporting while idle, so that one restarted
+// behind what the store retains is never caught up, are caught.
+func TestWeakenedCatchUpIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{CatchUp: true}, KindFollowerStuck)
 }
