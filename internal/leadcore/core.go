@@ -49,6 +49,11 @@ type Config struct {
 	// the simulation can show it catches such a Sweep (internal/sim's
 	// Weaken.Sweep); nothing else may set it.
 	SweepUnpublished bool
+	// SkipCatchUp makes a leadership never republish for lagging
+	// followers (catchup.go), as it did not before it learned to. Like
+	// SweepUnpublished, it exists only for the simulation's proof
+	// (Weaken.CatchUp); nothing else may set it.
+	SkipCatchUp bool
 	// RetainFor keeps every object at least this long after its entries
 	// were published, whatever the followers applied, for direct readers
 	// that lag them.

@@ -188,10 +188,37 @@ func (a *adversary) attack(kind int) {
 		}
 		w.step(d, func() {
 			if !f.up {
+				a.loseTail(f, tp, sr)
 				w.restartBroker(f, sr)
 			}
 		})
 	}
+}
+
+// loseTail truncates the log of tp at f, a follower coming back, at a
+// batch boundary: the tail an unclean shutdown loses. It does so only
+// where another follower keeps the records f loses (at RF 3, one
+// follower at a time), so that nothing acknowledged depends on f alone.
+func (a *adversary) loseTail(f *broker, tp metadata.TopicPartition, sr *rand.Rand) {
+	w := a.w
+	ps := w.parts[tp]
+	_, log := f.log.snapshot(tp)
+	if len(ps.replicas) < 3 || len(w.lostTail[tp]) > 0 || len(log) == 0 || ps.leader == f.id || !slices.Contains(ps.replicas, f.id) {
+		return
+	}
+	to := log[sr.IntN(len(log))].first
+	if err := f.log.Truncate(context.Background(), tp, to); err != nil {
+		w.violate(KindHarness, "b%d: truncating %s to %d: %v", f.id, tp, to, err)
+		return
+	}
+	if w.lostTail == nil {
+		w.lostTail = make(map[metadata.TopicPartition]map[int32]bool)
+	}
+	if w.lostTail[tp] == nil {
+		w.lostTail[tp] = make(map[int32]bool)
+	}
+	w.lostTail[tp][f.id] = true
+	w.tracef("attack: b%d comes back with %s's log truncated to %d", f.id, tp, to)
 }
 
 // follower returns a running follower of tp, if any.

@@ -335,5 +335,6 @@ func (w *world) relay(tp metadata.TopicPartition, leader, follower int32, end in
 	}
 	if w.adv != nil {
 		w.adv.relayed(tp, leader, follower, end, lastEpoch)
+		delete(w.lostTail[tp], follower)
 	}
 }

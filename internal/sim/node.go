@@ -115,6 +115,7 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 		MarkerRefresh: lp.MarkerRefresh, GCInterval: lp.GCInterval,
 		BackoffInitial: lp.Backoff.Initial, BackoffMax: lp.Backoff.Max, Seed: seed ^ 0x1eade7,
 		Hedge: w.p.putHedge, Logger: w.logger(name).With("engine", "leader"), SweepUnpublished: w.cfg.Weaken.Sweep,
+		SkipCatchUp: w.cfg.Weaken.CatchUp,
 	})
 	if err != nil {
 		return nil, err

@@ -76,7 +76,9 @@ type Weakening struct {
 	// Health or PartitionError.
 	Health bool
 	// CatchUp: followers report progress only when their log changes,
-	// never again while idle.
+	// never again while idle, and leaders never republish for a
+	// follower that lags behind what the store retains (leadcore's
+	// SkipCatchUp).
 	CatchUp bool
 }
 
@@ -224,6 +226,11 @@ type world struct {
 	sections   map[metadata.TopicPartition][]storedSection
 	readers    []*simReader
 	model      *model     // nil unless the run checks the contract
+	// lostTail are, per partition, the followers that came back with
+	// their log's tail lost (the adversary's doing) and have not reported
+	// since: their leader cannot know what they lack, so its deletions
+	// are not judged against them until they do.
+	lostTail map[metadata.TopicPartition]map[int32]bool
 	adv        *adversary // nil unless the run has attacks
 	violations []Violation
 	stats      Stats
