@@ -220,17 +220,17 @@ type world struct {
 
 	quiet bool // no more disorder: the quiet phase began
 
-	parts      map[metadata.TopicPartition]*partState
-	registry   map[batchKey]batchMeta
-	objects    map[metadata.ObjectRef]*object
-	sections   map[metadata.TopicPartition][]storedSection
-	readers    []*simReader
-	model      *model     // nil unless the run checks the contract
+	parts    map[metadata.TopicPartition]*partState
+	registry map[batchKey]batchMeta
+	objects  map[metadata.ObjectRef]*object
+	sections map[metadata.TopicPartition][]storedSection
+	readers  []*simReader
+	model    *model // nil unless the run checks the contract
 	// lostTail are, per partition, the followers that came back with
 	// their log's tail lost (the adversary's doing) and have not reported
 	// since: their leader cannot know what they lack, so its deletions
 	// are not judged against them until they do.
-	lostTail map[metadata.TopicPartition]map[int32]bool
+	lostTail   map[metadata.TopicPartition]map[int32]bool
 	adv        *adversary // nil unless the run has attacks
 	violations []Violation
 	stats      Stats
