@@ -355,10 +355,12 @@ func (m *model) swept(n *simNode, refs []metadata.ObjectRef) {
 			continue
 		}
 		delete(n.unpublished, r)
-		for _, tp := range m.w.tps {
-			want, held := u.gens[tp]
-			if gen, _, _, ok := n.lc.Leadership(tp); held && ok && gen == want {
-				m.w.violate(KindSweptUnpublished, "b%d swept %s, which holds %s's data of a leadership that lasts and has not published it", n.b.id, r, tp)
+		for _, s := range u.sections {
+			// Live: the leadership that accepted the data (it held the
+			// section's epoch) is still the node's.
+			if l := m.of(n, s.Partition).lead; l != nil && slices.Contains(l.epochs, s.Epoch) {
+				m.w.violate(KindSweptUnpublished, "b%d swept %s, which holds %s's data of epoch %d, accepted by a leadership that lasts and has not published it",
+					n.b.id, r, s.Partition, s.Epoch)
 				return
 			}
 		}

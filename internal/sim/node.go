@@ -651,7 +651,7 @@ func (n *simNode) attemptUpload(op *leadOp, u leadcore.Upload, report func(time.
 		if err != nil && n.w.cfg.Verbose {
 			n.w.tracef("b%d node#%d: upload %d failed: %v", n.b.id, n.inc, op.id, err)
 		}
-		if err == nil {
+		if err == nil && u.What == leadcore.WhatUpload {
 			n.uploadedOK(op.id, ref)
 		}
 		report(now, ref, err)

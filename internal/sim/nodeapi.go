@@ -186,29 +186,28 @@ func (n *simNode) haltContract() {
 	}
 }
 
-// uploadedOK notes that upload op stored ref and the core is told so:
-// the core means to publish it while some leadership whose data it holds
-// lasts. The model judges Sweep by it.
+// uploadedOK notes that upload op stored ref, an object of data the
+// leader core cut, and the core is told so: the core means to publish it
+// while some leadership whose data it holds lasts, retrying its entries
+// however long the metadata log refuses them. (A republish's copy is
+// not: an attempt that fails makes a new copy.) The model judges Sweep
+// by it.
 func (n *simNode) uploadedOK(op uint64, ref metadata.ObjectRef) {
 	if !n.w.contractOn() {
 		return
 	}
-	gens := make(map[metadata.TopicPartition]uint64)
+	var sections []combiner.SectionInfo
 	if o := n.w.objects[ref]; o != nil {
-		for _, s := range o.sections {
-			if gen, _, _, ok := n.lc.Leadership(s.Partition); ok {
-				gens[s.Partition] = gen
-			}
-		}
+		sections = o.sections
 	}
-	n.unpublished[ref] = unpublishedObject{op: op, gens: gens}
+	n.unpublished[ref] = unpublishedObject{op: op, sections: sections}
 	n.opRefs[op] = append(n.opRefs[op], ref)
 }
 
 // unpublishedObject is an object its node stored and has not published.
 type unpublishedObject struct {
-	op   uint64
-	gens map[metadata.TopicPartition]uint64 // the leaderships whose data it holds
+	op       uint64
+	sections []combiner.SectionInfo // each names the epoch its data was accepted at
 }
 
 // metaAppend appends a publish to the metadata log, unless the
