@@ -37,6 +37,12 @@ type progressReport struct {
 	leader, follower int32
 	end              int64
 	epoch            int32
+	// start and last are the follower's log start and the batch that
+	// held end-1 when it reported: the report is true again, only stale,
+	// while its log still reaches that start and holds that batch.
+	start int64
+	last  batchMeta
+	ok    bool
 }
 
 const (
@@ -79,7 +85,12 @@ func (a *adversary) accepted(b *broker, tp metadata.TopicPartition, m batchMeta)
 
 // relayed records a follower's report.
 func (a *adversary) relayed(tp metadata.TopicPartition, leader, follower int32, end int64, epoch int32) {
-	a.reports = append(a.reports, progressReport{tp: tp, leader: leader, follower: follower, end: end, epoch: epoch})
+	r := progressReport{tp: tp, leader: leader, follower: follower, end: end, epoch: epoch}
+	start, log := a.w.brokers[follower].log.snapshot(tp)
+	if i := covering(log, end-1); i >= 0 {
+		r.start, r.last, r.ok = start, log[i], true
+	}
+	a.reports = append(a.reports, r)
 	if len(a.reports) > 256 {
 		a.reports = slices.Delete(a.reports, 0, 128)
 	}
@@ -166,7 +177,15 @@ func (a *adversary) attack(kind int) {
 		if len(a.reports) == 0 {
 			return
 		}
+		// A report delivered late, as a fetch request may be, but still
+		// true: one from before the follower lost what it reported (a
+		// reassignment deleted its log, it truncated) no fetch path
+		// delivers, since the follower's session it came from is over.
 		r := a.reports[sr.IntN(len(a.reports))]
+		f := w.brokers[r.follower].log
+		if start, _ := f.snapshot(r.tp); !r.ok || start > r.start || !f.holds(r.tp, r.last) {
+			return
+		}
 		if n := w.running(r.leader); n != nil {
 			w.tracef("attack: a stale report of b%d for %s reaches b%d: end %d, epoch %d", r.follower, r.tp, r.leader, r.end, r.epoch)
 			n.progress(r.tp, r.follower, r.end, r.epoch)
