@@ -44,26 +44,36 @@ func seedRange(t *testing.T, def uint64) (first, n uint64) {
 // included (logging changes nothing in a run), goes to DIR/seed-N.trace.
 func runSeed(t *testing.T, cfg Config) *Result {
 	t.Helper()
+	res, err := tryRunSeed(cfg)
+	if err != nil {
+		t.Fatalf("%v\nreplay with: %s", err, replayCommand(cfg.Seed, t.Name()))
+	}
+	return res
+}
+
+// tryRunSeed is runSeed for any goroutine: it returns what runSeed would
+// fail the test with.
+func tryRunSeed(cfg Config) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			t.Fatalf("seed %d: %v\nreplay with: %s", cfg.Seed, r, replayCommand(cfg.Seed, t.Name()))
+			res, err = nil, fmt.Errorf("seed %d: %v", cfg.Seed, r)
 		}
 	}()
 	dir := os.Getenv("ACTIVETIER_SIM_TRACE_DIR")
 	if dir == "" {
-		return Run(cfg)
+		return Run(cfg), nil
 	}
 	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("seed-%d.trace", cfg.Seed)))
 	if err != nil {
-		t.Fatalf("ACTIVETIER_SIM_TRACE_DIR: %v", err)
+		return nil, fmt.Errorf("ACTIVETIER_SIM_TRACE_DIR: %w", err)
 	}
 	bw := bufio.NewWriter(f)
 	cfg.TraceWriter, cfg.Verbose = bw, true
-	res := Run(cfg)
+	res = Run(cfg)
 	if err := errors.Join(bw.Flush(), f.Close()); err != nil {
-		t.Fatalf("ACTIVETIER_SIM_TRACE_DIR: %v", err)
+		return nil, fmt.Errorf("ACTIVETIER_SIM_TRACE_DIR: %w", err)
 	}
-	return res
+	return res, nil
 }
 
 func replayCommand(seed uint64, test string) string {
@@ -262,13 +272,14 @@ func TestSimContract(t *testing.T) {
 	}
 	type outcome struct {
 		res    *Result
+		err    error
 		digest uint64
 	}
 	results := make([]outcome, n)
 	run := func(i uint64) {
 		d := xxhash.New()
-		res := runSeed(t, Config{Seed: first + i, Attacks: true, Verbose: replay, TraceWriter: d})
-		results[i] = outcome{res, d.Sum64()}
+		res, err := tryRunSeed(Config{Seed: first + i, Attacks: true, Verbose: replay, TraceWriter: d})
+		results[i] = outcome{res, err, d.Sum64()}
 	}
 	var wg sync.WaitGroup
 	next := make(chan uint64)
@@ -287,6 +298,9 @@ func TestSimContract(t *testing.T) {
 	var total Stats
 	for i, o := range results {
 		seed := first + uint64(i)
+		if o.err != nil {
+			t.Fatalf("%v\nreplay with: %s", o.err, replayCommand(seed, "TestSimContract"))
+		}
 		if replay {
 			t.Logf("seed %d: %s\ntrace:\n%s", seed, o.res.Shape, strings.Join(o.res.Trace, "\n"))
 		}
