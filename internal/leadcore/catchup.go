@@ -139,6 +139,9 @@ func (c *Core) collected(tp metadata.TopicPartition, gen uint64, last int64) {
 
 // catchUp starts, widens or leaves the republish for tp's laggards.
 func (c *Core) catchUp(now time.Time, tp metadata.TopicPartition, ld *leadership) {
+	if c.cfg.SkipCatchUp {
+		return
+	}
 	from, to := int64(math.MaxInt64), int64(-1)
 	for _, f := range c.followers[tp] { // sorted: the same events, the same requests
 		if r := ld.replicas[f]; r != nil && !r.gone && r.pos >= 0 && r.pos < r.reach {

@@ -43,6 +43,17 @@ type Config struct {
 	// MarkerRefresh is how often the markers of every led partition are
 	// published again; GCInterval how often garbage is collected.
 	MarkerRefresh, GCInterval time.Duration
+	// SweepUnpublished makes Sweepable offer the objects a leadership
+	// still means to publish (stored while the metadata log refused
+	// their entries), as Sweep did before it kept them. It exists only so that
+	// the simulation can show it catches such a Sweep (internal/sim's
+	// Weaken.Sweep); nothing else may set it.
+	SweepUnpublished bool
+	// SkipCatchUp makes a leadership never republish for lagging
+	// followers (catchup.go), as it did not before it learned to. Like
+	// SweepUnpublished, it exists only for the simulation's proof
+	// (Weaken.CatchUp); nothing else may set it.
+	SkipCatchUp bool
 	// RetainFor keeps every object at least this long after its entries
 	// were published, whatever the followers applied, for direct readers
 	// that lag them.
@@ -386,6 +397,10 @@ type Core struct {
 	tasks      map[uint64]*task // Republish calls
 	refresh    []metadata.TopicPartition
 	refreshing int // refresh tasks of the group under way
+	// refreshGroup is the group of refresh tasks last started: a
+	// leadership that ends stops its own, so that markers it read are
+	// never published by, or alongside, a later leadership's.
+	refreshGroup []*task
 	// catchingUp counts the catch-ups under way; catchupQueue are the
 	// partitions waiting for one to end (see catchup.go).
 	catchingUp   int

@@ -245,6 +245,9 @@ func (c *Core) Sweepable(listed []Listed, cutoff time.Time, bucket, prefix strin
 	if at, ok := c.oldestAttempt(); ok && at.Before(cutoff) {
 		cutoff = at
 	}
+	if c.cfg.SweepUnpublished {
+		keep = nil
+	}
 	for _, o := range listed {
 		if o.Ref.Bucket != bucket || !strings.HasPrefix(o.Ref.Key, prefix) {
 			foreign++

@@ -195,7 +195,8 @@ func (c *Core) Resign(now time.Time, tp metadata.TopicPartition) {
 }
 
 // endLeadership ends tp's leadership: its buffered data is dropped, its
-// chore and Republish calls stopped; waiters learn of it.
+// chore, catch-up, marker refresh and Republish calls stopped; waiters
+// learn of it.
 func (c *Core) endLeadership(now time.Time, tp metadata.TopicPartition) {
 	ld := c.leading[tp]
 	if ld.chore != nil {
@@ -214,6 +215,7 @@ func (c *Core) endLeadership(now time.Time, tp metadata.TopicPartition) {
 	}
 	delete(c.leading, tp)
 	c.led[tp] = ld.epoch
+	c.stopRefresh(now, tp) // once tp is not led: the next group leaves it out
 	if !ld.faultSince.IsZero() {
 		c.rd.HealthChanged = true
 		c.rd.Failures = append(c.rd.Failures, Failure{Partition: tp})

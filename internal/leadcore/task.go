@@ -398,9 +398,22 @@ func (c *Core) nextRefresh(now time.Time) {
 		}
 	}
 	// Counted before any starts: one may finish at once.
-	c.refreshing = len(group)
+	c.refreshing, c.refreshGroup = len(group), group
 	for _, t := range group {
 		c.advance(now, t)
+	}
+}
+
+// stopRefresh ends the refresh of tp under way, if any: its lineage read
+// is cancelled, or its markers, queued for the next marker message, are
+// left out of it. The markers it read are of a leadership that has ended;
+// published later, they would reach followers with, or after, those of
+// the next leadership of tp, whose lineage may differ.
+func (c *Core) stopRefresh(now time.Time, tp metadata.TopicPartition) {
+	for _, t := range c.refreshGroup {
+		if t.tp == tp && !t.stopped {
+			c.finishTask(now, t, nil)
+		}
 	}
 }
 

@@ -333,4 +333,8 @@ func (w *world) relay(tp metadata.TopicPartition, leader, follower int32, end in
 	if b := w.brokers[leader]; b != nil && b.node != nil {
 		b.node.progress(tp, follower, end, lastEpoch)
 	}
+	if w.adv != nil {
+		w.adv.relayed(tp, leader, follower, end, lastEpoch)
+		delete(w.lostTail[tp], follower)
+	}
 }

@@ -11,6 +11,9 @@ import (
 func (w *world) checkQuiescent() {
 	w.checkDurableOffsets()
 	w.checkDivergenceKept()
+	if w.model != nil {
+		w.model.checkHealth()
+	}
 }
 
 // checkDurableOffsets checks each current leader's DurableOffset: it may not

@@ -137,11 +137,14 @@
 // Each simulated broker runs one simNode, which hosts a leader core and a
 // follower core as walstore.Node hosts the engines that drive them, and
 // drives it only through its transitions, as a broker's controller
-// handling would: BecomeLeader when the controller elects it (the follower
-// core unfollows, then the leader core leads), BecomeFollower whenever its
-// view of a partition it follows changes, a new leader or epoch (the
-// leader core resigns, then the follower core follows), StopReplica when
-// it leaves the replica set or pauses a partition (both). Its followers'
+// handling would, in walstore.Node's order, all or nothing, with the role
+// in effect kept as Node.Role keeps it: BecomeLeader when the controller
+// elects it (it refuses a stale epoch or invalid followers, reads the log
+// end, the leader core leads, and only then the follower core unfollows),
+// BecomeFollower whenever its view of a partition it follows changes, a
+// new leader or epoch (the follower core follows, then the leader core
+// resigns, last), StopReplica when it leaves the replica set or pauses a
+// partition (both). Its followers'
 // progress goes unfiltered to the leader core of the broker each report
 // names, as walstore.Node relays it; that core judges it by the follower's
 // last epoch. Two earlier versions of this harness needed more, and the
@@ -173,6 +176,59 @@
 // invariants reported as fenced appends). A simNode performs local-log
 // requests at once, so once StopReplica returns nothing of the partition
 // is pending.
+//
+// # The contract's model and the adversarial broker
+//
+// With Config.Attacks, an adversarial broker (adversary.go) makes, through
+// the faulty phase, the calls walstore.Node's contract allows at the worst
+// times, and a reference model of the contract (model.go: roles, the
+// leaderships and the epochs they held, what an acknowledged wait covers)
+// judges every answer, the controller's own transitions included. Its
+// steps draw from a generator of their own, so a seed without attacks
+// runs exactly as before. The attacks:
+//
+//   - waits issued late (an epoch and offset a leader accepted earlier,
+//     perhaps after the broker led, followed and led again) and early (an
+//     offset not appended yet), WaitDurable or WaitReplicated;
+//   - BecomeLeader at the epoch a follower follows (stale), with the broker
+//     among its followers, or while LocalLog.EndOffset fails once: each
+//     must be refused; a BecomeFollower whose context ends while it waits;
+//   - an Append blocked on a buffer another partition's data filled, and
+//     the leadership moving away;
+//   - LocalLog.Epochs failing for a while as the leader takes a new epoch;
+//   - a broker's metadata log down longer than the age it then sweeps at;
+//   - a follower's earlier progress report delivered again, stale;
+//   - a follower down for a while (its leader perhaps moving and sweeping
+//     what it abandoned), coming back with its log's tail lost, behind
+//     what the store retains.
+//
+// The model's invariants, checked as calls return and at the end:
+//
+//   - No acknowledgement lost (KindAckLost): a wait returns nil only from
+//     the leadership that held its epoch when it was made, still the
+//     node's; and every batch a nil WaitReplicated covers is, at the end,
+//     on every replica (byte for byte: the replicas equal the leader's
+//     log). The controller learns of such an acknowledgement as Kafka's
+//     does of a high watermark: it elects only replicas that hold it.
+//   - Transitions are all or nothing (KindBadTransition, KindRoleLost):
+//     one the contract refuses is refused; a refused one says, and Role
+//     says, the role before it, and the cores still play that role; so
+//     none leaves a partition neither led nor followed.
+//   - No Append outlives its leadership (KindAppendOutlived).
+//   - Sweep deletes no object a live leadership still means to publish
+//     (KindSweptUnpublished).
+//   - A leadership whose markers a failing Epochs holds back shows in
+//     PartitionError (KindFailureHidden).
+//   - Once faults stop, every follower in the placement catches up
+//     (KindFollowerStuck, KindNoProgress's name under attacks).
+//
+// Config.Weaken undoes one fix of the library per contract item, in the
+// sim's mirror of walstore.Node (node.go, nodeapi.go) or, where the fix
+// lives in the leader core, behind leadcore.Config's SweepUnpublished
+// and SkipCatchUp, which nothing else sets; TestWeakened<Item>IsCaught
+// requires each weakening to be caught within the CI seed budget and the
+// same seed to pass without it. TestSimContract runs the seeds with
+// attacks and checks that they replay exactly.
 //
 // # Determinism
 //
@@ -224,6 +280,8 @@
 //	ACTIVETIER_SIM_SEEDS            how many seeds (default 300)
 //	ACTIVETIER_SIM_FIRST_SEED       the first seed (default 1)
 //	ACTIVETIER_SIM_TRACE_FILE=path  where a failing seed's whole trace goes
+//	ACTIVETIER_SIM_PARALLEL         seeds TestSimContract runs at once
+//	                                (default 1)
 //	ACTIVETIER_SIM_TRACE_DIR=dir    every seed's whole trace, engine logs
 //	                                included, to dir/seed-N.trace (one line
 //	                                per event, simulated time only)

@@ -60,11 +60,20 @@ func Run(cfg Config) *Result {
 	if cfg.TraceWriter != nil {
 		w.sink = func(line string) { fmt.Fprintln(cfg.TraceWriter, line) }
 	}
+	if w.contractOn() {
+		w.model = newModel(w)
+	}
+	if cfg.Attacks {
+		w.adv = newAdversary(w)
+	}
 	w.tracef("seed %d: %s", cfg.Seed, w.p)
 	if err := w.setup(); err != nil {
 		w.violate(KindHarness, "setup: %v", err)
 	} else {
 		w.nextStep()
+		if w.adv != nil {
+			w.adv.next()
+		}
 		w.at(w.start.Add(w.p.faultyFor), w.quietPhase)
 		w.loop()
 		if !w.done && !w.failed() {
@@ -230,12 +239,18 @@ func (w *world) zombieCount() int {
 // batch the engine refuses (full buffer, not leading yet) is a failed
 // produce request: it is in no log.
 func (w *world) produce(b *broker, tp metadata.TopicPartition, epoch int32, sr *rand.Rand) bool {
-	first := b.log.end(tp)
 	n := int64(1 + sr.IntN(w.p.maxRecords))
 	size := 40 + sr.IntN(960)
 	if sr.Float64() < w.p.largeP {
 		size = 4<<10 + sr.IntN(60<<10)
 	}
+	return w.produceBatch(b, tp, epoch, n, size, sr)
+}
+
+// produceBatch appends a batch of n records and about size bytes; see
+// produce.
+func (w *world) produceBatch(b *broker, tp metadata.TopicPartition, epoch int32, n int64, size int, sr *rand.Rand) bool {
+	first := b.log.end(tp)
 	batch := makeBatch(tp, epoch, first, first+n-1, size, sr.Uint64(), w.clock)
 	key := batchKey{tp, epoch, first}
 	m := metaOf(batch)
@@ -255,6 +270,9 @@ func (w *world) produce(b *broker, tp metadata.TopicPartition, epoch int32, sr *
 	}
 	w.stats.Produced++
 	w.tracef("b%d produces %s %s (%d bytes)", b.id, tp, m, len(batch.Data))
+	if w.adv != nil {
+		w.adv.accepted(b, tp, m)
+	}
 	if sr.Float64() < w.p.ackP {
 		b.node.awaitDurable(tp, m)
 	}
@@ -736,11 +754,18 @@ func (w *world) converge(from time.Time) {
 			w.tracef("converged after %v", w.stats.Converged)
 			w.compareBytes()
 			w.checkReadersFinal()
+			if w.model != nil {
+				w.model.finalAcks()
+			}
 			w.done = true
 			return
 		}
 		if w.clock.Sub(from) >= convergeBound {
-			w.violate(KindNoProgress, "%v after faults stopped:\n%s", convergeBound, strings.Join(append(w.unconverged(), w.readersBehind()...), "\n"))
+			kind := KindNoProgress
+			if w.cfg.Attacks {
+				kind = KindFollowerStuck
+			}
+			w.violate(kind, "%v after faults stopped:\n%s", convergeBound, strings.Join(append(w.unconverged(), w.readersBehind()...), "\n"))
 			return
 		}
 		w.converge(from)

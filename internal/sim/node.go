@@ -3,6 +3,7 @@ package sim
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -51,6 +52,33 @@ type simNode struct {
 	waiters []*durableWaiter   // acks-on-upload producers
 	lag     map[metadata.TopicPartition]int64
 
+	// roles are the roles in effect (walstore.Node.Role); following are
+	// the partitions the follower core was told to follow and not to
+	// stop, what the cores really do, for the model to compare.
+	roles     map[metadata.TopicPartition]roleState
+	following map[metadata.TopicPartition]bool
+	// failEnd and failEpochs make the local log's EndOffset (as a
+	// transition reads it) fail once, and Epochs (as the leader core
+	// reads it) fail until the time given: the adversary's doing.
+	failEnd    map[metadata.TopicPartition]bool
+	failEpochs map[metadata.TopicPartition]time.Time
+	// failing is the leader side's partitions that a failure stopped, as
+	// walstore.Leader keeps them from the core's Failures for Health.
+	failing map[metadata.TopicPartition]error
+	// blocked are Appends waiting for buffer space (the Block overflow
+	// policy); the adversary makes them.
+	blocked []*blockedAppend
+	cwaits  []*contractWait
+	// unpublished are the objects the leader core was told it stored and
+	// has not published, and opRefs the objects of each upload request
+	// (a hedged one stores two); metaDownUntil is the end of the
+	// adversary's metadata outage of this broker; lastReport is each
+	// followed partition's last progress relayed (Weaken.CatchUp).
+	unpublished   map[metadata.ObjectRef]unpublishedObject
+	opRefs        map[uint64][]metadata.ObjectRef
+	metaDownUntil time.Time
+	lastReport    map[metadata.TopicPartition]progressKey
+
 	leadWake, followWake wake
 }
 
@@ -86,12 +114,17 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 		BufferBytes: lp.BufferBytes, MaxInflight: lp.MaxInflight, DegradedAfter: lp.DegradedAfter,
 		MarkerRefresh: lp.MarkerRefresh, GCInterval: lp.GCInterval,
 		BackoffInitial: lp.Backoff.Initial, BackoffMax: lp.Backoff.Max, Seed: seed ^ 0x1eade7,
-		Hedge: w.p.putHedge, Logger: w.logger(name).With("engine", "leader"),
+		Hedge: w.p.putHedge, Logger: w.logger(name).With("engine", "leader"), SweepUnpublished: w.cfg.Weaken.Sweep,
+		SkipCatchUp: w.cfg.Weaken.CatchUp,
 	})
 	if err != nil {
 		return nil, err
 	}
-	n := &simNode{w: w, b: b, inc: inc, lc: lc, inst: inst, ops: make(map[uint64]*leadOp), lag: make(map[metadata.TopicPartition]int64)}
+	n := &simNode{w: w, b: b, inc: inc, lc: lc, inst: inst, ops: make(map[uint64]*leadOp), lag: make(map[metadata.TopicPartition]int64),
+		roles: make(map[metadata.TopicPartition]roleState), following: make(map[metadata.TopicPartition]bool),
+		failEnd: make(map[metadata.TopicPartition]bool), failEpochs: make(map[metadata.TopicPartition]time.Time),
+		failing: make(map[metadata.TopicPartition]error), unpublished: make(map[metadata.ObjectRef]unpublishedObject),
+		opRefs: make(map[uint64][]metadata.ObjectRef), lastReport: make(map[metadata.TopicPartition]progressKey)}
 	if inst != nil {
 		fp := w.p.follower
 		n.fc, err = followcore.New(followcore.Config{
@@ -135,53 +168,183 @@ func (n *simNode) live() bool { return !n.stopped }
 func (n *simNode) halt() {
 	n.stopped = true
 	n.waiters = nil
+	n.haltContract()
 	n.lc.Close()
 	if n.mgr != nil {
 		n.mgr.Close()
 	}
 }
 
-// becomeLeader is walstore.Node.BecomeLeader: the follower side stops
-// following tp, then the leader side leads it.
-func (n *simNode) becomeLeader(tp metadata.TopicPartition, epoch int32, followers []int32, from int64) {
-	if n.fc != nil {
-		n.fc.Unfollow(n.w.clock, tp)
+// roleState is walstore.RoleState: a partition's role at a node, as the
+// last transition that took effect left it.
+type roleState struct {
+	role   role
+	epoch  int32 // -1 for roleNone
+	leader int32 // -1 for roleNone
+}
+
+var noRoleState = roleState{role: roleNone, epoch: -1, leader: -1}
+
+func (r roleState) String() string {
+	switch r.role {
+	case roleLeader:
+		return fmt.Sprintf("leading at epoch %d", r.epoch)
+	case roleFollower:
+		return fmt.Sprintf("following b%d at epoch %d", r.leader, r.epoch)
 	}
-	err := func() error {
-		if _, err := n.lc.CheckLeader(tp, epoch, followers); err != nil {
-			return err
-		}
-		leo, err := n.b.log.EndOffset(tp)
-		if err != nil {
-			return err
-		}
-		return n.lc.BecomeLeader(n.w.clock, tp, epoch, followers, from, leo)
-	}()
+	return "neither leading nor following"
+}
+
+// transitionError is walstore.TransitionError: a transition that did not
+// take effect, and the role it says is still in effect.
+type transitionError struct {
+	name     string
+	tp       metadata.TopicPartition
+	inEffect roleState
+	err      error
+}
+
+func (e *transitionError) Error() string {
+	return fmt.Sprintf("%s %s did not take effect; still %s: %v", e.name, e.tp, e.inEffect, e.err)
+}
+
+func (e *transitionError) Unwrap() error { return e.err }
+
+// errStaleEpoch and errCancelled are walstore.ErrStaleEpoch and a context
+// that ended while the transition waited.
+var (
+	errStaleEpoch = errors.New("stale epoch")
+	errCancelled  = errors.New("context ended while waiting for the follower engine")
+)
+
+// role returns tp's role at the node: walstore.Node.Role.
+func (n *simNode) role(tp metadata.TopicPartition) roleState {
+	if r, ok := n.roles[tp]; ok {
+		return r
+	}
+	return noRoleState
+}
+
+// transition is walstore.Node.transition: do validates, prepares and, only
+// if nothing can fail any more, changes the cores, returning the new role;
+// or it returns an error, and the role in effect stays as it was.
+// The model, if the run has one, judges the call and its result.
+func (n *simNode) transition(c call, tp metadata.TopicPartition, do func(in roleState) (roleState, error)) (err error) {
+	if n.w.model != nil {
+		defer func() { n.w.model.transition(n, tp, c, err) }()
+	}
+	in := n.role(tp)
+	out, err := do(in)
+	n.drive()
 	if err != nil {
-		n.w.violate(KindEngineError, "b%d BecomeLeader(%s, e%d, republish from %d): %v", n.b.id, tp, epoch, from, err)
+		return &transitionError{name: c.name, tp: tp, inEffect: n.role(tp), err: err}
 	}
-	n.drive()
+	if out.role == roleNone {
+		delete(n.roles, tp)
+	} else {
+		n.roles[tp] = out
+	}
+	return nil
 }
 
-// becomeFollower is walstore.Node.BecomeFollower: the leader side resigns
-// tp, then the follower side follows it.
-func (n *simNode) becomeFollower(tp metadata.TopicPartition, epoch, leader int32) {
-	n.lc.Resign(n.w.clock, tp)
-	if err := n.fc.Follow(n.w.clock, tp, epoch, leader); err != nil {
-		n.w.violate(KindEngineError, "b%d BecomeFollower(%s, e%d, b%d): %v", n.b.id, tp, epoch, leader, err)
-	}
-	n.drive()
-}
-
-// stopReplica is walstore.Node.StopReplica: neither side acts on tp any
-// more.
-func (n *simNode) stopReplica(tp metadata.TopicPartition) {
-	n.lc.Resign(n.w.clock, tp)
+// unfollow stops the follower core following tp.
+func (n *simNode) unfollow(tp metadata.TopicPartition) {
 	if n.fc != nil {
 		n.fc.Unfollow(n.w.clock, tp)
 		delete(n.lag, tp)
 	}
-	n.drive()
+	delete(n.following, tp)
+}
+
+// endOffset is LocalLog.EndOffset as a transition reads it, failing once
+// where an attack says so.
+func (n *simNode) endOffset(tp metadata.TopicPartition) (int64, error) {
+	if n.failEnd[tp] {
+		delete(n.failEnd, tp)
+		return 0, fmt.Errorf("sim: LocalLog.EndOffset of %s: injected failure", tp)
+	}
+	return n.b.log.EndOffset(tp)
+}
+
+// becomeLeader is walstore.Node.BecomeLeader, as the controller calls it:
+// a refusal is an engine error.
+func (n *simNode) becomeLeader(tp metadata.TopicPartition, epoch int32, followers []int32, from int64) {
+	if err := n.tryBecomeLeader(tp, epoch, followers, from); err != nil {
+		n.w.violate(KindEngineError, "b%d BecomeLeader(%s, e%d, republish from %d): %v", n.b.id, tp, epoch, from, err)
+	}
+}
+
+// tryBecomeLeader is walstore.Node.BecomeLeader: it refuses a stale epoch
+// and invalid followers, reads the log end, begins the leadership, and
+// only then stops following, which cannot fail. Weaken.Refused stops
+// following first, as the Node once did: a refusal after it leaves the
+// partition neither led nor followed. Weaken.Late drops the refusal of an
+// epoch not above the one followed.
+func (n *simNode) tryBecomeLeader(tp metadata.TopicPartition, epoch int32, followers []int32, from int64) error {
+	weak := n.w.cfg.Weaken
+	c := call{name: "BecomeLeader", epoch: epoch, leader: n.b.id, followers: followers, endFails: n.failEnd[tp]}
+	return n.transition(c, tp, func(in roleState) (roleState, error) {
+		if weak.Refused {
+			n.unfollow(tp)
+		}
+		if in.role == roleFollower && epoch <= in.epoch && !weak.Late {
+			return in, fmt.Errorf("%w: epoch %d is not above epoch %d, which b%d leads", errStaleEpoch, epoch, in.epoch, in.leader)
+		}
+		if _, err := n.lc.CheckLeader(tp, epoch, followers); err != nil {
+			return in, err
+		}
+		leo, err := n.endOffset(tp)
+		if err != nil {
+			return in, err
+		}
+		if err := n.lc.BecomeLeader(n.w.clock, tp, epoch, followers, from, leo); err != nil {
+			return in, err
+		}
+		n.unfollow(tp)
+		return roleState{role: roleLeader, epoch: epoch, leader: n.b.id}, nil
+	})
+}
+
+// becomeFollower is walstore.Node.BecomeFollower, as the broker's view
+// calls it: a refusal is an engine error.
+func (n *simNode) becomeFollower(tp metadata.TopicPartition, epoch, leader int32) {
+	if err := n.tryBecomeFollower(tp, epoch, leader, false); err != nil {
+		n.w.violate(KindEngineError, "b%d BecomeFollower(%s, e%d, b%d): %v", n.b.id, tp, epoch, leader, err)
+	}
+}
+
+// tryBecomeFollower is walstore.Node.BecomeFollower: the follower side
+// follows (a refusal there changes nothing), and the leader side resigns
+// last. cancelled is a context that ends while the transition waits for
+// the follower engine: it gives up having changed nothing.
+// Weaken.Cancelled resigns first, as the Node once did, so that giving up
+// leaves the partition neither led nor followed.
+func (n *simNode) tryBecomeFollower(tp metadata.TopicPartition, epoch, leader int32, cancelled bool) error {
+	c := call{name: "BecomeFollower", epoch: epoch, leader: leader, cancelled: cancelled}
+	return n.transition(c, tp, func(in roleState) (roleState, error) {
+		if n.w.cfg.Weaken.Cancelled {
+			n.lc.Resign(n.w.clock, tp)
+		}
+		if cancelled {
+			return in, errCancelled
+		}
+		if err := n.fc.Follow(n.w.clock, tp, epoch, leader); err != nil {
+			return in, err
+		}
+		n.following[tp] = true
+		n.lc.Resign(n.w.clock, tp)
+		return roleState{role: roleFollower, epoch: epoch, leader: leader}, nil
+	})
+}
+
+// stopReplica is walstore.Node.StopReplica: neither side acts on tp any
+// more. It cannot be refused.
+func (n *simNode) stopReplica(tp metadata.TopicPartition) {
+	_ = n.transition(call{name: "StopReplica", epoch: -1, leader: -1}, tp, func(roleState) (roleState, error) {
+		n.unfollow(tp)
+		n.lc.Resign(n.w.clock, tp)
+		return noRoleState, nil
+	})
 }
 
 // append is walstore.Node.Append with the Reject overflow policy.
@@ -310,6 +473,9 @@ func (n *simNode) followReady() bool {
 		n.fc.Appended(now, a.ID, end, err)
 	}
 	for _, p := range rd.Progress {
+		if n.idleReport(p) {
+			continue
+		}
 		n.w.relay(p.Partition, p.Leader, n.b.id, p.EndOffset, p.LastEpoch)
 	}
 	if !rd.WakeAt.Equal(n.followWake.at) {
@@ -385,6 +551,7 @@ func (n *simNode) leadReady() bool {
 	if rd.DurableChanged {
 		n.checkWaiters()
 	}
+	n.leadNews(rd)
 	if rd.HealthChanged {
 		h := n.lc.Health()
 		n.w.tracef("b%d node#%d: degraded %v (%v)", n.b.id, n.inc, h.Degraded, h.Err)
@@ -484,6 +651,9 @@ func (n *simNode) attemptUpload(op *leadOp, u leadcore.Upload, report func(time.
 		if err != nil && n.w.cfg.Verbose {
 			n.w.tracef("b%d node#%d: upload %d failed: %v", n.b.id, n.inc, op.id, err)
 		}
+		if err == nil && u.What == leadcore.WhatUpload {
+			n.uploadedOK(op.id, ref)
+		}
 		report(now, ref, err)
 	})
 }
@@ -494,7 +664,7 @@ func (n *simNode) publish(op *leadOp, p leadcore.Publish) {
 	d := draws{state: identity(n.w.cfg.Seed, 0x6d657461, uint64(n.b.id), messageID(p.Data))}
 	lat := time.Millisecond + time.Duration(d.float()*float64(4*time.Millisecond))
 	n.finish(op, lat, func(now time.Time) {
-		off, err := n.w.meta.Append(context.Background(), p.Partition, p.Data)
+		off, err := n.metaAppend(p)
 		if err == nil {
 			if n.w.cfg.Verbose {
 				n.w.tracef("b%d node#%d: published to metadata partition %d at %d", n.b.id, n.inc, p.Partition, off)
@@ -524,6 +694,10 @@ func (n *simNode) localRead(r leadcore.LocalRead) leadcore.LocalResult {
 	switch r.What {
 	case leadcore.ReadLineage:
 		res.Epochs, res.EpochsErr = l.Epochs(r.Partition)
+		if until, ok := n.failEpochs[r.Partition]; ok && n.w.clock.Before(until) {
+			res.Epochs, res.EpochsErr = nil, fmt.Errorf("sim: LocalLog.Epochs of %s: injected failure", r.Partition)
+			n.w.model.epochsFailed(n, r.Partition)
+		}
 		if res.EpochsErr == nil {
 			res.End, res.EndErr = l.EndOffset(r.Partition)
 		}

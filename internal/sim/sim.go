@@ -36,10 +36,50 @@ type Config struct {
 	// catch a reader that yields what a later leader truncates; see
 	// TestWeakenedReaderIsCaught.
 	DurableReaders bool
+	// Attacks adds the adversarial broker (adversary.go): calls of the
+	// Node's contract made late, early, refused, cancelled or out of
+	// date, local-log calls failing, metadata outages with Sweep,
+	// followers brought back behind the store, judged by the contract's
+	// model (model.go). Its steps draw from a generator of their own, so
+	// a seed without attacks runs as it did.
+	Attacks bool
+	// Weaken undoes, one flag per contract item, a fix of the library
+	// (in the sim's mirror of walstore.Node, or behind leadcore's
+	// SweepUnpublished), to show the model catches it; see
+	// TestWeakened...IsCaught.
+	Weaken Weakening
 	// TraceWriter, if set, receives the whole trace, one line per event,
 	// as the run makes it (Result.Trace keeps at most its first 200,000
 	// lines).
 	TraceWriter io.Writer
+}
+
+// Weakening selects the library fixes a run undoes, one per item of the
+// broker contract (see model.go).
+type Weakening struct {
+	// Late: a wait is answered by whatever leadership is current, not
+	// only the one that held its epoch, and BecomeLeader takes an epoch
+	// not above the one followed.
+	Late bool
+	// Sweep: Sweep deletes objects a live leadership still means to
+	// publish.
+	Sweep bool
+	// Refused: BecomeLeader stops following before it can be refused.
+	Refused bool
+	// Cancelled: BecomeFollower resigns before it waits, so giving up
+	// leaves the partition neither led nor followed.
+	Cancelled bool
+	// Append: an Append blocked on a full buffer wakes only when space
+	// frees, not when its leadership ends.
+	Append bool
+	// Health: the leader side's failing partitions do not show in
+	// Health or PartitionError.
+	Health bool
+	// CatchUp: followers report progress only when their log changes,
+	// never again while idle, and leaders never republish for a
+	// follower that lags behind what the store retains (leadcore's
+	// SkipCatchUp).
+	CatchUp bool
 }
 
 // Kind names an invariant.
@@ -82,6 +122,29 @@ const (
 	// offset whose record the retained metadata describes in a stored
 	// object.
 	KindReaderGone Kind = "reader-gone"
+	// KindAckLost: a wait returned nil from a leadership other than the
+	// one that held its epoch, or a WaitReplicated that returned nil
+	// covers a batch some replica does not hold at the end.
+	KindAckLost Kind = "ack-lost"
+	// KindBadTransition: a transition took effect that the contract
+	// refuses, or one that did not take effect misstated the role in
+	// effect, or the cores do other than the role in effect says.
+	KindBadTransition Kind = "bad-transition"
+	// KindRoleLost: after a transition, the cores neither lead nor
+	// follow a partition whose role in effect is leading or following.
+	KindRoleLost Kind = "role-lost"
+	// KindAppendOutlived: an Append waiting for buffer space still waits
+	// after the leadership it waits in ended.
+	KindAppendOutlived Kind = "append-outlived"
+	// KindSweptUnpublished: Sweep deleted an object a live leadership
+	// still means to publish.
+	KindSweptUnpublished Kind = "swept-unpublished"
+	// KindFailureHidden: a leadership's background failure does not show
+	// in Health (PartitionError).
+	KindFailureHidden Kind = "failure-hidden"
+	// KindFollowerStuck: under attacks, once faults stopped, a follower
+	// in the placement did not catch up with its leader.
+	KindFollowerStuck Kind = "follower-stuck"
 	// KindHarness: the simulation itself failed; not a finding about the
 	// engines.
 	KindHarness Kind = "harness"
@@ -157,11 +220,18 @@ type world struct {
 
 	quiet bool // no more disorder: the quiet phase began
 
-	parts      map[metadata.TopicPartition]*partState
-	registry   map[batchKey]batchMeta
-	objects    map[metadata.ObjectRef]*object
-	sections   map[metadata.TopicPartition][]storedSection
-	readers    []*simReader
+	parts    map[metadata.TopicPartition]*partState
+	registry map[batchKey]batchMeta
+	objects  map[metadata.ObjectRef]*object
+	sections map[metadata.TopicPartition][]storedSection
+	readers  []*simReader
+	model    *model // nil unless the run checks the contract
+	// lostTail are, per partition, the followers that came back with
+	// their log's tail lost (the adversary's doing) and have not reported
+	// since: their leader cannot know what they lack, so its deletions
+	// are not judged against them until they do.
+	lostTail   map[metadata.TopicPartition]map[int32]bool
+	adv        *adversary // nil unless the run has attacks
 	violations []Violation
 	stats      Stats
 	trace      []string

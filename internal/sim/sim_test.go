@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"go.uber.org/goleak"
 )
 
@@ -41,26 +44,36 @@ func seedRange(t *testing.T, def uint64) (first, n uint64) {
 // included (logging changes nothing in a run), goes to DIR/seed-N.trace.
 func runSeed(t *testing.T, cfg Config) *Result {
 	t.Helper()
+	res, err := tryRunSeed(cfg)
+	if err != nil {
+		t.Fatalf("%v\nreplay with: %s", err, replayCommand(cfg.Seed, t.Name()))
+	}
+	return res
+}
+
+// tryRunSeed is runSeed for any goroutine: it returns what runSeed would
+// fail the test with.
+func tryRunSeed(cfg Config) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			t.Fatalf("seed %d: %v\nreplay with: %s", cfg.Seed, r, replayCommand(cfg.Seed, t.Name()))
+			res, err = nil, fmt.Errorf("seed %d: %v", cfg.Seed, r)
 		}
 	}()
 	dir := os.Getenv("ACTIVETIER_SIM_TRACE_DIR")
 	if dir == "" {
-		return Run(cfg)
+		return Run(cfg), nil
 	}
 	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("seed-%d.trace", cfg.Seed)))
 	if err != nil {
-		t.Fatalf("ACTIVETIER_SIM_TRACE_DIR: %v", err)
+		return nil, fmt.Errorf("ACTIVETIER_SIM_TRACE_DIR: %w", err)
 	}
 	bw := bufio.NewWriter(f)
 	cfg.TraceWriter, cfg.Verbose = bw, true
-	res := Run(cfg)
+	res = Run(cfg)
 	if err := errors.Join(bw.Flush(), f.Close()); err != nil {
-		t.Fatalf("ACTIVETIER_SIM_TRACE_DIR: %v", err)
+		return nil, fmt.Errorf("ACTIVETIER_SIM_TRACE_DIR: %w", err)
 	}
-	return res
+	return res, nil
 }
 
 func replayCommand(seed uint64, test string) string {
@@ -239,4 +252,139 @@ func line(lines []string, i int) string {
 		return lines[i]
 	}
 	return "(end of trace)"
+}
+
+// TestSimContract runs the simulation with the adversarial broker
+// (Config.Attacks) for a range of seeds, the contract's model judging
+// every call it makes, and requires every seed to pass and to replay
+// exactly: the same seed, run again, gives the same trace. Seeds run
+// ACTIVETIER_SIM_PARALLEL at a time (default 1).
+func TestSimContract(t *testing.T) {
+	first, n := seedRange(t, 300)
+	replay := n == 1
+	par := 1
+	if s := os.Getenv("ACTIVETIER_SIM_PARALLEL"); s != "" {
+		p, err := strconv.Atoi(s)
+		if err != nil || p < 1 {
+			t.Fatalf("ACTIVETIER_SIM_PARALLEL=%q: want a positive number", s)
+		}
+		par = p
+	}
+	type outcome struct {
+		res    *Result
+		err    error
+		digest uint64
+	}
+	results := make([]outcome, n)
+	run := func(i uint64) {
+		d := xxhash.New()
+		res, err := tryRunSeed(Config{Seed: first + i, Attacks: true, Verbose: replay, TraceWriter: d})
+		results[i] = outcome{res, err, d.Sum64()}
+	}
+	var wg sync.WaitGroup
+	next := make(chan uint64)
+	for range par {
+		wg.Go(func() {
+			for i := range next {
+				run(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var total Stats
+	for i, o := range results {
+		seed := first + uint64(i)
+		if o.err != nil {
+			t.Fatalf("%v\nreplay with: %s", o.err, replayCommand(seed, "TestSimContract"))
+		}
+		if replay {
+			t.Logf("seed %d: %s\ntrace:\n%s", seed, o.res.Shape, strings.Join(o.res.Trace, "\n"))
+		}
+		if o.res.Failed() {
+			report(t, o.res, "TestSimContract", 80)
+			return
+		}
+		total.add(o.res.Stats)
+	}
+	// Replay a few seeds: the same seed gives the same trace. (A trace
+	// directory takes the first runs' traces instead.)
+	for i := uint64(0); i < n && os.Getenv("ACTIVETIER_SIM_TRACE_DIR") == ""; i += max(1, n/5) {
+		d := xxhash.New()
+		Run(Config{Seed: first + i, Attacks: true, Verbose: replay, TraceWriter: d})
+		if d.Sum64() != results[i].digest {
+			t.Fatalf("seed %d: a second run's trace differs from the first's", first+i)
+		}
+	}
+	t.Logf("%d seeds from %d with attacks: %+v", n, first, total)
+}
+
+// weakenedIsCaught runs seeds with attacks and the library weakened as
+// weak says until one reports a violation of one of kinds, and requires
+// the same seed to pass with the library intact: the weakening, not the
+// seed, is what the model caught.
+func weakenedIsCaught(t *testing.T, weak Weakening, kinds ...Kind) {
+	t.Helper()
+	first, n := seedRange(t, 300)
+	for seed := first; seed < first+n; seed++ {
+		res := runSeed(t, Config{Seed: seed, Attacks: true, Weaken: weak})
+		var caught *Violation
+		for i, v := range res.Violations {
+			if slices.Contains(kinds, v.Kind) {
+				caught = &res.Violations[i]
+				break
+			}
+		}
+		if caught == nil {
+			continue
+		}
+		t.Logf("seed %d, %d seeds in: %s", seed, seed-first+1, caught)
+		if control := runSeed(t, Config{Seed: seed, Attacks: true}); control.Failed() {
+			report(t, control, t.Name(), 40)
+		}
+		return
+	}
+	t.Fatalf("no %v reported in %d seeds from %d with %+v", kinds, n, first, weak)
+}
+
+// (a) A wait answered by a later leadership of the partition, or a
+// BecomeLeader at an epoch not above the one followed, is caught.
+func TestWeakenedLateIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Late: true}, KindAckLost, KindBadTransition)
+}
+
+// (b) A Sweep that deletes an object a live leadership still means to
+// publish (its metadata log down longer than the sweep age) is caught.
+func TestWeakenedSweepIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Sweep: true}, KindSweptUnpublished)
+}
+
+// (c) A refused BecomeLeader that stopped following first is caught.
+func TestWeakenedRefusedIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Refused: true}, KindRoleLost)
+}
+
+// (d) A BecomeFollower that resigned before its context ended is caught.
+func TestWeakenedCancelledIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Cancelled: true}, KindRoleLost)
+}
+
+// (e) An Append blocked on a full buffer that outlives its leadership is
+// caught.
+func TestWeakenedAppendIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Append: true}, KindAppendOutlived)
+}
+
+// (f) A leadership's background failure hidden from Health is caught.
+func TestWeakenedHealthIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{Health: true}, KindFailureHidden)
+}
+
+// (g) Followers that stop reporting while idle, so that one restarted
+// behind what the store retains is never caught up, are caught.
+func TestWeakenedCatchUpIsCaught(t *testing.T) {
+	weakenedIsCaught(t, Weakening{CatchUp: true}, KindFollowerStuck)
 }

@@ -226,7 +226,7 @@ func (w *world) judgeDelete(b *broker, refs []metadata.ObjectRef) {
 					continue
 				}
 				for _, r := range b.followersOf(s.Partition) {
-					if r == ps.leader || !containsID(ps.replicas, r) || !w.brokers[r].log.needs(s.Partition, x) || w.liveCopy(s.Partition, x, going) {
+					if r == ps.leader || !containsID(ps.replicas, r) || w.lostTail[s.Partition][r] || !w.brokers[r].log.needs(s.Partition, x) || w.liveCopy(s.Partition, x, going) {
 						continue
 					}
 					w.violate(KindGCNeeded, "b%d deleted %s while b%d, a follower of %s it serves, still needs %s of the true log and no other object holds it",
