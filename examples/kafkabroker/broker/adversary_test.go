@@ -1169,7 +1169,7 @@ func TestAdversaryHungBroker(t *testing.T) {
 	got := make(chan Cluster, 1)
 	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var v Cluster
-		if err := decode(r, &v); err != nil {
+		if err := decodeOne(http.MaxBytesReader(w, r.Body, maxControlBody), &v); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
