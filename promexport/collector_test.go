@@ -107,7 +107,7 @@ func TestCollector(t *testing.T) {
 			Leader: walstore.LeaderStats{AppendedBytes: 1000, Objects: 2, BufferedBytes: 77, UploadsInFlight: 1, UploadRetries: 5},
 			// More corrupt fetches than fetch errors: a broken engine's
 			// report must not make a counter negative.
-			Follower: walstore.FollowerStats{FetchErrors: 1, Corrupt: 2, Held: 3, ApplyLag: lag,
+			Follower: walstore.FollowerStats{FollowerCounters: walstore.FollowerCounters{FetchErrors: 1, Corrupt: 2, Held: 3}, ApplyLag: lag,
 				Lag: map[metadata.TopicPartition]int64{{Topic: "orders", Partition: 1}: 4, {Topic: "orders", Partition: 0}: 6}},
 		},
 		health: walstore.Health{Degraded: true},

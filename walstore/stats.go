@@ -1,6 +1,9 @@
 package walstore
 
-import "github.com/activetier/activetier/metadata"
+import (
+	"github.com/activetier/activetier/internal/followcore"
+	"github.com/activetier/activetier/metadata"
+)
 
 // LeaderStats is a snapshot of a leader engine's counters.
 type LeaderStats struct {
@@ -39,43 +42,16 @@ type LeaderStats struct {
 // Stats returns a snapshot of the engine's counters.
 func (l *Leader) Stats() LeaderStats { return l.snapshot() }
 
+// FollowerCounters are a follower engine's running totals, as its core
+// keeps them.
+type FollowerCounters = followcore.Counters
+
 // FollowerStats is a snapshot of a follower engine's counters.
 type FollowerStats struct {
-	// Messages counts metadata messages read; Poisoned those that failed
-	// to decode and were skipped.
-	Messages, Poisoned uint64
-	// Forged counts entries and marker publications ignored because they
-	// claimed the epoch the broker knows but came from a broker that is not
-	// that epoch's leader.
-	Forged uint64
-	// LocalErrors counts failures of the local log (or answers against its
-	// contract) that set a partition aside for a backoff.
-	LocalErrors uint64
-	// Entries counts entries received for followed partitions.
-	Entries uint64
-	// Applied and AppliedBytes count entries (or their parts) appended to
-	// the local log.
-	Applied, AppliedBytes uint64
-	// Held is the number of entries waiting now: for a gap to fill, an
-	// epoch marker, a retry, or their turn.
-	Held int
-	// Skipped counts duplicates; Dropped entries fenced as stale.
-	Skipped, Dropped uint64
-	// Truncations counts local-log truncations on divergence.
-	Truncations uint64
-	// Evicted counts held entries forgotten to stay within MaxHeld (and
-	// read again later from the metadata log).
-	Evicted uint64
-	// FetchErrors counts failed section fetches, of which Corrupt failed
-	// verification and NotFound named a missing object.
-	FetchErrors, Corrupt, NotFound uint64
-	// Fetches counts fetches made, one ranged GET each (hedges not
-	// included); Hedges the hedges sent (Hedges/Fetches is the extra
-	// request ratio), HedgeWins those that answered first, HedgesDenied
-	// those the budget refused.
-	Fetches, Hedges, HedgeWins, HedgesDenied uint64
-	// FetchLatency is the time per fetch answered; ApplyLag the time from a section's newest record
-	// timestamp to its append here: the replication lag.
+	FollowerCounters
+	// FetchLatency is the time per fetch answered; ApplyLag the time
+	// from a section's newest record timestamp to its append here: the
+	// replication lag.
 	FetchLatency, ApplyLag Histogram
 	// Lag is, per partition, how many offsets announced in metadata are
 	// not yet applied.
@@ -92,12 +68,9 @@ func (f *Follower) Stats() FollowerStats {
 	}
 	f.mu.Unlock()
 	return FollowerStats{
-		Messages: c.Messages, Poisoned: c.Poisoned, Forged: c.Forged, LocalErrors: c.LocalErrors, Entries: c.Entries,
-		Applied: c.Applied, AppliedBytes: c.AppliedBytes, Held: c.Held,
-		Skipped: c.Skipped, Dropped: c.Dropped, Truncations: c.Truncations, Evicted: c.Evicted,
-		FetchErrors: c.FetchErrors, Corrupt: c.Corrupt, NotFound: c.NotFound,
-		Fetches: c.Fetches, Hedges: c.Hedges, HedgeWins: c.HedgeWins, HedgesDenied: c.HedgesDenied,
-		FetchLatency: f.fetchLat.snapshot(), ApplyLag: f.applyLat.snapshot(),
-		Lag: lag,
+		FollowerCounters: c,
+		FetchLatency:     f.fetchLat.snapshot(),
+		ApplyLag:         f.applyLat.snapshot(),
+		Lag:              lag,
 	}
 }

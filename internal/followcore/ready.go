@@ -211,34 +211,43 @@ type Releaser interface {
 	Release()
 }
 
-// Counters are the core's running totals.
+// Counters are the core's running totals. The follower engine reports them
+// as they are (walstore.FollowerCounters), so their docs are the broker's.
 type Counters struct {
-	// Messages counts metadata messages handled; Poisoned those that did
-	// not decode, and marker publications that were invalid.
+	// Messages counts metadata messages read; Poisoned those that failed
+	// to decode and were skipped, and marker publications that were
+	// invalid.
 	Messages, Poisoned uint64
-	// Forged counts entries and marker publications of the known epoch
-	// from a broker that is not its leader.
+	// Forged counts entries and marker publications ignored because they
+	// claimed the epoch the broker knows but came from a broker that is not
+	// that epoch's leader.
 	Forged uint64
-	// LocalErrors counts local-log failures that set a partition aside.
+	// LocalErrors counts failures of the local log (or answers against its
+	// contract) that set a partition aside for a backoff.
 	LocalErrors uint64
 	// Entries counts entries received for followed partitions.
 	Entries uint64
-	// Applied and AppliedBytes count appends and their bytes.
+	// Applied and AppliedBytes count entries (or their parts) appended to
+	// the local log.
 	Applied, AppliedBytes uint64
-	// Held is the number of entries held now.
+	// Held is the number of entries waiting now: for a gap to fill, an
+	// epoch marker, a retry, or their turn.
 	Held int
-	// Skipped counts duplicates, Dropped entries fenced or malformed.
+	// Skipped counts duplicates; Dropped entries fenced as stale or
+	// malformed.
 	Skipped, Dropped uint64
-	// Truncations counts truncations on divergence.
+	// Truncations counts local-log truncations on divergence.
 	Truncations uint64
-	// Evicted counts held entries forgotten to stay within MaxHeld.
+	// Evicted counts held entries forgotten to stay within MaxHeld (and
+	// read again later from the metadata log).
 	Evicted uint64
 	// FetchErrors counts failed section fetches, of which Corrupt failed
-	// verification and NotFound named something that does not exist.
+	// verification and NotFound named a missing object.
 	FetchErrors, Corrupt, NotFound uint64
-	// Fetches counts fetches started (one ranged GET each), hedges not
-	// included; Hedges the hedges sent, HedgeWins those that answered
-	// first, HedgesDenied the hedges the budget refused.
+	// Fetches counts fetches made, one ranged GET each (hedges not
+	// included); Hedges the hedges sent (Hedges/Fetches is the extra
+	// request ratio), HedgeWins those that answered first, HedgesDenied
+	// those the budget refused.
 	Fetches, Hedges, HedgeWins, HedgesDenied uint64
 }
 
