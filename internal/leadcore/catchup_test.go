@@ -26,6 +26,9 @@ type logWorld struct {
 	held        []func()
 	republished []string // "first-last" of each republished entry, in order
 	publishers  []int32  // and the epoch it was published at
+	// deleteErr is what every delete answers, after deleting: as a
+	// DELETE whose answer was lost.
+	deleteErr error
 }
 
 // newLogWorldWith is a world of a core of the harness's configuration,
@@ -125,7 +128,7 @@ func (w *logWorld) step() bool {
 		c.Read(h.now, r.ID, r.What, res)
 	}
 	for _, d := range rd.Deletes {
-		c.Deleted(h.now, d.ID, nil)
+		c.Deleted(h.now, d.ID, w.deleteErr)
 	}
 	return len(rd.Encodes)+len(rd.Uploads)+len(rd.Publishes)+len(rd.Reads)+len(rd.Deletes) > 0
 }

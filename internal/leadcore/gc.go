@@ -186,15 +186,21 @@ func (c *Core) Collect(now time.Time) []metadata.ObjectRef {
 // collected (counted) rather than swept.
 func (c *Core) Forget(refs []metadata.ObjectRef, collected bool) {
 	for _, ref := range refs {
-		if t := c.gc.objects[ref]; t != nil {
-			for _, s := range t.sections {
-				c.collected(s.tp, s.gen, s.last)
-			}
-		}
+		c.mayBeGone(ref)
 		delete(c.gc.objects, ref)
 	}
 	if collected {
 		c.gc.deleted += uint64(len(refs))
+	}
+}
+
+// mayBeGone records that tracked object ref may be deleted: no follower
+// is counted on to find its sections any more.
+func (c *Core) mayBeGone(ref metadata.ObjectRef) {
+	if t := c.gc.objects[ref]; t != nil {
+		for _, s := range t.sections {
+			c.collected(s.tp, s.gen, s.last)
+		}
 	}
 }
 
@@ -219,7 +225,14 @@ func (c *Core) Deleted(now time.Time, id uint64, err error) {
 	}
 	c.gcDelete = 0
 	if err != nil {
+		// A DELETE that failed may still have deleted some of its objects
+		// (its answer lost, a batch half done): they stay tracked, to be
+		// deleted again, but no follower is counted on to find them, so
+		// one that comes back below them is republished for.
 		c.cfg.Logger.Warn("activetier: garbage collection failed", "err", err)
+		for _, ref := range r.refs {
+			c.mayBeGone(ref)
+		}
 		return
 	}
 	c.Forget(r.refs, true)

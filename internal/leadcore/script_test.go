@@ -14,6 +14,7 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/scripttest"
+	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -315,6 +316,12 @@ func (e *scriptEnv) world(t *testing.T, d *datadriven.TestData) string {
 		w.release()
 	case "held":
 		return fmt.Sprintf("%d held\n", len(w.held))
+	case "deletes":
+		require.Len(t, d.CmdArgs, 1, "%s: deletes ok or fail-after-deleting", d.Pos)
+		w.deleteErr = nil
+		if d.CmdArgs[0].Key == "fail-after-deleting" {
+			w.deleteErr = storeerr.ErrUnavailable
+		}
 	case "report":
 		var follower, lastEpoch int
 		var end int64
