@@ -182,16 +182,41 @@ func TestContractRestartedFollowerCatchesUp(t *testing.T) {
 	}
 }
 
+// lostDeletes deletes, then answers that it could not: a DELETE whose
+// answer was lost.
+type lostDeletes struct{ walstore.ObjectStore }
+
+func (s lostDeletes) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
+	if err := s.ObjectStore.Delete(ctx, refs); err != nil {
+		return err
+	}
+	return fmt.Errorf("the answer was lost: %w", walstore.ErrUnavailable)
+}
+
 // A follower that lost its log (restarted with an empty one) while it
 // stayed a follower catches up: its report of an empty log lowers what
 // the leader credits it with, the leader republishes from its start what
 // it collected, and keeps the copies until the follower applied them.
+// It does so too when every DELETE of the collection failed after
+// deleting: the leader cannot tell which objects are gone.
 func TestContractFollowerThatLostItsLogCatchesUp(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deletes answered %v", !lost), func(t *testing.T) {
+			followerThatLostItsLogCatchesUp(t, lost)
+		})
+	}
+}
+
+func followerThatLostItsLogCatchesUp(t *testing.T, lostDeleteAnswers bool) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		w := newWorld(t)
 		log1 := memstore.NewLocalLog()
-		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		store := w.store(1)
+		if lostDeleteAnswers {
+			store = lostDeletes{store}
+		}
+		n1 := w.start(1, walstore.NodeConfig{Local: log1, Store: store})
 		n2 := w.start(2, walstore.NodeConfig{})
 		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
 		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
@@ -202,7 +227,11 @@ func TestContractFollowerThatLostItsLogCatchesUp(t *testing.T) {
 		}
 		require.NoError(t, n1.WaitReplicated(ctx, tpA, 1, 29))
 		settle(time.Minute)
-		require.Positive(t, n1.Stats().Leader.ObjectsDeleted)
+		if lostDeleteAnswers {
+			require.Zero(t, n1.Stats().Leader.ObjectsDeleted, "no DELETE was answered")
+		} else {
+			require.Positive(t, n1.Stats().Leader.ObjectsDeleted)
+		}
 
 		require.NoError(t, n2.StopReplica(ctx, tpA)) // its disk is gone
 		log2 := memstore.NewLocalLog()
