@@ -18,8 +18,6 @@ var usageFlag = regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
 // documentation, so that neither falls behind the code when a flag is
 // added.
 func TestCommandReferenceFlags(t *testing.T) {
-	reference := readRepoFile(t, "../../docs/commands.md")
-	pkgDoc := readRepoFile(t, "doc.go")
 	for _, sc := range subcommands() {
 		if sc.name == "help" {
 			continue
@@ -30,12 +28,13 @@ func TestCommandReferenceFlags(t *testing.T) {
 			flags := usageFlag.FindAllStringSubmatch(r.stdout, -1)
 			require.NotEmpty(t, flags, "no flags found in the usage of %s:\n%s", sc.name, r.stdout)
 
-			refSection := section(t, reference, "\n## `activetier "+sc.name+"`\n", "\n## ")
-			docSection := section(t, pkgDoc, "\n// # "+sc.name+"\n", "\n// # ")
+			refSection := docSection(t, "../../docs/commands.md", "\n## `activetier "+sc.name+"`\n", "\n## ")
+			pkgSection := docSection(t, "doc.go", "\n// # "+sc.name+"\n", "\n// # ")
 			for _, m := range flags {
-				flag := regexp.MustCompile(`--` + regexp.QuoteMeta(m[1]) + `\b`)
+				// Not a longer flag's prefix: --rf is not named by --rf-x.
+				flag := regexp.MustCompile(`--` + regexp.QuoteMeta(m[1]) + `([^a-z0-9-]|$)`)
 				assert.True(t, flag.MatchString(refSection), "docs/commands.md's section on %s omits --%s", sc.name, m[1])
-				assert.True(t, flag.MatchString(docSection), "cmd/activetier/doc.go's section on %s omits --%s", sc.name, m[1])
+				assert.True(t, flag.MatchString(pkgSection), "cmd/activetier/doc.go's section on %s omits --%s", sc.name, m[1])
 			}
 		})
 	}
@@ -53,20 +52,15 @@ func TestCommandReferenceFlagsFinds(t *testing.T) {
 	assert.Equal(t, []string{"bucket", "json", "max-bytes"}, names)
 }
 
-// section returns the part of text from start up to the next end, or to
-// the end of text; it fails the test if start is missing.
-func section(t *testing.T, text, start, end string) string {
+// docSection returns the part of a file, named relative to this package,
+// from start up to the next end or to the end of the file; it fails the
+// test if the file or start is missing.
+func docSection(t *testing.T, file, start, end string) string {
 	t.Helper()
-	_, rest, ok := strings.Cut(text, start)
-	require.True(t, ok, "%q not found", start)
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(b), start)
+	require.True(t, ok, "%s has no %q", file, start)
 	rest, _, _ = strings.Cut(rest, end)
 	return rest
-}
-
-// readRepoFile returns a file, relative to this package, as a string.
-func readRepoFile(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	require.NoError(t, err)
-	return string(b)
 }
