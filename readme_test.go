@@ -54,6 +54,21 @@ func requireSnippet(t *testing.T, doc, section, src string) {
 	require.Equal(t, strings.Join(lines, "\n"), block, "%s's snippet differs from %s", doc, src)
 }
 
+// TestReadmeSetUp keeps the README's set-up to the two commands a
+// newcomer runs: the demo on memstore, and the whole test suite.
+func TestReadmeSetUp(t *testing.T) {
+	section := between(t, readFile(t, "README.md"), "## Set up\n", "\n## ")
+	block := between(t, section, "```sh\n", "```")
+	var commands []string
+	for _, line := range strings.Split(block, "\n") {
+		command, _, _ := strings.Cut(line, "#")
+		if command = strings.TrimSpace(command); command != "" {
+			commands = append(commands, command)
+		}
+	}
+	require.Equal(t, []string{"go run ./cmd/activetier demo", "bash scripts/test.sh"}, commands)
+}
+
 // TestReadmeBrokerSnippets keeps the Go blocks of docs/kafkabroker.md true
 // to the example broker they walk through: each must appear, line for line
 // (indentation aside), in one of the example's source files, which the
