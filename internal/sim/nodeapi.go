@@ -165,10 +165,31 @@ func (n *simNode) leadNews(rd leadcore.Ready) {
 			n.failing[f.Partition] = f.Err
 		}
 	}
+	if rd.CommitChanged {
+		n.learnHighWatermarks()
+	}
 	if rd.DurableChanged || rd.CommitChanged {
 		n.checkContractWaits()
 	}
 	n.retryBlocked(rd.SpaceFreed, rd.DurableChanged)
+}
+
+// learnHighWatermarks tells the controller of the high watermarks of the
+// partitions n leads for the controller (not as a zombie): as Kafka's
+// controller knows the in-sync replicas, which hold the log below the
+// high watermark, so it elects only replicas that do, even when the
+// leader has not published the commit yet (a replica moved away and the
+// leader then lost might otherwise take the committed records with them).
+func (n *simNode) learnHighWatermarks() {
+	for _, tp := range n.w.tps {
+		ps := n.w.parts[tp]
+		if _, z := ps.zombies[n.b.id]; ps.leader != n.b.id || n.b.node != n || z {
+			continue
+		}
+		if hw, _, ok := n.lc.HighWatermark(tp); ok {
+			ps.committed = max(ps.committed, hw)
+		}
+	}
 }
 
 // partitionError is walstore.Node.PartitionError's leader side.

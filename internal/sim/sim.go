@@ -255,9 +255,10 @@ type partState struct {
 	// durChecked is the offset below which the current leader's durable
 	// claims have been checked.
 	durChecked int64
-	// committed is the highest commit any leader published: every replica
-	// the controller elects holds the log below it (Kafka's rule of
-	// electing from the in-sync replicas).
+	// committed is the highest commit any leader published or high
+	// watermark the controller's leader reached: every replica the
+	// controller elects holds the log below it (Kafka's rule of electing
+	// from the in-sync replicas).
 	committed int64
 }
 
