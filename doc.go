@@ -65,7 +65,7 @@
 //     the Node (a broker's one entry point), the Manager (copy, fetch,
 //     delete combined objects), the Leader and Follower engines, the high
 //     watermark (HighWatermark, SetInSync, WaitReplicated) and garbage
-//     collection. walstore/walstoretest holds the conformance suites for
+//     collection. storage/storagetest holds the conformance suites for
 //     ObjectStore and LocalLog implementations.
 //   - directread: a consumer's Reader of committed records straight from
 //     the objects, fenced as a follower is, never skipping an offset.

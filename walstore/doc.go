@@ -2,7 +2,7 @@
 // activetier: the ObjectStore interface with its typed errors, the Manager
 // (KIP-1176's RemoteWalStorageManager: copy, fetch and delete combined
 // objects), the Node that runs one broker's replication, the Leader and
-// Follower engines under it, and garbage collection. Package walstoretest
+// Follower engines under it, and garbage collection. Package storagetest
 // checks an ObjectStore (Run) or a broker's LocalLog (RunLocalLog) against
 // its contract.
 //
@@ -150,7 +150,7 @@
 // on those entries and wait at the gap, and only a Republish by the
 // leader fills it. Offsets a metadata log's Append invents are what
 // MetadataLowMarks reports, so TrimMetadata trusts them. Both are for the
-// ObjectStore conformance suite (package walstoretest) and the metadata
+// ObjectStore conformance suite (package storagetest) and the metadata
 // log's own tests to rule out.
 //
 // # Time

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/activetier/activetier/storage"
 )
 
 // ErrContractViolation matches errors for answers a dependency (the object
@@ -49,7 +51,7 @@ func (e *noAnswerError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrUnavailable) true.
-func (e *noAnswerError) Is(target error) bool { return target == ErrUnavailable }
+func (e *noAnswerError) Is(target error) bool { return target == storage.ErrUnavailable }
 
 // Unwrap returns what the call returned when given up, or nil.
 func (e *noAnswerError) Unwrap() error { return e.err }

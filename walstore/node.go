@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Progress is what a follower has applied of a partition: its log end
@@ -43,11 +43,11 @@ type NodeConfig struct {
 	BrokerID int32
 	// Store reads and writes the object store from this broker's AZ.
 	// Required.
-	Store ObjectStore
+	Store storage.ObjectStore
 	// Log carries the metadata. Required.
 	Log metadata.Log
 	// Local is the broker's log. Required.
-	Local LocalLog
+	Local storage.LocalLog
 	// Leader and Follower tune the two engines; zero values are their
 	// documented defaults.
 	Leader   LeaderConfig
@@ -477,7 +477,7 @@ func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) erro
 // or it fails with ErrNotLeader; one blocked on a full buffer fails with
 // ErrNotLeader when the leadership it waits in ends. ctx bounds only the
 // wait for buffer space.
-func (n *Node) Append(ctx context.Context, tp metadata.TopicPartition, b combiner.Batch) error {
+func (n *Node) Append(ctx context.Context, tp metadata.TopicPartition, b storage.Batch) error {
 	return n.leader.Append(ctx, tp, b)
 }
 

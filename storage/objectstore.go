@@ -1,10 +1,10 @@
-package walstore
+package storage
 
 import (
 	"context"
+	"errors"
 	"time"
 
-	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -76,7 +76,7 @@ type ObjectStore interface {
 // byte (cpu-ns/B). A contract every store we ship keeps does not
 // justify that: memstore, fsstore, s3express and gcsstore never write
 // to dst once ReadRange has returned, and the conformance suite
-// (walstoretest's ReadRangeNotRetained and ReadRangeAbandoned) checks
+// (storagetest's ReadRangeNotRetained and ReadRangeAbandoned) checks
 // that of any store. A compressed section is decompressed into memory
 // only the engine writes, right after its check, which leaves a late
 // write no more than that instant.
@@ -102,18 +102,18 @@ type ObjectInfo struct {
 // Errors of the ObjectStore contract, to be tested with errors.Is.
 var (
 	// ErrNotFound: the object does not exist.
-	ErrNotFound = storeerr.ErrNotFound
+	ErrNotFound = errors.New("walstore: object not found")
 	// ErrAlreadyExists: a conditional Put found the key taken.
-	ErrAlreadyExists = storeerr.ErrAlreadyExists
+	ErrAlreadyExists = errors.New("walstore: object already exists")
 	// ErrUnavailable: a transient failure (throttling, 5xx, timeout, the
 	// bucket or its AZ unreachable). The same request may succeed later.
-	ErrUnavailable = storeerr.ErrUnavailable
+	ErrUnavailable = errors.New("walstore: object store unavailable")
 	// ErrInvalidRange: a byte range that is empty, negative, or not wholly
 	// inside the object.
-	ErrInvalidRange = storeerr.ErrInvalidRange
+	ErrInvalidRange = errors.New("walstore: invalid byte range")
 	// ErrUnknownBucket: a reference to a bucket the store was not
 	// configured with. No request is made for it.
-	ErrUnknownBucket = storeerr.ErrUnknownBucket
+	ErrUnknownBucket = errors.New("walstore: bucket not configured")
 	// ErrPermanent: the object store refused the request in a way that
 	// retrying will not change: access denied, a missing bucket, an
 	// operation the server does not implement (HTTP 501), a request it
@@ -121,5 +121,5 @@ var (
 	// and the server's own code. Retrying is harmless but futile, so a
 	// caller that retries anyway should report it (Health) rather than
 	// wait for a timeout to say that something is wrong.
-	ErrPermanent = storeerr.ErrPermanent
+	ErrPermanent = errors.New("walstore: object store refused the request permanently")
 )

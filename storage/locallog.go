@@ -1,11 +1,9 @@
-package walstore
+package storage
 
 import (
 	"context"
 	"errors"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -13,7 +11,7 @@ import (
 // touch. The follower appends fetched batches to it and truncates it on
 // divergence; the leader reads it to republish after a failover. A Kafka
 // broker implements it over its partitions' UnifiedLog and leader-epoch
-// cache. Package walstoretest's RunLocalLog checks an implementation
+// cache. Package storagetest's RunLocalLog checks an implementation
 // against the contract below.
 //
 // Each partition's log is a run of whole batches covering offsets
@@ -59,7 +57,7 @@ type LocalLog interface {
 	EndOffset(tp metadata.TopicPartition) (int64, error)
 	// Epochs returns the leader-epoch entries of tp, ascending, as Kafka's
 	// leader-epoch checkpoint stores them. The caller may modify the slice.
-	Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error)
+	Epochs(tp metadata.TopicPartition) ([]EpochEntry, error)
 	// Append adds batches to the end of tp's log, all or none. The first
 	// batch must start exactly at EndOffset and each next one right after
 	// the one before (FirstOffset = previous LastOffset + 1); no batch's
@@ -73,7 +71,7 @@ type LocalLog interface {
 	// after: the engine reuses that memory for other sections as soon as
 	// Append returns (whatever it returns), so a log that writes
 	// asynchronously copies what it needs first.
-	Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error
+	Append(ctx context.Context, tp metadata.TopicPartition, batches []Batch) error
 	// Truncate removes tp's records at and after offset, and the epoch
 	// entries that start there or later. Afterwards EndOffset is offset,
 	// except on a log whose records all lie below offset, which is left as
@@ -91,7 +89,7 @@ type LocalLog interface {
 	// add up to at most maxBytes; it may return fewer than fit. At or
 	// after EndOffset it returns no batches and no error. The caller may
 	// modify what Read returns.
-	Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error)
+	Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]Batch, error)
 }
 
 // Errors of the LocalLog contract, to be tested with errors.Is.
@@ -105,4 +103,10 @@ var (
 	ErrNotBatchBoundary = errors.New("walstore: offset inside a batch")
 	// ErrInvalidOffset: LocalLog.Truncate at a negative offset.
 	ErrInvalidOffset = errors.New("walstore: invalid offset")
+	// ErrInvalidBatch: a batch that cannot be part of a partition's log:
+	// an inverted or negative offset range or a negative epoch (for
+	// LocalLog.Append too), and, for the leader's Append, no data, an
+	// epoch other than the leadership's, or a first offset that does not
+	// continue the batches appended before it.
+	ErrInvalidBatch = errors.New("walstore: invalid batch")
 )
