@@ -8,8 +8,8 @@ import (
 	"github.com/activetier/activetier/metadata"
 )
 
-// ObjectStore is the storage contract the engines are written against: one
-// broker's view of the object store. Writes go to the broker's own AZ's
+// ObjectStore is the contract the engines (packages walstore and
+// directread) are written against: one broker's view of the object store. Writes go to the broker's own AZ's
 // bucket; reads and deletes may address any bucket the store was configured
 // with. Implementations are safe for concurrent use and return errors that
 // match ErrNotFound, ErrAlreadyExists, ErrUnavailable, ErrInvalidRange,
@@ -48,7 +48,7 @@ type ObjectStore interface {
 }
 
 // RangeReader is an ObjectStore that can read a range into a buffer the
-// caller provides. The follower engine uses it, when the store implements
+// caller provides. walstore's follower engine uses it, when the store implements
 // it, to read sections into buffers it reuses instead of allocating one
 // per GET.
 //
@@ -99,7 +99,9 @@ type ObjectInfo struct {
 	LastModified time.Time
 }
 
-// Errors of the ObjectStore contract, to be tested with errors.Is.
+// Errors of the ObjectStore contract, to be tested with errors.Is. Their
+// messages keep the "walstore:" prefix they had before the contract had a
+// package of its own, since logs and alerts already match on them.
 var (
 	// ErrNotFound: the object does not exist.
 	ErrNotFound = errors.New("walstore: object not found")
@@ -119,7 +121,8 @@ var (
 	// operation the server does not implement (HTTP 501), a request it
 	// calls malformed. An operator must act; the error names the bucket
 	// and the server's own code. Retrying is harmless but futile, so a
-	// caller that retries anyway should report it (Health) rather than
+	// caller that retries anyway should report it (as walstore's Health
+	// does) rather than
 	// wait for a timeout to say that something is wrong.
 	ErrPermanent = errors.New("walstore: object store refused the request permanently")
 )
