@@ -199,7 +199,7 @@ type Health struct {
 	// returned. Either names the call in a *DependencyError
 	// ("ObjectStore.Put" for an upload, "metadata.Log.Append" for a
 	// publish); an attempt that did not answer within RequestTimeout, or
-	// one that has not returned, matches ErrUnavailable.
+	// one that has not returned, matches storage.ErrUnavailable.
 	Err error
 	// Partitions are up to MaxFailingListed of the partitions whose
 	// replication a failure has stopped, each with its error (see
@@ -810,7 +810,7 @@ func (l *Leader) Resign(tp metadata.TopicPartition) {
 // engine has uploaded it (WaitDurable tells when). Batches must continue
 // one another: the first one of a leadership starts at the local log's end
 // offset when BecomeLeader was called, each next one right after the last,
-// all with the leadership's epoch; anything else is ErrInvalidBatch, and
+// all with the leadership's epoch; anything else is storage.ErrInvalidBatch, and
 // the batch is not queued. A partition the engine does not lead is
 // ErrNotLeader; one no BecomeLeader would take (see
 // metadata.TopicPartition.Validate) also matches the reason, such as
@@ -1090,7 +1090,7 @@ func (l *Leader) Republish(ctx context.Context, tp metadata.TopicPartition, from
 
 // attempt runs one attempt of a call of dependency dep (see
 // dependencyOf) with RequestTimeout. An attempt that runs out while ctx is
-// live fails with a DependencyError for dep matching ErrUnavailable.
+// live fails with a DependencyError for dep matching storage.ErrUnavailable.
 func attempt(ctx context.Context, timeout time.Duration, what, dep string, fn func(context.Context) error) error {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

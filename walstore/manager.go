@@ -205,7 +205,7 @@ type FetchResult struct {
 }
 
 // FetchError says which object and partition a failed fetch concerned. Its
-// Err matches ErrNotFound, ErrUnavailable, ErrUnknownBucket, ErrInvalidRange
+// Err matches storage.ErrNotFound, storage.ErrUnavailable, storage.ErrUnknownBucket, storage.ErrInvalidRange
 // or ErrCorrupt, and ErrContractViolation when the store's answer broke the
 // ObjectStore contract.
 type FetchError struct {
@@ -232,13 +232,13 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // ends.
 //
 // An entry whose byte range is empty, negative or overflows int64 fails
-// with ErrInvalidRange without a request. When a coalesced GET fails with
-// ErrInvalidRange (one entry's range may run past the object's end) or
+// with storage.ErrInvalidRange without a request. When a coalesced GET fails with
+// storage.ErrInvalidRange (one entry's range may run past the object's end) or
 // with an answer that breaks the ObjectStore contract (a body shorter or
 // longer than the range, as a truncating proxy gives), each of its entries
 // is read again on its own, one after another, so that a bad entry fails
 // alone. An answer of the wrong size for a single entry's range fails it
-// with an error matching both ErrContractViolation and ErrUnavailable: the
+// with an error matching both ErrContractViolation and storage.ErrUnavailable: the
 // next attempt may well succeed, so callers retry it with backoff.
 func (m *Manager) Fetch(ctx context.Context, entries []metadata.Entry) ([]FetchResult, error) {
 	return m.fetch(ctx, entries, nil)
@@ -408,7 +408,7 @@ func compressedBytes(entries []metadata.Entry, idx []int) int64 {
 
 // getRange is ObjectStore.GetRange with its answer checked: errors name
 // the call, and a body of another length than asked for is an error
-// matching ErrContractViolation and ErrUnavailable, never a slice to index
+// matching ErrContractViolation and storage.ErrUnavailable, never a slice to index
 // out of range. With a pool, and a store that is a RangeReader, it reads
 // into a pooled buffer and returns it as sb, not yet held by anyone. A
 // store call that panics is an error too (see recovered).
@@ -468,7 +468,7 @@ func recovered(call func()) (p *panicked) {
 }
 
 // panicError logs a store call's panic with its stack and returns the
-// error for it, matching ErrContractViolation and ErrUnavailable.
+// error for it, matching ErrContractViolation and storage.ErrUnavailable.
 func (m *Manager) panicError(call string, p *panicked, ref metadata.ObjectRef, offset, length int64) error {
 	m.cfg.Logger.Error("activetier: the object store panicked", "call", call, "object", ref.String(),
 		"offset", offset, "length", length, "panic", fmt.Sprint(p.value), "stack", string(p.stack))

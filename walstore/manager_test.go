@@ -389,7 +389,7 @@ func TestManagerFetchIsolatesBadEntries(t *testing.T) {
 // TestManagerSurvivesStoreThatBreaksItsContract: whatever GetRange
 // answers, Fetch neither panics nor hands out bytes that are not the
 // entry's; answers of the wrong size are errors matching
-// ErrContractViolation and ErrUnavailable that name the call. An answer
+// ErrContractViolation and storage.ErrUnavailable that name the call. An answer
 // that is wrong only for the coalesced range (a proxy that truncates
 // large bodies) costs one GET per entry and no entry.
 func TestManagerSurvivesStoreThatBreaksItsContract(t *testing.T) {

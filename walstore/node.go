@@ -157,7 +157,7 @@ func (c *NodeConfig) validate() error {
 //     race, the Node runs them in some order, each all or nothing.
 //   - While a local-log call of the partition hangs: the transition gives
 //     up when its context ends, with a *DependencyError naming the call
-//     (matching ErrUnavailable and the context's error); the call is
+//     (matching storage.ErrUnavailable and the context's error); the call is
 //     left running, and until it returns every transition of the
 //     partition is refused at once with such an error, since the Node
 //     cannot tell what the call will still do. Other partitions are not
@@ -372,7 +372,7 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 // (ErrStaleEpoch), and a local log whose EndOffset fails, or does not
 // answer before ctx ends (a *DependencyError naming LocalLog.EndOffset
 // that matches ctx's error), or has an earlier call given up on that has
-// not returned (one matching ErrUnavailable). It waits for the follower
+// not returned (one matching storage.ErrUnavailable). It waits for the follower
 // engine to finish the local-log call of tp it may be making (as long as
 // ctx allows), validates, then, with tp's local-log calls held, reads the
 // log end, begins the leadership and only then stops following, which

@@ -198,7 +198,7 @@ func TestRegressionReelectionPublishesWhatWasAcknowledged(t *testing.T) {
 }
 
 // A batch that cannot continue the partition's log at this leadership is
-// refused by Append with ErrInvalidBatch; it is never acknowledged, never
+// refused by Append with storage.ErrInvalidBatch; it is never acknowledged, never
 // reaches a follower, and does not hold up the partition's next valid
 // batch nor another partition sharing its object.
 func TestRegressionAppendRejectsInvalidBatches(t *testing.T) {
@@ -582,7 +582,7 @@ func (l hangingLog) Append(ctx context.Context, partition int32, value []byte) (
 // A PUT or a metadata append that never answers degrades the leader after
 // DegradedAfter, whether or not the call ever returns, with a health error
 // that names that dependency: a DependencyError for the call, matching
-// ErrUnavailable, and for the metadata log a message that says nothing of
+// storage.ErrUnavailable, and for the metadata log a message that says nothing of
 // the object store. An attempt that respects its context is given up after
 // RequestTimeout and retried; once the dependency answers again, the
 // engine recovers and publishes.
