@@ -1,17 +1,17 @@
-// Package gcsstore is a storage.ObjectStore on Google Cloud Storage
-// through cloud.google.com/go/storage, one bucket per zone. Its zonal
-// buckets ("Rapid Bucket", the Rapid storage class) are Cloud Storage's
-// analogue of S3 Express One Zone: a bucket placed in one zone, next to the
-// brokers there, with low-latency reads and writes. A leader writes
-// combined objects to its own zone's bucket; followers read their byte
-// ranges from whichever bucket a metadata entry names. Regional buckets
-// work too (one per zone, or any bucket standing for a zone), at Standard
-// storage's prices and latency.
+// Package gcsstore is a storage.ObjectStore on Google Cloud Storage through
+// cloud.google.com/go/storage (imported as gcs), one bucket per zone. Its
+// zonal buckets ("Rapid Bucket", the Rapid storage class) are Cloud
+// Storage's analogue of S3 Express One Zone: a bucket placed in one zone,
+// next to the brokers there, with low-latency reads and writes. A leader
+// writes combined objects to its own zone's bucket; followers read their
+// byte ranges from whichever bucket a metadata entry names. Regional
+// buckets work too (one per zone, or any bucket standing for a zone), at
+// Standard storage's prices and latency.
 //
 // # Guarantees
 //
 //   - Put never overwrites. Every upload carries ifGenerationMatch=0
-//     (storage.Conditions{DoesNotExist: true}), and a taken key (412) is
+//     (gcs.Conditions{DoesNotExist: true}), and a taken key (412) is
 //     storage.ErrAlreadyExists. Put's outcome is exact even when an
 //     answer is lost: if an attempt reached the server and did not come
 //     back refused (a 4xx other than 408, 409 or 429) and Put did not
