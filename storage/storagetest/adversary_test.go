@@ -115,7 +115,7 @@ var forwardingMutants = []string{
 	"readrange-error-swallowed", "readrange-error-stringified", "readrange-short",
 }
 
-const forwardingMutantEnv = "WALSTORETEST_FORWARDING_MUTANT"
+const forwardingMutantEnv = "STORAGETEST_FORWARDING_MUTANT"
 
 // Wrappers that keep the optional interfaces but forward a call wrong
 // (an error's kind lost or changed, an error dropped, the context

@@ -184,7 +184,7 @@ func inMemory(wrap func(*memstore.LocalLog) storage.LocalLog) storagetest.LocalL
 	}
 }
 
-const mutantEnv = "WALSTORETEST_LOCALLOG_MUTANT"
+const mutantEnv = "STORAGETEST_LOCALLOG_MUTANT"
 
 // TestRunLocalLogCatchesBrokenLogs runs the suite on logs that each break
 // one rule, in a child process since the suite fails its t, and checks

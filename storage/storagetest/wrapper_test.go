@@ -53,7 +53,7 @@ var wrappers = map[string]func(storage.ObjectStore) storage.ObjectStore{
 	"always": func(s storage.ObjectStore) storage.ObjectStore { return always{s} },
 }
 
-const wrapperEnv = "WALSTORETEST_WRAPPER_MUTANT"
+const wrapperEnv = "STORAGETEST_WRAPPER_MUTANT"
 
 // A wrapper that keeps the optional interfaces passes the whole check.
 func TestRunWrapper(t *testing.T) {

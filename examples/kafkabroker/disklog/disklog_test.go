@@ -25,7 +25,7 @@ func open(t *testing.T, dir string, opts Options) *Log {
 	return l
 }
 
-// TestLocalLogConformance runs walstore's LocalLog suite, with segments
+// TestLocalLogConformance runs storagetest's LocalLog suite, with segments
 // small enough that most logs span several files.
 func TestLocalLogConformance(t *testing.T) {
 	opts := Options{SegmentBytes: 300}
