@@ -55,18 +55,22 @@
 //     partition follower_id % N, so each broker reads one partition).
 //     metadata/metadatatest holds the conformance suite for Log
 //     implementations.
+//   - storage: the contracts a backend or a broker implements and their
+//     errors: ObjectStore (with RangeReader and ObjectInfo), LocalLog, and
+//     the Batch and EpochEntry a LocalLog holds. It imports only metadata,
+//     so a backend or a broker's log depends on nothing else of activetier.
+//     storage/storagetest holds the conformance suites for ObjectStore and
+//     LocalLog implementations.
 //   - fencing: leader-epoch lineage with Kafka's leader-epoch-cache
 //     semantics, and the pure decision a follower makes for each entry:
 //     apply, skip, drop, hold or truncate. No I/O.
 //   - combiner: the combined-object format (sections per partition, footer
 //     index, trailer, xxhash64, none/zstd/s2) and the builder that decides
 //     which partitions go into which object and when to cut. No I/O.
-//   - walstore: the ObjectStore and LocalLog contracts with typed errors,
-//     the Node (a broker's one entry point), the Manager (copy, fetch,
-//     delete combined objects), the Leader and Follower engines, the high
-//     watermark (HighWatermark, SetInSync, WaitReplicated) and garbage
-//     collection. walstore/walstoretest holds the conformance suites for
-//     ObjectStore and LocalLog implementations.
+//   - walstore: the Node (a broker's one entry point), the Manager (copy,
+//     fetch, delete combined objects), the Leader and Follower engines, the
+//     high watermark (HighWatermark, SetInSync, WaitReplicated) and garbage
+//     collection.
 //   - directread: a consumer's Reader of committed records straight from
 //     the objects, fenced as a follower is, never skipping an offset.
 //   - internal/leadcore, internal/followcore and internal/readcore: the
@@ -96,9 +100,10 @@
 //     Kafka-protocol broker whose replication is activetier alone, with
 //     its log on disk: the wiring a broker author writes.
 //
-// Lower packages never import higher ones: metadata, fencing and combiner
-// know nothing of storage; walstore knows storage only through ObjectStore,
-// metadata.Log and LocalLog; backends implement those.
+// Lower packages never import higher ones: storage imports only metadata;
+// metadata, fencing and combiner do no I/O; walstore knows object storage
+// and the broker only through storage.ObjectStore, metadata.Log and
+// storage.LocalLog; backends implement those without importing walstore.
 //
 // # Guarantees
 //

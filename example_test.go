@@ -6,10 +6,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metadata/kafkalog"
 	"github.com/activetier/activetier/s3express"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -18,7 +18,7 @@ import (
 // (the body of Example_broker) shows where each meets activetier.
 type broker struct {
 	id  int32
-	log walstore.LocalLog
+	log storage.LocalLog
 }
 
 // sendProgress delivers a follower's progress to the leader's broker, as
@@ -68,7 +68,7 @@ func Example_broker() {
 		log.Fatal(err)
 	}
 	// ... a produce request: the batch goes to the broker's log, then here.
-	batch := combiner.Batch{Epoch: epoch, FirstOffset: 0, LastOffset: 9, Data: recordBatch}
+	batch := storage.Batch{Epoch: epoch, FirstOffset: 0, LastOffset: 9, Data: recordBatch}
 	if err := node.Append(ctx, tp, batch); err != nil {
 		log.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/cputime"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Benchmarks encode and decode an object of 100 partitions of Kafka-like
@@ -132,7 +133,7 @@ func BenchmarkDecodeVerify(b *testing.B) {
 				dec := newDecoder(b, DecoderOptions{})
 				size := int64(len(obj))
 				tail := obj[max(0, size-DefaultTailSize):]
-				batches := make([]Batch, 0, benchBatches*scale)
+				batches := make([]storage.Batch, 0, benchBatches*scale)
 				b.SetBytes(int64(total))
 				b.ReportAllocs()
 				cpu := startCPU()
@@ -189,7 +190,7 @@ func BenchmarkSmallSections(b *testing.B) {
 	})
 	b.Run("decode-verify", func(b *testing.B) {
 		dec := newDecoder(b, DecoderOptions{})
-		batches := make([]Batch, 0, 1)
+		batches := make([]storage.Batch, 0, 1)
 		b.SetBytes(int64(total))
 		b.ReportAllocs()
 		cpu := startCPU()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Defaults for BuilderConfig fields left at zero.
@@ -162,7 +163,7 @@ func (b *Builder) Close() error {
 // only: after a Cut, any offset is accepted, which is what a leader that
 // truncated and took over again needs. Errors match ErrInvalidInput and
 // name the partition and offsets; the batch is not added.
-func (b *Builder) Add(tp metadata.TopicPartition, batch Batch, now time.Time) error {
+func (b *Builder) Add(tp metadata.TopicPartition, batch storage.Batch, now time.Time) error {
 	if b.closed {
 		return ErrClosed
 	}
@@ -170,7 +171,7 @@ func (b *Builder) Add(tp metadata.TopicPartition, batch Batch, now time.Time) er
 		return fmt.Errorf("%w: partition %s %s", ErrInvalidInput, tp, why)
 	}
 	p := b.parts[tp]
-	var prev *Batch
+	var prev *storage.Batch
 	if p != nil {
 		s := &p.sections[len(p.sections)-1]
 		prev = &s.Batches[len(s.Batches)-1]

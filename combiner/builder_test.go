@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -27,12 +28,12 @@ func tp(topic string, p int32) metadata.TopicPartition {
 	return metadata.TopicPartition{Topic: topic, Partition: p}
 }
 
-func rawBatch(epoch int32, first, last int64, size int) Batch {
+func rawBatch(epoch int32, first, last int64, size int) storage.Batch {
 	data := make([]byte, size)
 	for i := range data {
 		data[i] = byte(first) + byte(i)
 	}
-	return Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: first * 10, Data: data}
+	return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: first * 10, Data: data}
 }
 
 // cutAndVerify cuts b and checks every object with Verify.
@@ -304,13 +305,13 @@ func TestBuilderAddRejects(t *testing.T) {
 	cases := []struct {
 		name  string
 		tp    metadata.TopicPartition
-		batch Batch
+		batch storage.Batch
 		want  string
 	}{
 		{"overlapping offsets", p, rawBatch(5, 105, 120, 10), "partition orders-2 batch (epoch 5, offsets 105-120): first offset not above the previous batch's last offset 109"},
 		{"repeated offsets", p, rawBatch(6, 100, 109, 10), "offsets 100-109"},
 		{"epoch goes back", p, rawBatch(4, 110, 119, 10), "epoch below the pending epoch 5"},
-		{"no data", p, Batch{Epoch: 5, FirstOffset: 110, LastOffset: 110}, "no data"},
+		{"no data", p, storage.Batch{Epoch: 5, FirstOffset: 110, LastOffset: 110}, "no data"},
 		{"last below first", tp("x", 0), rawBatch(1, 5, 4, 1), "last offset below first offset"},
 		{"no topic", metadata.TopicPartition{Partition: 1}, rawBatch(1, 0, 0, 1), "neither topic name nor topic ID"},
 	}
@@ -418,7 +419,7 @@ func TestBuilderDeterministic(t *testing.T) {
 	}
 	// And the batches come back, each partition in offset order.
 	dec := newDecoder(t, DecoderOptions{})
-	seen := map[metadata.TopicPartition][]Batch{}
+	seen := map[metadata.TopicPartition][]storage.Batch{}
 	for _, o := range want {
 		for _, s := range o.Sections {
 			got, err := dec.DecodeSection(nil, o.Data[s.Position:s.Position+s.Length], s)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // The package starts no goroutines, and neither may its zstd coders: the
@@ -47,10 +48,10 @@ func sampleSections(seed uint64) []SectionInput {
 	b := metadata.TopicPartition{Topic: "orders", Partition: 1}
 	c := metadata.TopicPartition{TopicID: [16]byte{1, 2, 3}, Partition: 7}
 	return []SectionInput{
-		{Partition: a, Batches: []Batch{g.batch(100, 5, 6), g.batch(106, 5, 4)}},
-		{Partition: b, Batches: []Batch{g.randomBatch(7, 3, 300)}},
-		{Partition: c, Batches: []Batch{g.batch(0, 0, 3), g.batch(5, 0, 2)}},
-		{Partition: a, Batches: []Batch{g.batch(110, 6, 3)}},
+		{Partition: a, Batches: []storage.Batch{g.batch(100, 5, 6), g.batch(106, 5, 4)}},
+		{Partition: b, Batches: []storage.Batch{g.randomBatch(7, 3, 300)}},
+		{Partition: c, Batches: []storage.Batch{g.batch(0, 0, 3), g.batch(5, 0, 2)}},
+		{Partition: a, Batches: []storage.Batch{g.batch(110, 6, 3)}},
 	}
 }
 
@@ -62,7 +63,7 @@ func encode(t testing.TB, e *Encoder, sections []SectionInput) ([]byte, []Sectio
 }
 
 // requireSameBatches checks that decoded batches equal the input's.
-func requireSameBatches(t testing.TB, want, got []Batch, msg string) {
+func requireSameBatches(t testing.TB, want, got []storage.Batch, msg string) {
 	t.Helper()
 	require.Len(t, got, len(want), msg)
 	for i := range want {
@@ -152,9 +153,9 @@ func TestCompressionSkip(t *testing.T) {
 	random := metadata.TopicPartition{Topic: "random", Partition: 0}
 	tiny := metadata.TopicPartition{Topic: "tiny", Partition: 0}
 	sections := []SectionInput{
-		{Partition: logLike, Batches: []Batch{g.batch(0, 1, 50), g.batch(50, 1, 50)}},
-		{Partition: random, Batches: []Batch{g.randomBatch(0, 1, 8000), g.randomBatch(1, 1, 8000)}},
-		{Partition: tiny, Batches: []Batch{{Epoch: 1, FirstOffset: 0, LastOffset: 0, Data: bytes.Repeat([]byte("a"), 100)}}},
+		{Partition: logLike, Batches: []storage.Batch{g.batch(0, 1, 50), g.batch(50, 1, 50)}},
+		{Partition: random, Batches: []storage.Batch{g.randomBatch(0, 1, 8000), g.randomBatch(1, 1, 8000)}},
+		{Partition: tiny, Batches: []storage.Batch{{Epoch: 1, FirstOffset: 0, LastOffset: 0, Data: bytes.Repeat([]byte("a"), 100)}}},
 	}
 	for _, codec := range []metadata.Codec{metadata.CodecZstd, metadata.CodecS2} {
 		t.Run(codec.String(), func(t *testing.T) {
@@ -181,8 +182,8 @@ func TestCompressionSkip(t *testing.T) {
 
 func TestEncodeInvalidInput(t *testing.T) {
 	tp := metadata.TopicPartition{Topic: "t", Partition: 3}
-	b := func(epoch int32, first, last int64) Batch {
-		return Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: []byte("x")}
+	b := func(epoch int32, first, last int64) storage.Batch {
+		return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: []byte("x")}
 	}
 	cases := []struct {
 		name     string
@@ -191,20 +192,20 @@ func TestEncodeInvalidInput(t *testing.T) {
 	}{
 		{"no sections", nil, "no sections"},
 		{"no batches", []SectionInput{{Partition: tp}}, "section 0 (t-3) has no batches"},
-		{"no partition", []SectionInput{{Batches: []Batch{b(1, 0, 0)}}}, "neither topic name nor topic ID"},
-		{"negative partition", []SectionInput{{Partition: metadata.TopicPartition{Topic: "t", Partition: -1}, Batches: []Batch{b(1, 0, 0)}}}, "negative partition"},
-		{"empty data", []SectionInput{{Partition: tp, Batches: []Batch{{FirstOffset: 1, LastOffset: 1}}}}, "batch 0 (offsets 1-1): no data"},
-		{"negative offset", []SectionInput{{Partition: tp, Batches: []Batch{b(1, -2, 0)}}}, "negative first offset"},
-		{"last below first", []SectionInput{{Partition: tp, Batches: []Batch{b(1, 5, 4)}}}, "batch 0 (offsets 5-4): last offset below first"},
-		{"overlap", []SectionInput{{Partition: tp, Batches: []Batch{b(1, 0, 4), b(1, 4, 6)}}}, "section 0 (t-3) batch 1 (offsets 4-6): first offset not above the previous batch's last offset 4"},
-		{"mixed epochs", []SectionInput{{Partition: tp, Batches: []Batch{b(1, 0, 4), b(2, 5, 6)}}}, "batch 1 (offsets 5-6): epoch 2 differs from the section's epoch 1"},
+		{"no partition", []SectionInput{{Batches: []storage.Batch{b(1, 0, 0)}}}, "neither topic name nor topic ID"},
+		{"negative partition", []SectionInput{{Partition: metadata.TopicPartition{Topic: "t", Partition: -1}, Batches: []storage.Batch{b(1, 0, 0)}}}, "negative partition"},
+		{"empty data", []SectionInput{{Partition: tp, Batches: []storage.Batch{{FirstOffset: 1, LastOffset: 1}}}}, "batch 0 (offsets 1-1): no data"},
+		{"negative offset", []SectionInput{{Partition: tp, Batches: []storage.Batch{b(1, -2, 0)}}}, "negative first offset"},
+		{"last below first", []SectionInput{{Partition: tp, Batches: []storage.Batch{b(1, 5, 4)}}}, "batch 0 (offsets 5-4): last offset below first"},
+		{"overlap", []SectionInput{{Partition: tp, Batches: []storage.Batch{b(1, 0, 4), b(1, 4, 6)}}}, "section 0 (t-3) batch 1 (offsets 4-6): first offset not above the previous batch's last offset 4"},
+		{"mixed epochs", []SectionInput{{Partition: tp, Batches: []storage.Batch{b(1, 0, 4), b(2, 5, 6)}}}, "batch 1 (offsets 5-6): epoch 2 differs from the section's epoch 1"},
 		{"partition goes back", []SectionInput{
-			{Partition: tp, Batches: []Batch{b(1, 10, 14)}},
-			{Partition: tp, Batches: []Batch{b(2, 14, 20)}},
+			{Partition: tp, Batches: []storage.Batch{b(1, 10, 14)}},
+			{Partition: tp, Batches: []storage.Batch{b(2, 14, 20)}},
 		}, "section 1 (t-3, epoch 2, offsets from 14) does not follow section 0"},
 		{"epoch goes back", []SectionInput{
-			{Partition: tp, Batches: []Batch{b(2, 10, 14)}},
-			{Partition: tp, Batches: []Batch{b(1, 15, 20)}},
+			{Partition: tp, Batches: []storage.Batch{b(2, 10, 14)}},
+			{Partition: tp, Batches: []storage.Batch{b(1, 15, 20)}},
 		}, "section 1 (t-3, epoch 1"},
 	}
 	enc := newEncoder(t, EncoderOptions{Codec: metadata.CodecZstd})
@@ -221,9 +222,9 @@ func TestEncodeInvalidInput(t *testing.T) {
 	// A partition may come back in a later section of the same object with
 	// a newer epoch, as after an epoch change.
 	_, _, err := enc.Encode(nil, []SectionInput{
-		{Partition: tp, Batches: []Batch{b(1, 10, 14)}},
-		{Partition: metadata.TopicPartition{Topic: "u"}, Batches: []Batch{b(1, 0, 0)}},
-		{Partition: tp, Batches: []Batch{b(2, 15, 20)}},
+		{Partition: tp, Batches: []storage.Batch{b(1, 10, 14)}},
+		{Partition: metadata.TopicPartition{Topic: "u"}, Batches: []storage.Batch{b(1, 0, 0)}},
+		{Partition: tp, Batches: []storage.Batch{b(2, 15, 20)}},
 	})
 	require.NoError(t, err)
 }
@@ -321,7 +322,7 @@ func TestDecodeSectionRejectsMismatchedEntry(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			want := s
 			c.mutate(&want)
-			dst := []Batch{{Data: []byte("keep")}}
+			dst := []storage.Batch{{Data: []byte("keep")}}
 			got, err := dec.DecodeSection(dst, section, want)
 			require.ErrorIs(t, err, ErrCorrupt)
 			require.ErrorContains(t, err, c.reason)
@@ -445,7 +446,7 @@ func TestAllocationsDoNotGrowWithBatches(t *testing.T) {
 		encode = testing.AllocsPerRun(20, func() { obj, _, _ = e.Encode(obj[:0], sections) })
 
 		d := newDecoder(t, DecoderOptions{})
-		batches := make([]Batch, 0, 2*scale)
+		batches := make([]storage.Batch, 0, 2*scale)
 		decode = testing.AllocsPerRun(20, func() {
 			infos, err := ReadFooter(obj, int64(len(obj)))
 			require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // DefaultMaxUncompressedSize is the default limit on a compressed
@@ -102,7 +103,7 @@ func (d *Decoder) Close() error {
 //
 // Errors about the bytes are *CorruptError values (matching ErrCorrupt)
 // naming want's partition and first offset; dst is returned unchanged.
-func (d *Decoder) DecodeSection(dst []Batch, section []byte, want SectionInfo) ([]Batch, error) {
+func (d *Decoder) DecodeSection(dst []storage.Batch, section []byte, want SectionInfo) ([]storage.Batch, error) {
 	return d.DecodeSectionInto(dst, section, want, nil)
 }
 
@@ -111,7 +112,7 @@ func (d *Decoder) DecodeSection(dst []Batch, section []byte, want SectionInfo) (
 // so that a caller can reuse decompression buffers: the returned batches
 // then alias buf, and stay valid as long as the caller keeps it. A buf
 // too small, or nil, is ignored. The Decoder keeps no reference to buf.
-func (d *Decoder) DecodeSectionInto(dst []Batch, section []byte, want SectionInfo, buf []byte) ([]Batch, error) {
+func (d *Decoder) DecodeSectionInto(dst []storage.Batch, section []byte, want SectionInfo, buf []byte) ([]storage.Batch, error) {
 	if d.closed {
 		return dst, ErrClosed
 	}
@@ -140,7 +141,7 @@ func (d *Decoder) DecodeSectionInto(dst []Batch, section []byte, want SectionInf
 	// The table was validated by checkSection; this pass only slices.
 	out := slices.Grow(dst, h.batches)
 	r := reader{b: section, off: h.table}
-	var b Batch
+	var b storage.Batch
 	b.Epoch = want.Epoch
 	pos := int64(0)
 	for i := range h.batches {
@@ -240,7 +241,7 @@ func checkSection(section []byte, want *SectionInfo) (sectionHeader, error) {
 	h.batches = int(count)
 	h.table = r.off
 
-	var b Batch
+	var b storage.Batch
 	var total int64
 	maxTS := int64(math.MinInt64)
 	for i := range h.batches {
@@ -275,7 +276,7 @@ func checkSection(section []byte, want *SectionInfo) (sectionHeader, error) {
 // readDescriptor reads batch i's offsets and timestamp into b, which holds
 // batch i-1's. Offsets that would overflow fail r. The data length is left
 // for the caller.
-func readDescriptor(r *reader, i int, b *Batch) {
+func readDescriptor(r *reader, i int, b *storage.Batch) {
 	gap := r.int64v("first offset")
 	span := r.int64v("offset span")
 	ts := r.varint("max timestamp")
@@ -327,7 +328,7 @@ func (d *Decoder) Verify(object []byte) ([]SectionInfo, error) {
 		offset int64
 	}
 	seen := make(map[metadata.TopicPartition]last, len(infos))
-	var batches []Batch
+	var batches []storage.Batch
 	for i := range infos {
 		s := &infos[i]
 		batches, err = d.DecodeSection(batches[:0], object[s.Position:s.Position+s.Length], *s)

@@ -11,6 +11,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Defaults for EncoderOptions fields left at zero.
@@ -208,7 +209,7 @@ func (e *Encoder) validate(sections []SectionInput) (int, error) {
 		first := &s.Batches[0]
 		for j := range s.Batches {
 			b := &s.Batches[j]
-			var prev *Batch
+			var prev *storage.Batch
 			if j > 0 {
 				prev = &s.Batches[j-1]
 			}
@@ -239,7 +240,7 @@ func (e *Encoder) validate(sections []SectionInput) (int, error) {
 
 // checkBatch says what is wrong with b, which follows prev in its section
 // (prev is nil for the first batch), or returns "".
-func checkBatch(b, prev *Batch) string {
+func checkBatch(b, prev *storage.Batch) string {
 	switch {
 	case len(b.Data) == 0:
 		return "no data"
@@ -317,7 +318,7 @@ func (e *Encoder) appendSection(out []byte, s *SectionInput, info *SectionInfo) 
 
 // compress returns the batches' data compressed with the encoder's codec,
 // in a scratch buffer valid until the next call.
-func (e *Encoder) compress(batches []Batch, raw int) ([]byte, error) {
+func (e *Encoder) compress(batches []storage.Batch, raw int) ([]byte, error) {
 	e.payload = slices.Grow(e.payload[:0], raw)
 	for j := range batches {
 		e.payload = append(e.payload, batches[j].Data...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // A leader encodes the batches of two partitions into one object; a
@@ -25,11 +26,11 @@ func ExampleEncoder() {
 	clicks := metadata.TopicPartition{Topic: "clicks", Partition: 3}
 	line := []byte(`{"level":"INFO","msg":"order placed","service":"checkout"}` + "\n")
 	object, sections, err := enc.Encode(nil, []combiner.SectionInput{
-		{Partition: orders, Batches: []combiner.Batch{
+		{Partition: orders, Batches: []storage.Batch{
 			{Epoch: 5, FirstOffset: 100, LastOffset: 149, MaxTimestamp: 1_700_000_000_000, Data: bytes.Repeat(line, 50)},
 			{Epoch: 5, FirstOffset: 150, LastOffset: 159, MaxTimestamp: 1_700_000_000_500, Data: bytes.Repeat(line, 10)},
 		}},
-		{Partition: clicks, Batches: []combiner.Batch{
+		{Partition: clicks, Batches: []storage.Batch{
 			{Epoch: 2, FirstOffset: 7, LastOffset: 7, MaxTimestamp: 1_700_000_000_100, Data: []byte("one small batch")},
 		}},
 	})
@@ -97,7 +98,7 @@ func ExampleBuilder() {
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	for i := range 4 {
 		tp := metadata.TopicPartition{Topic: []string{"A", "B"}[i%2], Partition: int32(i / 2)}
-		batch := combiner.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 9, MaxTimestamp: 1, Data: []byte("ten records")}
+		batch := storage.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 9, MaxTimestamp: 1, Data: []byte("ten records")}
 		if err := b.Add(tp, batch, now); err != nil {
 			log.Fatal(err)
 		}

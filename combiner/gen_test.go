@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Test data: Kafka-like record batches, generated deterministically from a
@@ -35,7 +36,7 @@ func newKafkaGen(seed uint64) *kafkaGen {
 }
 
 // batch returns one batch of n records starting at offset.
-func (g *kafkaGen) batch(offset int64, epoch int32, n int) Batch {
+func (g *kafkaGen) batch(offset int64, epoch int32, n int) storage.Batch {
 	levels := [...]string{"INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR"}
 	services := [...]string{"checkout", "payments", "inventory", "search", "auth", "shipping"}
 	messages := [...]string{
@@ -81,17 +82,17 @@ func (g *kafkaGen) batch(offset int64, epoch int32, n int) Batch {
 	be.PutUint32(buf[53:], 0xffffffff)
 	be.PutUint32(buf[57:], uint32(n))
 	be.PutUint32(buf[17:], crc32.Checksum(buf[21:], g.crc))
-	return Batch{Epoch: epoch, FirstOffset: offset, LastOffset: offset + int64(n) - 1, MaxTimestamp: g.ts, Data: buf}
+	return storage.Batch{Epoch: epoch, FirstOffset: offset, LastOffset: offset + int64(n) - 1, MaxTimestamp: g.ts, Data: buf}
 }
 
 // randomBatch returns a batch of size bytes of incompressible data.
-func (g *kafkaGen) randomBatch(offset int64, epoch int32, size int) Batch {
+func (g *kafkaGen) randomBatch(offset int64, epoch int32, size int) storage.Batch {
 	data := make([]byte, size)
 	for i := range data {
 		data[i] = byte(g.rng.Uint32())
 	}
 	g.ts++
-	return Batch{Epoch: epoch, FirstOffset: offset, LastOffset: offset, MaxTimestamp: g.ts, Data: data}
+	return storage.Batch{Epoch: epoch, FirstOffset: offset, LastOffset: offset, MaxTimestamp: g.ts, Data: data}
 }
 
 // workload returns sections for partitions partitions of topics, each with

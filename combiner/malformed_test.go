@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // These tests feed the parsers bytes no Encoder writes but whose checksums
@@ -108,7 +109,7 @@ func TestDecodeSectionMalformed(t *testing.T) {
 	w.Length, w.Checksum = int64(len(section)), getUint64(section[len(section)-checksumSize:])
 	got, err := dec.DecodeSection(nil, section, w)
 	require.NoError(t, err)
-	require.Equal(t, []Batch{{Epoch: 1, Data: five}}, got)
+	require.Equal(t, []storage.Batch{{Epoch: 1, Data: five}}, got)
 }
 
 // sealObject builds an object around a hand-made footer: a valid header,
@@ -232,8 +233,8 @@ func TestVerifyRejectsSectionsOutOfOrder(t *testing.T) {
 	p := metadata.TopicPartition{Topic: "orders"}
 	enc := newEncoder(t, EncoderOptions{})
 	sections := []SectionInput{
-		{Partition: p, Batches: []Batch{rawBatch(1, 0, 9, 30)}},
-		{Partition: p, Batches: []Batch{rawBatch(2, 10, 19, 30)}},
+		{Partition: p, Batches: []storage.Batch{rawBatch(1, 0, 9, 30)}},
+		{Partition: p, Batches: []storage.Batch{rawBatch(2, 10, 19, 30)}},
 	}
 	obj, infos := encode(t, enc, sections)
 	footer := raw(uint64(1), byte(0), "orders")

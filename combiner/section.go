@@ -6,25 +6,14 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
-
-// Batch is one opaque record batch of one partition (for example a Kafka
-// RecordBatch) together with the facts the format indexes: the record
-// leader epoch and the inclusive offset range and largest timestamp of the
-// batch's records. The combiner never looks inside Data.
-type Batch struct {
-	Epoch        int32
-	FirstOffset  int64
-	LastOffset   int64
-	MaxTimestamp int64
-	Data         []byte
-}
 
 // SectionInput is one section to encode: whole batches of one partition,
 // all of one epoch, in offset order.
 type SectionInput struct {
 	Partition metadata.TopicPartition
-	Batches   []Batch
+	Batches   []storage.Batch
 }
 
 // SectionInfo describes one section of an encoded object: what the footer

@@ -14,16 +14,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/directread"
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
 // batchHolding returns the index in log of the batch holding off, or -1.
-func batchHolding(log []combiner.Batch, off int64) int {
+func batchHolding(log []storage.Batch, off int64) int {
 	for i, b := range log {
 		if b.FirstOffset <= off && off <= b.LastOffset {
 			return i
@@ -75,7 +75,7 @@ func TestAdversaryRandomSeeksAtTheBound(t *testing.T) {
 		t.Run(fmt.Sprint(maxHeld), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, uint64(maxHeld)))
 			c, tps, leader := stalledCluster(t)
-			logs := map[metadata.TopicPartition][]combiner.Batch{tps[0]: leader.Local.Batches(tps[0]), tps[1]: leader.Local.Batches(tps[1])}
+			logs := map[metadata.TopicPartition][]storage.Batch{tps[0]: leader.Local.Batches(tps[0]), tps[1]: leader.Local.Batches(tps[1])}
 			r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(),
 				Partitions: map[metadata.TopicPartition]int64{tps[0]: 0, tps[1]: 0}, MaxHeld: maxHeld})
 			require.NoError(t, err)
@@ -109,7 +109,7 @@ func TestAdversaryRandomSeeksAtTheBound(t *testing.T) {
 				for _, b := range f.Batches {
 					want := batchHolding(logs[b.Partition], next[b.Partition])
 					require.GreaterOrEqual(t, want, 0, "op %d: %s yielded %d-%d where nothing holds %d", op, b.Partition, b.FirstOffset, b.LastOffset, next[b.Partition])
-					clustertest.RequireSameLog(t, logs[b.Partition][want:want+1], []combiner.Batch{b.Batch})
+					clustertest.RequireSameLog(t, logs[b.Partition][want:want+1], []storage.Batch{b.Batch})
 					if stalled && b.Partition == tps[0] {
 						require.Less(t, b.LastOffset, int64(20), "yielded past the stalled commit")
 					}
@@ -226,7 +226,7 @@ func TestAdversaryDuplicatedReversedMetadata(t *testing.T) {
 // bytes than the object holds (those of the same length further on,
 // wrapping), or with ErrNotFound where missing says.
 type hostileStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	mu      sync.Mutex
 	bad     map[string]bool
 	missing map[string]bool
@@ -237,7 +237,7 @@ func (s *hostileStore) GetRange(ctx context.Context, ref metadata.ObjectRef, off
 	bad, missing := s.bad[ref.Key], s.missing[ref.Key]
 	s.mu.Unlock()
 	if missing {
-		return nil, fmt.Errorf("hostile: %s: %w", ref, walstore.ErrNotFound)
+		return nil, fmt.Errorf("hostile: %s: %w", ref, storage.ErrNotFound)
 	}
 	if !bad {
 		return s.ObjectStore.GetRange(ctx, ref, offset, length)
@@ -263,7 +263,7 @@ func (s *hostileStore) GetRange(ctx context.Context, ref metadata.ObjectRef, off
 // An object store that answers an object's ranges with wrong bytes, or
 // says a object the metadata names is missing: the reader never yields a
 // wrong byte (it yields the log up to that object, then nothing of it),
-// and a missing object is a GoneError matching walstore.ErrNotFound that
+// and a missing object is a GoneError matching storage.ErrNotFound that
 // names the first offset it held.
 func TestAdversaryStoreAnswersWrongBytesOrNothing(t *testing.T) {
 	c, tps, leader := clusterWith(t, 1, walstore.LeaderConfig{RetainFor: time.Hour})
@@ -290,7 +290,7 @@ func TestAdversaryStoreAnswersWrongBytesOrNothing(t *testing.T) {
 		seek    int64 // after the GoneError, once the object is back
 	}{{"wrong bytes", false, 0}, {"missing", true, 20}, {"missing, seek inside it", true, 25}} {
 		t.Run(tc.name, func(t *testing.T) {
-			stores := make(map[string]walstore.ObjectStore)
+			stores := make(map[string]storage.ObjectStore)
 			var hs []*hostileStore
 			for az, s := range c.Stores() {
 				h := &hostileStore{ObjectStore: s, bad: map[string]bool{}, missing: map[string]bool{}}
@@ -324,7 +324,7 @@ func TestAdversaryStoreAnswersWrongBytesOrNothing(t *testing.T) {
 				}
 				var gone *directread.GoneError
 				require.ErrorAs(t, f.Errors[0], &gone)
-				require.ErrorIs(t, gone, walstore.ErrNotFound)
+				require.ErrorIs(t, gone, storage.ErrNotFound)
 				require.Equal(t, int64(20), gone.Offset)
 				break
 			}
@@ -401,7 +401,7 @@ func TestAdversaryMaxHeldOneHeap(t *testing.T) {
 	store, err := objects.Store("az1")
 	require.NoError(t, err)
 	before := heapInuse()
-	r, err := directread.New(directread.Config{Log: log, Stores: map[string]walstore.ObjectStore{"az1": store},
+	r, err := directread.New(directread.Config{Log: log, Stores: map[string]storage.ObjectStore{"az1": store},
 		Partitions: map[metadata.TopicPartition]int64{tp: 10}, MaxHeld: 1})
 	require.NoError(t, err)
 	defer r.Close()
@@ -462,7 +462,7 @@ func TestAdversaryMetadataReadOutOfOrder(t *testing.T) {
 			r, err := directread.New(directread.Config{Log: log, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: 0}})
 			require.NoError(t, err)
 			defer r.Close()
-			var got []combiner.Batch
+			var got []storage.Batch
 			pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
 			violations := 0

@@ -4,8 +4,8 @@ import (
 	"container/list"
 	"sync"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Cache holds verified sections for the Readers of one process, bounded
@@ -37,7 +37,7 @@ func sectionOf(e *metadata.Entry) sectionKey {
 
 type cached struct {
 	key     sectionKey
-	batches []combiner.Batch
+	batches []storage.Batch
 	bytes   int64
 }
 
@@ -58,7 +58,7 @@ func (c *Cache) Hits() uint64 {
 // claim looks k up: the batches if cached; else, if another Reader is
 // fetching it, a channel closed when it is done; else nil and nil, and k
 // is the caller's to fetch and then release.
-func (c *Cache) claim(k sectionKey) ([]combiner.Batch, <-chan struct{}, bool) {
+func (c *Cache) claim(k sectionKey) ([]storage.Batch, <-chan struct{}, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[k]; ok {
@@ -75,7 +75,7 @@ func (c *Cache) claim(k sectionKey) ([]combiner.Batch, <-chan struct{}, bool) {
 
 // release ends the caller's fetch of k, keeping its batches if it
 // succeeded (batches not nil), and wakes those waiting for it.
-func (c *Cache) release(k sectionKey, batches []combiner.Batch) {
+func (c *Cache) release(k sectionKey, batches []storage.Batch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ch, ok := c.inflight[k]; ok {

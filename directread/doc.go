@@ -17,16 +17,16 @@
 // several Readers of one process share so that none fetches a range
 // another already holds.
 //
-// Sections are read with walstore.ObjectStore.GetRange, never into
-// buffers of the Reader's own (walstore.RangeReader), and nothing it
+// Sections are read with storage.ObjectStore.GetRange, never into
+// buffers of the Reader's own (storage.RangeReader), and nothing it
 // read into is reused: what it verified, caches and yields is the store's
 // answer, which GetRange's contract makes the caller's. So the late
-// write walstore.RangeReader warns of (a request abandoned and left
+// write storage.RangeReader warns of (a request abandoned and left
 // writing into a buffer since reused) cannot reach a Reader's batches.
 // A store that kept a GetRange answer and changed it afterwards would
 // change batches already verified, cached and yielded, undetected:
 // catching that takes a copy of every byte served, which cost the
-// follower some 14% more CPU per byte (walstore.RangeReader) and which
+// follower some 14% more CPU per byte (storage.RangeReader) and which
 // no store we ship needs.
 //
 // # Only committed records

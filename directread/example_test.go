@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/directread"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -67,9 +67,9 @@ func Example() {
 			log.Fatal(err)
 		}
 		for first := int64(0); first < 30; first += 10 {
-			b := combiner.Batch{Epoch: 1, FirstOffset: first, LastOffset: first + 9, MaxTimestamp: time.Now().UnixMilli(),
+			b := storage.Batch{Epoch: 1, FirstOffset: first, LastOffset: first + 9, MaxTimestamp: time.Now().UnixMilli(),
 				Data: fmt.Appendf(nil, "%s records %d-%d", tp, first, first+9)}
-			if err := logs[1].Append(ctx, tp, []combiner.Batch{b}); err != nil {
+			if err := logs[1].Append(ctx, tp, []storage.Batch{b}); err != nil {
 				log.Fatal(err)
 			}
 			if err := nodes[1].Append(ctx, tp, b); err != nil {
@@ -89,7 +89,7 @@ func Example() {
 	// README snippet begins.
 	reader, err := directread.New(directread.Config{
 		Log:        meta,                                                          // the metadata log the leaders publish to
-		Stores:     map[string]walstore.ObjectStore{"az1": az2, "az2": az2},       // by AZ; this AZ's client reads both
+		Stores:     map[string]storage.ObjectStore{"az1": az2, "az2": az2},        // by AZ; this AZ's client reads both
 		Partitions: map[metadata.TopicPartition]int64{orders[0]: 0, orders[1]: 0}, // start offsets
 	})
 	if err != nil {

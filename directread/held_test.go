@@ -13,6 +13,7 @@ import (
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -97,7 +98,7 @@ func TestReaderBoundsWhatItHoldsUnderAStalledCommit(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.maxHeld), func(t *testing.T) {
 			before := heapInuse()
-			r, err := directread.New(directread.Config{Log: log, Stores: map[string]walstore.ObjectStore{"az1": store},
+			r, err := directread.New(directread.Config{Log: log, Stores: map[string]storage.ObjectStore{"az1": store},
 				Partitions: map[metadata.TopicPartition]int64{tp: 10}, MaxHeld: tc.maxHeld})
 			require.NoError(t, err)
 			defer r.Close()

@@ -12,10 +12,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/readcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -25,7 +25,7 @@ type Config struct {
 	Log metadata.Log
 	// Stores reads the objects of each AZ, by AZ name (the AZ of
 	// metadata.ObjectRef). Required: at least one.
-	Stores map[string]walstore.ObjectStore
+	Stores map[string]storage.ObjectStore
 	// Partitions are the partitions to read and the offset to start each
 	// at. Required: at least one.
 	Partitions map[metadata.TopicPartition]int64
@@ -46,7 +46,7 @@ type Config struct {
 	// MaxBytes bounds the section bytes one Poll fetches. Default 4 MiB.
 	MaxBytes int64
 	// UnavailableAfter, if positive, is how long the fetches of a section
-	// must keep failing as unavailable (walstore.ErrUnavailable: its
+	// must keep failing as unavailable (storage.ErrUnavailable: its
 	// bucket or AZ down) before the Reader gives it up: if nothing else
 	// describes the records, Poll reports a *GoneError whose cause is the
 	// store's error, and the consumer reads them from the broker instead
@@ -116,7 +116,7 @@ type Stats struct {
 // not be modified.
 type Batch struct {
 	Partition metadata.TopicPartition
-	combiner.Batch
+	storage.Batch
 }
 
 // Fetch is the result of one Poll: batches, in offset order within each
@@ -328,7 +328,7 @@ func pauseError(p readcore.Pause) error {
 }
 
 type fetched struct {
-	batches []combiner.Batch
+	batches []storage.Batch
 	err     error
 }
 
@@ -366,7 +366,7 @@ func (r *Reader) fetch(ctx context.Context, wants []readcore.Want) []fetched {
 		} else if ch == nil {
 			r.fetchOwn(ctx, wants, []int{i}, out) // the other fetch failed
 		} else {
-			out[i].err = fmt.Errorf("directread: %w: section in flight elsewhere", walstore.ErrUnavailable)
+			out[i].err = fmt.Errorf("directread: %w: section in flight elsewhere", storage.ErrUnavailable)
 		}
 	}
 	return out

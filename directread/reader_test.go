@@ -11,10 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/directread"
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -46,11 +46,11 @@ func clusterWith(t *testing.T, parts int32, cfg walstore.LeaderConfig) (*cluster
 	return c, tps, r1
 }
 
-func poll(t *testing.T, r *directread.Reader, tps []metadata.TopicPartition, until int64) map[metadata.TopicPartition][]combiner.Batch {
+func poll(t *testing.T, r *directread.Reader, tps []metadata.TopicPartition, until int64) map[metadata.TopicPartition][]storage.Batch {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	got := make(map[metadata.TopicPartition][]combiner.Batch)
+	got := make(map[metadata.TopicPartition][]storage.Batch)
 	for {
 		done := true
 		for _, tp := range tps {
@@ -192,7 +192,7 @@ func TestReaderGone(t *testing.T) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var gone *directread.GoneError
-	var got []combiner.Batch
+	var got []storage.Batch
 	for gone == nil {
 		f, err := r.Poll(pctx)
 		require.NoError(t, err)
@@ -207,7 +207,7 @@ func TestReaderGone(t *testing.T) {
 	require.Empty(t, got, "nothing is skipped to")
 	require.Equal(t, int64(5), gone.Offset)
 	require.Equal(t, int64(30), gone.ResumeHint, "read 5-29 elsewhere")
-	require.ErrorIs(t, gone, walstore.ErrNotFound, "the cause")
+	require.ErrorIs(t, gone, storage.ErrNotFound, "the cause")
 	t.Log(gone)
 
 	leader.Produce(ctx, tp, 1, 30, 39, 10)
@@ -225,7 +225,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	for name, mod := range map[string]func(*directread.Config){
 		"no log":             func(c *directread.Config) { c.Log = nil },
 		"no stores":          func(c *directread.Config) { c.Stores = nil },
-		"nil store":          func(c *directread.Config) { c.Stores = map[string]walstore.ObjectStore{"az1": nil} },
+		"nil store":          func(c *directread.Config) { c.Stores = map[string]storage.ObjectStore{"az1": nil} },
 		"no partitions":      func(c *directread.Config) { c.Partitions = nil },
 		"negative start":     func(c *directread.Config) { c.Partitions = map[metadata.TopicPartition]int64{tps[0]: -1} },
 		"invalid partition":  func(c *directread.Config) { c.Partitions = map[metadata.TopicPartition]int64{{}: 0} },
@@ -259,7 +259,7 @@ func TestReaderUnavailableAfter(t *testing.T) {
 	var down atomic.Bool
 	c.SetFault(func(op clustertest.Op, bucket string) clustertest.Fault {
 		if op == clustertest.OpGet && bucket == "bucket-az1" && down.Load() {
-			return clustertest.Fault{Err: fmt.Errorf("az1 is down: %w", walstore.ErrUnavailable)}
+			return clustertest.Fault{Err: fmt.Errorf("az1 is down: %w", storage.ErrUnavailable)}
 		}
 		return clustertest.Fault{}
 	})
@@ -284,7 +284,7 @@ func TestReaderUnavailableAfter(t *testing.T) {
 	require.Len(t, f.Errors, 1)
 	var gone *directread.GoneError
 	require.ErrorAs(t, f.Errors[0], &gone)
-	require.ErrorIs(t, gone, walstore.ErrUnavailable, "the cause is the store's")
+	require.ErrorIs(t, gone, storage.ErrUnavailable, "the cause is the store's")
 	require.Equal(t, int64(0), gone.Offset)
 	require.Equal(t, int64(20), gone.ResumeHint, "no other AZ holds 0-19: read them from the broker")
 
@@ -375,7 +375,7 @@ func TestReaderGoneOnABusyCluster(t *testing.T) {
 			gone := pollGone(ctx, t, r)
 			require.Equal(t, int64(5), gone.Offset)
 			require.Equal(t, int64(30), gone.ResumeHint)
-			require.ErrorIs(t, gone, walstore.ErrNotFound)
+			require.ErrorIs(t, gone, storage.ErrNotFound)
 			st := r.Stats()
 			t.Logf("%d metadata records read, %d high watermarks taken", st.MetadataRecords, st.MetadataWatermarks)
 			if busy {
@@ -414,7 +414,7 @@ func (l *hostileLog) Watermarks(ctx context.Context, p int32) (low, high int64, 
 	}
 	switch mode {
 	case "fail":
-		return 0, 0, fmt.Errorf("list offsets: %w", walstore.ErrUnavailable)
+		return 0, 0, fmt.Errorf("list offsets: %w", storage.ErrUnavailable)
 	case "below":
 		return 0, 0, nil // below every cursor past the first record
 	default:

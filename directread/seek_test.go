@@ -10,7 +10,7 @@ import (
 	"github.com/activetier/activetier/directread"
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // seekCluster returns a cluster whose partition holds records 0-99, in
@@ -59,7 +59,7 @@ func TestReaderSeekBack(t *testing.T) {
 	gone := pollGone(ctx, t, r)
 	require.Equal(t, int64(10), gone.Offset)
 	require.Equal(t, int64(30), gone.ResumeHint)
-	require.ErrorIs(t, gone, walstore.ErrNotFound)
+	require.ErrorIs(t, gone, storage.ErrNotFound)
 	require.NoError(t, r.Seek(tp, gone.ResumeHint))
 	clustertest.RequireSameLog(t, log[3:], poll(t, r, tps, 100)[tp])
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // LeaderLineage is a follower's view of the leader's epoch lineage, learned
@@ -52,7 +53,7 @@ type LeaderLineage struct {
 // publication is one leader's lineage from entries[0].StartOffset on.
 type publication struct {
 	publisher int32
-	entries   []EpochEntry // increasing epoch, strictly increasing start
+	entries   []storage.EpochEntry // increasing epoch, strictly increasing start
 }
 
 func (p publication) from() int64 { return p.entries[0].StartOffset }
@@ -86,7 +87,7 @@ func (l *LeaderLineage) Merge(markers ...metadata.EpochStart) error {
 	if l.bound && tp != l.partition {
 		return fmt.Errorf("%w: marker for partition %s merged into the lineage of %s", ErrInvalidEpochEntry, tp, l.partition)
 	}
-	entries := make([]EpochEntry, 0, len(markers))
+	entries := make([]storage.EpochEntry, 0, len(markers))
 	for _, m := range markers {
 		if m.Partition != tp {
 			return fmt.Errorf("%w: one publication names partitions %s and %s", ErrInvalidEpochEntry, tp, m.Partition)
@@ -94,7 +95,7 @@ func (l *LeaderLineage) Merge(markers ...metadata.EpochStart) error {
 		if err := checkEntry(m.Epoch, m.StartOffset); err != nil {
 			return fmt.Errorf("partition %s: %w", tp, err)
 		}
-		entries = append(entries, EpochEntry{Epoch: m.Epoch, StartOffset: m.StartOffset})
+		entries = append(entries, storage.EpochEntry{Epoch: m.Epoch, StartOffset: m.StartOffset})
 	}
 	entries = minStartPerEpoch(entries)
 	for i := 1; i < len(entries); i++ {
@@ -118,17 +119,17 @@ func (l *LeaderLineage) Merge(markers ...metadata.EpochStart) error {
 
 // minStartPerEpoch sorts entries by epoch and keeps the lowest start of each
 // epoch.
-func minStartPerEpoch(entries []EpochEntry) []EpochEntry {
-	slices.SortFunc(entries, func(a, b EpochEntry) int {
+func minStartPerEpoch(entries []storage.EpochEntry) []storage.EpochEntry {
+	slices.SortFunc(entries, func(a, b storage.EpochEntry) int {
 		return cmp.Or(cmp.Compare(a.Epoch, b.Epoch), cmp.Compare(a.StartOffset, b.StartOffset))
 	})
-	return slices.CompactFunc(entries, func(a, b EpochEntry) bool { return a.Epoch == b.Epoch })
+	return slices.CompactFunc(entries, func(a, b storage.EpochEntry) bool { return a.Epoch == b.Epoch })
 }
 
 // dropSuperseded removes, from entries sorted by epoch, every entry that a
 // later entry starts at or before: that epoch wrote nothing that survived.
 // The result has strictly increasing starts.
-func dropSuperseded(entries []EpochEntry) []EpochEntry {
+func dropSuperseded(entries []storage.EpochEntry) []storage.EpochEntry {
 	out := entries[:0]
 	for _, e := range entries {
 		for len(out) > 0 && out[len(out)-1].StartOffset >= e.StartOffset {
@@ -194,9 +195,9 @@ func (l *LeaderLineage) Lineage() *Lineage {
 
 // Latest returns the highest epoch the view knows, with its start, and false
 // if no marker has been merged.
-func (l *LeaderLineage) Latest() (EpochEntry, bool) {
+func (l *LeaderLineage) Latest() (storage.EpochEntry, bool) {
 	if l == nil {
-		return EpochEntry{}, false
+		return storage.EpochEntry{}, false
 	}
 	return l.view.Latest()
 }

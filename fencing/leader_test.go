@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 var testTP = metadata.TopicPartition{Topic: "orders", Partition: 3}
@@ -34,45 +35,45 @@ func TestLeaderLineageMerge(t *testing.T) {
 	tests := []struct {
 		name string
 		pubs [][]metadata.EpochStart
-		want []EpochEntry
+		want []storage.EpochEntry
 	}{
 		{"nothing", nil, nil},
-		{"one marker", [][]metadata.EpochStart{pub(mk(5, 100))}, []EpochEntry{ee(5, 100)}},
+		{"one marker", [][]metadata.EpochStart{pub(mk(5, 100))}, []storage.EpochEntry{ee(5, 100)}},
 		{"markers one by one, in order",
-			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(6, 151))}, []EpochEntry{ee(5, 100), ee(6, 151)}},
+			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(6, 151))}, []storage.EpochEntry{ee(5, 100), ee(6, 151)}},
 		{"markers one by one, newest first",
-			[][]metadata.EpochStart{pub(mk(6, 151)), pub(mk(5, 100))}, []EpochEntry{ee(5, 100), ee(6, 151)}},
-		{"duplicate marker", [][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(5, 100))}, []EpochEntry{ee(5, 100)}},
+			[][]metadata.EpochStart{pub(mk(6, 151)), pub(mk(5, 100))}, []storage.EpochEntry{ee(5, 100), ee(6, 151)}},
+		{"duplicate marker", [][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(5, 100))}, []storage.EpochEntry{ee(5, 100)}},
 		{"an epoch that a later one starts at or before is superseded",
-			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(6, 151)), pub(mk(7, 151))}, []EpochEntry{ee(5, 100), ee(7, 151)}},
+			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(6, 151)), pub(mk(7, 151))}, []storage.EpochEntry{ee(5, 100), ee(7, 151)}},
 		{"a later epoch at a lower start supersedes an earlier one entirely",
-			[][]metadata.EpochStart{pub(mk(6, 200)), pub(mk(7, 150))}, []EpochEntry{ee(7, 150)}},
+			[][]metadata.EpochStart{pub(mk(6, 200)), pub(mk(7, 150))}, []storage.EpochEntry{ee(7, 150)}},
 		{"a gap between known epochs stays a gap",
-			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(7, 200))}, []EpochEntry{ee(5, 100), ee(7, 200)}},
+			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(7, 200))}, []storage.EpochEntry{ee(5, 100), ee(7, 200)}},
 		{"same epoch from the same publisher keeps the lower start",
-			[][]metadata.EpochStart{pub(mk(5, 130)), pub(mk(5, 100))}, []EpochEntry{ee(5, 100)}},
+			[][]metadata.EpochStart{pub(mk(5, 130)), pub(mk(5, 100))}, []storage.EpochEntry{ee(5, 100)}},
 		{"a retention-moved start in a newer publication continues the epoch",
-			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(5, 121), mk(6, 151))}, []EpochEntry{ee(5, 100), ee(6, 151)}},
+			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(5, 121), mk(6, 151))}, []storage.EpochEntry{ee(5, 100), ee(6, 151)}},
 		{"a publication is one leader's lineage, in any order within the call",
-			[][]metadata.EpochStart{pub(mk(6, 151), mk(4, 50), mk(5, 100))}, []EpochEntry{ee(4, 50), ee(5, 100), ee(6, 151)}},
+			[][]metadata.EpochStart{pub(mk(6, 151), mk(4, 50), mk(5, 100))}, []storage.EpochEntry{ee(4, 50), ee(5, 100), ee(6, 151)}},
 		{"an empty epoch inside a publication is dropped",
-			[][]metadata.EpochStart{pub(mk(5, 100), mk(6, 151), mk(7, 151))}, []EpochEntry{ee(5, 100), ee(7, 151)}},
+			[][]metadata.EpochStart{pub(mk(5, 100), mk(6, 151), mk(7, 151))}, []storage.EpochEntry{ee(5, 100), ee(7, 151)}},
 		{"KIP-279: a newer publication erases an epoch its leader never had",
 			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(6, 150)), pub(mk(5, 100), mk(7, 151))},
-			[]EpochEntry{ee(5, 100), ee(7, 151)}},
+			[]storage.EpochEntry{ee(5, 100), ee(7, 151)}},
 		{"KIP-279, newest publication first",
 			[][]metadata.EpochStart{pub(mk(5, 100), mk(7, 151)), pub(mk(6, 150)), pub(mk(5, 100))},
-			[]EpochEntry{ee(5, 100), ee(7, 151)}},
+			[]storage.EpochEntry{ee(5, 100), ee(7, 151)}},
 		{"an older publication still describes what the newer one does not cover",
 			[][]metadata.EpochStart{pub(mk(3, 10), mk(4, 50), mk(5, 100)), pub(mk(5, 120), mk(6, 151))},
-			[]EpochEntry{ee(3, 10), ee(4, 50), ee(5, 100), ee(6, 151)}},
+			[]storage.EpochEntry{ee(3, 10), ee(4, 50), ee(5, 100), ee(6, 151)}},
 		{"a newer publication overrides a different start of the same epoch",
-			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(5, 90), mk(6, 151))}, []EpochEntry{ee(5, 90), ee(6, 151)}},
+			[][]metadata.EpochStart{pub(mk(5, 100)), pub(mk(5, 90), mk(6, 151))}, []storage.EpochEntry{ee(5, 90), ee(6, 151)}},
 		{"a newer publication that contradicts the epochs below it hides them",
 			// Publisher 8 says epoch 5 still ran at 150, so epoch 6 at 120 is
 			// not in its log and what it holds below 150 is unknown.
 			[][]metadata.EpochStart{pub(mk(4, 0), mk(6, 120)), pub(mk(5, 150), mk(8, 160))},
-			[]EpochEntry{ee(5, 150), ee(8, 160)}},
+			[]storage.EpochEntry{ee(5, 150), ee(8, 160)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,8 +151,8 @@ func TestLeaderLineageClone(t *testing.T) {
 	l := mustLeader(t, pub(mk(5, 100), mk(6, 151)))
 	c := l.Clone()
 	require.NoError(t, c.Merge(mk(7, 200)))
-	assert.Equal(t, []EpochEntry{ee(5, 100), ee(6, 151)}, l.Lineage().Entries(), "Clone is independent")
-	assert.Equal(t, []EpochEntry{ee(5, 100), ee(6, 151), ee(7, 200)}, c.Lineage().Entries())
+	assert.Equal(t, []storage.EpochEntry{ee(5, 100), ee(6, 151)}, l.Lineage().Entries(), "Clone is independent")
+	assert.Equal(t, []storage.EpochEntry{ee(5, 100), ee(6, 151), ee(7, 200)}, c.Lineage().Entries())
 	var nilLeader *LeaderLineage
 	assert.Zero(t, nilLeader.Clone().Lineage().Len())
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/activetier/activetier/storage"
 )
 
 // UndefinedEpoch and UndefinedOffset are what EndOffsetFor answers when it
@@ -18,16 +20,6 @@ const (
 // epoch or a start offset is negative, or when the markers of one publication
 // contradict each other. Test for it with errors.Is.
 var ErrInvalidEpochEntry = errors.New("fencing: invalid epoch entry")
-
-// EpochEntry says that leader epoch Epoch wrote its first record at
-// StartOffset. It is one line of Kafka's leader-epoch-checkpoint file.
-type EpochEntry struct {
-	Epoch       int32
-	StartOffset int64
-}
-
-// String formats the entry as "(epoch, start)".
-func (e EpochEntry) String() string { return fmt.Sprintf("(%d, %d)", e.Epoch, e.StartOffset) }
 
 // Lineage is the epoch history of one partition's log: which leader epoch
 // wrote which range of offsets. Entries are kept in increasing epoch and
@@ -45,12 +37,12 @@ func (e EpochEntry) String() string { return fmt.Sprintf("(%d, %d)", e.Epoch, e.
 // concurrent use: it belongs to the goroutine that owns the partition, as the
 // log it describes does.
 type Lineage struct {
-	entries []EpochEntry
+	entries []storage.EpochEntry
 }
 
 // NewLineage returns a lineage holding entries, assigned in the given order
 // (so entries that a later one conflicts with are removed, as Assign does).
-func NewLineage(entries ...EpochEntry) (*Lineage, error) {
+func NewLineage(entries ...storage.EpochEntry) (*Lineage, error) {
 	l := &Lineage{}
 	for _, e := range entries {
 		if err := l.Assign(e.Epoch, e.StartOffset); err != nil {
@@ -95,7 +87,7 @@ func (l *Lineage) Assign(epoch int32, start int64) error {
 		}
 		l.entries = l.entries[:n-1]
 	}
-	l.entries = append(l.entries, EpochEntry{Epoch: epoch, StartOffset: start})
+	l.entries = append(l.entries, storage.EpochEntry{Epoch: epoch, StartOffset: start})
 	return nil
 }
 
@@ -119,28 +111,28 @@ func (l *Lineage) Len() int {
 
 // Latest returns the entry with the highest epoch, and false if the lineage
 // is empty.
-func (l *Lineage) Latest() (EpochEntry, bool) {
+func (l *Lineage) Latest() (storage.EpochEntry, bool) {
 	if l.Len() == 0 {
-		return EpochEntry{}, false
+		return storage.EpochEntry{}, false
 	}
 	return l.entries[len(l.entries)-1], true
 }
 
 // Earliest returns the entry with the lowest epoch, and false if the lineage
 // is empty. Its start is the lowest offset the lineage knows anything about.
-func (l *Lineage) Earliest() (EpochEntry, bool) {
+func (l *Lineage) Earliest() (storage.EpochEntry, bool) {
 	if l.Len() == 0 {
-		return EpochEntry{}, false
+		return storage.EpochEntry{}, false
 	}
 	return l.entries[0], true
 }
 
 // Entries returns a copy of the entries in increasing epoch order.
-func (l *Lineage) Entries() []EpochEntry {
+func (l *Lineage) Entries() []storage.EpochEntry {
 	if l.Len() == 0 {
 		return nil
 	}
-	return append([]EpochEntry(nil), l.entries...)
+	return append([]storage.EpochEntry(nil), l.entries...)
 }
 
 // Clone returns an independent copy.

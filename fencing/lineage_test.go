@@ -5,12 +5,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/storage"
 )
 
 // ee is shorthand for an EpochEntry in tables.
-func ee(epoch int32, start int64) EpochEntry { return EpochEntry{Epoch: epoch, StartOffset: start} }
+func ee(epoch int32, start int64) storage.EpochEntry {
+	return storage.EpochEntry{Epoch: epoch, StartOffset: start}
+}
 
-func mustLineage(t testing.TB, entries ...EpochEntry) *Lineage {
+func mustLineage(t testing.TB, entries ...storage.EpochEntry) *Lineage {
 	t.Helper()
 	l, err := NewLineage(entries...)
 	require.NoError(t, err)
@@ -22,29 +26,29 @@ func mustLineage(t testing.TB, entries ...EpochEntry) *Lineage {
 func TestLineageAssign(t *testing.T) {
 	tests := []struct {
 		name    string
-		assigns []EpochEntry
-		want    []EpochEntry
+		assigns []storage.EpochEntry
+		want    []storage.EpochEntry
 	}{
 		{"empty", nil, nil},
-		{"first entry", []EpochEntry{ee(2, 10)}, []EpochEntry{ee(2, 10)}},
-		{"epochs need not start at zero", []EpochEntry{ee(7, 0), ee(9, 4)}, []EpochEntry{ee(7, 0), ee(9, 4)}},
+		{"first entry", []storage.EpochEntry{ee(2, 10)}, []storage.EpochEntry{ee(2, 10)}},
+		{"epochs need not start at zero", []storage.EpochEntry{ee(7, 0), ee(9, 4)}, []storage.EpochEntry{ee(7, 0), ee(9, 4)}},
 		{"same epoch at a later start is ignored (one call per batch)",
-			[]EpochEntry{ee(2, 6), ee(2, 7), ee(2, 100)}, []EpochEntry{ee(2, 6)}},
-		{"exact duplicate of the latest is ignored", []EpochEntry{ee(1, 5), ee(2, 8), ee(2, 8)}, []EpochEntry{ee(1, 5), ee(2, 8)}},
+			[]storage.EpochEntry{ee(2, 6), ee(2, 7), ee(2, 100)}, []storage.EpochEntry{ee(2, 6)}},
+		{"exact duplicate of the latest is ignored", []storage.EpochEntry{ee(1, 5), ee(2, 8), ee(2, 8)}, []storage.EpochEntry{ee(1, 5), ee(2, 8)}},
 		{"same epoch at an earlier start replaces it",
-			[]EpochEntry{ee(5, 11), ee(6, 12), ee(7, 13), ee(7, 12)}, []EpochEntry{ee(5, 11), ee(7, 12)}},
+			[]storage.EpochEntry{ee(5, 11), ee(6, 12), ee(7, 13), ee(7, 12)}, []storage.EpochEntry{ee(5, 11), ee(7, 12)}},
 		{"new epoch at a lower start removes the entries at or after it",
-			[]EpochEntry{ee(2, 6), ee(3, 5)}, []EpochEntry{ee(3, 5)}},
+			[]storage.EpochEntry{ee(2, 6), ee(3, 5)}, []storage.EpochEntry{ee(3, 5)}},
 		{"new epoch at an equal start replaces the empty epoch",
-			[]EpochEntry{ee(1, 0), ee(2, 6), ee(3, 6)}, []EpochEntry{ee(1, 0), ee(3, 6)}},
+			[]storage.EpochEntry{ee(1, 0), ee(2, 6), ee(3, 6)}, []storage.EpochEntry{ee(1, 0), ee(3, 6)}},
 		{"lower epoch removes every entry of that epoch or later",
-			[]EpochEntry{ee(1, 5), ee(2, 6), ee(3, 7), ee(2, 8)}, []EpochEntry{ee(1, 5), ee(2, 8)}},
+			[]storage.EpochEntry{ee(1, 5), ee(2, 6), ee(3, 7), ee(2, 8)}, []storage.EpochEntry{ee(1, 5), ee(2, 8)}},
 		{"lower epoch at a lower start removes back to where it fits",
-			[]EpochEntry{ee(1, 5), ee(3, 10), ee(4, 20), ee(2, 7)}, []EpochEntry{ee(1, 5), ee(2, 7)}},
+			[]storage.EpochEntry{ee(1, 5), ee(3, 10), ee(4, 20), ee(2, 7)}, []storage.EpochEntry{ee(1, 5), ee(2, 7)}},
 		{"an epoch already passed is reassigned from the new start",
-			[]EpochEntry{ee(1, 0), ee(2, 10), ee(1, 15)}, []EpochEntry{ee(1, 15)}},
+			[]storage.EpochEntry{ee(1, 0), ee(2, 10), ee(1, 15)}, []storage.EpochEntry{ee(1, 15)}},
 		{"out-of-order starts keep only the consistent tail",
-			[]EpochEntry{ee(1, 50), ee(2, 40), ee(3, 60)}, []EpochEntry{ee(2, 40), ee(3, 60)}},
+			[]storage.EpochEntry{ee(1, 50), ee(2, 40), ee(3, 60)}, []storage.EpochEntry{ee(2, 40), ee(3, 60)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,17 +70,17 @@ func TestLineageAssignRejectsNegative(t *testing.T) {
 	err = l.Assign(2, -3)
 	require.ErrorIs(t, err, ErrInvalidEpochEntry)
 	assert.Contains(t, err.Error(), "offset -3")
-	assert.Equal(t, []EpochEntry{ee(1, 5)}, l.Entries(), "a rejected assignment changes nothing")
+	assert.Equal(t, []storage.EpochEntry{ee(1, 5)}, l.Entries(), "a rejected assignment changes nothing")
 
 	_, err = NewLineage(ee(1, 0), ee(2, -1))
 	require.ErrorIs(t, err, ErrInvalidEpochEntry)
 }
 
 func TestLineageEndOffsetFor(t *testing.T) {
-	lin := []EpochEntry{ee(0, 10), ee(2, 13), ee(4, 17)}
+	lin := []storage.EpochEntry{ee(0, 10), ee(2, 13), ee(4, 17)}
 	tests := []struct {
 		name      string
-		entries   []EpochEntry
+		entries   []storage.EpochEntry
 		requested int32
 		logEnd    int64
 		epoch     int32
@@ -92,9 +96,9 @@ func TestLineageEndOffsetFor(t *testing.T) {
 		{"missing epoch answers the one below it", lin, 1, 30, 0, 13},
 		{"missing epoch between later ones", lin, 3, 30, 2, 17},
 		{"below the earliest: the epoch itself, ending at the earliest start (KIP-279)",
-			[]EpochEntry{ee(5, 11), ee(6, 12), ee(7, 13)}, 4, 30, 4, 11},
-		{"single entry", []EpochEntry{ee(2, 100)}, 2, 150, 2, 150},
-		{"single entry, newer requested", []EpochEntry{ee(2, 100)}, 3, 150, UndefinedEpoch, UndefinedOffset},
+			[]storage.EpochEntry{ee(5, 11), ee(6, 12), ee(7, 13)}, 4, 30, 4, 11},
+		{"single entry", []storage.EpochEntry{ee(2, 100)}, 2, 150, 2, 150},
+		{"single entry, newer requested", []storage.EpochEntry{ee(2, 100)}, 3, 150, UndefinedEpoch, UndefinedOffset},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,11 +141,11 @@ func TestLineageEpochFor(t *testing.T) {
 }
 
 func TestLineageTruncateFromEnd(t *testing.T) {
-	base := []EpochEntry{ee(2, 6), ee(3, 8), ee(4, 11)}
+	base := []storage.EpochEntry{ee(2, 6), ee(3, 8), ee(4, 11)}
 	tests := []struct {
 		name string
 		end  int64
-		want []EpochEntry
+		want []storage.EpochEntry
 	}{
 		{"past the latest start changes nothing", 12, base},
 		{"at the latest start removes it", 11, base[:2]},
@@ -160,19 +164,19 @@ func TestLineageTruncateFromEnd(t *testing.T) {
 }
 
 func TestLineageTruncateFromStart(t *testing.T) {
-	base := []EpochEntry{ee(2, 6), ee(3, 8), ee(4, 11)}
+	base := []storage.EpochEntry{ee(2, 6), ee(3, 8), ee(4, 11)}
 	tests := []struct {
 		name  string
 		start int64
-		want  []EpochEntry
+		want  []storage.EpochEntry
 	}{
 		{"below the earliest changes nothing", 5, base},
 		{"at the earliest start changes nothing", 6, base},
-		{"inside the first epoch moves its start", 7, []EpochEntry{ee(2, 7), ee(3, 8), ee(4, 11)}},
-		{"at a later start drops the ones before", 8, []EpochEntry{ee(3, 8), ee(4, 11)}},
-		{"inside a later epoch drops and moves", 9, []EpochEntry{ee(3, 9), ee(4, 11)}},
-		{"at the latest start keeps only it", 11, []EpochEntry{ee(4, 11)}},
-		{"past the latest start moves the latest", 12, []EpochEntry{ee(4, 12)}},
+		{"inside the first epoch moves its start", 7, []storage.EpochEntry{ee(2, 7), ee(3, 8), ee(4, 11)}},
+		{"at a later start drops the ones before", 8, []storage.EpochEntry{ee(3, 8), ee(4, 11)}},
+		{"inside a later epoch drops and moves", 9, []storage.EpochEntry{ee(3, 9), ee(4, 11)}},
+		{"at the latest start keeps only it", 11, []storage.EpochEntry{ee(4, 11)}},
+		{"past the latest start moves the latest", 12, []storage.EpochEntry{ee(4, 12)}},
 		{"negative changes nothing", -1, base},
 	}
 	for _, tt := range tests {

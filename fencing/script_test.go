@@ -11,6 +11,7 @@ import (
 
 	"github.com/activetier/activetier/internal/scripttest"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // TestScripts plays every script in testdata: decisions on lineages, and
@@ -116,7 +117,7 @@ func describeDecision(d Decision) string {
 }
 
 func (e *scriptEnv) local(t *testing.T, d *datadriven.TestData) *Lineage {
-	var es []EpochEntry
+	var es []storage.EpochEntry
 	if arg, ok := d.Arg("local"); ok {
 		for _, v := range arg.Vals {
 			es = append(es, parseEpoch(t, d, v))
@@ -147,8 +148,8 @@ func publications(t *testing.T, d *datadriven.TestData) [][]metadata.EpochStart 
 	return pubs
 }
 
-func parseEpoch(t *testing.T, d *datadriven.TestData, s string) EpochEntry {
-	var ee EpochEntry
+func parseEpoch(t *testing.T, d *datadriven.TestData, s string) storage.EpochEntry {
+	var ee storage.EpochEntry
 	_, err := fmt.Sscanf(s, "%d@%d", &ee.Epoch, &ee.StartOffset)
 	require.NoError(t, err, "%s: epoch %q is not E@S", d.Pos, s)
 	return ee
@@ -188,7 +189,7 @@ func runs(start int64, log []int32) string {
 	return fmt.Sprintf("%s from %d", strings.Join(parts, " "), start)
 }
 
-func entries(es []EpochEntry) string {
+func entries(es []storage.EpochEntry) string {
 	var parts []string
 	for _, e := range es {
 		parts = append(parts, fmt.Sprintf("%d@%d", e.Epoch, e.StartOffset))

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // benchSizes are the object sizes the benchmarks compare at: a small
@@ -192,5 +192,5 @@ func rawRead(path string, n int64) error {
 // goroutine.
 func BenchmarkReadRange(b *testing.B) {
 	opts := twoAZs(b, "az1")
-	walstoretest.BenchmarkRanges(b, newStore(b, opts), newStore(b, peerOf(opts, "az2")))
+	storagetest.BenchmarkRanges(b, newStore(b, opts), newStore(b, peerOf(opts, "az2")))
 }

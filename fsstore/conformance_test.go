@@ -9,14 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/fsstore"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // TestConformance is docs/writing-a-store.md's example of running
-// walstoretest on a store; TestGuideSnippet keeps the two identical.
+// storagetest on a store; TestGuideSnippet keeps the two identical.
 func TestConformance(t *testing.T) {
-	walstoretest.Run(t, walstoretest.HarnessFunc(func(ctx context.Context, t *testing.T) (local, peer walstore.ObjectStore) {
+	storagetest.Run(t, storagetest.HarnessFunc(func(ctx context.Context, t *testing.T) (local, peer storage.ObjectStore) {
 		// Two AZs, each bucket a fresh directory; each store writes to
 		// its own AZ's and reads both.
 		root := t.TempDir()

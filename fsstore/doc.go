@@ -1,4 +1,4 @@
-// Package fsstore is a walstore.ObjectStore on a POSIX file system: one
+// Package fsstore is a storage.ObjectStore on a POSIX file system: one
 // directory per availability zone stands for that AZ's bucket. It runs on a
 // local disk (tests, a single host, the demo) and on shared file systems
 // every broker mounts: NFS, Amazon EFS, and Amazon FSx for Lustre, NetApp
@@ -25,7 +25,7 @@
 //     writes the body to a temporary file in the key's directory, syncs it
 //     (fsync), closes it (NFS reports deferred write errors on close),
 //     then publishes it with link(2) to the key's name, which fails with
-//     EEXIST if the name exists: walstore.ErrAlreadyExists. It then
+//     EEXIST if the name exists: storage.ErrAlreadyExists. It then
 //     unlinks the temporary name and syncs the directory, so that the new
 //     name survives a crash; Put succeeds only after that.
 //   - rename(2) would be wrong: it replaces an existing name atomically, so
@@ -55,9 +55,9 @@
 //     (60s by default): it can miss the newest objects for that long.
 //   - GetRange opens the file and reads exactly the bytes asked for with
 //     one pread: a range not wholly inside the object is
-//     walstore.ErrInvalidRange, checked against the file's size, never a
+//     storage.ErrInvalidRange, checked against the file's size, never a
 //     short result. The result is a new slice. ReadRange
-//     (walstore.RangeReader) reads into the caller's buffer instead,
+//     (storage.RangeReader) reads into the caller's buffer instead,
 //     through a small staging chunk (see below).
 //   - Delete unlinks each object (idempotent: a missing one is not an
 //     error) and syncs the directories it removed from. It checks every
@@ -67,8 +67,8 @@
 //     (KeyPrefix + broker id).
 //   - Nothing is touched for a call that cannot be valid: a reference to a
 //     bucket the store was not configured with (or to a configured bucket
-//     under another AZ's name) is walstore.ErrUnknownBucket, a malformed
-//     range walstore.ErrInvalidRange, an invalid key ErrInvalidKey, and a
+//     under another AZ's name) is storage.ErrUnknownBucket, a malformed
+//     range storage.ErrInvalidRange, an invalid key ErrInvalidKey, and a
 //     context already done its own error.
 //
 // # Keys and the directory layout
@@ -143,15 +143,15 @@
 // the syscall.Errno:
 //
 //	cause                                              sentinel
-//	ENOENT, ENOTDIR (GetRange)                         walstore.ErrNotFound
-//	a file that is not a regular file (GetRange)       walstore.ErrNotFound
-//	EEXIST from link (Put)                             walstore.ErrAlreadyExists
-//	range past the end of the file (GetRange)          walstore.ErrInvalidRange
-//	EIO, ESTALE, ETIMEDOUT, EINTR, EAGAIN, EBUSY,      walstore.ErrUnavailable
+//	ENOENT, ENOTDIR (GetRange)                         storage.ErrNotFound
+//	a file that is not a regular file (GetRange)       storage.ErrNotFound
+//	EEXIST from link (Put)                             storage.ErrAlreadyExists
+//	range past the end of the file (GetRange)          storage.ErrInvalidRange
+//	EIO, ESTALE, ETIMEDOUT, EINTR, EAGAIN, EBUSY,      storage.ErrUnavailable
 //	ENOSPC, EDQUOT, EMFILE, ENFILE, ENOMEM, ENOLCK,
 //	the network errors of an NFS mount
-//	a file shorter than its size said while read       walstore.ErrUnavailable
-//	the bucket directory missing or not a directory    walstore.ErrUnavailable
+//	a file shorter than its size said while read       storage.ErrUnavailable
+//	the bucket directory missing or not a directory    storage.ErrUnavailable
 //	EACCES, EPERM, EROFS, EMLINK, ELOOP, EXDEV,        none: an operator must act
 //	a file where a key's directory belongs (Put)
 //	the caller's context cancelled or expired          none: errors.Is(err, context.Canceled / DeadlineExceeded)

@@ -6,14 +6,14 @@ import (
 	"syscall"
 
 	"github.com/activetier/activetier/internal/storeutil"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // ErrInvalidKey is returned, before any file is touched, for a key no
 // object can have: empty, longer than 1024 bytes, not valid UTF-8, with a
 // NUL byte, with an empty, "." or ".." path segment (a leading, trailing or
 // doubled "/" included), or with a segment too long for a file name. Put
-// and Delete return it; GetRange returns it as walstore.ErrNotFound too,
+// and Delete return it; GetRange returns it as storage.ErrNotFound too,
 // since no such object can exist.
 var ErrInvalidKey = errors.New("fsstore: invalid object key")
 
@@ -29,7 +29,7 @@ type Error struct {
 	// Bucket and Key name the object as the caller did; Key is the listed
 	// prefix for List.
 	Bucket, Key string
-	// Kind is the sentinel the error matches (walstore.ErrNotFound,
+	// Kind is the sentinel the error matches (storage.ErrNotFound,
 	// ErrAlreadyExists, ErrUnavailable, ErrInvalidRange, ErrUnknownBucket,
 	// or ErrInvalidKey), or nil for errors that need an operator
 	// (permissions, a read-only file system, a file system without hard
@@ -55,21 +55,21 @@ func classify(err error) error {
 	if !errors.As(err, &errno) {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return walstore.ErrNotFound
+			return storage.ErrNotFound
 		case errors.Is(err, fs.ErrExist):
-			return walstore.ErrAlreadyExists
+			return storage.ErrAlreadyExists
 		}
 		return nil
 	}
 	switch errno {
 	case syscall.ENOENT, syscall.ENOTDIR:
 		// ENOTDIR: a path component is a file, so nothing is below it.
-		return walstore.ErrNotFound
+		return storage.ErrNotFound
 	case syscall.EEXIST:
-		return walstore.ErrAlreadyExists
+		return storage.ErrAlreadyExists
 	}
 	if transient(errno) {
-		return walstore.ErrUnavailable
+		return storage.ErrUnavailable
 	}
 	return nil
 }

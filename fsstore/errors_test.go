@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 func TestClassify(t *testing.T) {
@@ -18,17 +18,17 @@ func TestClassify(t *testing.T) {
 		err  error
 		want error
 	}{
-		{syscall.ENOENT, walstore.ErrNotFound},
-		{syscall.ENOTDIR, walstore.ErrNotFound},
-		{syscall.EEXIST, walstore.ErrAlreadyExists},
-		{syscall.EIO, walstore.ErrUnavailable},
-		{syscall.ESTALE, walstore.ErrUnavailable},
-		{syscall.ETIMEDOUT, walstore.ErrUnavailable},
-		{syscall.ENOSPC, walstore.ErrUnavailable},
-		{syscall.EDQUOT, walstore.ErrUnavailable},
-		{syscall.EINTR, walstore.ErrUnavailable},
-		{syscall.EMFILE, walstore.ErrUnavailable},
-		{syscall.EHOSTUNREACH, walstore.ErrUnavailable},
+		{syscall.ENOENT, storage.ErrNotFound},
+		{syscall.ENOTDIR, storage.ErrNotFound},
+		{syscall.EEXIST, storage.ErrAlreadyExists},
+		{syscall.EIO, storage.ErrUnavailable},
+		{syscall.ESTALE, storage.ErrUnavailable},
+		{syscall.ETIMEDOUT, storage.ErrUnavailable},
+		{syscall.ENOSPC, storage.ErrUnavailable},
+		{syscall.EDQUOT, storage.ErrUnavailable},
+		{syscall.EINTR, storage.ErrUnavailable},
+		{syscall.EMFILE, storage.ErrUnavailable},
+		{syscall.EHOSTUNREACH, storage.ErrUnavailable},
 		{syscall.EACCES, nil},
 		{syscall.EPERM, nil},
 		{syscall.EROFS, nil},
@@ -37,7 +37,7 @@ func TestClassify(t *testing.T) {
 		{syscall.ENAMETOOLONG, nil},
 		{syscall.EXDEV, nil},
 		{errors.New("something else"), nil},
-		{fs.ErrNotExist, walstore.ErrNotFound},
+		{fs.ErrNotExist, storage.ErrNotFound},
 	} {
 		wrapped := &os.LinkError{Op: "link", Old: "a", New: "b", Err: tc.err}
 		got := classify(fmt.Errorf("context: %w", wrapped))

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // A file server that stops answering blocks the kernel, not the caller:
@@ -40,7 +40,7 @@ func TestHungFileServer(t *testing.T) {
 	dst := []byte("untouched")
 	n, err := s.ReadRange(deadline(), ref(s, "hung"), 0, dst)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.NotErrorIs(t, err, walstore.ErrUnavailable, "the caller's deadline is not the store's failure")
+	assert.NotErrorIs(t, err, storage.ErrUnavailable, "the caller's deadline is not the store's failure")
 	assert.Zero(t, n)
 
 	// The bucket's one slot is held by the call still in open(2).

@@ -23,7 +23,7 @@ import (
 
 	"github.com/activetier/activetier/fsstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // The environment of a writer process: the deployment's root directory
@@ -162,7 +162,7 @@ func childMain(root string) int {
 		switch {
 		case err == nil:
 			fmt.Fprintf(out, "won %s\n", key)
-		case !errors.Is(err, walstore.ErrAlreadyExists):
+		case !errors.Is(err, storage.ErrAlreadyExists):
 			problem("Put %s: %v", key, err)
 		}
 		// Whoever won, the key now reads as one whole body.

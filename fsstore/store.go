@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // Defaults for Options fields left zero.
@@ -74,7 +74,7 @@ type bucket struct {
 	slots chan struct{}
 }
 
-// Store is a walstore.ObjectStore on a POSIX file system, one directory
+// Store is a storage.ObjectStore on a POSIX file system, one directory
 // per AZ. It is safe for concurrent use, by goroutines and by processes on
 // any host that mounts the same directories.
 type Store struct {
@@ -85,8 +85,8 @@ type Store struct {
 }
 
 var (
-	_ walstore.ObjectStore = (*Store)(nil)
-	_ walstore.RangeReader = (*Store)(nil)
+	_ storage.ObjectStore = (*Store)(nil)
+	_ storage.RangeReader = (*Store)(nil)
 )
 
 // New validates opts and returns a Store. Every bucket directory must
@@ -208,7 +208,7 @@ func probeLinks(dir string) error {
 func (s *Store) Local() metadata.ObjectRef { return s.local }
 
 // Put stores body under key in the local bucket unless the key is taken,
-// then walstore.ErrAlreadyExists. It writes body to a temporary file in
+// then storage.ErrAlreadyExists. It writes body to a temporary file in
 // the key's directory, syncs it, and publishes it with link(2), which
 // fails if the key exists; then it removes the temporary name and syncs
 // the directory. Readers see the whole object or none. Put does not
@@ -281,7 +281,7 @@ func (b *bucket) put(ctx context.Context, path string, body []byte) error {
 		switch {
 		case sameFile(tmp, path):
 		case errors.Is(err, fs.ErrNotExist) && !exists(tmp):
-			return &kindError{kind: walstore.ErrUnavailable, err: fmt.Errorf("the temporary file was removed before it was published (a List took it for a crashed writer's: is Options.TempMaxAge shorter than this Put took?): %w", err)}
+			return &kindError{kind: storage.ErrUnavailable, err: fmt.Errorf("the temporary file was removed before it was published (a List took it for a crashed writer's: is Options.TempMaxAge shorter than this Put took?): %w", err)}
 		default:
 			return err
 		}
@@ -361,7 +361,7 @@ func syncDir(dir string) error {
 // GetRange reads bytes [offset, offset+length) of the object ref names
 // with one pread, after checking the range's arguments, that ref's bucket
 // is configured and that its key is valid. A range not wholly inside the
-// object is walstore.ErrInvalidRange; the result is exactly length bytes
+// object is storage.ErrInvalidRange; the result is exactly length bytes
 // or an error.
 func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
 	const op = "GetRange"
@@ -385,7 +385,7 @@ func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, le
 	return buf, nil
 }
 
-// ReadRange is GetRange into dst, as walstore.RangeReader says, with the
+// ReadRange is GetRange into dst, as storage.RangeReader says, with the
 // same checks and errors; it returns len(dst), or 0 with an error. A read
 // runs on a goroutine of its own when ctx can end (see run), and a file
 // server that stops answering may keep it in the kernel after ReadRange
@@ -413,7 +413,7 @@ func (s *Store) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset in
 // path.
 func (s *Store) object(op string, ref metadata.ObjectRef, offset, length int64) (*bucket, string, error) {
 	if length <= 0 || offset < 0 || offset > math.MaxInt64-length {
-		return nil, "", &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrInvalidRange,
+		return nil, "", &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: storage.ErrInvalidRange,
 			Err: fmt.Errorf("offset %d, length %d: want offset >= 0, length > 0 and no overflow", offset, length)}
 	}
 	b, err := s.bucketOf(op, ref)
@@ -424,7 +424,7 @@ func (s *Store) object(op string, ref metadata.ObjectRef, offset, length int64) 
 	if err != nil {
 		// No object can have this key: a reference that names one is
 		// as good as one to a deleted object.
-		return nil, "", &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrNotFound, Err: errors.Join(ErrInvalidKey, err)}
+		return nil, "", &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: storage.ErrNotFound, Err: errors.Join(ErrInvalidKey, err)}
 	}
 	return b, filepath.Join(b.dir, filepath.FromSlash(rel)), nil
 }
@@ -514,9 +514,9 @@ func openRange(path string, offset, length int64) (*os.File, error) {
 	switch {
 	case err != nil:
 	case !fi.Mode().IsRegular():
-		err = &kindError{kind: walstore.ErrNotFound, err: fmt.Errorf("%s is a %v, not an object", path, fi.Mode().Type())}
+		err = &kindError{kind: storage.ErrNotFound, err: fmt.Errorf("%s is a %v, not an object", path, fi.Mode().Type())}
 	case offset+length > fi.Size():
-		err = &kindError{kind: walstore.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", fi.Size(), offset+length)}
+		err = &kindError{kind: storage.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", fi.Size(), offset+length)}
 	}
 	if err != nil {
 		f.Close()
@@ -532,7 +532,7 @@ func shortRead(n int, length, offset int64, err error) error {
 		// Objects never change once linked: a file that shrank was
 		// changed by something else, or the read was cut short. Either
 		// may read whole on another try.
-		return &kindError{kind: walstore.ErrUnavailable, err: fmt.Errorf("read %d of %d bytes at %d: the file ended early", n, length, offset)}
+		return &kindError{kind: storage.ErrUnavailable, err: fmt.Errorf("read %d of %d bytes at %d: the file ended early", n, length, offset)}
 	}
 	return err
 }
@@ -647,7 +647,7 @@ func decodePath(rel string) string {
 // Options.TempMaxAge, which writers that crashed left behind. Files the
 // store did not write (names it would not give an object, anything not a
 // regular file) are not listed.
-func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore.ObjectInfo, error) {
+func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]storage.ObjectInfo, error) {
 	const op = "List"
 	b, ok := s.buckets[bucketName]
 	if !ok {
@@ -658,12 +658,12 @@ func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore
 		return nil, nil
 	}
 	keyDir := prefix[:len(prefix)-len(partial)]
-	var infos []walstore.ObjectInfo
+	var infos []storage.ObjectInfo
 	err := b.run(ctx, func() error {
 		// A missing directory below is a prefix without objects; a
 		// missing bucket directory is not an empty bucket.
 		if err := b.checkRoot(); err != nil {
-			return &kindError{kind: walstore.ErrUnavailable, err: err}
+			return &kindError{kind: storage.ErrUnavailable, err: err}
 		}
 		l := lister{ctx: ctx, b: b, staleBefore: time.Now().Add(-s.tempMaxAge)}
 		if err := l.walk(filepath.Join(b.dir, filepath.FromSlash(dir)), keyDir, partial); err != nil {
@@ -683,7 +683,7 @@ type lister struct {
 	ctx         context.Context
 	b           *bucket
 	staleBefore time.Time
-	infos       []walstore.ObjectInfo
+	infos       []storage.ObjectInfo
 }
 
 // walk lists the objects in dir, whose keys start with keyDir, and whose
@@ -721,7 +721,7 @@ func (l *lister) walk(dir, keyDir, partial string) error {
 			if err != nil {
 				return err
 			}
-			l.infos = append(l.infos, walstore.ObjectInfo{
+			l.infos = append(l.infos, storage.ObjectInfo{
 				Ref:          metadata.ObjectRef{AZ: l.b.az, Bucket: l.b.name, Key: keyDir + seg},
 				Size:         fi.Size(),
 				LastModified: fi.ModTime(),
@@ -825,13 +825,13 @@ func (b *bucket) opError(ctx context.Context, op, key string, err error) *Error 
 	} else {
 		e.Kind = classify(err)
 	}
-	if e.Kind != walstore.ErrNotFound {
+	if e.Kind != storage.ErrNotFound {
 		return e
 	}
 	if rootErr := b.checkRoot(); rootErr != nil {
 		// Not the object missing but the whole bucket: a directory
 		// removed, or a file system not mounted (yet).
-		e.Kind, e.Err = walstore.ErrUnavailable, errors.Join(rootErr, err)
+		e.Kind, e.Err = storage.ErrUnavailable, errors.Join(rootErr, err)
 	} else if op == "Put" {
 		// Something not a directory is where the key's directory
 		// should be: a file the store did not write.
@@ -860,13 +860,13 @@ func (s *Store) bucketOf(op string, ref metadata.ObjectRef) (*bucket, error) {
 		return nil, s.unknownBucket(op, ref.Bucket, ref.Key)
 	}
 	if ref.AZ != "" && ref.AZ != b.az {
-		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrUnknownBucket,
+		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: storage.ErrUnknownBucket,
 			Err: fmt.Errorf("the reference names AZ %q, but the bucket is configured for AZ %q", ref.AZ, b.az)}
 	}
 	return b, nil
 }
 
 func (s *Store) unknownBucket(op, bucketName, key string) error {
-	return &Error{Op: op, Bucket: bucketName, Key: key, Kind: walstore.ErrUnknownBucket,
+	return &Error{Op: op, Bucket: bucketName, Key: key, Kind: storage.ErrUnknownBucket,
 		Err: fmt.Errorf("configured buckets are %s", strings.Join(slices.Sorted(maps.Keys(s.buckets)), ", "))}
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/activetier/activetier/fsstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 func TestNewValidatesOptions(t *testing.T) {
@@ -84,12 +84,12 @@ func TestInvalidKeys(t *testing.T) {
 	} {
 		_, err := s.Put(ctx, key, []byte("data"))
 		require.ErrorIs(t, err, fsstore.ErrInvalidKey, "Put %q", key)
-		assert.NotErrorIs(t, err, walstore.ErrNotFound)
+		assert.NotErrorIs(t, err, storage.ErrNotFound)
 
 		ref := s.Local()
 		ref.Key = key
 		_, err = s.GetRange(ctx, ref, 0, 1)
-		require.ErrorIs(t, err, walstore.ErrNotFound, "GetRange %q: no object can have the key", key)
+		require.ErrorIs(t, err, storage.ErrNotFound, "GetRange %q: no object can have the key", key)
 		require.ErrorIs(t, err, fsstore.ErrInvalidKey, "GetRange %q", key)
 
 		err = s.Delete(ctx, []metadata.ObjectRef{existing, ref})
@@ -139,7 +139,7 @@ func TestKeysLikeTheOnDiskNames(t *testing.T) {
 	}
 	for _, key := range keys {
 		_, err := s.Put(ctx, key, []byte("again"))
-		require.ErrorIs(t, err, walstore.ErrAlreadyExists, "each key is its own object: %q", key)
+		require.ErrorIs(t, err, storage.ErrAlreadyExists, "each key is its own object: %q", key)
 		got, err := s.GetRange(ctx, ref(s, key), 0, int64(len(want[key])))
 		require.NoError(t, err, "GetRange %q", key)
 		assert.Equal(t, want[key], got, key)
@@ -213,11 +213,11 @@ func TestForeignFilesAreNotObjects(t *testing.T) {
 
 	// "a" is stored as "a", so the foreign "%61" neither is it nor takes it.
 	_, err = s.GetRange(ctx, ref(s, "a"), 0, 1)
-	require.ErrorIs(t, err, walstore.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 	_, err = s.Put(ctx, "a", []byte("a"))
 	require.NoError(t, err)
 	_, err = s.GetRange(ctx, ref(s, "plain-dir"), 0, 1)
-	require.ErrorIs(t, err, walstore.ErrNotFound, "a directory is not an object")
+	require.ErrorIs(t, err, storage.ErrNotFound, "a directory is not an object")
 }
 
 // A file in the way of a key's directory makes Put fail with an error an
@@ -246,13 +246,13 @@ func TestBucketDirectoryGone(t *testing.T) {
 	require.NoError(t, os.RemoveAll(opts.Buckets["az1"].Dir))
 
 	_, err = s.GetRange(ctx, r, 0, 1)
-	require.ErrorIs(t, err, walstore.ErrUnavailable)
-	assert.NotErrorIs(t, err, walstore.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrUnavailable)
+	assert.NotErrorIs(t, err, storage.ErrNotFound)
 	assert.Contains(t, err.Error(), "the bucket's directory is unusable")
 	_, err = s.List(ctx, r.Bucket, "p/")
-	require.ErrorIs(t, err, walstore.ErrUnavailable)
+	require.ErrorIs(t, err, storage.ErrUnavailable)
 	_, err = s.Put(ctx, "p/other", []byte("data"))
-	require.ErrorIs(t, err, walstore.ErrUnavailable)
+	require.ErrorIs(t, err, storage.ErrUnavailable)
 
 	mkdir(t, opts.Buckets["az1"].Dir)
 	_, err = s.Put(ctx, "p/other", []byte("data"))
@@ -281,7 +281,7 @@ func TestTempFiles(t *testing.T) {
 	require.NoError(t, os.Chtimes(other, old, old))
 
 	_, err = s.GetRange(ctx, ref(s, "broker-1/.tmp-00000000deadbeef"), 0, 1)
-	require.ErrorIs(t, err, walstore.ErrNotFound, "a key with a temporary file's name is another file")
+	require.ErrorIs(t, err, storage.ErrNotFound, "a key with a temporary file's name is another file")
 
 	infos, err := s.List(ctx, s.Local().Bucket, "broker-1/")
 	require.NoError(t, err)
@@ -318,13 +318,13 @@ func TestPutCanceledStoresNothing(t *testing.T) {
 	assert.Nil(t, e.Kind, "the caller's cancellation is not the store's failure")
 	assert.Empty(t, tempFiles(t, opts.Buckets["az1"].Dir))
 	_, err = s.GetRange(t.Context(), ref(s, "k"), 0, 1)
-	require.ErrorIs(t, err, walstore.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 }
 
 func TestErrorNamesTheObject(t *testing.T) {
 	s := newStore(t, twoAZs(t, "az1"))
 	_, err := s.GetRange(t.Context(), ref(s, "dir/missing"), 0, 1)
-	require.ErrorIs(t, err, walstore.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 	var e *fsstore.Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, "GetRange", e.Op)
@@ -339,7 +339,7 @@ func TestErrorNamesTheObject(t *testing.T) {
 	r := ref(s, "x")
 	r.AZ = "az2"
 	_, err = s.GetRange(t.Context(), r, 0, 1)
-	require.ErrorIs(t, err, walstore.ErrUnknownBucket)
+	require.ErrorIs(t, err, storage.ErrUnknownBucket)
 }
 
 // Delete reports what it could not remove, by key, and removes the rest.
@@ -362,7 +362,7 @@ func TestDeleteReportsFailures(t *testing.T) {
 	assert.Equal(t, "d", e.Key)
 	assert.Contains(t, err.Error(), "2 more objects could not be deleted")
 	_, err = s.GetRange(ctx, a, 0, 1)
-	require.ErrorIs(t, err, walstore.ErrNotFound, "the other object was deleted")
+	require.ErrorIs(t, err, storage.ErrNotFound, "the other object was deleted")
 }
 
 func TestListCanceled(t *testing.T) {
@@ -371,7 +371,7 @@ func TestListCanceled(t *testing.T) {
 	cancel()
 	_, err := s.List(ctx, s.Local().Bucket, "")
 	require.ErrorIs(t, err, context.Canceled)
-	assert.False(t, errors.Is(err, walstore.ErrUnavailable))
+	assert.False(t, errors.Is(err, storage.ErrUnavailable))
 	infos, err := s.List(t.Context(), "bucket-az2", "")
 	require.NoError(t, err)
 	assert.Empty(t, infos, "an empty bucket")

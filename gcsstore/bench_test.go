@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"testing"
 
-	"cloud.google.com/go/storage"
+	gcs "cloud.google.com/go/storage"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
 
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // The benchmarks compare the store with the client library's own calls
@@ -38,15 +38,15 @@ const (
 // emulator endpoint, a transport of its own with as many idle connections
 // per host under the library's transport layers (no authentication for an
 // emulator), no library retries.
-func rawClient(b *testing.B, ep string) *storage.Client {
+func rawClient(b *testing.B, ep string) *gcs.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 100
 	rt, err := htransport.NewTransport(context.Background(), tr, option.WithoutAuthentication())
 	require.NoError(b, err)
-	c, err := storage.NewClient(context.Background(),
+	c, err := gcs.NewClient(context.Background(),
 		option.WithEndpoint(ep+"/storage/v1/"), option.WithHTTPClient(&http.Client{Transport: rt}))
 	require.NoError(b, err)
-	c.SetRetry(storage.WithPolicy(storage.RetryNever))
+	c.SetRetry(gcs.WithPolicy(gcs.RetryNever))
 	b.Cleanup(func() {
 		c.Close()
 		tr.CloseIdleConnections()
@@ -74,7 +74,7 @@ func BenchmarkPut(b *testing.B) {
 			run := fmt.Sprintf("bench/%016x/", rand.Uint64())
 			b.SetBytes(int64(size))
 			for i := 0; b.Loop(); i++ {
-				w := raw.Object(fmt.Sprintf("%sraw-%d-%d", run, size, i)).If(storage.Conditions{DoesNotExist: true}).NewWriter(b.Context())
+				w := raw.Object(fmt.Sprintf("%sraw-%d-%d", run, size, i)).If(gcs.Conditions{DoesNotExist: true}).NewWriter(b.Context())
 				w.ChunkSize = 0
 				w.ContentType = "application/octet-stream"
 				if _, err := w.Write(body); err != nil {
@@ -131,5 +131,5 @@ func BenchmarkGetRange(b *testing.B) {
 func BenchmarkReadRange(b *testing.B) {
 	ep := gcsEndpoint(b)
 	createBuckets(b, ep, emulatorBuckets)
-	walstoretest.BenchmarkRanges(b, newStore(b, ep, emulatorBuckets, zoneA, nil), newStore(b, ep, emulatorBuckets, zoneB, nil))
+	storagetest.BenchmarkRanges(b, newStore(b, ep, emulatorBuckets, zoneA, nil), newStore(b, ep, emulatorBuckets, zoneB, nil))
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/activetier/activetier/gcsstore"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // TestConformance runs the ObjectStore conformance suite against the
@@ -22,8 +22,8 @@ func TestConformance(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			mod := func(o *gcsstore.Options) { o.KeyPrefix = prefix }
-			walstoretest.Run(t, walstoretest.HarnessFunc(
-				func(ctx context.Context, t *testing.T) (local, peer walstore.ObjectStore) {
+			storagetest.Run(t, storagetest.HarnessFunc(
+				func(ctx context.Context, t *testing.T) (local, peer storage.ObjectStore) {
 					return newStore(t, ep, emulatorBuckets, zoneA, mod), newStore(t, ep, emulatorBuckets, zoneB, mod)
 				}))
 		})

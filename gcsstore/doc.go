@@ -1,41 +1,41 @@
-// Package gcsstore is a walstore.ObjectStore on Google Cloud Storage
-// through cloud.google.com/go/storage, one bucket per zone. Its zonal
-// buckets ("Rapid Bucket", the Rapid storage class) are Cloud Storage's
-// analogue of S3 Express One Zone: a bucket placed in one zone, next to the
-// brokers there, with low-latency reads and writes. A leader writes
-// combined objects to its own zone's bucket; followers read their byte
-// ranges from whichever bucket a metadata entry names. Regional buckets
-// work too (one per zone, or any bucket standing for a zone), at Standard
-// storage's prices and latency.
+// Package gcsstore is a storage.ObjectStore on Google Cloud Storage through
+// cloud.google.com/go/storage (imported as gcs), one bucket per zone. Its
+// zonal buckets ("Rapid Bucket", the Rapid storage class) are Cloud
+// Storage's analogue of S3 Express One Zone: a bucket placed in one zone,
+// next to the brokers there, with low-latency reads and writes. A leader
+// writes combined objects to its own zone's bucket; followers read their
+// byte ranges from whichever bucket a metadata entry names. Regional
+// buckets work too (one per zone, or any bucket standing for a zone), at
+// Standard storage's prices and latency.
 //
 // # Guarantees
 //
 //   - Put never overwrites. Every upload carries ifGenerationMatch=0
-//     (storage.Conditions{DoesNotExist: true}), and a taken key (412) is
-//     walstore.ErrAlreadyExists. Put's outcome is exact even when an
+//     (gcs.Conditions{DoesNotExist: true}), and a taken key (412) is
+//     storage.ErrAlreadyExists. Put's outcome is exact even when an
 //     answer is lost: if an attempt reached the server and did not come
 //     back refused (a 4xx other than 408, 409 or 429) and Put did not
 //     succeed, Put reads the key back and compares it byte for byte:
 //     holding exactly the body sent, it is this Put's object (a retry that
 //     found the key taken by its own first attempt included); holding
 //     anything else, ErrAlreadyExists; missing or unreadable,
-//     walstore.ErrUnavailable. Each upload is one request carrying the
+//     storage.ErrUnavailable. Each upload is one request carrying the
 //     body's CRC32C, which Cloud Storage checks before storing.
-//   - ReadRange (walstore.RangeReader) is GetRange reading the answer into
+//   - ReadRange (storage.RangeReader) is GetRange reading the answer into
 //     the caller's buffer instead of a new slice, with the same checks,
 //     retries and errors; every attempt reads within the call, so nothing
 //     writes to the buffer once ReadRange has returned.
 //   - GetRange returns exactly the bytes asked for, from one ranged read,
 //     or an error. A range not wholly inside the object is
-//     walstore.ErrInvalidRange, though Cloud Storage answers a range that
+//     storage.ErrInvalidRange, though Cloud Storage answers a range that
 //     runs past the end with fewer bytes: the store compares the range
 //     with the object size the answer reports. An answer that disagrees
 //     with the request (another start, another length, a body cut short)
-//     is retried and then walstore.ErrUnavailable, never a short result.
+//     is retried and then storage.ErrUnavailable, never a short result.
 //   - Nothing is sent for a request that cannot be valid: a reference to a
 //     bucket the store was not configured with (or to a configured bucket
-//     under another zone's name) is walstore.ErrUnknownBucket, a malformed
-//     range walstore.ErrInvalidRange, a key Cloud Storage cannot store
+//     under another zone's name) is storage.ErrUnknownBucket, a malformed
+//     range storage.ErrInvalidRange, a key Cloud Storage cannot store
 //     ErrInvalidKey, and a context already done its own error. Delete
 //     checks every reference's bucket before deleting anything; a key
 //     Cloud Storage cannot take is reported while the other keys are still
@@ -105,7 +105,7 @@
 // operation while the failure is transient, with jittered exponential
 // backoff between them (capped by Options.MaxBackoff), each attempt bounded
 // by Options.RequestTimeout, reading the answer included. An attempt that
-// times out is the store's failure, walstore.ErrUnavailable, and its error
+// times out is the store's failure, storage.ErrUnavailable, and its error
 // never matches context.DeadlineExceeded, so a caller can tell it from its
 // own deadline; the caller's context ending gives an error that wraps
 // ctx.Err() and matches no walstore sentinel.
@@ -118,14 +118,14 @@
 // (classify):
 //
 //	Cloud Storage answer                               sentinel
-//	404 reading or deleting                            walstore.ErrNotFound (Delete: success)
-//	404 writing or listing (no such bucket)            walstore.ErrPermanent
-//	412 conditionNotMet (Put only)                     walstore.ErrAlreadyExists
-//	416; range cut short by the object's end           walstore.ErrInvalidRange
-//	408, 409, 429, 5xx other than 501                  walstore.ErrUnavailable (after the attempts)
-//	timeouts, refused or reset connections, a body     walstore.ErrUnavailable (after the attempts)
+//	404 reading or deleting                            storage.ErrNotFound (Delete: success)
+//	404 writing or listing (no such bucket)            storage.ErrPermanent
+//	412 conditionNotMet (Put only)                     storage.ErrAlreadyExists
+//	416; range cut short by the object's end           storage.ErrInvalidRange
+//	408, 409, 429, 5xx other than 501                  storage.ErrUnavailable (after the attempts)
+//	timeouts, refused or reset connections, a body     storage.ErrUnavailable (after the attempts)
 //	cut short, an answer that disagrees
-//	501, 400, 401, 403 and other 4xx                   walstore.ErrPermanent: an operator must act
+//	501, 400, 401, 403 and other 4xx                   storage.ErrPermanent: an operator must act
 //	the caller's context cancelled or expired          none: errors.Is(err, context.Canceled / DeadlineExceeded)
 //
 // The gRPC client's status codes map the same way: NotFound like 404,

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"strings"
 
-	"cloud.google.com/go/storage"
+	gcs "cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/activetier/activetier/internal/storeutil"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // ErrInvalidKey is returned, before any request is made, for an object key
@@ -100,10 +100,10 @@ func classify(op string, err error) error {
 	if errors.As(err, &rangeErr) {
 		return rangeErr.kind
 	}
-	if errors.Is(err, storage.ErrBucketNotExist) {
-		return walstore.ErrPermanent
+	if errors.Is(err, gcs.ErrBucketNotExist) {
+		return storage.ErrPermanent
 	}
-	if errors.Is(err, storage.ErrObjectNotExist) {
+	if errors.Is(err, gcs.ErrObjectNotExist) {
 		return notFound(op)
 	}
 	var apiErr *googleapi.Error
@@ -113,7 +113,7 @@ func classify(op string, err error) error {
 	if st, ok := grpcStatus(err); ok {
 		return classifyCode(op, st.Code())
 	}
-	return walstore.ErrUnavailable
+	return storage.ErrUnavailable
 }
 
 // notFound is what a missing object or bucket means to op: for a read or
@@ -121,9 +121,9 @@ func classify(op string, err error) error {
 // nothing found no bucket, which needs an operator.
 func notFound(op string) error {
 	if op == "Put" || op == "List" {
-		return walstore.ErrPermanent
+		return storage.ErrPermanent
 	}
-	return walstore.ErrNotFound
+	return storage.ErrNotFound
 }
 
 // classifyStatus maps an HTTP status of the JSON or XML API.
@@ -133,24 +133,24 @@ func classifyStatus(op string, code int) error {
 		return notFound(op)
 	case code == 412 && op == "Put":
 		// ifGenerationMatch=0 is only ever sent with Put.
-		return walstore.ErrAlreadyExists
+		return storage.ErrAlreadyExists
 	case code == 416:
-		return walstore.ErrInvalidRange
+		return storage.ErrInvalidRange
 	case code == 408, code == 429, code == 409:
 		// A timeout, throttling, or a conflict with a concurrent
 		// request for the same object that a later attempt sees
 		// settled.
-		return walstore.ErrUnavailable
+		return storage.ErrUnavailable
 	case code == 501:
 		// Not implemented: no retry will change that (RFC 9110, 15.6.2).
-		return walstore.ErrPermanent
+		return storage.ErrPermanent
 	case code >= 500:
-		return walstore.ErrUnavailable
+		return storage.ErrUnavailable
 	case code >= 400:
-		return walstore.ErrPermanent
+		return storage.ErrPermanent
 	}
 	// A success whose body failed: an answer cut short.
-	return walstore.ErrUnavailable
+	return storage.ErrUnavailable
 }
 
 // classifyCode maps a gRPC status, as the gRPC client (zonal buckets)
@@ -161,15 +161,15 @@ func classifyCode(op string, code codes.Code) error {
 		return notFound(op)
 	case codes.FailedPrecondition:
 		if op == "Put" {
-			return walstore.ErrAlreadyExists
+			return storage.ErrAlreadyExists
 		}
-		return walstore.ErrPermanent
+		return storage.ErrPermanent
 	case codes.OutOfRange:
-		return walstore.ErrInvalidRange
+		return storage.ErrInvalidRange
 	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument, codes.Unimplemented, codes.AlreadyExists:
-		return walstore.ErrPermanent
+		return storage.ErrPermanent
 	}
-	return walstore.ErrUnavailable
+	return storage.ErrUnavailable
 }
 
 // grpcStatus finds a gRPC status in err, if the gRPC client produced it.

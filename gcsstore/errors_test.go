@@ -15,8 +15,8 @@ import (
 
 	"github.com/activetier/activetier/gcsstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // attempts is the store's default number of attempts.
@@ -34,28 +34,28 @@ func TestPutErrorMapping(t *testing.T) {
 		requests int
 	}{
 		{"stored", []canned{ok}, nil, 0, 1},
-		{"key taken", []canned{gcsError(412, "conditionNotMet")}, walstore.ErrAlreadyExists, 412, 1},
+		{"key taken", []canned{gcsError(412, "conditionNotMet")}, storage.ErrAlreadyExists, 412, 1},
 		{"unavailable then stored", []canned{gcsError(503, "backendError"), ok}, nil, 0, 2},
 		{"throttled then stored", []canned{gcsError(429, "rateLimitExceeded"), ok}, nil, 0, 2},
 		// Every attempt failed in a way that may have stored the object,
 		// and so does every attempt of the read-back.
-		{"unavailable until attempts run out", []canned{gcsError(503, "backendError")}, walstore.ErrUnavailable, 503, 2 * attempts},
-		{"internal error", []canned{gcsError(500, "internalError")}, walstore.ErrUnavailable, 500, 2 * attempts},
-		{"connection closed", []canned{hangUp}, walstore.ErrUnavailable, 0, 2 * attempts},
+		{"unavailable until attempts run out", []canned{gcsError(503, "backendError")}, storage.ErrUnavailable, 503, 2 * attempts},
+		{"internal error", []canned{gcsError(500, "internalError")}, storage.ErrUnavailable, 500, 2 * attempts},
+		{"connection closed", []canned{hangUp}, storage.ErrUnavailable, 0, 2 * attempts},
 		// Refusals: one request, no retry, no read-back.
-		{"not implemented", []canned{gcsError(501, "notImplemented")}, walstore.ErrPermanent, 501, 1},
-		{"forbidden", []canned{gcsError(403, "forbidden")}, walstore.ErrPermanent, 403, 1},
-		{"unauthenticated", []canned{gcsError(401, "required")}, walstore.ErrPermanent, 401, 1},
-		{"no such bucket", []canned{gcsError(404, "notFound")}, walstore.ErrPermanent, 404, 1},
-		{"bad request", []canned{gcsError(400, "invalid")}, walstore.ErrPermanent, 400, 1},
+		{"not implemented", []canned{gcsError(501, "notImplemented")}, storage.ErrPermanent, 501, 1},
+		{"forbidden", []canned{gcsError(403, "forbidden")}, storage.ErrPermanent, 403, 1},
+		{"unauthenticated", []canned{gcsError(401, "required")}, storage.ErrPermanent, 401, 1},
+		{"no such bucket", []canned{gcsError(404, "notFound")}, storage.ErrPermanent, 404, 1},
+		{"bad request", []canned{gcsError(400, "invalid")}, storage.ErrPermanent, 400, 1},
 		// A lost answer: the first attempt stored the object, its retry
 		// finds the key taken. The read-back recognises the body.
 		{"retry finds its own object", []canned{gcsError(500, "internalError"), gcsError(412, "conditionNotMet"), object(payload)}, nil, 0, 3},
-		{"retry finds another object", []canned{gcsError(500, "internalError"), gcsError(412, "conditionNotMet"), object("payloaX")}, walstore.ErrAlreadyExists, 412, 3},
-		{"retry finds a longer object", []canned{gcsError(503, "backendError"), gcsError(412, "conditionNotMet"), object("a longer body")}, walstore.ErrAlreadyExists, 412, 3},
+		{"retry finds another object", []canned{gcsError(500, "internalError"), gcsError(412, "conditionNotMet"), object("payloaX")}, storage.ErrAlreadyExists, 412, 3},
+		{"retry finds a longer object", []canned{gcsError(503, "backendError"), gcsError(412, "conditionNotMet"), object("a longer body")}, storage.ErrAlreadyExists, 412, 3},
 		{"no answer, own object stored", []canned{hangUp, hangUp, hangUp, object(payload)}, nil, 0, attempts + 1},
-		{"no answer, nothing stored", []canned{hangUp, hangUp, hangUp, gcsError(404, "notFound")}, walstore.ErrUnavailable, 0, attempts + 1},
-		{"read-back of a prefix of the body", []canned{hangUp, hangUp, hangUp, object("payl")}, walstore.ErrUnavailable, 0, 2 * attempts},
+		{"no answer, nothing stored", []canned{hangUp, hangUp, hangUp, gcsError(404, "notFound")}, storage.ErrUnavailable, 0, attempts + 1},
+		{"read-back of a prefix of the body", []canned{hangUp, hangUp, hangUp, object("payl")}, storage.ErrUnavailable, 0, 2 * attempts},
 		{"no answer, read-back retried", []canned{hangUp, hangUp, hangUp, gcsError(503, "backendError"), object(payload)}, nil, 0, attempts + 2},
 	}
 	for _, c := range cases {
@@ -101,26 +101,26 @@ func TestGetRangeErrorMapping(t *testing.T) {
 		requests int
 	}{
 		{"range", []canned{partial("bytes 5-14/100", "56789abcde", 0)}, nil, 1},
-		{"no such object", []canned{{status: 404, body: "Not Found"}}, walstore.ErrNotFound, 1},
-		{"range not satisfiable", []canned{{status: 416, body: "<Error><Code>InvalidRange</Code></Error>"}}, walstore.ErrInvalidRange, 1},
-		{"range cut at the object's end", []canned{partial("bytes 5-9/10", "56789", 0)}, walstore.ErrInvalidRange, 1},
-		{"forbidden", []canned{{status: 403, body: "<Error><Code>AccessDenied</Code></Error>"}}, walstore.ErrPermanent, 1},
-		{"not implemented", []canned{{status: 501, body: "<Error><Code>NotImplemented</Code></Error>"}}, walstore.ErrPermanent, 1},
-		{"unavailable", []canned{{status: 503}}, walstore.ErrUnavailable, attempts},
+		{"no such object", []canned{{status: 404, body: "Not Found"}}, storage.ErrNotFound, 1},
+		{"range not satisfiable", []canned{{status: 416, body: "<Error><Code>InvalidRange</Code></Error>"}}, storage.ErrInvalidRange, 1},
+		{"range cut at the object's end", []canned{partial("bytes 5-9/10", "56789", 0)}, storage.ErrInvalidRange, 1},
+		{"forbidden", []canned{{status: 403, body: "<Error><Code>AccessDenied</Code></Error>"}}, storage.ErrPermanent, 1},
+		{"not implemented", []canned{{status: 501, body: "<Error><Code>NotImplemented</Code></Error>"}}, storage.ErrPermanent, 1},
+		{"unavailable", []canned{{status: 503}}, storage.ErrUnavailable, attempts},
 		{"unavailable once", []canned{{status: 503}, partial("bytes 5-14/100", "56789abcde", 0)}, nil, 2},
-		{"connection closed", []canned{{hangUp: true}}, walstore.ErrUnavailable, attempts},
+		{"connection closed", []canned{{hangUp: true}}, storage.ErrUnavailable, attempts},
 		// Answers that disagree with the request are attempt failures,
 		// retried like a 503.
 		// The library resumes a body cut short from where it stopped
 		// (bytes=10-14); here the resumed answer holds other bytes, which
 		// the store refuses, so each attempt makes two requests.
-		{"body cut short", []canned{partial("bytes 5-14/100", "56789", 5)}, walstore.ErrUnavailable, 2 * attempts},
+		{"body cut short", []canned{partial("bytes 5-14/100", "56789", 5)}, storage.ErrUnavailable, 2 * attempts},
 		{"body cut short once, resumed wrong", []canned{partial("bytes 5-14/100", "56789", 5), partial("bytes 5-14/100", "56789abcde", 0)}, nil, 3},
 		{"body cut short once, resumed right", []canned{partial("bytes 5-14/100", "56789", 5), partial("bytes 10-14/100", "abcde", 0)}, nil, 2},
-		{"range running past the asked end", []canned{partial("bytes 5-20/100", "56789abcdefghijk", 0)}, walstore.ErrUnavailable, attempts},
-		{"range ignored", []canned{object(strings.Repeat("x", 100))}, walstore.ErrUnavailable, attempts},
-		{"other range returned", []canned{partial("bytes 0-9/100", "0123456789", 0)}, walstore.ErrUnavailable, attempts},
-		{"malformed Content-Range", []canned{partial("bytes five-nine/ten", "0123456789", 0)}, walstore.ErrUnavailable, attempts},
+		{"range running past the asked end", []canned{partial("bytes 5-20/100", "56789abcdefghijk", 0)}, storage.ErrUnavailable, attempts},
+		{"range ignored", []canned{object(strings.Repeat("x", 100))}, storage.ErrUnavailable, attempts},
+		{"other range returned", []canned{partial("bytes 0-9/100", "0123456789", 0)}, storage.ErrUnavailable, attempts},
+		{"malformed Content-Range", []canned{partial("bytes five-nine/ten", "0123456789", 0)}, storage.ErrUnavailable, attempts},
 	}
 	for _, c := range cases {
 		for _, read := range []struct {
@@ -131,7 +131,7 @@ func TestGetRangeErrorMapping(t *testing.T) {
 				return s.GetRange(ctx, ref, 5, 10)
 			}},
 			{"ReadRange", func(ctx context.Context, s *gcsstore.Store, ref metadata.ObjectRef) ([]byte, error) {
-				return walstoretest.CheckedReadRange(ctx, s, ref, 5, 10)
+				return storagetest.CheckedReadRange(ctx, s, ref, 5, 10)
 			}},
 		} {
 			t.Run(read.name+"/"+c.name, func(t *testing.T) {
@@ -192,9 +192,9 @@ func TestDeleteIgnoresMissingAndNamesFailures(t *testing.T) {
 		metadata.ObjectRef{AZ: zoneA, Bucket: bucketA, Key: "gone"},
 		metadata.ObjectRef{AZ: zoneC, Bucket: bucketC, Key: "denied"})
 	err := s.Delete(t.Context(), refs)
-	require.ErrorIs(t, err, walstore.ErrPermanent, "Delete")
+	require.ErrorIs(t, err, storage.ErrPermanent, "Delete")
 	require.ErrorIs(t, err, gcsstore.ErrInvalidKey, "Delete")
-	assert.NotErrorIs(t, err, walstore.ErrUnavailable)
+	assert.NotErrorIs(t, err, storage.ErrUnavailable)
 	assert.Contains(t, err.Error(), "U+0007")
 	assert.Contains(t, err.Error(), bucketC+"/denied")
 	assert.NotContains(t, err.Error(), "gone")
@@ -228,7 +228,7 @@ func TestDeleteFailureStopsOnlyItsBucket(t *testing.T) {
 		refs = append(refs, metadata.ObjectRef{Bucket: bucketC, Key: fmt.Sprintf("c%d", i)})
 	}
 	err := s.Delete(t.Context(), refs)
-	requireKind(t, err, walstore.ErrUnavailable, "Delete")
+	requireKind(t, err, storage.ErrUnavailable, "Delete")
 	assert.Contains(t, err.Error(), "49 keys not attempted")
 	assert.Equal(t, int64(attempts), toA.Load(), "bucket A's first delete is retried, the rest never sent")
 	assert.Equal(t, int64(5), toC.Load(), "bucket C is still cleaned up")
@@ -266,13 +266,13 @@ func TestListFollowsPagesAndRefusesALoop(t *testing.T) {
 	f = newFakeGCS(t, page("t1", "p/a"), page("t1", "p/b"))
 	s = newFakeStore(t, f, func(o *gcsstore.Options) { o.KeyPrefix = "p/" })
 	_, err = s.List(t.Context(), bucketB, "")
-	requireKind(t, err, walstore.ErrUnavailable, "a server repeating its page token")
+	requireKind(t, err, storage.ErrUnavailable, "a server repeating its page token")
 	assert.Len(t, f.requests(), 2)
 
 	f = newFakeGCS(t, gcsError(404, "notFound"))
 	s = newFakeStore(t, f, nil)
 	_, err = s.List(t.Context(), bucketB, "")
-	requireKind(t, err, walstore.ErrPermanent, "listing a bucket that does not exist")
+	requireKind(t, err, storage.ErrPermanent, "listing a bucket that does not exist")
 }
 
 func TestRequestTimeoutIsRetriedThenUnavailable(t *testing.T) {
@@ -287,7 +287,7 @@ func TestRequestTimeoutIsRetriedThenUnavailable(t *testing.T) {
 	t.Cleanup(func() { close(release) }) // runs before the server closes
 	s := newFakeStore(t, f, func(o *gcsstore.Options) { o.RequestTimeout = 50 * time.Millisecond })
 	_, err := s.GetRange(t.Context(), metadata.ObjectRef{Bucket: bucketA, Key: "slow"}, 0, 1)
-	requireKind(t, err, walstore.ErrUnavailable, "GetRange")
+	requireKind(t, err, storage.ErrUnavailable, "GetRange")
 	assert.NotErrorIs(t, err, context.DeadlineExceeded, "the store's attempt timeout is not the caller's deadline")
 	assert.NotErrorIs(t, err, context.Canceled)
 	assert.Contains(t, err.Error(), "Options.RequestTimeout")
@@ -346,16 +346,16 @@ func TestBadInputMakesNoRequest(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"GetRange of an unconfigured bucket", get(ctx, unknown, 0, 1), walstore.ErrUnknownBucket},
-		{"GetRange naming another zone for a bucket", get(ctx, wrongZone, 0, 1), walstore.ErrUnknownBucket},
-		{"GetRange with zero length", get(ctx, known, 0, 0), walstore.ErrInvalidRange},
-		{"GetRange with negative offset", get(ctx, known, -1, 1), walstore.ErrInvalidRange},
-		{"GetRange overflowing int64", get(ctx, known, 1<<62, 1<<62+1), walstore.ErrInvalidRange},
+		{"GetRange of an unconfigured bucket", get(ctx, unknown, 0, 1), storage.ErrUnknownBucket},
+		{"GetRange naming another zone for a bucket", get(ctx, wrongZone, 0, 1), storage.ErrUnknownBucket},
+		{"GetRange with zero length", get(ctx, known, 0, 0), storage.ErrInvalidRange},
+		{"GetRange with negative offset", get(ctx, known, -1, 1), storage.ErrInvalidRange},
+		{"GetRange overflowing int64", get(ctx, known, 1<<62, 1<<62+1), storage.ErrInvalidRange},
 		{"GetRange of a control-character key", get(ctx, metadata.ObjectRef{Bucket: bucketB, Key: "a\nb"}, 0, 1), gcsstore.ErrInvalidKey},
-		{"Delete with one unconfigured bucket", s.Delete(ctx, []metadata.ObjectRef{known, unknown}), walstore.ErrUnknownBucket},
+		{"Delete with one unconfigured bucket", s.Delete(ctx, []metadata.ObjectRef{known, unknown}), storage.ErrUnknownBucket},
 		{"Delete of an empty key", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB}}), gcsstore.ErrInvalidKey},
-		{"Delete of a bad key and an unconfigured bucket", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB, Key: "a\x01"}, unknown}), walstore.ErrUnknownBucket},
-		{"List of an unconfigured bucket", list(ctx, unknown.Bucket), walstore.ErrUnknownBucket},
+		{"Delete of a bad key and an unconfigured bucket", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB, Key: "a\x01"}, unknown}), storage.ErrUnknownBucket},
+		{"List of an unconfigured bucket", list(ctx, unknown.Bucket), storage.ErrUnknownBucket},
 		{"Put of an empty key", put(ctx, ""), gcsstore.ErrInvalidKey},
 		{"Put of a non-UTF-8 key", put(ctx, "k\xff"), gcsstore.ErrInvalidKey},
 		{"Put of a key with a carriage return", put(ctx, "k\r"), gcsstore.ErrInvalidKey},

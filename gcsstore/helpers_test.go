@@ -11,7 +11,7 @@ import (
 
 	"github.com/activetier/activetier/gcsstore"
 	"github.com/activetier/activetier/internal/testenv"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // The tests in conformance_test.go and emulator_test.go need a real Cloud
@@ -72,8 +72,8 @@ func createBuckets(t testing.TB, endpoint string, buckets map[string]string) {
 
 // allKinds are the sentinels an error may be classified as.
 var allKinds = []error{
-	walstore.ErrNotFound, walstore.ErrAlreadyExists, walstore.ErrUnavailable, walstore.ErrInvalidRange,
-	walstore.ErrUnknownBucket, walstore.ErrPermanent, gcsstore.ErrInvalidKey,
+	storage.ErrNotFound, storage.ErrAlreadyExists, storage.ErrUnavailable, storage.ErrInvalidRange,
+	storage.ErrUnknownBucket, storage.ErrPermanent, gcsstore.ErrInvalidKey,
 }
 
 // requireKind asserts err matches exactly want among allKinds (none, for

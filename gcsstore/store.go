@@ -18,14 +18,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"cloud.google.com/go/storage"
+	gcs "cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
 
 	"github.com/activetier/activetier/internal/storeutil"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // Defaults for Options fields left zero.
@@ -76,7 +76,7 @@ type Options struct {
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// MaxAttempts is how many attempts an operation makes while its
-	// failures are transient (walstore.ErrUnavailable). Zero means
+	// failures are transient (storage.ErrUnavailable). Zero means
 	// DefaultMaxAttempts.
 	MaxAttempts int
 	// MaxBackoff caps the jittered delay between attempts. Zero means
@@ -92,10 +92,10 @@ type Options struct {
 	ClientOptions []option.ClientOption
 }
 
-// Store is a walstore.ObjectStore on Google Cloud Storage: one bucket per
+// Store is a storage.ObjectStore on Google Cloud Storage: one bucket per
 // zone, zonal (Rapid) buckets or any other. It is safe for concurrent use.
 type Store struct {
-	client      *storage.Client
+	client      *gcs.Client
 	transport   *http.Transport   // nil for the gRPC client
 	buckets     map[string]string // bucket -> zone
 	local       metadata.ObjectRef
@@ -107,13 +107,13 @@ type Store struct {
 }
 
 var (
-	_ walstore.ObjectStore = (*Store)(nil)
-	_ walstore.RangeReader = (*Store)(nil)
+	_ storage.ObjectStore = (*Store)(nil)
+	_ storage.RangeReader = (*Store)(nil)
 )
 
 // New validates opts and creates the client. It makes no request: a
 // missing bucket or missing permissions show on first use, as
-// walstore.ErrPermanent.
+// storage.ErrPermanent.
 func New(ctx context.Context, opts Options) (*Store, error) {
 	buckets, err := validate(opts)
 	if err != nil {
@@ -126,18 +126,18 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 			option.WithoutAuthentication())
 	}
 	if opts.GRPC {
-		clientOpts = append(clientOpts, storage.WithDisabledClientMetrics())
+		clientOpts = append(clientOpts, gcs.WithDisabledClientMetrics())
 	}
 	clientOpts = append(clientOpts, opts.ClientOptions...)
-	var client *storage.Client
+	var client *gcs.Client
 	var transport *http.Transport
 	if opts.GRPC {
-		client, err = storage.NewGRPCClient(ctx, clientOpts...)
+		client, err = gcs.NewGRPCClient(ctx, clientOpts...)
 	} else {
 		var hc *http.Client
 		hc, transport, err = newHTTPClient(ctx, opts.Endpoint, clientOpts)
 		if err == nil {
-			client, err = storage.NewClient(ctx, append(clientOpts, option.WithHTTPClient(hc))...)
+			client, err = gcs.NewClient(ctx, append(clientOpts, option.WithHTTPClient(hc))...)
 		}
 	}
 	if err != nil {
@@ -146,7 +146,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	// The store makes its own attempts, so that each is bounded by
 	// RequestTimeout and counted; the library's retries, which go on
 	// until the context ends, are off.
-	client.SetRetry(storage.WithPolicy(storage.RetryNever))
+	client.SetRetry(gcs.WithPolicy(gcs.RetryNever))
 	return &Store{
 		client:      client,
 		transport:   transport,
@@ -171,7 +171,7 @@ func newHTTPClient(ctx context.Context, endpoint string, clientOpts []option.Cli
 	base.MaxIdleConnsPerHost = 100
 	authOpts := clientOpts
 	if endpoint == "" && os.Getenv("STORAGE_EMULATOR_HOST") == "" {
-		authOpts = append([]option.ClientOption{option.WithScopes(storage.ScopeFullControl)}, clientOpts...)
+		authOpts = append([]option.ClientOption{option.WithScopes(gcs.ScopeFullControl)}, clientOpts...)
 	} else {
 		authOpts = append([]option.ClientOption{option.WithoutAuthentication()}, clientOpts...)
 	}
@@ -274,7 +274,7 @@ func validate(opts Options) (map[string]string, error) {
 // Client returns the Cloud Storage client, for operations outside the
 // ObjectStore contract (creating buckets, lifecycle rules). Its retries
 // are off: the store makes its own attempts.
-func (s *Store) Client() *storage.Client { return s.client }
+func (s *Store) Client() *gcs.Client { return s.client }
 
 // Close closes the client and its idle connections. The store is unusable
 // afterwards.
@@ -311,7 +311,7 @@ func (s *Store) attempt(ctx context.Context, op, bucket, key string, fn func(ctx
 			err = fmt.Errorf("%w: %w", errAttemptTimeout, storeutil.HideContextErr(err))
 		}
 		e := newError(op, bucket, key, n, err)
-		if e.Kind != walstore.ErrUnavailable || n >= s.maxAttempts {
+		if e.Kind != storage.ErrUnavailable || n >= s.maxAttempts {
 			return e
 		}
 		if !s.sleep(ctx, n) {
@@ -338,7 +338,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Put stores body under key in the local zone's bucket, only if no object
 // has that name (ifGenerationMatch=0): a taken key is
-// walstore.ErrAlreadyExists and the object is left as it was. The upload
+// storage.ErrAlreadyExists and the object is left as it was. The upload
 // is one request carrying the body's CRC32C, which Cloud Storage verifies
 // before storing. When an attempt's answer was lost, Put reads the key back
 // to learn whether its own write landed (see the package documentation).
@@ -352,7 +352,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	if err := ctx.Err(); err != nil {
 		return metadata.ObjectRef{}, callerError(ctx, op, ref.Bucket, key, 0, nil)
 	}
-	obj := s.client.Bucket(ref.Bucket).Object(s.prefix + key).If(storage.Conditions{DoesNotExist: true})
+	obj := s.client.Bucket(ref.Bucket).Object(s.prefix + key).If(gcs.Conditions{DoesNotExist: true})
 	crc := crc32.Checksum(body, castagnoli)
 	var maybeStored bool
 	err := s.attempt(ctx, op, ref.Bucket, key, func(ctx context.Context) error {
@@ -367,7 +367,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	}
 	var e *Error
 	if !errors.As(err, &e) || e.Kind == nil || !maybeStored ||
-		e.Kind != walstore.ErrAlreadyExists && e.Kind != walstore.ErrUnavailable {
+		e.Kind != storage.ErrAlreadyExists && e.Kind != storage.ErrUnavailable {
 		// Refused, never sent, or the caller gave up: nothing to learn
 		// by reading back.
 		return metadata.ObjectRef{}, err
@@ -381,20 +381,20 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	case storeutil.StoredOurs:
 		return ref, nil
 	case storeutil.StoredOther:
-		e.Kind = walstore.ErrAlreadyExists
+		e.Kind = storage.ErrAlreadyExists
 		e.Err = fmt.Errorf("the key holds another object (read back after: %w)", e.Err)
 	default:
 		if ctx.Err() != nil {
 			return metadata.ObjectRef{}, callerError(ctx, op, ref.Bucket, key, e.Attempts, e.Err)
 		}
-		e.Kind = walstore.ErrUnavailable
+		e.Kind = storage.ErrUnavailable
 		e.Err = fmt.Errorf("the object may or may not be stored; reading it back did not tell: %w", e.Err)
 	}
 	return metadata.ObjectRef{}, e
 }
 
 // upload makes one upload request of body.
-func upload(ctx context.Context, obj *storage.ObjectHandle, body []byte, crc uint32) error {
+func upload(ctx context.Context, obj *gcs.ObjectHandle, body []byte, crc uint32) error {
 	w := obj.NewWriter(ctx)
 	// One request, not a resumable session: objects are small, and a
 	// failed attempt is retried whole.
@@ -446,14 +446,14 @@ func (s *Store) readBack(ctx context.Context, bucket, key string, body []byte) s
 // GetRange reads bytes [offset, offset+length) of the object ref names with
 // one ranged read. It checks the range's arguments and that the store knows
 // ref's bucket before making any request. A range that is not wholly inside
-// the object is walstore.ErrInvalidRange: Cloud Storage answers a range
+// the object is storage.ErrInvalidRange: Cloud Storage answers a range
 // that starts inside the object but ends past it with the shorter range,
 // which GetRange refuses rather than return fewer bytes.
 func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
 	return s.get(ctx, "GetRange", ref, offset, length, nil)
 }
 
-// ReadRange is GetRange into dst, as walstore.RangeReader says: each
+// ReadRange is GetRange into dst, as storage.RangeReader says: each
 // attempt reads the answer with io.ReadFull straight into dst, within the
 // attempt, so that once ReadRange returns nothing writes to dst; a failed
 // attempt may have written part of it, which the next overwrites. It
@@ -470,7 +470,7 @@ func (s *Store) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset in
 // shows it holds the range.
 func (s *Store) get(ctx context.Context, op string, ref metadata.ObjectRef, offset, length int64, dst []byte) ([]byte, error) {
 	if length <= 0 || offset < 0 || offset > maxInt64-length {
-		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrInvalidRange,
+		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: storage.ErrInvalidRange,
 			Err: fmt.Errorf("offset %d, length %d: want offset >= 0, length > 0 and no overflow", offset, length)}
 	}
 	if err := s.checkRef(op, ref); err != nil {
@@ -506,12 +506,12 @@ const maxInt64 = 1<<63 - 1
 // dst is nil. An answer that disagrees with
 // the request is transient, like a body cut short; only an object too
 // short for the range is ErrInvalidRange.
-func readRange(r *storage.Reader, offset, length int64, dst []byte) ([]byte, error) {
+func readRange(r *gcs.Reader, offset, length int64, dst []byte) ([]byte, error) {
 	switch size := r.Attrs.Size; {
 	case size >= 0 && size < offset+length:
-		return nil, &rangeError{kind: walstore.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", size, offset+length)}
+		return nil, &rangeError{kind: storage.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", size, offset+length)}
 	case r.Attrs.StartOffset != offset || r.Remain() != length:
-		return nil, &rangeError{kind: walstore.ErrUnavailable, err: fmt.Errorf("server answered %d bytes at %d for %d bytes at %d", r.Remain(), r.Attrs.StartOffset, length, offset)}
+		return nil, &rangeError{kind: storage.ErrUnavailable, err: fmt.Errorf("server answered %d bytes at %d for %d bytes at %d", r.Remain(), r.Attrs.StartOffset, length, offset)}
 	}
 	if dst == nil {
 		dst = make([]byte, length)
@@ -529,7 +529,7 @@ func readRange(r *storage.Reader, offset, length int64, dst []byte) ([]byte, err
 // Options.DeleteConcurrency at once. Every ref's bucket is checked before
 // any request; a key Cloud Storage cannot take is reported (ErrInvalidKey)
 // and the other keys are still deleted. Missing objects are not errors. A delete that fails with
-// walstore.ErrUnavailable or walstore.ErrPermanent stops the deletes of
+// storage.ErrUnavailable or storage.ErrPermanent stops the deletes of
 // its bucket, not of the others; failures are reported, at most ten keys
 // by name (the rest counted).
 func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
@@ -588,10 +588,10 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 				obj := s.client.Bucket(it.bucket).Object(s.prefix + it.key)
 				err := s.attempt(ctx, op, it.bucket, it.key, obj.Delete)
 				var e *Error
-				if err == nil || errors.As(err, &e) && e.Kind == walstore.ErrNotFound {
+				if err == nil || errors.As(err, &e) && e.Kind == storage.ErrNotFound {
 					continue
 				}
-				if e.Kind == walstore.ErrUnavailable || e.Kind == walstore.ErrPermanent {
+				if e.Kind == storage.ErrUnavailable || e.Kind == storage.ErrPermanent {
 					stopped[it.bucket].Store(true)
 				}
 				mu.Lock()
@@ -627,7 +627,7 @@ const maxReportedKeys = 10
 // List returns the objects of bucket whose keys (without Options.KeyPrefix)
 // start with prefix, in no particular order. It reads every page, each
 // page with the store's attempts.
-func (s *Store) List(ctx context.Context, bucket, prefix string) ([]walstore.ObjectInfo, error) {
+func (s *Store) List(ctx context.Context, bucket, prefix string) ([]storage.ObjectInfo, error) {
 	const op = "List"
 	zone, ok := s.buckets[bucket]
 	if !ok {
@@ -637,16 +637,16 @@ func (s *Store) List(ctx context.Context, bucket, prefix string) ([]walstore.Obj
 		return nil, callerError(ctx, op, bucket, prefix, 0, nil)
 	}
 	full := s.prefix + prefix
-	q := &storage.Query{Prefix: full}
+	q := &gcs.Query{Prefix: full}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
-		return nil, &Error{Op: op, Bucket: bucket, Key: prefix, Kind: walstore.ErrPermanent, Err: err}
+		return nil, &Error{Op: op, Bucket: bucket, Key: prefix, Kind: storage.ErrPermanent, Err: err}
 	}
 	h := s.client.Bucket(bucket)
-	var infos []walstore.ObjectInfo
+	var infos []storage.ObjectInfo
 	seenTokens := map[string]bool{}
 	token := ""
 	for {
-		var page []*storage.ObjectAttrs
+		var page []*gcs.ObjectAttrs
 		var next string
 		err := s.attempt(ctx, op, bucket, prefix, func(ctx context.Context) error {
 			page, next = page[:0], ""
@@ -679,7 +679,7 @@ func (s *Store) List(ctx context.Context, bucket, prefix string) ([]walstore.Obj
 			if !strings.HasPrefix(a.Name, full) {
 				continue
 			}
-			infos = append(infos, walstore.ObjectInfo{
+			infos = append(infos, storage.ObjectInfo{
 				Ref:          metadata.ObjectRef{AZ: zone, Bucket: bucket, Key: a.Name[len(s.prefix):]},
 				Size:         a.Size,
 				LastModified: a.Updated,
@@ -690,7 +690,7 @@ func (s *Store) List(ctx context.Context, bucket, prefix string) ([]walstore.Obj
 		}
 		if seenTokens[next] {
 			// A server that hands out a token twice would list forever.
-			return nil, &Error{Op: op, Bucket: bucket, Key: prefix, Kind: walstore.ErrUnavailable,
+			return nil, &Error{Op: op, Bucket: bucket, Key: prefix, Kind: storage.ErrUnavailable,
 				Err: fmt.Errorf("the server returned page token %q twice", next)}
 		}
 		seenTokens[next] = true
@@ -706,14 +706,14 @@ func (s *Store) checkRef(op string, ref metadata.ObjectRef) error {
 		return s.unknownBucket(op, ref.Bucket, ref.Key)
 	}
 	if ref.AZ != "" && ref.AZ != zone {
-		return &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrUnknownBucket,
+		return &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: storage.ErrUnknownBucket,
 			Err: fmt.Errorf("the reference names zone %q, but the bucket is configured for zone %q", ref.AZ, zone)}
 	}
 	return nil
 }
 
 func (s *Store) unknownBucket(op, bucket, key string) error {
-	return &Error{Op: op, Bucket: bucket, Key: key, Kind: walstore.ErrUnknownBucket,
+	return &Error{Op: op, Bucket: bucket, Key: key, Kind: storage.ErrUnknownBucket,
 		Err: fmt.Errorf("configured buckets are %s", strings.Join(slices.Sorted(maps.Keys(s.buckets)), ", "))}
 }
 

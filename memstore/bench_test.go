@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/activetier/activetier/memstore"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // mapStore is the baseline: the least an in-memory object store can do, a
@@ -79,7 +79,7 @@ func BenchmarkPut(b *testing.B) {
 		b.Run(fmt.Sprintf("memstore/%dKiB", size>>10), func(b *testing.B) {
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
-			var s walstore.ObjectStore
+			var s storage.ObjectStore
 			for i := 0; b.Loop(); i++ {
 				if i%keysPerRound == 0 {
 					b.StopTimer()

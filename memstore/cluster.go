@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/internal/bufpool"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // ClusterConfig configures a Cluster.
@@ -130,7 +130,7 @@ func (c *Cluster) Store(az string) (*Store, error) {
 }
 
 // SetOutage takes az's bucket down or brings it back. While it is down,
-// every request to it fails with walstore.ErrUnavailable, including those
+// every request to it fails with storage.ErrUnavailable, including those
 // already waiting out their latency when it went down; a Put so cut short
 // stores nothing. Objects survive an outage.
 func (c *Cluster) SetOutage(az string, down bool) error {
@@ -210,7 +210,7 @@ func (c *Cluster) admit(b *bucket, req Request, size int64) (admission, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b.down {
-		return admission{}, fmt.Errorf("bucket %s of AZ %s is down: %w", b.name, b.az, walstore.ErrUnavailable)
+		return admission{}, fmt.Errorf("bucket %s of AZ %s is down: %w", b.name, b.az, storage.ErrUnavailable)
 	}
 	a := admission{outage: b.outage}
 	for _, f := range c.faults {
@@ -249,7 +249,7 @@ func (c *Cluster) corrupt(data []byte) {
 
 // shuffle puts infos in a seeded random order, so that no caller comes
 // to depend on an order S3 Express does not give.
-func (c *Cluster) shuffle(infos []walstore.ObjectInfo) {
+func (c *Cluster) shuffle(infos []storage.ObjectInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rng.Shuffle(len(infos), func(i, j int) { infos[i], infos[j] = infos[j], infos[i] })

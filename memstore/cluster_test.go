@@ -17,7 +17,7 @@ import (
 
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 const (
@@ -148,7 +148,7 @@ func TestSameSeedReplays(t *testing.T) {
 			require.NoError(t, err)
 			_, err = s2.GetRange(t.Context(), ref, 0, 1)
 			if i == 0 {
-				require.ErrorIs(t, err, walstore.ErrInvalidRange)
+				require.ErrorIs(t, err, storage.ErrInvalidRange)
 			} else {
 				require.NoError(t, err)
 			}
@@ -187,29 +187,29 @@ func TestOutage(t *testing.T) {
 	require.NoError(t, c.SetOutage(az1, true), "SetOutage is idempotent")
 	for _, s := range []*memstore.Store{s1, s2} {
 		_, err = s.GetRange(ctx, in1, 0, 1)
-		assert.ErrorIs(t, err, walstore.ErrUnavailable, "GET from the down bucket by the store in %s", s.Local().AZ)
+		assert.ErrorIs(t, err, storage.ErrUnavailable, "GET from the down bucket by the store in %s", s.Local().AZ)
 		assert.ErrorContains(t, err, bucket1)
 		_, err = s.List(ctx, bucket1, "")
-		assert.ErrorIs(t, err, walstore.ErrUnavailable, "LIST")
-		assert.ErrorIs(t, s.Delete(ctx, []metadata.ObjectRef{in1}), walstore.ErrUnavailable, "DELETE")
+		assert.ErrorIs(t, err, storage.ErrUnavailable, "LIST")
+		assert.ErrorIs(t, s.Delete(ctx, []metadata.ObjectRef{in1}), storage.ErrUnavailable, "DELETE")
 		got, err := s.GetRange(ctx, in2, 0, 3)
 		require.NoError(t, err, "the other AZ's bucket is up")
 		assert.Equal(t, "two", string(got))
 	}
 	_, err = s1.Put(ctx, "new", []byte("x"))
-	assert.ErrorIs(t, err, walstore.ErrUnavailable, "PUT to the down bucket")
+	assert.ErrorIs(t, err, storage.ErrUnavailable, "PUT to the down bucket")
 	// A Delete spanning both buckets deletes what it can.
 	err = s2.Delete(ctx, []metadata.ObjectRef{in1, in2})
-	assert.ErrorIs(t, err, walstore.ErrUnavailable)
+	assert.ErrorIs(t, err, storage.ErrUnavailable)
 	_, err = s2.GetRange(ctx, in2, 0, 1)
-	assert.ErrorIs(t, err, walstore.ErrNotFound, "the up bucket's object was deleted")
+	assert.ErrorIs(t, err, storage.ErrNotFound, "the up bucket's object was deleted")
 
 	require.NoError(t, c.SetOutage(az1, false))
 	got, err := s2.GetRange(ctx, in1, 0, 3)
 	require.NoError(t, err, "objects survive an outage")
 	assert.Equal(t, "one", string(got))
 	_, err = s1.GetRange(ctx, metadata.ObjectRef{Bucket: bucket1, Key: "new"}, 0, 1)
-	assert.ErrorIs(t, err, walstore.ErrNotFound, "a PUT refused during the outage stored nothing")
+	assert.ErrorIs(t, err, storage.ErrNotFound, "a PUT refused during the outage stored nothing")
 }
 
 func TestOutageCutsShortRequestsInFlight(t *testing.T) {
@@ -224,7 +224,7 @@ func TestOutageCutsShortRequestsInFlight(t *testing.T) {
 	}()
 	<-clock.asked // the PUT is waiting out its latency
 	require.NoError(t, c.SetOutage(az2, true))
-	require.ErrorIs(t, <-done, walstore.ErrUnavailable)
+	require.ErrorIs(t, <-done, storage.ErrUnavailable)
 	require.NoError(t, c.SetOutage(az2, false))
 
 	clock.Advance(time.Second) // let the lookup below complete
@@ -234,7 +234,7 @@ func TestOutageCutsShortRequestsInFlight(t *testing.T) {
 	}()
 	<-clock.asked
 	clock.Advance(time.Second)
-	require.ErrorIs(t, <-done, walstore.ErrNotFound, "the PUT cut short stored nothing")
+	require.ErrorIs(t, <-done, storage.ErrNotFound, "the PUT cut short stored nothing")
 }
 
 func TestContextCancelledDuringWait(t *testing.T) {
@@ -267,11 +267,11 @@ func TestInjectedErrors(t *testing.T) {
 		Match: func(r memstore.Request) bool {
 			return r.Op == memstore.OpGet && r.StoreAZ == az2 && strings.HasPrefix(r.Key, "wal/")
 		},
-		Err: walstore.ErrUnavailable,
+		Err: storage.ErrUnavailable,
 	})
 	require.NoError(t, err)
 	_, err = s2.GetRange(ctx, ref, 0, 1)
-	require.ErrorIs(t, err, walstore.ErrUnavailable)
+	require.ErrorIs(t, err, storage.ErrUnavailable)
 	assert.ErrorContains(t, err, "wal/1", "the error names the key")
 	_, err = s1.GetRange(ctx, ref, 0, 1)
 	require.NoError(t, err, "another store's GET")
@@ -295,13 +295,13 @@ func TestInjectedErrorRate(t *testing.T) {
 	c, s1, _ := newCluster(t, memstore.ClusterConfig{Seed: seed})
 	ref, err := s1.Put(t.Context(), "k", []byte("v"))
 	require.NoError(t, err)
-	_, err = c.AddFault(memstore.Fault{Match: isOp(memstore.OpGet), Rate: rate, Err: walstore.ErrUnavailable})
+	_, err = c.AddFault(memstore.Fault{Match: isOp(memstore.OpGet), Rate: rate, Err: storage.ErrUnavailable})
 	require.NoError(t, err)
 	c.ResetStats()
 	failed := 0
 	for range n {
 		if _, err := s1.GetRange(t.Context(), ref, 0, 1); err != nil {
-			require.ErrorIs(t, err, walstore.ErrUnavailable)
+			require.ErrorIs(t, err, storage.ErrUnavailable)
 			failed++
 		}
 	}
@@ -312,13 +312,13 @@ func TestInjectedErrorRate(t *testing.T) {
 
 func TestErrorAfterApply(t *testing.T) {
 	c, s1, _ := newCluster(t, memstore.ClusterConfig{})
-	remove, err := c.AddFault(memstore.Fault{Match: isOp(memstore.OpPut), Err: walstore.ErrUnavailable, AfterApply: true})
+	remove, err := c.AddFault(memstore.Fault{Match: isOp(memstore.OpPut), Err: storage.ErrUnavailable, AfterApply: true})
 	require.NoError(t, err)
 	_, err = s1.Put(t.Context(), "k", []byte("v"))
-	require.ErrorIs(t, err, walstore.ErrUnavailable, "the response was lost")
+	require.ErrorIs(t, err, storage.ErrUnavailable, "the response was lost")
 	remove()
 	_, err = s1.Put(t.Context(), "k", []byte("v"))
-	require.ErrorIs(t, err, walstore.ErrAlreadyExists, "yet the object was stored, so the retry finds the key taken")
+	require.ErrorIs(t, err, storage.ErrAlreadyExists, "yet the object was stored, so the retry finds the key taken")
 }
 
 func TestCorruptGet(t *testing.T) {
@@ -353,8 +353,8 @@ func TestFaultValidation(t *testing.T) {
 		want  string
 	}{
 		{"no effect", memstore.Fault{}, "no effect"},
-		{"rate above 1", memstore.Fault{Rate: 1.5, Err: walstore.ErrUnavailable}, "Fault.Rate"},
-		{"negative rate", memstore.Fault{Rate: -0.1, Err: walstore.ErrUnavailable}, "Fault.Rate"},
+		{"rate above 1", memstore.Fault{Rate: 1.5, Err: storage.ErrUnavailable}, "Fault.Rate"},
+		{"negative rate", memstore.Fault{Rate: -0.1, Err: storage.ErrUnavailable}, "Fault.Rate"},
 		{"negative delay", memstore.Fault{Delay: -time.Second}, "Fault.Delay"},
 		{"after apply without error", memstore.Fault{AfterApply: true, Delay: time.Second}, "Fault.AfterApply"},
 	}
@@ -376,7 +376,7 @@ func TestAccounting(t *testing.T) {
 	_, err = s1.Put(ctx, "empty", nil)
 	require.NoError(t, err)
 	_, err = s1.Put(ctx, "a", make([]byte, 50)) // 412, its body still sent
-	require.ErrorIs(t, err, walstore.ErrAlreadyExists)
+	require.ErrorIs(t, err, storage.ErrAlreadyExists)
 	_, err = s2.Put(ctx, "c", make([]byte, 30))
 	require.NoError(t, err)
 
@@ -387,15 +387,15 @@ func TestAccounting(t *testing.T) {
 	_, err = s1.GetRange(ctx, a, 0, 100)
 	require.NoError(t, err)
 	_, err = s1.GetRange(ctx, a, 90, 20) // 416
-	require.ErrorIs(t, err, walstore.ErrInvalidRange)
+	require.ErrorIs(t, err, storage.ErrInvalidRange)
 	_, err = s1.GetRange(ctx, metadata.ObjectRef{Bucket: bucket1, Key: "missing"}, 0, 1) // 404
-	require.ErrorIs(t, err, walstore.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 
 	// Refused before any request: nothing is counted.
 	_, err = s1.GetRange(ctx, a, -1, 1)
-	require.ErrorIs(t, err, walstore.ErrInvalidRange)
+	require.ErrorIs(t, err, storage.ErrInvalidRange)
 	_, err = s1.GetRange(ctx, metadata.ObjectRef{Bucket: "elsewhere", Key: "a"}, 0, 1)
-	require.ErrorIs(t, err, walstore.ErrUnknownBucket)
+	require.ErrorIs(t, err, storage.ErrUnknownBucket)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = s1.Put(cancelled, "x", make([]byte, 1000))
@@ -468,11 +468,11 @@ func TestConcurrentFaultsAndOutages(t *testing.T) {
 			for i := range 200 {
 				ref, err := s.Put(ctx, fmt.Sprintf("w%d-%d", w, i), []byte("data"))
 				if err != nil {
-					assert.ErrorIs(t, err, walstore.ErrUnavailable)
+					assert.ErrorIs(t, err, storage.ErrUnavailable)
 					continue
 				}
 				if _, err := s1.GetRange(ctx, ref, 0, 4); err != nil {
-					assert.ErrorIs(t, err, walstore.ErrUnavailable)
+					assert.ErrorIs(t, err, storage.ErrUnavailable)
 				}
 			}
 		})
@@ -480,7 +480,7 @@ func TestConcurrentFaultsAndOutages(t *testing.T) {
 	wg.Go(func() {
 		for i := range 100 {
 			assert.NoError(t, c.SetOutage(az1, i%2 == 0))
-			remove, err := c.AddFault(memstore.Fault{Rate: 0.1, Err: walstore.ErrUnavailable})
+			remove, err := c.AddFault(memstore.Fault{Rate: 0.1, Err: storage.ErrUnavailable})
 			assert.NoError(t, err)
 			_ = c.Stats()
 			remove()

@@ -7,12 +7,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/memstore"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 func TestObjectStoreConformance(t *testing.T) {
-	walstoretest.Run(t, walstoretest.HarnessFunc(func(_ context.Context, t *testing.T) (walstore.ObjectStore, walstore.ObjectStore) {
+	storagetest.Run(t, storagetest.HarnessFunc(func(_ context.Context, t *testing.T) (storage.ObjectStore, storage.ObjectStore) {
 		c, err := memstore.NewCluster(memstore.ClusterConfig{
 			Buckets: map[string]string{"use1-az4": "wal--use1-az4--x-s3", "use1-az6": "wal--use1-az6--x-s3"},
 			Seed:    1,

@@ -1,14 +1,14 @@
-// Package memstore is activetier's in-memory backend: a walstore.ObjectStore
+// Package memstore is activetier's in-memory backend: a storage.ObjectStore
 // per broker over a Cluster of per-AZ buckets, a metadata.Log, and a
 // LocalLog standing in for a broker's own log (batches and leader-epoch
-// cache, implementing walstore.LocalLog). It is the
+// cache, implementing storage.LocalLog). It is the
 // default for tests, examples and the demo, so it aims to behave like the
 // real services where the engines could notice a difference, and to make
 // the failures the engines must survive easy to stage.
 //
 // # Guarantees
 //
-// Stores pass the walstoretest conformance suite: Put is if-absent and
+// Stores pass the storagetest conformance suite: Put is if-absent and
 // atomic, bodies and results are copies, refs to buckets outside the
 // cluster are ErrUnknownBucket before any request is made or counted. The
 // Log passes the metadatatest suite: values are copied in and out, reads

@@ -66,7 +66,7 @@ type Fault struct {
 	// Delay is added to the request's latency (a slowdown).
 	Delay time.Duration
 	// Err fails the request: it is returned wrapped with the request, so
-	// errors.Is(err, Err) holds. Use walstore.ErrUnavailable for a 5xx.
+	// errors.Is(err, Err) holds. Use storage.ErrUnavailable for a 5xx.
 	Err error
 	// AfterApply makes Err come after the request took effect, as when a
 	// response is lost on its way back: the object was stored or deleted,

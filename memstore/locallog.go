@@ -6,14 +6,13 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // LocalLog is an in-memory broker log: the batches and leader-epoch cache
-// of each partition, implementing walstore.LocalLog for tests, examples and
+// of each partition, implementing storage.LocalLog for tests, examples and
 // the demo. It keeps what it is given (batches are copied), checks that
 // appends continue the log exactly, and is safe for concurrent use.
 type LocalLog struct {
@@ -23,7 +22,7 @@ type LocalLog struct {
 
 type localPartition struct {
 	start   int64 // offset of the first record the log holds or will hold
-	batches []combiner.Batch
+	batches []storage.Batch
 	epochs  fencing.Lineage
 }
 
@@ -56,7 +55,7 @@ func (l *LocalLog) EndOffset(tp metadata.TopicPartition) (int64, error) {
 }
 
 // Epochs returns tp's leader-epoch cache.
-func (l *LocalLog) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+func (l *LocalLog) Epochs(tp metadata.TopicPartition) ([]storage.EpochEntry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.part(tp).epochs.Entries(), nil
@@ -71,8 +70,8 @@ func (l *LocalLog) AssignEpoch(tp metadata.TopicPartition, epoch int32, offset i
 }
 
 // Append adds batches that continue tp's log exactly at its end, all or
-// none, as walstore.LocalLog says.
-func (l *LocalLog) Append(_ context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+// none, as storage.LocalLog says.
+func (l *LocalLog) Append(_ context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.part(tp)
@@ -84,11 +83,11 @@ func (l *LocalLog) Append(_ context.Context, tp metadata.TopicPartition, batches
 	for i, b := range batches {
 		switch {
 		case b.LastOffset < b.FirstOffset || b.Epoch < 0:
-			return fmt.Errorf("memstore: append to %s: batch %d (epoch %d, offsets %d-%d): %w", tp, i, b.Epoch, b.FirstOffset, b.LastOffset, walstore.ErrInvalidBatch)
+			return fmt.Errorf("memstore: append to %s: batch %d (epoch %d, offsets %d-%d): %w", tp, i, b.Epoch, b.FirstOffset, b.LastOffset, storage.ErrInvalidBatch)
 		case b.FirstOffset != next:
-			return fmt.Errorf("memstore: append to %s: batch %d starts at %d, want %d: %w", tp, i, b.FirstOffset, next, walstore.ErrNotContiguous)
+			return fmt.Errorf("memstore: append to %s: batch %d starts at %d, want %d: %w", tp, i, b.FirstOffset, next, storage.ErrNotContiguous)
 		case b.Epoch < epoch:
-			return fmt.Errorf("memstore: append to %s: batch %d at %d has epoch %d, below epoch %d before it: %w", tp, i, b.FirstOffset, b.Epoch, epoch, walstore.ErrNotContiguous)
+			return fmt.Errorf("memstore: append to %s: batch %d at %d has epoch %d, below epoch %d before it: %w", tp, i, b.FirstOffset, b.Epoch, epoch, storage.ErrNotContiguous)
 		}
 		next, epoch = b.LastOffset+1, b.Epoch
 	}
@@ -105,7 +104,7 @@ func (l *LocalLog) Append(_ context.Context, tp metadata.TopicPartition, batches
 }
 
 // Truncate removes tp's records at and after offset and the epochs that
-// start there, as walstore.LocalLog says: on a log holding no records, or
+// start there, as storage.LocalLog says: on a log holding no records, or
 // at or below its first record, the log starts over at offset (Kafka's
 // truncateFullyAndStartAt), which is how a new replica begins at the
 // leader's earliest retained offset.
@@ -113,7 +112,7 @@ func (l *LocalLog) Truncate(_ context.Context, tp metadata.TopicPartition, offse
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if offset < 0 {
-		return fmt.Errorf("memstore: truncate %s to %d: %w", tp, offset, walstore.ErrInvalidOffset)
+		return fmt.Errorf("memstore: truncate %s to %d: %w", tp, offset, storage.ErrInvalidOffset)
 	}
 	p := l.part(tp)
 	if len(p.batches) == 0 || offset <= p.batches[0].FirstOffset {
@@ -121,7 +120,7 @@ func (l *LocalLog) Truncate(_ context.Context, tp metadata.TopicPartition, offse
 		p.epochs.TruncateFromEnd(offset)
 		return nil
 	}
-	i, _ := slices.BinarySearchFunc(p.batches, offset, func(b combiner.Batch, off int64) int {
+	i, _ := slices.BinarySearchFunc(p.batches, offset, func(b storage.Batch, off int64) int {
 		switch {
 		case b.LastOffset < off:
 			return -1
@@ -131,7 +130,7 @@ func (l *LocalLog) Truncate(_ context.Context, tp metadata.TopicPartition, offse
 		return 0
 	})
 	if i < len(p.batches) && p.batches[i].FirstOffset != offset {
-		return fmt.Errorf("memstore: truncate %s to %d: batch %d-%d: %w", tp, offset, p.batches[i].FirstOffset, p.batches[i].LastOffset, walstore.ErrNotBatchBoundary)
+		return fmt.Errorf("memstore: truncate %s to %d: batch %d-%d: %w", tp, offset, p.batches[i].FirstOffset, p.batches[i].LastOffset, storage.ErrNotBatchBoundary)
 	}
 	p.batches = p.batches[:i]
 	p.epochs.TruncateFromEnd(offset)
@@ -139,12 +138,12 @@ func (l *LocalLog) Truncate(_ context.Context, tp metadata.TopicPartition, offse
 }
 
 // Read returns whole batches of tp from the one holding offset from, as
-// walstore.LocalLog says: as many as fit in maxBytes, and at least one.
-func (l *LocalLog) Read(_ context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
+// storage.LocalLog says: as many as fit in maxBytes, and at least one.
+func (l *LocalLog) Read(_ context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]storage.Batch, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.part(tp)
-	i, _ := slices.BinarySearchFunc(p.batches, from, func(b combiner.Batch, off int64) int {
+	i, _ := slices.BinarySearchFunc(p.batches, from, func(b storage.Batch, off int64) int {
 		if b.LastOffset < off {
 			return -1
 		}
@@ -153,7 +152,7 @@ func (l *LocalLog) Read(_ context.Context, tp metadata.TopicPartition, from int6
 		}
 		return 0
 	})
-	var out []combiner.Batch
+	var out []storage.Batch
 	size := 0
 	for ; i < len(p.batches) && (len(out) == 0 || size+len(p.batches[i].Data) <= maxBytes); i++ {
 		b := p.batches[i]
@@ -165,11 +164,11 @@ func (l *LocalLog) Read(_ context.Context, tp metadata.TopicPartition, from int6
 }
 
 // Batches returns a copy of all of tp's batches, for comparing logs.
-func (l *LocalLog) Batches(tp metadata.TopicPartition) []combiner.Batch {
+func (l *LocalLog) Batches(tp metadata.TopicPartition) []storage.Batch {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.part(tp)
-	out := make([]combiner.Batch, len(p.batches))
+	out := make([]storage.Batch, len(p.batches))
 	for i, b := range p.batches {
 		b.Data = slices.Clone(b.Data)
 		out[i] = b

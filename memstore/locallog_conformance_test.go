@@ -5,13 +5,13 @@ import (
 	"testing"
 
 	"github.com/activetier/activetier/memstore"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 func TestLocalLogConformance(t *testing.T) {
-	walstoretest.RunLocalLog(t, walstoretest.LocalLogHarness{
-		New: func(context.Context, *testing.T) walstore.LocalLog {
+	storagetest.RunLocalLog(t, storagetest.LocalLogHarness{
+		New: func(context.Context, *testing.T) storage.LocalLog {
 			return memstore.NewLocalLog()
 		},
 		InMemoryOnly: true,

@@ -7,47 +7,46 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
-func batch(epoch int32, first, last int64) combiner.Batch {
-	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: []byte{byte(first), byte(last)}}
+func batch(epoch int32, first, last int64) storage.Batch {
+	return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: []byte{byte(first), byte(last)}}
 }
 
-// The walstore.LocalLog contract is TestLocalLogConformance's; these are
+// The storage.LocalLog contract is TestLocalLogConformance's; these are
 // the parts memstore adds: AssignEpoch and Batches.
 func TestLocalLogAssignEpoch(t *testing.T) {
 	ctx := context.Background()
 	tp := metadata.TopicPartition{Topic: "t", Partition: 1}
 	l := memstore.NewLocalLog()
-	require.NoError(t, l.Append(ctx, tp, []combiner.Batch{batch(1, 0, 9)}))
+	require.NoError(t, l.Append(ctx, tp, []storage.Batch{batch(1, 0, 9)}))
 
 	// A broker becoming leader at epoch 3 records it at its log end before
 	// it has a record of that epoch.
 	require.NoError(t, l.AssignEpoch(tp, 3, 10))
 	epochs, err := l.Epochs(tp)
 	require.NoError(t, err)
-	assert.Equal(t, []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 10}}, epochs)
+	assert.Equal(t, []storage.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 10}}, epochs)
 
 	// Records of an older epoch no longer continue that log ...
-	require.ErrorIs(t, l.Append(ctx, tp, []combiner.Batch{batch(1, 10, 19)}), walstore.ErrNotContiguous)
+	require.ErrorIs(t, l.Append(ctx, tp, []storage.Batch{batch(1, 10, 19)}), storage.ErrNotContiguous)
 	// ... until truncating at the end removes the empty epoch.
 	require.NoError(t, l.Truncate(ctx, tp, 10))
-	require.NoError(t, l.Append(ctx, tp, []combiner.Batch{batch(1, 10, 19)}))
+	require.NoError(t, l.Append(ctx, tp, []storage.Batch{batch(1, 10, 19)}))
 	epochs, err = l.Epochs(tp)
 	require.NoError(t, err)
-	assert.Equal(t, []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}}, epochs)
+	assert.Equal(t, []storage.EpochEntry{{Epoch: 1, StartOffset: 0}}, epochs)
 
 	// Batches of the assigned epoch add no entry of their own.
 	require.NoError(t, l.AssignEpoch(tp, 4, 20))
-	require.NoError(t, l.Append(ctx, tp, []combiner.Batch{batch(4, 20, 29)}))
+	require.NoError(t, l.Append(ctx, tp, []storage.Batch{batch(4, 20, 29)}))
 	epochs, err = l.Epochs(tp)
 	require.NoError(t, err)
-	assert.Equal(t, []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 4, StartOffset: 20}}, epochs)
+	assert.Equal(t, []storage.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 4, StartOffset: 20}}, epochs)
 
 	require.ErrorIs(t, l.AssignEpoch(tp, -1, 30), fencing.ErrInvalidEpochEntry)
 }
@@ -57,9 +56,9 @@ func TestLocalLogBatchesAreCopies(t *testing.T) {
 	tp := metadata.TopicPartition{Topic: "t", Partition: 1}
 	l := memstore.NewLocalLog()
 	assert.Empty(t, l.Batches(tp))
-	require.NoError(t, l.Append(ctx, tp, []combiner.Batch{batch(1, 0, 9), batch(1, 10, 19)}))
+	require.NoError(t, l.Append(ctx, tp, []storage.Batch{batch(1, 0, 9), batch(1, 10, 19)}))
 	got := l.Batches(tp)
-	require.Equal(t, []combiner.Batch{batch(1, 0, 9), batch(1, 10, 19)}, got)
+	require.Equal(t, []storage.Batch{batch(1, 0, 9), batch(1, 10, 19)}, got)
 	got[0].Data[0] = 0xff
-	assert.Equal(t, []combiner.Batch{batch(1, 0, 9), batch(1, 10, 19)}, l.Batches(tp), "Batches returns copies")
+	assert.Equal(t, []storage.Batch{batch(1, 0, 9), batch(1, 10, 19)}, l.Batches(tp), "Batches returns copies")
 }

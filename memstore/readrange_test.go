@@ -9,7 +9,7 @@ import (
 
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 func newStores(t *testing.T) (*memstore.Cluster, *memstore.Store, *memstore.Store) {
@@ -41,11 +41,11 @@ func TestReadRange(t *testing.T) {
 		{"whole object", ref, 0, len(body), nil},
 		{"inside", ref, 17, 333, nil},
 		{"last byte", ref, int64(len(body) - 1), 1, nil},
-		{"past the end", ref, int64(len(body) - 1), 2, walstore.ErrInvalidRange},
-		{"empty", ref, 0, 0, walstore.ErrInvalidRange},
-		{"negative offset", ref, -1, 5, walstore.ErrInvalidRange},
-		{"missing object", metadata.ObjectRef{AZ: "az1", Bucket: "b1", Key: "nope"}, 0, 5, walstore.ErrNotFound},
-		{"unknown bucket", metadata.ObjectRef{AZ: "az9", Bucket: "b9", Key: "k"}, 0, 5, walstore.ErrUnknownBucket},
+		{"past the end", ref, int64(len(body) - 1), 2, storage.ErrInvalidRange},
+		{"empty", ref, 0, 0, storage.ErrInvalidRange},
+		{"negative offset", ref, -1, 5, storage.ErrInvalidRange},
+		{"missing object", metadata.ObjectRef{AZ: "az1", Bucket: "b1", Key: "nope"}, 0, 5, storage.ErrNotFound},
+		{"unknown bucket", metadata.ObjectRef{AZ: "az9", Bucket: "b9", Key: "k"}, 0, 5, storage.ErrUnknownBucket},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := bytes.Repeat([]byte{0xee}, tc.n)
@@ -75,12 +75,12 @@ func TestDeletedMemoryReuse(t *testing.T) {
 	require.NoError(t, err)
 	readA, err := local.GetRange(ctx, refA, 0, int64(len(a)))
 	require.NoError(t, err)
-	remove, err := c.AddFault(memstore.Fault{Err: walstore.ErrUnavailable, AfterApply: true,
+	remove, err := c.AddFault(memstore.Fault{Err: storage.ErrUnavailable, AfterApply: true,
 		Match: func(r memstore.Request) bool { return r.Op == memstore.OpPut }})
 	require.NoError(t, err)
 	kept := bytes.Repeat([]byte{'k'}, 100_000)
 	_, err = local.Put(ctx, "kept", kept)
-	require.ErrorIs(t, err, walstore.ErrUnavailable, "the Put took effect, then failed")
+	require.ErrorIs(t, err, storage.ErrUnavailable, "the Put took effect, then failed")
 	remove()
 	require.NoError(t, local.Delete(ctx, []metadata.ObjectRef{refA}))
 	for _, key := range []string{"b", "c"} {
@@ -96,5 +96,5 @@ func TestDeletedMemoryReuse(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, kept, got, "an object stored by a Put that failed afterwards was overwritten")
 	_, err = local.GetRange(ctx, refA, 0, 1)
-	require.ErrorIs(t, err, walstore.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // maxBatch is the number of keys S3 accepts in one DeleteObjects request
@@ -17,15 +17,15 @@ import (
 const maxBatch = 1000
 
 // Store is one broker's view of a Cluster; it implements
-// walstore.ObjectStore. Get one from Cluster.Store.
+// storage.ObjectStore. Get one from Cluster.Store.
 type Store struct {
 	c     *Cluster
 	local *bucket
 }
 
 var (
-	_ walstore.ObjectStore = (*Store)(nil)
-	_ walstore.RangeReader = (*Store)(nil)
+	_ storage.ObjectStore = (*Store)(nil)
+	_ storage.RangeReader = (*Store)(nil)
 )
 
 // Local returns the AZ and bucket Put writes to.
@@ -51,7 +51,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if _, ok := b.objects[key]; ok {
-			return 0, fmt.Errorf("memstore: PUT %s: %w", ref, walstore.ErrAlreadyExists)
+			return 0, fmt.Errorf("memstore: PUT %s: %w", ref, storage.ErrAlreadyExists)
 		}
 		b.objects[key] = object{data: data, modified: s.c.clock.Now()}
 		stored = true
@@ -73,11 +73,11 @@ func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, le
 }
 
 // ReadRange copies len(dst) bytes of the object ref names, starting at
-// offset, into dst, as walstore.RangeReader says. It writes to dst only
+// offset, into dst, as storage.RangeReader says. It writes to dst only
 // while the request takes effect, never after it returns.
 func (s *Store) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
 	if len(dst) == 0 {
-		return 0, fmt.Errorf("memstore: GET %s range [%d, +0): %w", ref, offset, walstore.ErrInvalidRange)
+		return 0, fmt.Errorf("memstore: GET %s range [%d, +0): %w", ref, offset, storage.ErrInvalidRange)
 	}
 	if _, err := s.get(ctx, ref, offset, int64(len(dst)), dst); err != nil {
 		return 0, err
@@ -98,7 +98,7 @@ func (s *Store) get(ctx context.Context, ref metadata.ObjectRef, offset, length 
 	// Ranges no object could satisfy are refused without a request, as an
 	// HTTP client cannot even express them.
 	if offset < 0 || length <= 0 || offset > (1<<63-1)-length {
-		return nil, fmt.Errorf("memstore: GET %s range [%d, +%d): %w", ref, offset, length, walstore.ErrInvalidRange)
+		return nil, fmt.Errorf("memstore: GET %s range [%d, +%d): %w", ref, offset, length, storage.ErrInvalidRange)
 	}
 	req := Request{Op: OpGet, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Key: ref.Key, Offset: offset, Length: length}
 	var out []byte
@@ -164,7 +164,7 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 // List returns the objects of bucket whose keys start with prefix, in a
 // seeded random order. It makes one request per 1000 objects; the objects
 // are those present when the first request ran.
-func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore.ObjectInfo, error) {
+func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]storage.ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("memstore: LIST %s/%s*: %w", bucketName, prefix, err)
 	}
@@ -172,7 +172,7 @@ func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore
 	if err != nil {
 		return nil, fmt.Errorf("memstore: LIST %s/%s*: %w", bucketName, prefix, err)
 	}
-	var infos []walstore.ObjectInfo
+	var infos []storage.ObjectInfo
 	req := Request{Op: OpList, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Key: prefix}
 	for page := 0; page == 0 || page*maxBatch < len(infos); page++ {
 		err := s.do(ctx, b, req, 0, func(effect) (int64, error) {
@@ -196,11 +196,11 @@ func (b *bucket) read(ref metadata.ObjectRef, offset, length int64, dst []byte) 
 	defer b.mu.RUnlock()
 	obj, ok := b.objects[ref.Key]
 	if !ok {
-		return nil, fmt.Errorf("memstore: GET %s: %w", ref, walstore.ErrNotFound)
+		return nil, fmt.Errorf("memstore: GET %s: %w", ref, storage.ErrNotFound)
 	}
 	if offset+length > int64(len(obj.data)) {
 		return nil, fmt.Errorf("memstore: GET %s range [%d, +%d) of a %d-byte object: %w",
-			ref, offset, length, len(obj.data), walstore.ErrInvalidRange)
+			ref, offset, length, len(obj.data), storage.ErrInvalidRange)
 	}
 	if dst == nil {
 		dst = make([]byte, length)
@@ -211,27 +211,27 @@ func (b *bucket) read(ref metadata.ObjectRef, offset, length int64, dst []byte) 
 
 // list returns the objects of b under prefix, in key order so that the
 // seeded shuffle that follows is reproducible.
-func (b *bucket) list(prefix string) []walstore.ObjectInfo {
+func (b *bucket) list(prefix string) []storage.ObjectInfo {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	var infos []walstore.ObjectInfo
+	var infos []storage.ObjectInfo
 	for k, obj := range b.objects {
 		if strings.HasPrefix(k, prefix) {
-			infos = append(infos, walstore.ObjectInfo{
+			infos = append(infos, storage.ObjectInfo{
 				Ref:          metadata.ObjectRef{AZ: b.az, Bucket: b.name, Key: k},
 				Size:         int64(len(obj.data)),
 				LastModified: obj.modified,
 			})
 		}
 	}
-	slices.SortFunc(infos, func(x, y walstore.ObjectInfo) int { return strings.Compare(x.Ref.Key, y.Ref.Key) })
+	slices.SortFunc(infos, func(x, y storage.ObjectInfo) int { return strings.Compare(x.Ref.Key, y.Ref.Key) })
 	return infos
 }
 
 func (s *Store) bucket(name string) (*bucket, error) {
 	b := s.c.buckets[name]
 	if b == nil {
-		return nil, fmt.Errorf("bucket %q is not one of the cluster's: %w", name, walstore.ErrUnknownBucket)
+		return nil, fmt.Errorf("bucket %q is not one of the cluster's: %w", name, storage.ErrUnknownBucket)
 	}
 	return b, nil
 }
@@ -276,7 +276,7 @@ func (s *Store) do(ctx context.Context, b *bucket, req Request, size int64, appl
 		case <-ctx.Done():
 			return fail(fmt.Errorf("memstore: %s: %w", describe(req), ctx.Err()))
 		case <-a.outage:
-			return fail(fmt.Errorf("memstore: %s: bucket %s of AZ %s went down: %w", describe(req), b.name, b.az, walstore.ErrUnavailable))
+			return fail(fmt.Errorf("memstore: %s: bucket %s of AZ %s went down: %w", describe(req), b.name, b.az, storage.ErrUnavailable))
 		}
 	}
 	injected := a.effect.err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // realMessage encodes an object of several topics and partitions (one
@@ -19,19 +20,19 @@ func realMessage(t *testing.T) ([]byte, []combiner.SectionInfo, []byte) {
 	enc, err := combiner.NewEncoder(combiner.EncoderOptions{})
 	require.NoError(t, err)
 	defer enc.Close()
-	batch := func(epoch int32, first, last int64) combiner.Batch {
-		return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1_760_000_000_000 + first,
+	batch := func(epoch int32, first, last int64) storage.Batch {
+		return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1_760_000_000_000 + first,
 			Data: fmt.Appendf(nil, "records %d-%d of epoch %d", first, last, epoch)}
 	}
 	orders := func(p int32) metadata.TopicPartition { return metadata.TopicPartition{Topic: "orders", Partition: p} }
 	byID := metadata.TopicPartition{TopicID: [16]byte{0xfe, 0xed}, Partition: 2}
 	object, infos, err := enc.Encode(nil, []combiner.SectionInput{
-		{Partition: orders(0), Batches: []combiner.Batch{batch(7, 100, 109), batch(7, 110, 119)}},
-		{Partition: orders(1), Batches: []combiner.Batch{batch(7, 100, 104)}},
-		{Partition: orders(3), Batches: []combiner.Batch{batch(6, 50, 59)}},
-		{Partition: orders(3), Batches: []combiner.Batch{batch(7, 60, 61)}},
-		{Partition: metadata.TopicPartition{Topic: "clicks", Partition: 1}, Batches: []combiner.Batch{batch(2, 0, 4)}},
-		{Partition: byID, Batches: []combiner.Batch{batch(1, 8, 9)}},
+		{Partition: orders(0), Batches: []storage.Batch{batch(7, 100, 109), batch(7, 110, 119)}},
+		{Partition: orders(1), Batches: []storage.Batch{batch(7, 100, 104)}},
+		{Partition: orders(3), Batches: []storage.Batch{batch(6, 50, 59)}},
+		{Partition: orders(3), Batches: []storage.Batch{batch(7, 60, 61)}},
+		{Partition: metadata.TopicPartition{Topic: "clicks", Partition: 1}, Batches: []storage.Batch{batch(2, 0, 4)}},
+		{Partition: byID, Batches: []storage.Batch{batch(1, 8, 9)}},
 	})
 	require.NoError(t, err)
 	ref := metadata.ObjectRef{AZ: "use1-az4", Bucket: "wal--use1-az4--x-s3", Key: "wal/3/obj-1.wal"}

@@ -13,7 +13,7 @@ import (
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 var (
@@ -33,7 +33,7 @@ func object(t testing.TB, sizes map[metadata.TopicPartition]int) ([]byte, []comb
 	for _, tp := range []metadata.TopicPartition{tpA, tpB} {
 		if n, ok := sizes[tp]; ok {
 			in = append(in, combiner.SectionInput{Partition: tp,
-				Batches: []combiner.Batch{{Epoch: 1, FirstOffset: 0, LastOffset: 0, Data: make([]byte, n)}}})
+				Batches: []storage.Batch{{Epoch: 1, FirstOffset: 0, LastOffset: 0, Data: make([]byte, n)}}})
 		}
 	}
 	body, infos, err := enc.Encode(nil, in)
@@ -104,7 +104,7 @@ func TestPutAndGetAttribution(t *testing.T) {
 	// missing object) has no partition.
 	require.NoError(t, s.Delete(ctx, []metadata.ObjectRef{ref}))
 	_, err = s.GetRange(ctx, ref, infos[0].Position, infos[0].Length)
-	require.ErrorIs(t, err, walstore.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 	snap := m.Snapshot()
 	require.Equal(t, 1.0, snap.Ledger.Unattributed.Share.Gets-1, "the footer GET and the missing object's")
 	require.Equal(t, uint64(1), snap.Store[1].Errors[metering.KindNotFound])
@@ -174,7 +174,7 @@ func TestUnattributed(t *testing.T) {
 
 // errStore fails every call with its error, as a broken dependency would.
 type errStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	err error
 }
 
@@ -195,9 +195,9 @@ func TestErrorsByKind(t *testing.T) {
 		err  error
 		kind metering.ErrorKind
 	}{
-		{walstore.ErrUnavailable, metering.KindUnavailable},
-		{walstore.ErrPermanent, metering.KindPermanent},
-		{walstore.ErrAlreadyExists, metering.KindAlreadyExists},
+		{storage.ErrUnavailable, metering.KindUnavailable},
+		{storage.ErrPermanent, metering.KindPermanent},
+		{storage.ErrAlreadyExists, metering.KindAlreadyExists},
 		{errors.New("a store breaking its contract"), metering.KindOther},
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
@@ -217,7 +217,7 @@ func TestErrorsByKind(t *testing.T) {
 		m := newMeter(t)
 		s := m.Store(local)
 		_, err := s.GetRange(ctx, metadata.ObjectRef{Bucket: "nowhere", Key: "k"}, 0, 1)
-		require.ErrorIs(t, err, walstore.ErrUnknownBucket)
+		require.ErrorIs(t, err, storage.ErrUnknownBucket)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		_, err = s.Put(cctx, "k", []byte("x"))
@@ -273,7 +273,7 @@ func TestReadRangeIsMetered(t *testing.T) {
 	require.NoError(t, err)
 	readRef, err := viaRead.Store(local).Put(ctx, "k2", body)
 	require.NoError(t, err)
-	rr, ok := viaRead.Store(local).(walstore.RangeReader)
+	rr, ok := viaRead.Store(local).(storage.RangeReader)
 	require.True(t, ok, "memstore's Store is a RangeReader, and so is the metered one")
 	for _, s := range infos {
 		_, err := viaGet.Store(local).GetRange(ctx, getRef, s.Position, s.Length)
@@ -285,9 +285,9 @@ func TestReadRangeIsMetered(t *testing.T) {
 	}
 	missing := metadata.ObjectRef{Bucket: "b1", Key: "missing"}
 	_, err = rr.ReadRange(ctx, missing, 0, make([]byte, 1))
-	require.ErrorIs(t, err, walstore.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 	_, err = viaGet.Store(local).GetRange(ctx, missing, 0, 1)
-	require.ErrorIs(t, err, walstore.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 
 	g, r := viaGet.Snapshot(), viaRead.Snapshot()
 	for i := range g.Store {

@@ -13,8 +13,8 @@ import (
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metadata/metadatatest"
 	"github.com/activetier/activetier/metering"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 func newMeter(t testing.TB) *metering.Meter {
@@ -29,7 +29,7 @@ func newMeter(t testing.TB) *metering.Meter {
 // suites did is counted.
 func TestStoreConformance(t *testing.T) {
 	m := newMeter(t)
-	walstoretest.RunWrapper(t, memtest.Harness(), m.Store, walstoretest.ManyKeys(50))
+	storagetest.RunWrapper(t, memtest.Harness(), m.Store, storagetest.ManyKeys(50))
 	s := m.Snapshot()
 	for _, op := range s.Store {
 		require.NotZero(t, op.Requests, "%s requests", op.Op)
@@ -51,7 +51,7 @@ func TestLogConformance(t *testing.T) {
 // stallingStore's GetRange is a request that reaches the store and then
 // waits for its caller to give up, as a hedged GET that lost does.
 type stallingStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	started chan struct{}
 }
 

@@ -1,6 +1,6 @@
 // Package metering measures what replication through object storage does
 // and what it costs, from outside the engines: Meter.Store wraps a
-// walstore.ObjectStore and Meter.Log wraps a metadata.Log (in the manner of
+// storage.ObjectStore and Meter.Log wraps a metadata.Log (in the manner of
 // storage middleware: same interface, same results, same errors), and the
 // Meter counts requests, bytes, errors by kind and latencies, and keeps a
 // cost ledger that attributes every request and byte to the partitions that

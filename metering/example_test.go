@@ -9,6 +9,7 @@ import (
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
+	"github.com/activetier/activetier/storage"
 )
 
 // A broker wraps its object store (and its metadata log, with m.Log) in a
@@ -25,8 +26,8 @@ func Example() {
 	enc, _ := combiner.NewEncoder(combiner.EncoderOptions{Codec: metadata.CodecNone})
 	defer enc.Close()
 	body, sections, _ := enc.Encode(nil, []combiner.SectionInput{
-		{Partition: metadata.TopicPartition{Topic: "orders", Partition: 0}, Batches: []combiner.Batch{{Epoch: 1, LastOffset: 9, Data: make([]byte, 3000)}}},
-		{Partition: metadata.TopicPartition{Topic: "clicks", Partition: 0}, Batches: []combiner.Batch{{Epoch: 1, LastOffset: 9, Data: make([]byte, 1000)}}},
+		{Partition: metadata.TopicPartition{Topic: "orders", Partition: 0}, Batches: []storage.Batch{{Epoch: 1, LastOffset: 9, Data: make([]byte, 3000)}}},
+		{Partition: metadata.TopicPartition{Topic: "clicks", Partition: 0}, Batches: []storage.Batch{{Epoch: 1, LastOffset: 9, Data: make([]byte, 1000)}}},
 	})
 	ref, _ := store.Put(ctx, "object-1", body)
 	_, _ = store.GetRange(ctx, ref, sections[0].Position, sections[0].Length)

@@ -14,6 +14,7 @@ import (
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
+	"github.com/activetier/activetier/storage"
 )
 
 // markers is a metadata message of one epoch-start marker per partition.
@@ -101,8 +102,8 @@ func TestInvalidTopicNamesGetNoRow(t *testing.T) {
 	require.NoError(t, err)
 	defer enc.Close()
 	body, infos, err := enc.Encode(nil, []combiner.SectionInput{
-		{Partition: metadata.TopicPartition{Topic: bad}, Batches: []combiner.Batch{{Epoch: 1, Data: make([]byte, 100)}}},
-		{Partition: tpA, Batches: []combiner.Batch{{Epoch: 1, Data: make([]byte, 100)}}},
+		{Partition: metadata.TopicPartition{Topic: bad}, Batches: []storage.Batch{{Epoch: 1, Data: make([]byte, 100)}}},
+		{Partition: tpA, Batches: []storage.Batch{{Epoch: 1, Data: make([]byte, 100)}}},
 	})
 	require.NoError(t, err)
 	ref, err := m.Store(local).Put(ctx, "o", body)

@@ -11,11 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -98,8 +98,8 @@ func (c *cluster) produce(t *testing.T, rng *rand.Rand, tp metadata.TopicPartiti
 		for i := range data {
 			data[i] = byte('a' + rng.IntN(8)) // compressible, as records are
 		}
-		b := combiner.Batch{Epoch: 1, FirstOffset: end, LastOffset: end + 9, MaxTimestamp: time.Now().UnixMilli(), Data: data}
-		require.NoError(t, c.logs[1].Append(ctx, tp, []combiner.Batch{b}))
+		b := storage.Batch{Epoch: 1, FirstOffset: end, LastOffset: end + 9, MaxTimestamp: time.Now().UnixMilli(), Data: data}
+		require.NoError(t, c.logs[1].Append(ctx, tp, []storage.Batch{b}))
 		require.NoError(t, c.nodes[1].Append(ctx, tp, b))
 		end += 10
 	}

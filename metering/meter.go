@@ -10,7 +10,7 @@ import (
 
 	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // ErrInvalidConfig is returned by New for a Config it cannot use.
@@ -146,9 +146,9 @@ var kindSentinels = []struct {
 	kind ErrorKind
 	err  error
 }{
-	{KindPermanent, walstore.ErrPermanent}, {KindUnknownBucket, walstore.ErrUnknownBucket},
-	{KindNotFound, walstore.ErrNotFound}, {KindAlreadyExists, walstore.ErrAlreadyExists},
-	{KindInvalidRange, walstore.ErrInvalidRange}, {KindUnavailable, walstore.ErrUnavailable},
+	{KindPermanent, storage.ErrPermanent}, {KindUnknownBucket, storage.ErrUnknownBucket},
+	{KindNotFound, storage.ErrNotFound}, {KindAlreadyExists, storage.ErrAlreadyExists},
+	{KindInvalidRange, storage.ErrInvalidRange}, {KindUnavailable, storage.ErrUnavailable},
 	{KindClosed, metadata.ErrClosed}, {KindOutOfRange, metadata.ErrOffsetOutOfRange},
 	{KindUnknownPart, metadata.ErrUnknownPartition},
 	{KindCanceled, context.Canceled}, {KindCanceled, context.DeadlineExceeded},
@@ -240,7 +240,7 @@ func (m *Meter) Prices() costmodel.Prices { return m.cfg.Prices }
 // the call was made: a request cancelled in flight (a hedged GET that
 // lost) was sent, and is billed.
 func counted(sent bool, err error) bool {
-	return err == nil || (sent && !errors.Is(err, walstore.ErrUnknownBucket))
+	return err == nil || (sent && !errors.Is(err, storage.ErrUnknownBucket))
 }
 
 func (m *Meter) record(op Op, err error, took time.Duration) {

@@ -6,17 +6,17 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // Store returns an ObjectStore that forwards every call to s unchanged and
 // meters it. Several stores may share one Meter. It is a
-// walstore.RangeReader exactly when s is one, so that the engines read
+// storage.RangeReader exactly when s is one, so that the engines read
 // into pooled buffers through it as they would from s (a ReadRange is
 // metered as the GET it is).
-func (m *Meter) Store(s walstore.ObjectStore) walstore.ObjectStore {
+func (m *Meter) Store(s storage.ObjectStore) storage.ObjectStore {
 	st := &store{m: m, s: s}
-	if rr, ok := s.(walstore.RangeReader); ok {
+	if rr, ok := s.(storage.RangeReader); ok {
 		return &rangeStore{store: st, rr: rr}
 	}
 	return st
@@ -24,13 +24,13 @@ func (m *Meter) Store(s walstore.ObjectStore) walstore.ObjectStore {
 
 type store struct {
 	m *Meter
-	s walstore.ObjectStore
+	s storage.ObjectStore
 }
 
-// rangeStore is a store whose inner store is a walstore.RangeReader.
+// rangeStore is a store whose inner store is a storage.RangeReader.
 type rangeStore struct {
 	*store
-	rr walstore.RangeReader
+	rr storage.RangeReader
 }
 
 func (s *rangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
@@ -103,7 +103,7 @@ func (s *store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 	return err
 }
 
-func (s *store) List(ctx context.Context, bucket, prefix string) ([]walstore.ObjectInfo, error) {
+func (s *store) List(ctx context.Context, bucket, prefix string) ([]storage.ObjectInfo, error) {
 	sent, start := ctx.Err() == nil, time.Now()
 	infos, err := s.s.List(ctx, bucket, prefix)
 	took := time.Since(start)

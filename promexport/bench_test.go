@@ -12,12 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
 	"github.com/activetier/activetier/promexport"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -94,7 +94,7 @@ func newRig(b *testing.B, metered bool) *rig {
 	}
 	for id, az := range map[int32]string{1: "az1", 2: "az2", 3: "az3"} {
 		inner, _ := objects.Store(az)
-		var store walstore.ObjectStore = inner
+		var store storage.ObjectStore = inner
 		var log metadata.Log = meta
 		if metered {
 			store, log = meter.Store(store), meter.Log(log)
@@ -154,7 +154,7 @@ func (r *rig) op(b *testing.B) {
 	ctx := context.Background()
 	for i, d := range r.data {
 		p := i % rigPartitions
-		batch := combiner.Batch{Epoch: 1, FirstOffset: r.end[p], LastOffset: r.end[p] + 9, MaxTimestamp: time.Now().UnixMilli(), Data: d}
+		batch := storage.Batch{Epoch: 1, FirstOffset: r.end[p], LastOffset: r.end[p] + 9, MaxTimestamp: time.Now().UnixMilli(), Data: d}
 		if err := r.nodes[1].Append(ctx, rigTP(p), batch); err != nil {
 			b.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
 	"github.com/activetier/activetier/promexport"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -46,7 +47,7 @@ func meterWithTraffic(t *testing.T) *metering.Meter {
 	for i, topic := range []string{"orders", "clicks", "audit"} {
 		for p := range 3 {
 			in = append(in, combiner.SectionInput{Partition: metadata.TopicPartition{Topic: topic, Partition: int32(p)},
-				Batches: []combiner.Batch{{Epoch: 1, LastOffset: 9, Data: make([]byte, 100*(3-i))}}})
+				Batches: []storage.Batch{{Epoch: 1, LastOffset: 9, Data: make([]byte, 100*(3-i))}}})
 		}
 	}
 	body, infos, err := enc.Encode(nil, in)
@@ -58,7 +59,7 @@ func meterWithTraffic(t *testing.T) *metering.Meter {
 		require.NoError(t, err)
 	}
 	_, err = store.GetRange(ctx, metadata.ObjectRef{Bucket: "b1", Key: "missing"}, 0, 1)
-	require.ErrorIs(t, err, walstore.ErrNotFound)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 	return m
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
 	"github.com/activetier/activetier/promexport"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -47,7 +48,7 @@ type feeder struct {
 	t   testing.TB
 	m   *metering.Meter
 	log metadata.Log
-	st  walstore.ObjectStore
+	st  storage.ObjectStore
 }
 
 func newFeeder(t testing.TB) *feeder {
@@ -95,8 +96,8 @@ func (f *feeder) hostile() {
 	require.NoError(f.t, err)
 	defer enc.Close()
 	obj, infos, err := enc.Encode(nil, []combiner.SectionInput{
-		{Partition: metadata.TopicPartition{Topic: hostile}, Batches: []combiner.Batch{{Epoch: 1, Data: make([]byte, 64)}}},
-		{Partition: metadata.TopicPartition{Topic: "(overflow)", Partition: 1}, Batches: []combiner.Batch{{Epoch: 1, Data: make([]byte, 64)}}},
+		{Partition: metadata.TopicPartition{Topic: hostile}, Batches: []storage.Batch{{Epoch: 1, Data: make([]byte, 64)}}},
+		{Partition: metadata.TopicPartition{Topic: "(overflow)", Partition: 1}, Batches: []storage.Batch{{Epoch: 1, Data: make([]byte, 64)}}},
 	})
 	require.NoError(f.t, err)
 	ref, err := f.st.Put(context.Background(), fmt.Sprintf("hostile-%d", time.Now().UnixNano()), obj)

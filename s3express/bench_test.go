@@ -19,7 +19,7 @@ import (
 
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // The benchmarks compare the store, which goes through the SDK, with the
@@ -223,5 +223,5 @@ func (c *rawClient) deletePrefix(b *testing.B, bucketName, prefix string) {
 func BenchmarkReadRange(b *testing.B) {
 	cfg := serverConfig(b)
 	createBuckets(b, cfg, directoryBuckets)
-	walstoretest.BenchmarkRanges(b, newServerStore(b, cfg, directoryBuckets, azA, nil), newServerStore(b, cfg, directoryBuckets, azB, nil))
+	storagetest.BenchmarkRanges(b, newServerStore(b, cfg, directoryBuckets, azA, nil), newServerStore(b, cfg, directoryBuckets, azB, nil))
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -35,7 +36,7 @@ import (
 // zonal endpoint (see zonalEndpoint). The AZ-outage scenarios take that
 // endpoint down, so every broker's requests to the dead AZ's bucket fail
 // on the network and the store's own error mapping turns them into
-// walstore.ErrUnavailable; they run with both kinds of outage.
+// storage.ErrUnavailable; they run with both kinds of outage.
 func TestScenariosOverS3(t *testing.T) {
 	cfg := serverConfig(t)
 	for _, c := range outageCases {
@@ -84,7 +85,7 @@ func TestLeaderAZOutage(t *testing.T) {
 				"the leader reports itself degraded while its bucket is unreachable")
 			health := r1.Node.Health()
 			t.Logf("degraded since %v: %v", health.Since.Format(time.StampMilli), health.Err)
-			require.ErrorIs(t, health.Err, walstore.ErrUnavailable)
+			require.ErrorIs(t, health.Err, storage.ErrUnavailable)
 			require.Less(t, r1.Node.DurableOffset(tp), int64(200), "nothing is durable while the bucket is down")
 
 			require.NoError(t, cl.Objects.SetOutage("az1", false))
@@ -113,7 +114,7 @@ var outageCases = []struct {
 
 // TestZonalOutage checks the outage the scenarios rely on: while an AZ is
 // down, every store of the deployment, including one holding an idle
-// kept-alive connection to that AZ, gets walstore.ErrUnavailable for that
+// kept-alive connection to that AZ, gets storage.ErrUnavailable for that
 // AZ's bucket and nothing else; the other AZs keep working; afterwards the
 // bucket is back with its objects.
 func TestZonalOutage(t *testing.T) {
@@ -136,13 +137,13 @@ func TestZonalOutage(t *testing.T) {
 
 			require.NoError(t, objs.SetOutage("az1", true))
 			_, err = reader.GetRange(ctx, ref, 0, 1)
-			requireKind(t, err, walstore.ErrUnavailable, "GetRange from the dead AZ over a kept-alive connection")
+			requireKind(t, err, storage.ErrUnavailable, "GetRange from the dead AZ over a kept-alive connection")
 			t.Logf("GetRange from the dead AZ: %v", err)
 			_, err = writer.Put(ctx, "outage/second", data)
-			requireKind(t, err, walstore.ErrUnavailable, "Put into the dead AZ")
+			requireKind(t, err, storage.ErrUnavailable, "Put into the dead AZ")
 			_, err = reader.List(ctx, ref.Bucket, "outage/")
-			requireKind(t, err, walstore.ErrUnavailable, "List of the dead AZ")
-			requireKind(t, writer.Delete(ctx, []metadata.ObjectRef{ref}), walstore.ErrUnavailable, "Delete in the dead AZ")
+			requireKind(t, err, storage.ErrUnavailable, "List of the dead AZ")
+			requireKind(t, writer.Delete(ctx, []metadata.ObjectRef{ref}), storage.ErrUnavailable, "Delete in the dead AZ")
 
 			other, err := reader.Put(ctx, "outage/object", data)
 			require.NoError(t, err, "az2 is unaffected")
@@ -229,7 +230,7 @@ func newZonalObjects(t *testing.T, cfg aws.Config, mode outage, requestTimeout t
 // Store returns a new store for a broker in az, as its own process would
 // build it: its own client and connection pool, writing to az's bucket and
 // reaching every bucket through that bucket's zonal endpoint.
-func (o *zonalObjects) Store(az string) (walstore.ObjectStore, error) {
+func (o *zonalObjects) Store(az string) (storage.ObjectStore, error) {
 	if o.endpoints[az] == nil {
 		return nil, fmt.Errorf("AZ %q is not one of %v", az, clustertest.AZs)
 	}
@@ -308,7 +309,7 @@ func (o outage) String() string {
 // that fails requests so that nothing above the socket is simulated: the
 // SDK's transport, its retryer and the store's error mapping see real
 // network failures (refused or reset connections, attempts timing out) and
-// turn them into walstore.ErrUnavailable by themselves.
+// turn them into storage.ErrUnavailable by themselves.
 type zonalEndpoint struct {
 	target, addr string // the server's host:port; this endpoint's
 	mode         outage

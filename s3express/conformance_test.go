@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/activetier/activetier/s3express"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // TestConformance runs the ObjectStore conformance suite against the test
@@ -28,8 +28,8 @@ func TestConformance(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			createBuckets(t, cfg, c.buckets)
 			mod := func(o *s3express.Options) { o.KeyPrefix = c.keyPrefix }
-			walstoretest.Run(t, walstoretest.HarnessFunc(
-				func(ctx context.Context, t *testing.T) (local, peer walstore.ObjectStore) {
+			storagetest.Run(t, storagetest.HarnessFunc(
+				func(ctx context.Context, t *testing.T) (local, peer storage.ObjectStore) {
 					return newServerStore(t, cfg, c.buckets, azA, mod), newServerStore(t, cfg, c.buckets, azB, mod)
 				}))
 		})

@@ -1,4 +1,4 @@
-// Package s3express is the walstore.ObjectStore that production runs on:
+// Package s3express is the storage.ObjectStore that production runs on:
 // Amazon S3 Express One Zone through aws-sdk-go-v2, one directory bucket
 // per availability zone. A leader writes combined objects to its own AZ's
 // bucket, where uploads cost no cross-AZ transfer and land in
@@ -10,7 +10,7 @@
 // # Guarantees
 //
 //   - Put never overwrites. Every upload carries If-None-Match: *, and a
-//     taken key is walstore.ErrAlreadyExists. Put's outcome is exact even
+//     taken key is storage.ErrAlreadyExists. Put's outcome is exact even
 //     when an answer is lost, whatever the loss looked like: if any
 //     attempt reached the server and did not come back refused (a 4xx
 //     other than 408, 409 or 429) — no answer, a 5xx, a timeout, a
@@ -19,29 +19,29 @@
 //     retries, compared byte for byte): holding exactly the body sent, it
 //     is this Put's object and Put succeeds (a retry that found the key
 //     taken by its own first attempt included); holding anything else,
-//     ErrAlreadyExists; missing or unreadable, walstore.ErrUnavailable.
+//     ErrAlreadyExists; missing or unreadable, storage.ErrUnavailable.
 //     So ErrUnavailable from Put means the object is not known to be
 //     stored, and an object that landed is never reported as failed while
 //     the bucket can be read. Two writers of identical bytes to one key
 //     may both succeed, only ever in that lost-answer case. When the
 //     caller's context ends, Put returns at once with its error and
 //     cannot tell.
-//   - ReadRange (walstore.RangeReader) is GetRange reading the body into
+//   - ReadRange (storage.RangeReader) is GetRange reading the body into
 //     the caller's buffer instead of a new slice, with the same checks,
 //     retries and errors; every attempt reads within the call, so nothing
 //     writes to the buffer once ReadRange has returned.
 //   - GetRange returns exactly the bytes asked for, from a ranged GET, or
 //     an error: a range not wholly inside the object is
-//     walstore.ErrInvalidRange even though S3 answers a range that runs
+//     storage.ErrInvalidRange even though S3 answers a range that runs
 //     past the end with fewer bytes. The body is read and checked within
 //     each attempt, so a body cut short, or an answer whose Content-Length
 //     or Content-Range disagrees with the range asked for, is retried like
-//     a 503 and, once retries run out, walstore.ErrUnavailable: never a
+//     a 503 and, once retries run out, storage.ErrUnavailable: never a
 //     short result and never an untyped error.
 //   - Nothing is sent for a request that cannot be valid: a reference to a
 //     bucket the store was not configured with (or to a configured bucket
-//     under another AZ's name) is walstore.ErrUnknownBucket, a malformed
-//     range walstore.ErrInvalidRange, a key S3 cannot store ErrInvalidKey,
+//     under another AZ's name) is storage.ErrUnknownBucket, a malformed
+//     range storage.ErrInvalidRange, a key S3 cannot store ErrInvalidKey,
 //     and a context already done its own error. Delete checks every
 //     reference's bucket before deleting anything; a key S3 cannot take
 //     (a control character, which the DeleteObjects XML cannot carry, or
@@ -105,7 +105,7 @@
 // (scripts/test.sh runs them against each), with both naming styles; both
 // keep directory-style names as ordinary buckets. MinIO without a KMS
 // answers every PUT that carries an encryption header with 501
-// NotImplemented, which the store reports as walstore.ErrPermanent; leave
+// NotImplemented, which the store reports as storage.ErrPermanent; leave
 // Options.SSE at its default there. S3Compatible is never right for AWS
 // itself.
 //
@@ -144,21 +144,21 @@
 // sentinel it was classified as, in one place (classify):
 //
 //	S3 answer                                         sentinel
-//	NoSuchKey, NotFound, 404 without a body           walstore.ErrNotFound
-//	412 PreconditionFailed (Put only)                 walstore.ErrAlreadyExists
-//	416 InvalidRange; range cut short by object end    walstore.ErrInvalidRange
-//	409 ConditionalRequestConflict                    retried by the SDK, then walstore.ErrUnavailable
-//	503 SlowDown, 500, other 5xx, 429, throttling     walstore.ErrUnavailable (after the SDK's retries)
-//	timeouts, DNS failures, refused or reset          walstore.ErrUnavailable (after the SDK's retries;
+//	NoSuchKey, NotFound, 404 without a body           storage.ErrNotFound
+//	412 PreconditionFailed (Put only)                 storage.ErrAlreadyExists
+//	416 InvalidRange; range cut short by object end    storage.ErrInvalidRange
+//	409 ConditionalRequestConflict                    retried by the SDK, then storage.ErrUnavailable
+//	503 SlowDown, 500, other 5xx, 429, throttling     storage.ErrUnavailable (after the SDK's retries)
+//	timeouts, DNS failures, refused or reset          storage.ErrUnavailable (after the SDK's retries;
 //	connections, a body cut short                     NXDOMAIN is not retried)
-//	a 2xx whose body ends early or does not decode,   walstore.ErrUnavailable (retried by the SDK, which
+//	a 2xx whose body ends early or does not decode,   storage.ErrUnavailable (retried by the SDK, which
 //	a range answer that disagrees with the request    does not retry these by itself)
-//	501 NotImplemented, AccessDenied, NoSuchBucket,   walstore.ErrPermanent: an operator must act
+//	501 NotImplemented, AccessDenied, NoSuchBucket,   storage.ErrPermanent: an operator must act
 //	other 4xx (and 412 to anything but Put)           (one attempt: the SDK does not retry them)
 //	the caller's context cancelled or expired         none: errors.Is(err, context.Canceled / DeadlineExceeded)
 //
 // An attempt that outlasts Options.RequestTimeout is the store's failure,
-// walstore.ErrUnavailable, and its error never matches
+// storage.ErrUnavailable, and its error never matches
 // context.DeadlineExceeded, so that a caller can tell it from its own
 // deadline; the caller's context ending gives an error that wraps
 // ctx.Err() whatever the last attempt reported.

@@ -14,7 +14,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/activetier/activetier/internal/storeutil"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // ErrInvalidKey is returned, before any request is made, for an object key
@@ -87,7 +87,7 @@ func requestError(ctx context.Context, op, bucket, key string, err error) *Error
 	case ctxErr != nil:
 	default:
 		e.Kind = classify(op, err)
-		if e.Kind == walstore.ErrUnavailable {
+		if e.Kind == storage.ErrUnavailable {
 			e.Err = storeutil.HideContextErr(err)
 		}
 	}
@@ -104,7 +104,7 @@ func classify(op string, err error) error {
 	}
 	var incomplete incompleteAnswer
 	if errors.As(err, &incomplete) {
-		return walstore.ErrUnavailable
+		return storage.ErrUnavailable
 	}
 	var status int
 	var respErr *smithyhttp.ResponseError
@@ -119,40 +119,40 @@ func classify(op string, err error) error {
 	if kind := classifyCode(code); kind != nil {
 		// A precondition is only ever sent with Put (If-None-Match: *):
 		// elsewhere a 412 is a refusal the store cannot explain.
-		if kind == walstore.ErrAlreadyExists && op != "Put" {
-			return walstore.ErrPermanent
+		if kind == storage.ErrAlreadyExists && op != "Put" {
+			return storage.ErrPermanent
 		}
 		return kind
 	}
 	switch {
 	case status == 404 && code == "":
 		// A 404 without an error body (HEAD, some proxies).
-		return walstore.ErrNotFound
+		return storage.ErrNotFound
 	case status == 412 && op == "Put":
-		return walstore.ErrAlreadyExists
+		return storage.ErrAlreadyExists
 	case status == 416:
-		return walstore.ErrInvalidRange
+		return storage.ErrInvalidRange
 	case status == 501:
 		// Not Implemented is permanent (AWS's error responses; the SDK
 		// retries only 500, 502, 503 and 504): retrying a request the
 		// server does not implement would retry forever.
-		return walstore.ErrPermanent
+		return storage.ErrPermanent
 	case status == 408 || status == 409 || status == 429 || status >= 500:
-		return walstore.ErrUnavailable
+		return storage.ErrUnavailable
 	case status >= 400:
 		// A refusal: access denied, a missing bucket, a request the
 		// server calls malformed. Retrying changes nothing.
-		return walstore.ErrPermanent
+		return storage.ErrPermanent
 	case status >= 200 && status < 300:
 		// A success whose body ended early or could not be decoded:
 		// an answer cut short, not a refusal.
-		return walstore.ErrUnavailable
+		return storage.ErrUnavailable
 	case status != 0:
 		return nil
 	}
 	// No HTTP response: the request never got an answer.
 	if isTransportError(err) {
-		return walstore.ErrUnavailable
+		return storage.ErrUnavailable
 	}
 	return nil
 }
@@ -162,24 +162,24 @@ func classify(op string, err error) error {
 func classifyCode(code string) error {
 	switch code {
 	case "NoSuchKey", "NotFound":
-		return walstore.ErrNotFound
+		return storage.ErrNotFound
 	case "PreconditionFailed":
-		return walstore.ErrAlreadyExists
+		return storage.ErrAlreadyExists
 	case "InvalidRange":
-		return walstore.ErrInvalidRange
+		return storage.ErrInvalidRange
 	case "SlowDown", "ServiceUnavailable", "InternalError", "RequestTimeout", "Throttling", "ThrottlingException",
 		"TooManyRequestsException", "RequestLimitExceeded", "BandwidthLimitExceeded",
 		// Another conditional write of the same key was in flight and the
 		// SDK's retries ran out before it settled: the outcome is unknown
 		// until a later attempt sees the key taken or free.
 		"ConditionalRequestConflict":
-		return walstore.ErrUnavailable
+		return storage.ErrUnavailable
 	case "AccessDenied", "AllAccessDisabled", "NoSuchBucket", "NotImplemented", "InvalidArgument", "InvalidRequest",
 		"MethodNotAllowed", "InvalidAccessKeyId", "SignatureDoesNotMatch", "MalformedXML", "InvalidBucketName",
 		"KMS.DisabledException", "KMS.NotFoundException", "KMS.KMSInvalidStateException":
 		// Refusals an operator must act on; also reported per key by
 		// DeleteObjects, where there is no status to go by.
-		return walstore.ErrPermanent
+		return storage.ErrPermanent
 	}
 	return nil
 }
@@ -226,7 +226,7 @@ func refused(err error) bool {
 // part: a 2xx status whose body ended early, disagreed with its headers
 // or could not be decoded. The SDK retries it (RetryableError), which it
 // does not do by itself for a body that fails after a 2xx status, and it is
-// walstore.ErrUnavailable once retries run out.
+// storage.ErrUnavailable once retries run out.
 type incompleteAnswer struct{ err error }
 
 func (e incompleteAnswer) Error() string        { return e.err.Error() }

@@ -20,14 +20,14 @@ import (
 
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // allKinds are the sentinels an error may be classified as.
 var allKinds = []error{
-	walstore.ErrNotFound, walstore.ErrAlreadyExists, walstore.ErrUnavailable,
-	walstore.ErrInvalidRange, walstore.ErrUnknownBucket, walstore.ErrPermanent, s3express.ErrInvalidKey,
+	storage.ErrNotFound, storage.ErrAlreadyExists, storage.ErrUnavailable,
+	storage.ErrInvalidRange, storage.ErrUnknownBucket, storage.ErrPermanent, s3express.ErrInvalidKey,
 }
 
 // The SDK's standard retryer makes three attempts; the store keeps that.
@@ -46,26 +46,26 @@ func TestPutErrorMapping(t *testing.T) {
 		requests int
 	}{
 		{"stored", []canned{ok200}, true, nil, "", 1},
-		{"key taken", []canned{s3Error(412, "PreconditionFailed", "req-412")}, false, walstore.ErrAlreadyExists, "PreconditionFailed", 1},
+		{"key taken", []canned{s3Error(412, "PreconditionFailed", "req-412")}, false, storage.ErrAlreadyExists, "PreconditionFailed", 1},
 		{"conflict retried then stored", []canned{s3Error(409, "ConditionalRequestConflict", "req-409"), ok200}, true, nil, "", 2},
-		{"conflict retried then taken", []canned{s3Error(409, "ConditionalRequestConflict", "req-409"), s3Error(412, "PreconditionFailed", "req-412"), stored("theirs")}, false, walstore.ErrAlreadyExists, "PreconditionFailed", 3},
+		{"conflict retried then taken", []canned{s3Error(409, "ConditionalRequestConflict", "req-409"), s3Error(412, "PreconditionFailed", "req-412"), stored("theirs")}, false, storage.ErrAlreadyExists, "PreconditionFailed", 3},
 		// Every attempt failed in a way that may have stored the
 		// object, and so does every attempt of the read-back.
-		{"conflict until retries run out", []canned{s3Error(409, "ConditionalRequestConflict", "req-409")}, false, walstore.ErrUnavailable, "ConditionalRequestConflict", 2 * attempts},
-		{"slow down", []canned{s3Error(503, "SlowDown", "req-503")}, false, walstore.ErrUnavailable, "SlowDown", 2 * attempts},
+		{"conflict until retries run out", []canned{s3Error(409, "ConditionalRequestConflict", "req-409")}, false, storage.ErrUnavailable, "ConditionalRequestConflict", 2 * attempts},
+		{"slow down", []canned{s3Error(503, "SlowDown", "req-503")}, false, storage.ErrUnavailable, "SlowDown", 2 * attempts},
 		{"slow down then stored", []canned{s3Error(503, "SlowDown", "req-503"), ok200}, true, nil, "", 2},
-		{"internal error", []canned{s3Error(500, "InternalError", "req-500")}, false, walstore.ErrUnavailable, "InternalError", 2 * attempts},
-		{"bad gateway without body", []canned{{status: 502}}, false, walstore.ErrUnavailable, "BadGateway", 2 * attempts},
+		{"internal error", []canned{s3Error(500, "InternalError", "req-500")}, false, storage.ErrUnavailable, "InternalError", 2 * attempts},
+		{"bad gateway without body", []canned{{status: 502}}, false, storage.ErrUnavailable, "BadGateway", 2 * attempts},
 		// Refusals an operator must act on: one request, no read-back,
 		// and a sentinel of their own, so that the engines can report
 		// them rather than retry forever.
-		{"access denied", []canned{s3Error(403, "AccessDenied", "req-403")}, false, walstore.ErrPermanent, "AccessDenied", 1},
-		{"no such bucket", []canned{s3Error(404, "NoSuchBucket", "req-404")}, false, walstore.ErrPermanent, "NoSuchBucket", 1},
-		{"not implemented", []canned{s3Error(501, "NotImplemented", "req-501")}, false, walstore.ErrPermanent, "NotImplemented", 1},
-		{"not implemented without body", []canned{{status: 501}}, false, walstore.ErrPermanent, "NotImplemented", 1},
-		{"bad request", []canned{s3Error(400, "InvalidRequest", "req-400")}, false, walstore.ErrPermanent, "InvalidRequest", 1},
-		{"encryption headers refused", []canned{s3Error(400, "InvalidArgument", "req-400")}, false, walstore.ErrPermanent, "InvalidArgument", 1},
-		{"connection closed", []canned{hangUp}, false, walstore.ErrUnavailable, "", 2 * attempts},
+		{"access denied", []canned{s3Error(403, "AccessDenied", "req-403")}, false, storage.ErrPermanent, "AccessDenied", 1},
+		{"no such bucket", []canned{s3Error(404, "NoSuchBucket", "req-404")}, false, storage.ErrPermanent, "NoSuchBucket", 1},
+		{"not implemented", []canned{s3Error(501, "NotImplemented", "req-501")}, false, storage.ErrPermanent, "NotImplemented", 1},
+		{"not implemented without body", []canned{{status: 501}}, false, storage.ErrPermanent, "NotImplemented", 1},
+		{"bad request", []canned{s3Error(400, "InvalidRequest", "req-400")}, false, storage.ErrPermanent, "InvalidRequest", 1},
+		{"encryption headers refused", []canned{s3Error(400, "InvalidArgument", "req-400")}, false, storage.ErrPermanent, "InvalidArgument", 1},
+		{"connection closed", []canned{hangUp}, false, storage.ErrUnavailable, "", 2 * attempts},
 		// A success whose answer was cut short: it is retried, and the
 		// retry finds the key taken by the first attempt.
 		{"success cut short", []canned{{status: 200, short: 10}, s3Error(412, "PreconditionFailed", "req-412"), stored(payload)}, true, nil, "", 3},
@@ -75,14 +75,14 @@ func TestPutErrorMapping(t *testing.T) {
 		// A lost answer: the first attempt stored the object, its retry
 		// finds the key taken. The read-back recognises the body.
 		{"retry finds its own object", []canned{s3Error(500, "InternalError", "req-500"), s3Error(412, "PreconditionFailed", "req-412"), stored(payload)}, true, nil, "", 3},
-		{"retry finds another object", []canned{s3Error(500, "InternalError", "req-500"), s3Error(412, "PreconditionFailed", "req-412"), stored("payloaX")}, false, walstore.ErrAlreadyExists, "PreconditionFailed", 3},
+		{"retry finds another object", []canned{s3Error(500, "InternalError", "req-500"), s3Error(412, "PreconditionFailed", "req-412"), stored("payloaX")}, false, storage.ErrAlreadyExists, "PreconditionFailed", 3},
 		{"no answer, own object stored", []canned{hangUp, hangUp, hangUp, stored(payload)}, true, nil, "", attempts + 1},
-		{"no answer, another object stored", []canned{hangUp, hangUp, hangUp, stored("a longer body")}, false, walstore.ErrAlreadyExists, "", attempts + 1},
-		{"no answer, nothing stored", []canned{hangUp, hangUp, hangUp, s3Error(404, "NoSuchKey", "req-404")}, false, walstore.ErrUnavailable, "", attempts + 1},
+		{"no answer, another object stored", []canned{hangUp, hangUp, hangUp, stored("a longer body")}, false, storage.ErrAlreadyExists, "", attempts + 1},
+		{"no answer, nothing stored", []canned{hangUp, hangUp, hangUp, s3Error(404, "NoSuchKey", "req-404")}, false, storage.ErrUnavailable, "", attempts + 1},
 		// A read-back whose Content-Length is wrong proves nothing: only
 		// the bytes tell another object from this Put's own.
 		{"read-back Content-Length one short", []canned{hangUp, hangUp, hangUp, {status: 200, header: map[string]string{"Content-Length": "6"}, body: "payloa"}, stored(payload)}, true, nil, "", attempts + 2},
-		{"read-back of a prefix of the body", []canned{hangUp, hangUp, hangUp, stored("payl")}, false, walstore.ErrUnavailable, "", 2 * attempts},
+		{"read-back of a prefix of the body", []canned{hangUp, hangUp, hangUp, stored("payl")}, false, storage.ErrUnavailable, "", 2 * attempts},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -133,23 +133,23 @@ func TestGetRangeErrorMapping(t *testing.T) {
 		want     error
 		requests int
 	}{
-		{"no such key", []canned{s3Error(404, "NoSuchKey", "req-404")}, walstore.ErrNotFound, 1},
-		{"404 without a body", []canned{{status: 404}}, walstore.ErrNotFound, 1},
-		{"range not satisfiable", []canned{s3Error(416, "InvalidRange", "req-416")}, walstore.ErrInvalidRange, 1},
-		{"range cut at the object's end", []canned{partial("bytes 5-9/10", "56789", 0)}, walstore.ErrInvalidRange, 1},
+		{"no such key", []canned{s3Error(404, "NoSuchKey", "req-404")}, storage.ErrNotFound, 1},
+		{"404 without a body", []canned{{status: 404}}, storage.ErrNotFound, 1},
+		{"range not satisfiable", []canned{s3Error(416, "InvalidRange", "req-416")}, storage.ErrInvalidRange, 1},
+		{"range cut at the object's end", []canned{partial("bytes 5-9/10", "56789", 0)}, storage.ErrInvalidRange, 1},
 		// Answers that disagree with the request are attempt failures,
 		// retried like a 503.
-		{"body cut short", []canned{partial("bytes 5-14/100", "56789", 5)}, walstore.ErrUnavailable, attempts},
+		{"body cut short", []canned{partial("bytes 5-14/100", "56789", 5)}, storage.ErrUnavailable, attempts},
 		{"body cut short once", []canned{partial("bytes 5-14/100", "56789", 5), partial("bytes 5-14/100", "56789abcde", 0)}, nil, 2},
-		{"Content-Length disagrees with Content-Range", []canned{{status: 206, header: map[string]string{"Content-Range": "bytes 5-14/100", "Content-Length": "9"}, body: "56789abcd"}}, walstore.ErrUnavailable, attempts},
-		{"slow down", []canned{s3Error(503, "SlowDown", "req-503")}, walstore.ErrUnavailable, attempts},
-		{"connection closed", []canned{{hangUp: true}}, walstore.ErrUnavailable, attempts},
-		{"precondition on a GET is not a taken key", []canned{s3Error(412, "PreconditionFailed", "req-412")}, walstore.ErrPermanent, 1},
-		{"not implemented", []canned{s3Error(501, "NotImplemented", "req-501")}, walstore.ErrPermanent, 1},
-		{"access denied", []canned{s3Error(403, "AccessDenied", "req-403")}, walstore.ErrPermanent, 1},
-		{"range ignored", []canned{{status: 200, body: strings.Repeat("x", 100)}}, walstore.ErrUnavailable, attempts},
-		{"other range returned", []canned{partial("bytes 0-9/100", "0123456789", 0)}, walstore.ErrUnavailable, attempts},
-		{"malformed Content-Range", []canned{partial("bytes five-nine/10", "0123456789", 0)}, walstore.ErrUnavailable, attempts},
+		{"Content-Length disagrees with Content-Range", []canned{{status: 206, header: map[string]string{"Content-Range": "bytes 5-14/100", "Content-Length": "9"}, body: "56789abcd"}}, storage.ErrUnavailable, attempts},
+		{"slow down", []canned{s3Error(503, "SlowDown", "req-503")}, storage.ErrUnavailable, attempts},
+		{"connection closed", []canned{{hangUp: true}}, storage.ErrUnavailable, attempts},
+		{"precondition on a GET is not a taken key", []canned{s3Error(412, "PreconditionFailed", "req-412")}, storage.ErrPermanent, 1},
+		{"not implemented", []canned{s3Error(501, "NotImplemented", "req-501")}, storage.ErrPermanent, 1},
+		{"access denied", []canned{s3Error(403, "AccessDenied", "req-403")}, storage.ErrPermanent, 1},
+		{"range ignored", []canned{{status: 200, body: strings.Repeat("x", 100)}}, storage.ErrUnavailable, attempts},
+		{"other range returned", []canned{partial("bytes 0-9/100", "0123456789", 0)}, storage.ErrUnavailable, attempts},
+		{"malformed Content-Range", []canned{partial("bytes five-nine/10", "0123456789", 0)}, storage.ErrUnavailable, attempts},
 	}
 	for _, c := range cases {
 		for _, read := range rangeReads {
@@ -182,7 +182,7 @@ var rangeReads = []struct {
 		return s.GetRange(ctx, ref, offset, length)
 	}},
 	{"ReadRange", func(ctx context.Context, s *s3express.Store, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
-		return walstoretest.CheckedReadRange(ctx, s, ref, offset, int(length))
+		return storagetest.CheckedReadRange(ctx, s, ref, offset, int(length))
 	}},
 }
 
@@ -303,8 +303,8 @@ func TestDeleteBatchesAndPerKeyErrors(t *testing.T) {
 	assert.Contains(t, string(reqs[0].body), "<Key>p/k0000</Key>", "keys carry the prefix on the wire")
 
 	require.Error(t, err)
-	assert.ErrorIs(t, err, walstore.ErrUnavailable, "SlowDown for one key")
-	assert.NotErrorIs(t, err, walstore.ErrNotFound, "a missing key is not an error")
+	assert.ErrorIs(t, err, storage.ErrUnavailable, "SlowDown for one key")
+	assert.NotErrorIs(t, err, storage.ErrNotFound, "a missing key is not an error")
 	assert.Contains(t, err.Error(), bucketB+"/slow")
 	assert.Contains(t, err.Error(), bucketB+"/denied")
 	assert.NotContains(t, err.Error(), "gone")
@@ -328,7 +328,7 @@ func TestDeleteRequestFailureStopsOnlyItsBucket(t *testing.T) {
 	}
 	refs = append(refs, metadata.ObjectRef{AZ: azC, Bucket: bucketC, Key: "c"})
 	err := s.Delete(t.Context(), refs)
-	requireKind(t, err, walstore.ErrUnavailable, "Delete")
+	requireKind(t, err, storage.ErrUnavailable, "Delete")
 	var toA, toC int
 	for _, r := range f.requests() {
 		switch {
@@ -422,13 +422,13 @@ func TestTransportFailures(t *testing.T) {
 			s, err := s3express.New(cfg, s3express.Options{Buckets: threeBuckets(), LocalAZ: azA, S3Compatible: true})
 			require.NoError(t, err)
 			_, err = s.Put(t.Context(), "k", []byte("x"))
-			requireKind(t, err, walstore.ErrUnavailable, "Put")
+			requireKind(t, err, storage.ErrUnavailable, "Put")
 			_, err = s.GetRange(t.Context(), metadata.ObjectRef{Bucket: bucketB, Key: "k"}, 0, 1)
-			requireKind(t, err, walstore.ErrUnavailable, "GetRange")
+			requireKind(t, err, storage.ErrUnavailable, "GetRange")
 			_, err = s.List(t.Context(), bucketC, "")
-			requireKind(t, err, walstore.ErrUnavailable, "List")
+			requireKind(t, err, storage.ErrUnavailable, "List")
 			err = s.Delete(t.Context(), []metadata.ObjectRef{{Bucket: bucketC, Key: "k"}})
-			requireKind(t, err, walstore.ErrUnavailable, "Delete")
+			requireKind(t, err, storage.ErrUnavailable, "Delete")
 			assert.Equal(t, int64(4*c.attempts+c.readBack), n.Load(), "HTTP attempts of the four operations")
 		})
 	}
@@ -447,7 +447,7 @@ func TestRequestTimeoutIsRetriedThenUnavailable(t *testing.T) {
 	t.Cleanup(func() { close(release) }) // runs before the server closes
 	s := newFakeStore(t, f, func(o *s3express.Options) { o.RequestTimeout = 50 * time.Millisecond })
 	_, err := s.GetRange(t.Context(), metadata.ObjectRef{Bucket: bucketA, Key: "slow"}, 0, 1)
-	requireKind(t, err, walstore.ErrUnavailable, "GetRange")
+	requireKind(t, err, storage.ErrUnavailable, "GetRange")
 	assert.NotErrorIs(t, err, context.Canceled)
 	assert.Len(t, f.requests(), attempts, "each timed-out attempt is retried")
 }
@@ -507,18 +507,18 @@ func TestBadInputMakesNoRequest(t *testing.T) {
 		_, err := s.List(ctx, bucket, "")
 		return err
 	}
-	check("GetRange of an unconfigured bucket", get(ctx, unknown, 0, 1), walstore.ErrUnknownBucket)
-	check("GetRange naming another AZ for a bucket", get(ctx, wrongAZ, 0, 1), walstore.ErrUnknownBucket)
-	check("GetRange with zero length", get(ctx, known, 0, 0), walstore.ErrInvalidRange)
-	check("GetRange with negative offset", get(ctx, known, -1, 1), walstore.ErrInvalidRange)
-	check("GetRange overflowing int64", get(ctx, known, 1<<62, 1<<62+1), walstore.ErrInvalidRange)
-	check("Delete with one unconfigured bucket", s.Delete(ctx, []metadata.ObjectRef{known, unknown}), walstore.ErrUnknownBucket)
+	check("GetRange of an unconfigured bucket", get(ctx, unknown, 0, 1), storage.ErrUnknownBucket)
+	check("GetRange naming another AZ for a bucket", get(ctx, wrongAZ, 0, 1), storage.ErrUnknownBucket)
+	check("GetRange with zero length", get(ctx, known, 0, 0), storage.ErrInvalidRange)
+	check("GetRange with negative offset", get(ctx, known, -1, 1), storage.ErrInvalidRange)
+	check("GetRange overflowing int64", get(ctx, known, 1<<62, 1<<62+1), storage.ErrInvalidRange)
+	check("Delete with one unconfigured bucket", s.Delete(ctx, []metadata.ObjectRef{known, unknown}), storage.ErrUnknownBucket)
 	check("Delete of an empty key", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB}}), s3express.ErrInvalidKey)
 	check("Delete of a control-character key", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB, Key: "a\x01b"}}), s3express.ErrInvalidKey)
-	check("Delete of an unknown bucket and a bad key", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB, Key: "a\nb"}, unknown}), walstore.ErrUnknownBucket)
+	check("Delete of an unknown bucket and a bad key", s.Delete(ctx, []metadata.ObjectRef{{Bucket: bucketB, Key: "a\nb"}, unknown}), storage.ErrUnknownBucket)
 	check("Put of a key with a newline", put(ctx, "a\nb"), s3express.ErrInvalidKey)
 	check("Put of a key with DEL", put(ctx, "a\x7f"), s3express.ErrInvalidKey)
-	check("List of an unconfigured bucket", list(ctx, unknown.Bucket), walstore.ErrUnknownBucket)
+	check("List of an unconfigured bucket", list(ctx, unknown.Bucket), storage.ErrUnknownBucket)
 	check("Put of an empty key", put(ctx, ""), s3express.ErrInvalidKey)
 	check("Put of a non-UTF-8 key", put(ctx, "k\xff"), s3express.ErrInvalidKey)
 	check("Put of a key too long with the prefix", put(ctx, strings.Repeat("k", 25)), s3express.ErrInvalidKey)
@@ -629,8 +629,8 @@ func TestDeleteSkipsBadKeysAndGoesOn(t *testing.T) {
 	err := s.Delete(t.Context(), refs)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, s3express.ErrInvalidKey)
-	assert.ErrorIs(t, err, walstore.ErrPermanent, "the refused batch is reported")
-	assert.NotErrorIs(t, err, walstore.ErrUnavailable)
+	assert.ErrorIs(t, err, storage.ErrPermanent, "the refused batch is reported")
+	assert.NotErrorIs(t, err, storage.ErrUnavailable)
 	for _, k := range []string{"U+0007", "whitespace", "U+0085"} {
 		assert.Contains(t, err.Error(), k)
 	}

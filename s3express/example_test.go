@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/activetier/activetier/s3express"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // A broker in use1-az4 writes a combined object to its own AZ's directory
@@ -38,7 +38,7 @@ func Example() {
 
 	ref, err := store.Put(ctx, "objects/broker-1/000042", []byte("combined object bytes"))
 	switch {
-	case errors.Is(err, walstore.ErrAlreadyExists):
+	case errors.Is(err, storage.ErrAlreadyExists):
 		log.Fatal("key already written: keys must be unique per upload")
 	case err != nil:
 		log.Fatal(err) // ErrUnavailable: retry later with backoff

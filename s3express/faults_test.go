@@ -19,8 +19,8 @@ import (
 
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // proxied is a store whose requests cross a fault proxy, and a store that
@@ -102,7 +102,7 @@ func TestPutThroughFaults(t *testing.T) {
 		got := p.stored(t, key)
 		require.NotZero(t, p.proxy.injected()[f], "the fault was injected")
 		if every && !f.stores() {
-			requireKind(t, err, walstore.ErrUnavailable, "Put")
+			requireKind(t, err, storage.ErrUnavailable, "Put")
 			assert.Nil(t, got, "nothing reached the server")
 			return
 		}
@@ -141,7 +141,7 @@ func TestPutOutcomeUnknown(t *testing.T) {
 			}, faultTimeout)
 			key := uniqueKey(t, "object")
 			_, err := p.store.Put(t.Context(), key, []byte("maybe stored"))
-			requireKind(t, err, walstore.ErrUnavailable, "Put")
+			requireKind(t, err, storage.ErrUnavailable, "Put")
 			assert.Equal(t, []byte("maybe stored"), p.stored(t, key))
 		})
 	}
@@ -164,9 +164,9 @@ func TestPutOverAShorterObject(t *testing.T) {
 		get      fault  // what every GET meets
 		want     error
 	}{
-		{"empty object there", []byte{}, pass, walstore.ErrAlreadyExists},
-		{"prefix there", body[:5], pass, walstore.ErrAlreadyExists},
-		{"own object read back short", nil, shortLength, walstore.ErrUnavailable},
+		{"empty object there", []byte{}, pass, storage.ErrAlreadyExists},
+		{"prefix there", body[:5], pass, storage.ErrAlreadyExists},
+		{"own object read back short", nil, shortLength, storage.ErrUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var armed atomic.Bool // read by the proxy's goroutine
@@ -223,7 +223,7 @@ func TestGetRangeThroughFaults(t *testing.T) {
 			got, err := read.fn(t.Context(), p.store, ref, 1000, 30000)
 			require.Greater(t, p.proxy.injected()[f], before, "%s: the fault was injected", read.name)
 			if every {
-				requireKind(t, err, walstore.ErrUnavailable, read.name)
+				requireKind(t, err, storage.ErrUnavailable, read.name)
 				continue
 			}
 			require.NoError(t, err, read.name)
@@ -250,7 +250,7 @@ func TestListAndDeleteThroughFaults(t *testing.T) {
 				// closed: the answer is complete after all.
 				require.Len(t, infos, 1)
 			} else {
-				requireKind(t, err, walstore.ErrUnavailable, "List")
+				requireKind(t, err, storage.ErrUnavailable, "List")
 			}
 			p.proxy.setRule(onlyFirst(http.MethodGet, f))
 			infos, err = p.store.List(t.Context(), ref.Bucket, key)
@@ -260,7 +260,7 @@ func TestListAndDeleteThroughFaults(t *testing.T) {
 			if f != longLength {
 				p.proxy.setRule(always(http.MethodPost, f))
 				err = p.store.Delete(t.Context(), []metadata.ObjectRef{ref})
-				requireKind(t, err, walstore.ErrUnavailable, "Delete")
+				requireKind(t, err, storage.ErrUnavailable, "Delete")
 			}
 			p.proxy.setRule(onlyFirst(http.MethodPost, f))
 			require.NoError(t, p.store.Delete(t.Context(), []metadata.ObjectRef{ref}))
@@ -298,7 +298,7 @@ func TestAttemptTimeoutIsNotCallerDeadline(t *testing.T) {
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {
 			err := op(t.Context())
-			requireKind(t, err, walstore.ErrUnavailable, "attempt timeouts")
+			requireKind(t, err, storage.ErrUnavailable, "attempt timeouts")
 			assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller's context did not end")
 
 			ctx, cancel := context.WithTimeout(t.Context(), faultTimeout/5)
@@ -327,7 +327,7 @@ func TestConformanceThroughFaults(t *testing.T) {
 	t.Logf("fault seed %d (ACTIVETIER_FAULT_SEED=%d replays it)", seed, seed)
 	const rate = 0.03
 	var proxies []*faultProxy
-	store := func(t *testing.T, az string, n uint64) walstore.ObjectStore {
+	store := func(t *testing.T, az string, n uint64) storage.ObjectStore {
 		p := newFaultProxy(t, aws.ToString(cfg.BaseEndpoint), atRate(seed+n, rate, transientFaults...))
 		proxies = append(proxies, p)
 		pcfg := cfg.Copy()
@@ -346,7 +346,7 @@ func TestConformanceThroughFaults(t *testing.T) {
 		return newServerStore(t, pcfg, directoryBuckets, az, func(o *s3express.Options) { o.RequestTimeout = 5 * time.Second })
 	}
 	var n uint64
-	walstoretest.Run(t, walstoretest.HarnessFunc(func(ctx context.Context, t *testing.T) (local, peer walstore.ObjectStore) {
+	storagetest.Run(t, storagetest.HarnessFunc(func(ctx context.Context, t *testing.T) (local, peer storage.ObjectStore) {
 		n += 2
 		return store(t, azA, n), store(t, azB, n+1)
 	}))

@@ -14,7 +14,7 @@ import (
 
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // TestRetryQuotaPerBucket checks that a dead AZ does not take the SDK's
@@ -60,7 +60,7 @@ func TestRetryQuotaPerBucket(t *testing.T) {
 	for range 40 {
 		before := len(f.requests())
 		_, err := s.GetRange(t.Context(), dead, 0, 5)
-		requireKind(t, err, walstore.ErrUnavailable, "GetRange from the dead AZ")
+		requireKind(t, err, storage.ErrUnavailable, "GetRange from the dead AZ")
 		lastAttempts = len(f.requests()) - before
 	}
 	assert.Equal(t, 1, lastAttempts, "the dead bucket's quota is drained: no more retries for it")

@@ -24,7 +24,7 @@ import (
 	"github.com/activetier/activetier/internal/testenv"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // The tests in this file and in conformance_test.go need a real
@@ -152,7 +152,7 @@ func TestServerPutIfAbsentRaceAcrossBrokers(t *testing.T) {
 						winner = i
 						continue
 					}
-					require.ErrorIs(t, err, walstore.ErrAlreadyExists, "round %d writer %d (seed %d)", round, i, seed)
+					require.ErrorIs(t, err, storage.ErrAlreadyExists, "round %d writer %d (seed %d)", round, i, seed)
 				}
 				require.NotEqual(t, -1, winner, "round %d: nobody won (seed %d)", round, seed)
 				ref := metadata.ObjectRef{AZ: azA, Bucket: style.buckets[azA], Key: key}
@@ -160,7 +160,7 @@ func TestServerPutIfAbsentRaceAcrossBrokers(t *testing.T) {
 				require.NoError(t, err)
 				require.True(t, bytes.Equal(bodies[winner], got), "round %d: the object is not the winner's body", round)
 				_, err = brokers[0].GetRange(t.Context(), ref, 0, int64(len(bodies[winner]))+1)
-				require.ErrorIs(t, err, walstore.ErrInvalidRange, "round %d: the object has the winner's size", round)
+				require.ErrorIs(t, err, storage.ErrInvalidRange, "round %d: the object has the winner's size", round)
 				require.NoError(t, brokers[1].Delete(t.Context(), []metadata.ObjectRef{ref}))
 			}
 		})
@@ -200,22 +200,22 @@ func TestServerBadInput(t *testing.T) {
 			}
 			unknown := metadata.ObjectRef{AZ: "use1-az9", Bucket: "activetier-unconfigured", Key: ref.Key}
 
-			expect("GetRange of an unconfigured bucket", 0, get(unknown, 0, 1), walstore.ErrUnknownBucket)
+			expect("GetRange of an unconfigured bucket", 0, get(unknown, 0, 1), storage.ErrUnknownBucket)
 			expect("Delete naming an unconfigured bucket", 0, func() error {
 				return s.Delete(ctx, []metadata.ObjectRef{ref, unknown})
-			}, walstore.ErrUnknownBucket)
+			}, storage.ErrUnknownBucket)
 			expect("List of an unconfigured bucket", 0, func() error {
 				_, err := s.List(ctx, unknown.Bucket, "")
 				return err
-			}, walstore.ErrUnknownBucket)
-			expect("GetRange with zero length", 0, get(ref, 0, 0), walstore.ErrInvalidRange)
-			expect("GetRange with negative offset", 0, get(ref, -5, 1), walstore.ErrInvalidRange)
-			expect("GetRange straddling the end", 1, get(ref, 5, 10), walstore.ErrInvalidRange)
-			expect("GetRange starting at the end", 1, get(ref, 10, 1), walstore.ErrInvalidRange)
-			expect("GetRange far past the end", 1, get(ref, 1<<40, 1), walstore.ErrInvalidRange)
-			expect("GetRange of a zero-length object", 1, get(empty, 0, 1), walstore.ErrInvalidRange)
-			expect("GetRange of a missing object", 1, get(metadata.ObjectRef{AZ: azB, Bucket: style.buckets[azB], Key: uniqueKey(t, "missing")}, 0, 1), walstore.ErrNotFound)
-			expect("Put of an existing key", 1, func() error { _, err := s.Put(ctx, ref.Key, []byte("new")); return err }, walstore.ErrAlreadyExists)
+			}, storage.ErrUnknownBucket)
+			expect("GetRange with zero length", 0, get(ref, 0, 0), storage.ErrInvalidRange)
+			expect("GetRange with negative offset", 0, get(ref, -5, 1), storage.ErrInvalidRange)
+			expect("GetRange straddling the end", 1, get(ref, 5, 10), storage.ErrInvalidRange)
+			expect("GetRange starting at the end", 1, get(ref, 10, 1), storage.ErrInvalidRange)
+			expect("GetRange far past the end", 1, get(ref, 1<<40, 1), storage.ErrInvalidRange)
+			expect("GetRange of a zero-length object", 1, get(empty, 0, 1), storage.ErrInvalidRange)
+			expect("GetRange of a missing object", 1, get(metadata.ObjectRef{AZ: azB, Bucket: style.buckets[azB], Key: uniqueKey(t, "missing")}, 0, 1), storage.ErrNotFound)
+			expect("Put of an existing key", 1, func() error { _, err := s.Put(ctx, ref.Key, []byte("new")); return err }, storage.ErrAlreadyExists)
 
 			got, err := s.GetRange(ctx, ref, 0, int64(len(data)))
 			require.NoError(t, err)
@@ -243,7 +243,7 @@ func TestServerErrorDetails(t *testing.T) {
 
 	missing := metadata.ObjectRef{AZ: azB, Bucket: directoryBuckets[azB], Key: uniqueKey(t, "missing")}
 	_, err := s.GetRange(t.Context(), missing, 0, 1)
-	requireKind(t, err, walstore.ErrNotFound, "GetRange of a missing object")
+	requireKind(t, err, storage.ErrNotFound, "GetRange of a missing object")
 	var se *s3express.Error
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, "NoSuchKey", se.Code)
@@ -251,12 +251,12 @@ func TestServerErrorDetails(t *testing.T) {
 	assert.Contains(t, err.Error(), missing.Bucket+"/"+missing.Key)
 
 	// A configured bucket that does not exist on the server needs an
-	// operator: it is walstore.ErrPermanent, never ErrUnavailable, so no
+	// operator: it is storage.ErrPermanent, never ErrUnavailable, so no
 	// engine waits for it to heal.
 	buckets := map[string]string{azA: directoryBuckets[azA], azB: "activetier-never-created"}
 	s = newServerStore(t, cfg, buckets, azA, nil)
 	_, err = s.GetRange(t.Context(), metadata.ObjectRef{AZ: azB, Bucket: buckets[azB], Key: "k"}, 0, 1)
-	requireKind(t, err, walstore.ErrPermanent, "GetRange from a bucket that does not exist")
+	requireKind(t, err, storage.ErrPermanent, "GetRange from a bucket that does not exist")
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, "NoSuchBucket", se.Code)
 }
@@ -320,7 +320,7 @@ const serverEnv = "ACTIVETIER_S3_SERVER"
 // SSE-S3 or SSE-KMS header is up to the server: versitygw accepts it and
 // stores the object; MinIO without a KMS refuses it with 501
 // NotImplemented, which AWS documents as a request that will never
-// succeed, so the store reports walstore.ErrPermanent after one attempt
+// succeed, so the store reports storage.ErrPermanent after one attempt
 // and the engines do not retry it as an outage. Another server must do one
 // of the two.
 func TestServerEncryptionHeader(t *testing.T) {
@@ -354,7 +354,7 @@ func TestServerEncryptionHeader(t *testing.T) {
 			}
 			switch {
 			case refused:
-				requireKind(t, err, walstore.ErrPermanent, c.name)
+				requireKind(t, err, storage.ErrPermanent, c.name)
 				var se *s3express.Error
 				require.ErrorAs(t, err, &se)
 				if server == "minio" {
@@ -365,7 +365,7 @@ func TestServerEncryptionHeader(t *testing.T) {
 				}
 				assert.Equal(t, int64(1), requests.Load(), "a permanent refusal is not retried")
 				_, err = s.GetRange(t.Context(), metadata.ObjectRef{AZ: azA, Bucket: standardBuckets[azA], Key: key}, 0, 1)
-				requireKind(t, err, walstore.ErrNotFound, "nothing was stored")
+				requireKind(t, err, storage.ErrNotFound, "nothing was stored")
 			default:
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = s.Delete(context.Background(), []metadata.ObjectRef{ref}) })

@@ -24,7 +24,7 @@ import (
 
 	"github.com/activetier/activetier/internal/storeutil"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // Defaults for Options fields left zero.
@@ -154,7 +154,7 @@ type bucket struct {
 	client *s3.Client
 }
 
-// Store is a walstore.ObjectStore on Amazon S3: S3 Express One Zone
+// Store is a storage.ObjectStore on Amazon S3: S3 Express One Zone
 // directory buckets, one per AZ, or standard buckets, or an S3-compatible
 // server. It is safe for concurrent use.
 type Store struct {
@@ -169,8 +169,8 @@ type Store struct {
 }
 
 var (
-	_ walstore.ObjectStore = (*Store)(nil)
-	_ walstore.RangeReader = (*Store)(nil)
+	_ storage.ObjectStore = (*Store)(nil)
+	_ storage.RangeReader = (*Store)(nil)
 )
 
 // New returns a Store that makes its requests with S3 clients built from
@@ -408,7 +408,7 @@ func (s *Store) CloseIdleConnections() {
 func (s *Store) Local() metadata.ObjectRef { return s.local }
 
 // Put stores body under key in the local AZ's bucket, only if the key is
-// free (If-None-Match: *): a taken key is walstore.ErrAlreadyExists and
+// free (If-None-Match: *): a taken key is storage.ErrAlreadyExists and
 // the object is left as it was. The returned reference carries key as
 // given; the wire key is Options.KeyPrefix + key. When an attempt's answer
 // was lost, Put reads the key back to learn whether its own write landed
@@ -448,7 +448,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 		return ref, nil
 	}
 	e := requestError(ctx, "Put", ref.Bucket, key, err)
-	if !maybeStored || ctx.Err() != nil || e.Kind == walstore.ErrPermanent {
+	if !maybeStored || ctx.Err() != nil || e.Kind == storage.ErrPermanent {
 		// Every attempt was refused or never left: nothing stored. Or
 		// the caller gave up, and with it the means to ask. Or the last
 		// attempt was refused for good (501): reading back would only
@@ -465,10 +465,10 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	case storeutil.StoredOurs:
 		return ref, nil
 	case storeutil.StoredOther:
-		e.Kind = walstore.ErrAlreadyExists
+		e.Kind = storage.ErrAlreadyExists
 		e.Err = fmt.Errorf("the key holds another object (read back after: %w)", e.Err)
 	default:
-		e.Kind = walstore.ErrUnavailable
+		e.Kind = storage.ErrUnavailable
 		e.Err = fmt.Errorf("the object may or may not be stored; reading it back did not tell (%v): %w", readErr, e.Err)
 	}
 	return metadata.ObjectRef{}, e
@@ -568,14 +568,14 @@ func checkedWhole(out *s3.GetObjectOutput) bool {
 // GetRange reads bytes [offset, offset+length) of the object ref names
 // with one ranged GET. It checks the range's arguments and that the store
 // knows ref's bucket before making any request. A range that is not wholly
-// inside the object is walstore.ErrInvalidRange: S3 answers a range that
+// inside the object is storage.ErrInvalidRange: S3 answers a range that
 // starts inside the object but ends past it with the shorter range, which
 // GetRange refuses rather than return fewer bytes.
 func (s *Store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
 	return s.get(ctx, "GetRange", ref, offset, length, nil)
 }
 
-// ReadRange is GetRange into dst, as walstore.RangeReader says: it reads
+// ReadRange is GetRange into dst, as storage.RangeReader says: it reads
 // the body with io.ReadFull straight into dst instead of into a new slice.
 // Each attempt reads within the SDK's call, so once ReadRange returns no
 // attempt writes to dst; a failed attempt may have written part of it,
@@ -592,7 +592,7 @@ func (s *Store) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset in
 // headers show it holds the range.
 func (s *Store) get(ctx context.Context, op string, ref metadata.ObjectRef, offset, length int64, dst []byte) ([]byte, error) {
 	if length <= 0 || offset < 0 || offset > maxInt64-length {
-		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrInvalidRange,
+		return nil, &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: storage.ErrInvalidRange,
 			Err: fmt.Errorf("offset %d, length %d: want offset >= 0, length > 0 and no overflow", offset, length)}
 	}
 	if err := s.checkRef(op, ref); err != nil {
@@ -649,7 +649,7 @@ func withBody(consume func(*s3.GetObjectOutput) error) func(*s3.Options) {
 // dst is nil.
 func readRange(out *s3.GetObjectOutput, offset, length int64, dst []byte) ([]byte, error) {
 	if err := checkRange(out, offset, length); err != nil {
-		if err.kind == walstore.ErrUnavailable {
+		if err.kind == storage.ErrUnavailable {
 			return nil, incompleteAnswer{err}
 		}
 		return nil, err
@@ -678,23 +678,23 @@ func checkRange(out *s3.GetObjectOutput, offset, length int64) *rangeError {
 		// whole object is the range.
 		switch {
 		case out.ContentLength != nil && contentLength < offset+length:
-			return &rangeError{kind: walstore.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", contentLength, offset+length)}
+			return &rangeError{kind: storage.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", contentLength, offset+length)}
 		case offset == 0 && contentLength == length:
 			return nil
 		}
-		return &rangeError{kind: walstore.ErrUnavailable, err: fmt.Errorf("server ignored the Range header (no Content-Range, Content-Length %d)", contentLength)}
+		return &rangeError{kind: storage.ErrUnavailable, err: fmt.Errorf("server ignored the Range header (no Content-Range, Content-Length %d)", contentLength)}
 	}
 	start, end, size, err := storeutil.ParseContentRange(cr)
 	if err != nil {
-		return &rangeError{kind: walstore.ErrUnavailable, err: err}
+		return &rangeError{kind: storage.ErrUnavailable, err: err}
 	}
 	switch {
 	case start != offset:
-		return &rangeError{kind: walstore.ErrUnavailable, err: fmt.Errorf("server returned range %q for a range starting at %d", cr, offset)}
+		return &rangeError{kind: storage.ErrUnavailable, err: fmt.Errorf("server returned range %q for a range starting at %d", cr, offset)}
 	case end < offset+length-1:
-		return &rangeError{kind: walstore.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", size, offset+length)}
+		return &rangeError{kind: storage.ErrInvalidRange, err: fmt.Errorf("object is %d bytes, range ends at %d", size, offset+length)}
 	case end != offset+length-1 || out.ContentLength != nil && contentLength != length:
-		return &rangeError{kind: walstore.ErrUnavailable, err: fmt.Errorf("server returned range %q with Content-Length %d for %d bytes at %d", cr, contentLength, length, offset)}
+		return &rangeError{kind: storage.ErrUnavailable, err: fmt.Errorf("server returned range %q with Content-Length %d for %d bytes at %d", cr, contentLength, length, offset)}
 	}
 	return nil
 }
@@ -752,7 +752,7 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 			errs = append(errs, failed...)
 			if err != nil {
 				errs = append(errs, err)
-				if !errors.Is(err, walstore.ErrPermanent) {
+				if !errors.Is(err, storage.ErrPermanent) {
 					// Unavailable, or the caller gave up: the
 					// bucket's later batches would fare no better.
 					break
@@ -815,7 +815,7 @@ func (s *Store) deleteBatch(ctx context.Context, bucketName string, keys []strin
 // tokens to the end. For a directory bucket, a prefix that does not end in
 // "/" is listed from its last "/" and filtered here, since S3 Express lists
 // only "/"-terminated prefixes.
-func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore.ObjectInfo, error) {
+func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]storage.ObjectInfo, error) {
 	const op = "List"
 	b, ok := s.buckets[bucketName]
 	if !ok {
@@ -833,7 +833,7 @@ func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore
 	if listPrefix != "" {
 		in.Prefix = aws.String(listPrefix)
 	}
-	var infos []walstore.ObjectInfo
+	var infos []storage.ObjectInfo
 	pages := s3.NewListObjectsV2Paginator(b.client, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
@@ -845,7 +845,7 @@ func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]walstore
 			if !strings.HasPrefix(key, full) {
 				continue
 			}
-			infos = append(infos, walstore.ObjectInfo{
+			infos = append(infos, storage.ObjectInfo{
 				Ref:          metadata.ObjectRef{AZ: b.az, Bucket: bucketName, Key: key[len(s.prefix):]},
 				Size:         aws.ToInt64(obj.Size),
 				LastModified: aws.ToTime(obj.LastModified),
@@ -863,14 +863,14 @@ func (s *Store) checkRef(op string, ref metadata.ObjectRef) error {
 		return s.unknownBucket(op, ref.Bucket, ref.Key)
 	}
 	if ref.AZ != "" && ref.AZ != b.az {
-		return &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: walstore.ErrUnknownBucket,
+		return &Error{Op: op, Bucket: ref.Bucket, Key: ref.Key, Kind: storage.ErrUnknownBucket,
 			Err: fmt.Errorf("the reference names AZ %q, but the bucket is configured for AZ %q", ref.AZ, b.az)}
 	}
 	return nil
 }
 
 func (s *Store) unknownBucket(op, bucketName, key string) error {
-	return &Error{Op: op, Bucket: bucketName, Key: key, Kind: walstore.ErrUnknownBucket,
+	return &Error{Op: op, Bucket: bucketName, Key: key, Kind: storage.ErrUnknownBucket,
 		Err: fmt.Errorf("configured buckets are %s", strings.Join(slices.Sorted(maps.Keys(s.buckets)), ", "))}
 }
 

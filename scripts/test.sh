@@ -22,7 +22,7 @@
 #
 # What the second server showed (s3express/doc.go has the details): MinIO
 # without a KMS answers 501 NotImplemented to every PUT that asks for
-# server-side encryption, which s3express reports as walstore.ErrPermanent
+# server-side encryption, which s3express reports as storage.ErrPermanent
 # (its default, no encryption header, stores); it keeps directory-style
 # bucket names as ordinary buckets, like versitygw. The tests that differ
 # between the two servers check each server's own answer, by

@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -31,7 +31,7 @@ func seedLog(t *testing.T, log *memstore.LocalLog, tp metadata.TopicPartition, e
 	t.Helper()
 	require.NoError(t, log.AssignEpoch(tp, epoch, 0))
 	for first := int64(0); first < n; first += 5 {
-		require.NoError(t, log.Append(context.Background(), tp, []combiner.Batch{clustertest.MakeBatch(tp, epoch, first, first+4)}))
+		require.NoError(t, log.Append(context.Background(), tp, []storage.Batch{clustertest.MakeBatch(tp, epoch, first, first+4)}))
 	}
 }
 
@@ -166,7 +166,7 @@ func TestAdversarySweepKeepsObjectsOutsideItsPrefix(t *testing.T) {
 		real := w.store(1)
 		on := &atomic.Bool{}
 		on.Store(true)
-		store := &badStore{ObjectStore: real, on: on, list: func(infos []walstore.ObjectInfo, err error) ([]walstore.ObjectInfo, error) {
+		store := &badStore{ObjectStore: real, on: on, list: func(infos []storage.ObjectInfo, err error) ([]storage.ObjectInfo, error) {
 			// Everything in the bucket, whatever the prefix.
 			return real.List(ctx, "bucket-az1", "")
 		}}
@@ -188,7 +188,7 @@ func TestAdversarySweepKeepsObjectsOutsideItsPrefix(t *testing.T) {
 // a disk that stopped answering does.
 type blockingLocal struct{ *memstore.LocalLog }
 
-func (l blockingLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []combiner.Batch) error {
+func (l blockingLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []storage.Batch) error {
 	if tp == tpA {
 		<-ctx.Done()
 		return ctx.Err()
@@ -274,7 +274,7 @@ type deadlineLocal struct {
 	hung bool
 }
 
-func (l *deadlineLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []combiner.Batch) error {
+func (l *deadlineLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []storage.Batch) error {
 	l.mu.Lock()
 	left := time.Duration(-1) // no deadline
 	if d, ok := ctx.Deadline(); ok {
@@ -336,7 +336,7 @@ func TestAdversaryEveryLocalCallHasLocalTimeout(t *testing.T) {
 
 // lostStore acknowledges every Put while lose is set, and keeps nothing.
 type lostStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	lose *atomic.Bool
 }
 

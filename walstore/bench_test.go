@@ -14,11 +14,11 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/cputime"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -142,20 +142,20 @@ func (l *checkLog) EndOffset(tp metadata.TopicPartition) (int64, error) {
 	return l.part(tp).end, nil
 }
 
-func (l *checkLog) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+func (l *checkLog) Epochs(tp metadata.TopicPartition) ([]storage.EpochEntry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.part(tp).epochs.Entries(), nil
 }
 
-func (l *checkLog) Append(_ context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+func (l *checkLog) Append(_ context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.part(tp)
 	next := p.end
 	for _, b := range batches {
 		if b.FirstOffset != next || b.LastOffset < b.FirstOffset {
-			return fmt.Errorf("%s batch %d-%d where %d was due: %w", tp, b.FirstOffset, b.LastOffset, next, walstore.ErrNotContiguous)
+			return fmt.Errorf("%s batch %d-%d where %d was due: %w", tp, b.FirstOffset, b.LastOffset, next, storage.ErrNotContiguous)
 		}
 		if want := l.want(tp, b.FirstOffset); !bytes.Equal(b.Data, want) {
 			err := fmt.Errorf("%s batch %d-%d: %d bytes appended differ from the %d produced", tp, b.FirstOffset, b.LastOffset, len(b.Data), len(want))
@@ -190,7 +190,7 @@ func (l *checkLog) Truncate(_ context.Context, tp metadata.TopicPartition, offse
 
 // Read returns nothing: the log keeps no records. The engines read the
 // local log only to republish, which these benchmarks never do.
-func (l *checkLog) Read(context.Context, metadata.TopicPartition, int64, int) ([]combiner.Batch, error) {
+func (l *checkLog) Read(context.Context, metadata.TopicPartition, int64, int) ([]storage.Batch, error) {
 	return nil, nil
 }
 
@@ -284,7 +284,7 @@ func BenchmarkReplication(b *testing.B) {
 		}
 		for i, d := range data {
 			p := i % partitions
-			batch := combiner.Batch{Epoch: 1, FirstOffset: end[p], LastOffset: end[p] + 9, MaxTimestamp: time.Now().UnixMilli(), Data: d}
+			batch := storage.Batch{Epoch: 1, FirstOffset: end[p], LastOffset: end[p] + 9, MaxTimestamp: time.Now().UnixMilli(), Data: d}
 			if err := bc.leader.Append(ctx, benchTP(p), batch); err != nil {
 				b.Fatal(err)
 			}
@@ -410,7 +410,7 @@ func BenchmarkReplicationLag(b *testing.B) {
 				next := time.Now()
 				for time.Now().Before(deadline) {
 					for p := range tc.partitions {
-						batch := combiner.Batch{Epoch: 1, FirstOffset: end[p], LastOffset: end[p], MaxTimestamp: time.Now().UnixMilli(), Data: payload}
+						batch := storage.Batch{Epoch: 1, FirstOffset: end[p], LastOffset: end[p], MaxTimestamp: time.Now().UnixMilli(), Data: payload}
 						if err := bc.leader.Append(ctx, benchTP(p), batch); err != nil {
 							b.Fatal(err)
 						}
@@ -592,14 +592,14 @@ func (l *nullLog) Close() error                                            { ret
 type nullLocalLog struct{}
 
 func (nullLocalLog) EndOffset(metadata.TopicPartition) (int64, error) { return 0, nil }
-func (nullLocalLog) Epochs(metadata.TopicPartition) ([]fencing.EpochEntry, error) {
-	return []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}}, nil
+func (nullLocalLog) Epochs(metadata.TopicPartition) ([]storage.EpochEntry, error) {
+	return []storage.EpochEntry{{Epoch: 1, StartOffset: 0}}, nil
 }
-func (nullLocalLog) Append(context.Context, metadata.TopicPartition, []combiner.Batch) error {
+func (nullLocalLog) Append(context.Context, metadata.TopicPartition, []storage.Batch) error {
 	return nil
 }
 func (nullLocalLog) Truncate(context.Context, metadata.TopicPartition, int64) error { return nil }
-func (nullLocalLog) Read(context.Context, metadata.TopicPartition, int64, int) ([]combiner.Batch, error) {
+func (nullLocalLog) Read(context.Context, metadata.TopicPartition, int64, int) ([]storage.Batch, error) {
 	return nil, nil
 }
 

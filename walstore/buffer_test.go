@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -36,13 +36,13 @@ func TestBufferHoldsUntilPublished(t *testing.T) {
 		next := int64(0)
 		for i := 0; ; i++ {
 			require.Less(t, i, 10_000, "Append never pushed back while nothing could be published")
-			b := combiner.Batch{Epoch: 1, FirstOffset: next, LastOffset: next, MaxTimestamp: 1, Data: make([]byte, 1<<10)}
+			b := storage.Batch{Epoch: 1, FirstOffset: next, LastOffset: next, MaxTimestamp: 1, Data: make([]byte, 1<<10)}
 			err := n.Append(ctx, tp, b)
 			if err != nil {
 				require.ErrorIs(t, err, walstore.ErrBufferFull)
 				break
 			}
-			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
+			require.NoError(t, local.Append(ctx, tp, []storage.Batch{b}))
 			appended += len(b.Data)
 			next++
 			time.Sleep(time.Millisecond) // let objects be cut and uploaded

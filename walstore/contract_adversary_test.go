@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -275,7 +275,7 @@ func TestContractTransitionsInterleavedWithAppendsAndWaits(t *testing.T) {
 					}
 					last = first + 1
 					b := clustertest.MakeBatch(tpA, e, first, last)
-					if err := log1.Append(ctx, tpA, []combiner.Batch{b}); err != nil {
+					if err := log1.Append(ctx, tpA, []storage.Batch{b}); err != nil {
 						return err
 					}
 					return n1.Append(ctx, tpA, b)
@@ -311,7 +311,7 @@ func TestContractTransitionsInterleavedWithAppendsAndWaits(t *testing.T) {
 				case <-time.After(2 * time.Millisecond):
 				}
 				b := clustertest.MakeBatch(tpB, 1, off, off+1)
-				if !assert.NoError(t, log1.Append(ctx, tpB, []combiner.Batch{b})) || !assert.NoError(t, n1.Append(ctx, tpB, b)) {
+				if !assert.NoError(t, log1.Append(ctx, tpB, []storage.Batch{b})) || !assert.NoError(t, n1.Append(ctx, tpB, b)) {
 					return
 				}
 			}

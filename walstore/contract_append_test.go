@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -26,8 +26,8 @@ func TestContractBlockedAppendEndsWithItsLeadership(t *testing.T) {
 	// Each batch has size bytes: four fit in the buffer, not five, nor
 	// one object of the filler's.
 	const size, buffer = 1000, 4096
-	batch := func(tp metadata.TopicPartition, epoch int32, off int64) combiner.Batch {
-		return combiner.Batch{Epoch: epoch, FirstOffset: off, LastOffset: off, MaxTimestamp: 1, Data: bytes.Repeat([]byte{byte(off)}, size)}
+	batch := func(tp metadata.TopicPartition, epoch int32, off int64) storage.Batch {
+		return storage.Batch{Epoch: epoch, FirstOffset: off, LastOffset: off, MaxTimestamp: 1, Data: bytes.Repeat([]byte{byte(off)}, size)}
 	}
 	type ending func(t *testing.T, n *walstore.Node, stop func())
 	for _, tc := range []struct {

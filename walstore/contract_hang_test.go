@@ -10,10 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -92,12 +91,12 @@ func (l *hangLocal) EndOffset(tp metadata.TopicPartition) (int64, error) {
 	return l.LocalLog.EndOffset(tp)
 }
 
-func (l *hangLocal) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+func (l *hangLocal) Epochs(tp metadata.TopicPartition) ([]storage.EpochEntry, error) {
 	l.wait("Epochs", tp)
 	return l.LocalLog.Epochs(tp)
 }
 
-func (l *hangLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []combiner.Batch) error {
+func (l *hangLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []storage.Batch) error {
 	l.wait("Append", tp)
 	return l.LocalLog.Append(ctx, tp, bs)
 }
@@ -178,7 +177,7 @@ func TestContractHungEndOffsetBecomeLeaderGivesUp(t *testing.T) {
 			return n2.BecomeLeader(ctx, tpA, 2, []int32{1}, -1)
 		})
 		requireNoAnswer(t, n2, tpA, err, following, "LocalLog.EndOffset", context.DeadlineExceeded)
-		assert.ErrorIs(t, err, walstore.ErrUnavailable)
+		assert.ErrorIs(t, err, storage.ErrUnavailable)
 
 		for _, tc := range []struct {
 			name string
@@ -190,7 +189,7 @@ func TestContractHungEndOffsetBecomeLeaderGivesUp(t *testing.T) {
 			{"StopReplica", func() error { return n2.StopReplica(t.Context(), tpA) }, following},
 		} {
 			err := returnsWithin(t, time.Minute, tc.name+" while EndOffset is stuck", tc.call)
-			requireNoAnswer(t, n2, tpA, err, tc.in, "LocalLog.EndOffset", walstore.ErrUnavailable)
+			requireNoAnswer(t, n2, tpA, err, tc.in, "LocalLog.EndOffset", storage.ErrUnavailable)
 		}
 		calls, most := local.stats("EndOffset", tpA)
 		assert.Equal(t, 1, calls, "calls of the stuck partition's EndOffset")
@@ -300,7 +299,7 @@ func TestContractHungEpochsIsReported(t *testing.T) {
 				}
 				t.Cleanup(release)
 				settle(time.Minute)
-				requireStillFailing(t, n1, &reports, tpA, walstore.Leading, "LocalLog.Epochs", walstore.ErrUnavailable)
+				requireStillFailing(t, n1, &reports, tpA, walstore.Leading, "LocalLog.Epochs", storage.ErrUnavailable)
 
 				produce(t, n1, local.LocalLog, tpB, 1, 0, 9)
 				require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpB, 1, 9), "tpB replicates meanwhile")
@@ -398,7 +397,7 @@ func TestContractHungFollowerLoadIsReported(t *testing.T) {
 		}
 		require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpB, 1, 9), "tpB replicates meanwhile")
 		settle(time.Minute) // past LocalTimeout
-		requireStillFailing(t, n2, &reports, tpA, walstore.Following, "LocalLog.Epochs", walstore.ErrUnavailable)
+		requireStillFailing(t, n2, &reports, tpA, walstore.Following, "LocalLog.Epochs", storage.ErrUnavailable)
 		_, most := local.stats("Epochs", tpA)
 		assert.Equal(t, 1, most, "Epochs calls of tpA running at once")
 

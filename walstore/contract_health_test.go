@@ -13,6 +13,7 @@ import (
 
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -88,7 +89,7 @@ func TestContractLeadershipFailingInTheBackgroundIsReported(t *testing.T) {
 	}{
 		{name: "Epochs fails", method: "Epochs", is: errInjected},
 		{name: "Read fails", method: "Read", republish: true, is: errInjected},
-		{name: "Read does not answer", method: "Read", republish: true, hang: true, is: walstore.ErrUnavailable},
+		{name: "Read does not answer", method: "Read", republish: true, hang: true, is: storage.ErrUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -38,7 +39,7 @@ func (l *entriesDownLog) Append(ctx context.Context, p int32, v []byte) (int64, 
 // Put holds its object too, ignoring its context, so that its copy lands
 // only when released, after the hedge stored its own: a hedge's loser.
 type landThenWaitStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	release chan struct{}
 	once    sync.Once
 	hedge   bool

@@ -12,6 +12,7 @@ import (
 
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -20,13 +21,13 @@ import (
 
 // switchStore fails every Put while down.
 type switchStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	down *atomic.Bool
 }
 
 func (s switchStore) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
 	if s.down.Load() {
-		return metadata.ObjectRef{}, walstore.ErrUnavailable
+		return metadata.ObjectRef{}, storage.ErrUnavailable
 	}
 	return s.ObjectStore.Put(ctx, key, body)
 }
@@ -184,13 +185,13 @@ func TestContractRestartedFollowerCatchesUp(t *testing.T) {
 
 // lostDeletes deletes, then answers that it could not: a DELETE whose
 // answer was lost.
-type lostDeletes struct{ walstore.ObjectStore }
+type lostDeletes struct{ storage.ObjectStore }
 
 func (s lostDeletes) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 	if err := s.ObjectStore.Delete(ctx, refs); err != nil {
 		return err
 	}
-	return fmt.Errorf("the answer was lost: %w", walstore.ErrUnavailable)
+	return fmt.Errorf("the answer was lost: %w", storage.ErrUnavailable)
 }
 
 // A follower that lost its log (restarted with an empty one) while it

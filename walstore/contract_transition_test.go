@@ -11,10 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -91,14 +90,14 @@ func (l *trapLocal) EndOffset(tp metadata.TopicPartition) (int64, error) {
 	return l.LocalLog.EndOffset(tp)
 }
 
-func (l *trapLocal) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+func (l *trapLocal) Epochs(tp metadata.TopicPartition) ([]storage.EpochEntry, error) {
 	if err := l.trap(context.Background(), "Epochs", tp); err != nil {
 		return nil, err
 	}
 	return l.LocalLog.Epochs(tp)
 }
 
-func (l *trapLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []combiner.Batch) error {
+func (l *trapLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []storage.Batch) error {
 	if err := l.trap(ctx, "Append", tp); err != nil {
 		return err
 	}
@@ -112,7 +111,7 @@ func (l *trapLocal) Truncate(ctx context.Context, tp metadata.TopicPartition, of
 	return l.LocalLog.Truncate(ctx, tp, offset)
 }
 
-func (l *trapLocal) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
+func (l *trapLocal) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]storage.Batch, error) {
 	if err := l.trap(ctx, "Read", tp); err != nil {
 		return nil, err
 	}

@@ -1,10 +1,10 @@
-// Package walstore is the storage contract and the replication engines of
-// activetier: the ObjectStore interface with its typed errors, the Manager
+// Package walstore is the replication engines of activetier: the Manager
 // (KIP-1176's RemoteWalStorageManager: copy, fetch and delete combined
 // objects), the Node that runs one broker's replication, the Leader and
-// Follower engines under it, and garbage collection. Package walstoretest
-// checks an ObjectStore (Run) or a broker's LocalLog (RunLocalLog) against
-// its contract.
+// Follower engines under it, and garbage collection. They reach the object
+// store and the broker's log only through the contracts of package storage
+// (storage.ObjectStore, storage.LocalLog), whose conformance suites are in
+// package storagetest.
 //
 // # The broker's side: one Node
 //
@@ -33,7 +33,7 @@
 // returns a *TransitionError saying which role is still in effect
 // (Node.Role). Transitions of different partitions never wait for each
 // other, nor for each other's local-log calls: a call that hangs costs
-// its own partition only (see LocalLog). The
+// its own partition only (see storage.LocalLog). The
 // step that cannot be undone, resigning, comes last, when nothing that can
 // fail or wait is left.
 //
@@ -46,7 +46,8 @@
 // reports its tiered-storage mark (ReportTiered). An Append blocked on a
 // full buffer, and every wait, end with the leadership they were made in
 // (ErrNotLeader) or with Run (ErrStopped). The Node reaches the broker
-// only through LocalLog, its own log, whose contract RunLocalLog checks.
+// only through storage.LocalLog, its own log, whose contract
+// storagetest.RunLocalLog checks.
 //
 // Health tells the broker when to replicate the ordinary way: Degraded
 // for the uploads and publishes of every partition, and Partitions for
@@ -58,7 +59,7 @@
 //
 // # Leader
 //
-// Append validates each batch (ErrInvalidBatch for one that does not
+// Append validates each batch (storage.ErrInvalidBatch for one that does not
 // continue the leadership's log at its epoch) and queues it, returning at
 // once while the buffer has room (BufferBytes); past it, Append blocks or
 // fails with ErrBufferFull, as the Overflow policy says, so memory never
@@ -150,7 +151,7 @@
 // on those entries and wait at the gap, and only a Republish by the
 // leader fills it. Offsets a metadata log's Append invents are what
 // MetadataLowMarks reports, so TrimMetadata trusts them. Both are for the
-// ObjectStore conformance suite (package walstoretest) and the metadata
+// ObjectStore conformance suite (package storagetest) and the metadata
 // log's own tests to rule out.
 //
 // # Time

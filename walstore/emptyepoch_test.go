@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -23,8 +23,8 @@ func TestFollowerDropsAnEpochItNeverWrote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
-		batch := func(epoch int32, first, last int64) combiner.Batch {
-			return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1_000_000 + last, Data: []byte{byte(epoch), byte(first), byte(last)}}
+		batch := func(epoch int32, first, last int64) storage.Batch {
+			return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1_000_000 + last, Data: []byte{byte(epoch), byte(first), byte(last)}}
 		}
 		w := newWorld(t)
 		log2, log3 := memstore.NewLocalLog(), memstore.NewLocalLog()
@@ -32,8 +32,8 @@ func TestFollowerDropsAnEpochItNeverWrote(t *testing.T) {
 			require.NoError(t, l.Truncate(ctx, tp, 100))
 		}
 		// Both replicated epoch 5 from an old leader; broker 3 got further.
-		require.NoError(t, log2.Append(ctx, tp, []combiner.Batch{batch(5, 100, 149)}))
-		require.NoError(t, log3.Append(ctx, tp, []combiner.Batch{batch(5, 100, 149), batch(5, 150, 159)}))
+		require.NoError(t, log2.Append(ctx, tp, []storage.Batch{batch(5, 100, 149)}))
+		require.NoError(t, log3.Append(ctx, tp, []storage.Batch{batch(5, 100, 149), batch(5, 150, 159)}))
 		// Broker 2 led epoch 6 from 150 and lost it before writing anything.
 		require.NoError(t, log2.AssignEpoch(tp, 6, 150))
 		// Broker 3 leads epoch 7 from 160 and republishes from 100.
@@ -46,7 +46,7 @@ func TestFollowerDropsAnEpochItNeverWrote(t *testing.T) {
 		require.NoError(t, nodes[3].BecomeLeader(ctx, tp, 7, []int32{2}, 100))
 		require.NoError(t, nodes[2].BecomeFollower(ctx, tp, 7, 3))
 		b := batch(7, 160, 169)
-		require.NoError(t, log3.Append(ctx, tp, []combiner.Batch{b}))
+		require.NoError(t, log3.Append(ctx, tp, []storage.Batch{b}))
 		require.NoError(t, nodes[3].Append(ctx, tp, b))
 		time.Sleep(2 * time.Second)
 		synctest.Wait()

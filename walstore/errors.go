@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/activetier/activetier/storage"
 )
 
 // ErrContractViolation matches errors for answers a dependency (the object
@@ -28,8 +30,8 @@ func (e *DependencyError) Error() string { return fmt.Sprintf("%s: %v", e.Depend
 func (e *DependencyError) Unwrap() error { return e.Err }
 
 // noAnswerError is a dependency call that did not answer in time. It
-// matches ErrUnavailable, since the same call may succeed later, but says
-// so in its own words: ErrUnavailable's name the object store, and the
+// matches storage.ErrUnavailable, since the same call may succeed later, but says
+// so in its own words: storage.ErrUnavailable's name the object store, and the
 // call may be the metadata log's.
 type noAnswerError struct {
 	d      time.Duration
@@ -48,8 +50,8 @@ func (e *noAnswerError) Error() string {
 	return fmt.Sprintf("no answer for %v", e.d)
 }
 
-// Is makes errors.Is(err, ErrUnavailable) true.
-func (e *noAnswerError) Is(target error) bool { return target == ErrUnavailable }
+// Is makes errors.Is(err, storage.ErrUnavailable) true.
+func (e *noAnswerError) Is(target error) bool { return target == storage.ErrUnavailable }
 
 // Unwrap returns what the call returned when given up, or nil.
 func (e *noAnswerError) Unwrap() error { return e.err }

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -57,8 +57,8 @@ func Example() {
 	// Producers write three batches: the broker appends each to its log,
 	// then to the Node, and acknowledges once it is durable.
 	for off := int64(0); off < 30; off += 10 {
-		b := combiner.Batch{Epoch: 1, FirstOffset: off, LastOffset: off + 9, Data: []byte(fmt.Sprintf("records %d-%d", off, off+9))}
-		_ = logs[1].Append(ctx, tp, []combiner.Batch{b})
+		b := storage.Batch{Epoch: 1, FirstOffset: off, LastOffset: off + 9, Data: []byte(fmt.Sprintf("records %d-%d", off, off+9))}
+		_ = logs[1].Append(ctx, tp, []storage.Batch{b})
 		if err := nodes[1].Append(ctx, tp, b); err != nil {
 			panic(err)
 		}
@@ -109,8 +109,8 @@ func ExampleNode_Replicas() {
 	_ = logs[1].AssignEpoch(tp, 1, 0)
 	_ = nodes[1].BecomeLeader(ctx, tp, 1, []int32{2, 3}, -1)
 	_ = nodes[2].BecomeFollower(ctx, tp, 1, 1)
-	b := combiner.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 9, Data: []byte("records 0-9")}
-	_ = logs[1].Append(ctx, tp, []combiner.Batch{b})
+	b := storage.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 9, Data: []byte("records 0-9")}
+	_ = logs[1].Append(ctx, tp, []storage.Batch{b})
 	_ = nodes[1].Append(ctx, tp, b)
 
 	// The broker looks at its followers now and then (here, until broker

@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // rangeStore is an in-package ObjectStore and RangeReader (memstore
@@ -35,7 +35,7 @@ func (s *rangeStore) GetRange(_ context.Context, ref metadata.ObjectRef, offset,
 	s.gets++
 	obj := s.objects[ref.Key]
 	if offset+length > int64(len(obj)) {
-		return nil, fmt.Errorf("range past the end of a %d-byte object: %w", len(obj), ErrInvalidRange)
+		return nil, fmt.Errorf("range past the end of a %d-byte object: %w", len(obj), storage.ErrInvalidRange)
 	}
 	return bytes.Clone(obj[offset : offset+length]), nil
 }
@@ -53,7 +53,7 @@ func (s *rangeStore) ReadRange(_ context.Context, ref metadata.ObjectRef, offset
 }
 
 func (s *rangeStore) Delete(context.Context, []metadata.ObjectRef) error { return nil }
-func (s *rangeStore) List(context.Context, string, string) ([]ObjectInfo, error) {
+func (s *rangeStore) List(context.Context, string, string) ([]storage.ObjectInfo, error) {
 	return nil, nil
 }
 
@@ -77,7 +77,7 @@ func TestFetchIntoPooledBuffers(t *testing.T) {
 		{name: "uncompressed sections hold the buffer", wantHolds: 3, wantReads: 1},
 		{name: "compressed sections hold an arena of their own", codec: metadata.CodecZstd, wantHolds: 3, arena: true, wantReads: 1},
 		{name: "a short answer is a broken contract", store: rangeStore{short: 1}, wantErr: ErrContractViolation, wantReads: 4},
-		{name: "a failed read", store: rangeStore{err: fmt.Errorf("boom: %w", ErrUnavailable)}, wantErr: ErrUnavailable, wantReads: 1},
+		{name: "a failed read", store: rangeStore{err: fmt.Errorf("boom: %w", storage.ErrUnavailable)}, wantErr: storage.ErrUnavailable, wantReads: 1},
 		{name: "a corrupt section fails alone", store: rangeStore{corruptAfter: 40}, wantHolds: 2, wantReads: 1},
 		{name: "a corrupt compressed section fails alone", codec: metadata.CodecZstd, store: rangeStore{corruptAfter: 40}, wantHolds: 2, arena: true, wantReads: 1},
 		{name: "Fetch reads with GetRange", public: true},
@@ -94,7 +94,7 @@ func TestFetchIntoPooledBuffers(t *testing.T) {
 				tp := metadata.TopicPartition{Topic: "t", Partition: int32(p)}
 				data := bytes.Repeat([]byte(fmt.Sprintf("partition %d ", p)), 200)
 				inputs = append(inputs, CopyInput{Partition: tp, PublisherEpoch: 1,
-					Batches: []combiner.Batch{{Epoch: 1, FirstOffset: 0, LastOffset: 9, Data: data}}})
+					Batches: []storage.Batch{{Epoch: 1, FirstOffset: 0, LastOffset: 9, Data: data}}})
 			}
 			entries, err := m.Copy(ctx, inputs)
 			require.NoError(t, err)
@@ -167,5 +167,5 @@ func TestFetchLongRangeNotPooled(t *testing.T) {
 	require.Nil(t, sb)
 	require.Zero(t, store.reads)
 	require.Equal(t, 1, store.gets)
-	require.ErrorIs(t, err, ErrInvalidRange)
+	require.ErrorIs(t, err, storage.ErrInvalidRange)
 }

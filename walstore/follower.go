@@ -10,12 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // FollowerConfig configures a Follower. Zero durations and sizes mean the
@@ -25,11 +24,11 @@ type FollowerConfig struct {
 	// BrokerID % Log.Partitions(). Must be >= 0.
 	BrokerID int32
 	// Store reads the objects entries name. Required.
-	Store ObjectStore
+	Store storage.ObjectStore
 	// Log carries the metadata. Required.
 	Log metadata.Log
 	// Local is the broker's log, appended to and truncated. Required.
-	Local LocalLog
+	Local storage.LocalLog
 	// FetchConcurrency bounds concurrent GETs. Default 8.
 	FetchConcurrency int
 	// HedgeAfter is how long a fetch may go unanswered before its bucket
@@ -665,7 +664,7 @@ func (f *Follower) load(ctx context.Context, tp metadata.TopicPartition) (follow
 	if err != nil {
 		return followcore.LocalState{}, err
 	}
-	var epochs []fencing.EpochEntry
+	var epochs []storage.EpochEntry
 	err = f.locals.call(f.local.context(ctx), tp, "LocalLog.Epochs", func(context.Context) (err error) {
 		epochs, err = f.cfg.Local.Epochs(tp)
 		return err
@@ -697,7 +696,7 @@ func (f *Follower) truncate(ctx context.Context, t followcore.Truncate) (int64, 
 	if t.AtBatch {
 		// Epochs start at batch boundaries in every log, but a marker may
 		// be wrong: a batch holding the first divergent offset goes whole.
-		var bs []combiner.Batch // set by the call, read only if it returned
+		var bs []storage.Batch // set by the call, read only if it returned
 		err := f.locals.call(f.local.context(ctx), t.Partition, "LocalLog.Read", func(ctx context.Context) (err error) {
 			bs, err = f.cfg.Local.Read(ctx, t.Partition, t.To, 1)
 			return err
@@ -802,7 +801,7 @@ func (f *Follower) fetch(ctx context.Context, wg *sync.WaitGroup, results chan<-
 			case err != nil:
 				// The fetch timed out: every entry is unavailable.
 				out[i] = followcore.Result{Entry: e, Outcome: followcore.Unavailable, Err: &FetchError{Object: e.Object, Partition: e.Partition,
-					Position: e.Position, Length: e.Length, Err: fmt.Errorf("%w: no answer within %v", ErrUnavailable, f.cfg.FetchTimeout)}}
+					Position: e.Position, Length: e.Length, Err: fmt.Errorf("%w: no answer within %v", storage.ErrUnavailable, f.cfg.FetchTimeout)}}
 			case res[i].Err != nil:
 				out[i] = followcore.Result{Entry: e, Outcome: followcore.OutcomeOf(res[i].Err), Err: res[i].Err}
 			default:

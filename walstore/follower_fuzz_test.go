@@ -11,10 +11,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -119,7 +119,7 @@ func fuzzFollower(t *testing.T, input []byte) {
 				last := min(first+s.size-1, s.last)
 				data := fuzzData(tp, s.epoch, first, last)
 				truth[fmt.Sprint(tp, s.epoch, first, last)] = data
-				in.Batches = append(in.Batches, combiner.Batch{Epoch: s.epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: last, Data: data})
+				in.Batches = append(in.Batches, storage.Batch{Epoch: s.epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: last, Data: data})
 			}
 			inputs = append(inputs, in)
 		}
@@ -377,7 +377,7 @@ func (l *fuzzLog) Read(ctx context.Context, partition int32, from int64, max int
 // fuzzStore counts the GETs that reach a bucket the store knows with a
 // range memstore accepts, and checks that others are refused as unknown.
 type fuzzStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	w *fuzzWatch
 }
 
@@ -387,7 +387,7 @@ func (s *fuzzStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset
 	s.w.mu.Lock()
 	defer s.w.mu.Unlock()
 	switch {
-	case !known && !errors.Is(err, walstore.ErrUnknownBucket):
+	case !known && !errors.Is(err, storage.ErrUnknownBucket):
 		s.w.t.Errorf("GET of %s, a bucket the store does not know, returned %v", ref, err)
 	case known && offset >= 0 && length > 0:
 		s.w.knownGets++
@@ -402,7 +402,7 @@ type fuzzLocal struct {
 	follows func(metadata.TopicPartition) bool
 }
 
-func (l *fuzzLocal) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+func (l *fuzzLocal) Append(ctx context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	t := l.w.t
 	if !l.follows(tp) {
 		t.Errorf("appended to %s, which the follower does not follow", tp)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -160,7 +161,7 @@ func TestFollowerStopsAppendingWhenItsBrokerLeads(t *testing.T) {
 	// pending until R2 takes over.
 	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
 		if op == clustertest.OpGet {
-			return clustertest.Fault{Err: walstore.ErrUnavailable}
+			return clustertest.Fault{Err: storage.ErrUnavailable}
 		}
 		return clustertest.Fault{}
 	})

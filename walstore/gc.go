@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/leadcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Garbage collection: the leader tracks, for every object it published,
@@ -54,7 +54,7 @@ func (l *Leader) RecordProgress(p Progress) {
 	l.mu.Lock()
 	need := l.core.NeedLineage(p.Partition, p.LastEpoch)
 	l.mu.Unlock()
-	var epochs []fencing.EpochEntry
+	var epochs []storage.EpochEntry
 	var err error
 	if need {
 		// Bounded, as the engine's own calls are: the broker may deliver

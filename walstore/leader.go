@@ -9,11 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/leadcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Errors returned by the leader engine, to be tested with errors.Is.
@@ -27,12 +26,6 @@ var (
 	// ErrStopped: the engine's Run has returned, or was called a second
 	// time.
 	ErrStopped = errors.New("walstore: engine stopped")
-	// ErrInvalidBatch: a batch that cannot be part of a partition's log:
-	// an inverted or negative offset range or a negative epoch (for
-	// LocalLog.Append too), and, for the leader's Append, no data, an
-	// epoch other than the leadership's, or a first offset that does not
-	// continue the batches appended before it.
-	ErrInvalidBatch = errors.New("walstore: invalid batch")
 	// ErrStaleEpoch: BecomeLeader at an epoch not above the last one this
 	// engine led the partition at. An epoch names one leadership, so that
 	// a wait for records accepted at it is never answered by another.
@@ -58,11 +51,11 @@ type LeaderConfig struct {
 	// BrokerID is this broker's id. Must be >= 0.
 	BrokerID int32
 	// Store writes to this broker's AZ's bucket. Required.
-	Store ObjectStore
+	Store storage.ObjectStore
 	// Log carries the metadata. Required.
 	Log metadata.Log
 	// Local is read when republishing after a failover. Required.
-	Local LocalLog
+	Local storage.LocalLog
 	// KeyPrefix is prepended to object keys.
 	KeyPrefix string
 	// Codec for sections. Default none.
@@ -206,7 +199,7 @@ type Health struct {
 	// returned. Either names the call in a *DependencyError
 	// ("ObjectStore.Put" for an upload, "metadata.Log.Append" for a
 	// publish); an attempt that did not answer within RequestTimeout, or
-	// one that has not returned, matches ErrUnavailable.
+	// one that has not returned, matches storage.ErrUnavailable.
 	Err error
 	// Partitions are up to MaxFailingListed of the partitions whose
 	// replication a failure has stopped, each with its error (see
@@ -613,7 +606,7 @@ func (l *Leader) startRead(r leadcore.LocalRead) {
 		case leadcore.ReadBatches:
 			// Bounded as a PUT is: a log that stops answering must fail
 			// the republish, which reports it, not hold it for good.
-			var batches []combiner.Batch
+			var batches []storage.Batch
 			err := l.local(ctx, r.Partition, "walstore: reading the local log to republish", "LocalLog.Read", func(ctx context.Context) (err error) {
 				batches, err = l.cfg.Local.Read(ctx, r.Partition, r.From, r.MaxBytes)
 				return err
@@ -650,12 +643,12 @@ func (l *Leader) localHeld(ctx context.Context, tp metadata.TopicPartition, what
 
 // epochs reads tp's epoch entries for the engine's background work (see
 // local); held says the caller holds tp.
-func (l *Leader) epochs(ctx context.Context, tp metadata.TopicPartition, what string, held bool) ([]fencing.EpochEntry, error) {
+func (l *Leader) epochs(ctx context.Context, tp metadata.TopicPartition, what string, held bool) ([]storage.EpochEntry, error) {
 	local := l.local
 	if held {
 		local = l.localHeld
 	}
-	var epochs []fencing.EpochEntry // set by the call, read only if it returned
+	var epochs []storage.EpochEntry // set by the call, read only if it returned
 	err := local(ctx, tp, what, "LocalLog.Epochs", func(context.Context) (err error) {
 		epochs, err = l.cfg.Local.Epochs(tp)
 		return err
@@ -817,7 +810,7 @@ func (l *Leader) Resign(tp metadata.TopicPartition) {
 // engine has uploaded it (WaitDurable tells when). Batches must continue
 // one another: the first one of a leadership starts at the local log's end
 // offset when BecomeLeader was called, each next one right after the last,
-// all with the leadership's epoch; anything else is ErrInvalidBatch, and
+// all with the leadership's epoch; anything else is storage.ErrInvalidBatch, and
 // the batch is not queued. A partition the engine does not lead is
 // ErrNotLeader; one no BecomeLeader would take (see
 // metadata.TopicPartition.Validate) also matches the reason, such as
@@ -827,7 +820,7 @@ func (l *Leader) Resign(tp metadata.TopicPartition) {
 // ErrNotLeader when the leadership it waits in ends (even if another
 // begins at once), and with ErrStopped when Run ends; the batch is then
 // not queued.
-func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b combiner.Batch) error {
+func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b storage.Batch) error {
 	var waitedIn uint64 // the leadership a blocked Append waits in
 	for {
 		l.mu.Lock()
@@ -883,7 +876,7 @@ func refusal(err error) error {
 	case leadcore.NotLeader:
 		return ErrNotLeader
 	case leadcore.InvalidBatch:
-		return fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+		return fmt.Errorf("%w: %w", storage.ErrInvalidBatch, err)
 	case leadcore.BufferFull, leadcore.TooLarge:
 		return fmt.Errorf("%w: %w", ErrBufferFull, err)
 	case leadcore.StaleEpoch:
@@ -1097,7 +1090,7 @@ func (l *Leader) Republish(ctx context.Context, tp metadata.TopicPartition, from
 
 // attempt runs one attempt of a call of dependency dep (see
 // dependencyOf) with RequestTimeout. An attempt that runs out while ctx is
-// live fails with a DependencyError for dep matching ErrUnavailable.
+// live fails with a DependencyError for dep matching storage.ErrUnavailable.
 func attempt(ctx context.Context, timeout time.Duration, what, dep string, fn func(context.Context) error) error {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -35,7 +35,7 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 			// The store is down for writes: every PUT fails.
 			c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
 				if op == clustertest.OpPut {
-					return clustertest.Fault{Err: walstore.ErrUnavailable}
+					return clustertest.Fault{Err: storage.ErrUnavailable}
 				}
 				return clustertest.Fault{}
 			})
@@ -68,7 +68,7 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 					pushback = err
 					break
 				}
-				require.NoError(t, r1.Local.Append(ctx, clustertest.TP, []combiner.Batch{b}))
+				require.NoError(t, r1.Local.Append(ctx, clustertest.TP, []storage.Batch{b}))
 				accepted++
 				require.LessOrEqual(t, r1.Node.Stats().Leader.BufferedBytes, bound)
 			}
@@ -97,7 +97,7 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 			defer mu.Unlock()
 			require.Len(t, healths, 2, "OnHealth reports degrading and recovering once each")
 			assert.True(t, healths[0].Degraded)
-			assert.ErrorIs(t, healths[0].Err, walstore.ErrUnavailable)
+			assert.ErrorIs(t, healths[0].Err, storage.ErrUnavailable)
 			assert.False(t, healths[1].Degraded)
 		})
 	}
@@ -194,7 +194,7 @@ func TestLeaderAppendErrors(t *testing.T) {
 	assert.ErrorIs(t, err, walstore.ErrNotLeader)
 	r1.BecomeLeader(ctx, clustertest.TP, 1, -1)
 	err = l.Append(ctx, clustertest.TP, clustertest.MakeBatch(clustertest.TP, 2, 0, 0))
-	assert.ErrorIs(t, err, walstore.ErrInvalidBatch, "an epoch other than the leadership's")
+	assert.ErrorIs(t, err, storage.ErrInvalidBatch, "an epoch other than the leadership's")
 	big := clustertest.MakeBatch(clustertest.TP, 1, 0, 0)
 	big.Data = make([]byte, 1001)
 	assert.ErrorIs(t, l.Append(ctx, clustertest.TP, big), walstore.ErrBufferFull)

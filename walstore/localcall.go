@@ -156,7 +156,7 @@ func (g *localCalls) release(tp metadata.TopicPartition) {
 
 // call makes call dep of tp's log, fn, which the caller holds, and waits
 // for it as long as ctx allows. If ctx ends first it returns a
-// *DependencyError naming dep that matches ctx's error and ErrUnavailable,
+// *DependencyError naming dep that matches ctx's error and storage.ErrUnavailable,
 // and fn, still running, is tp's stuck call until it returns; what it then
 // returns is dropped. fn gets ctx, for the calls that take one; an error
 // it returns comes back in a *DependencyError naming dep.

@@ -16,6 +16,7 @@ import (
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // ErrCorrupt matches errors for bytes that fail verification: a section
@@ -34,7 +35,7 @@ const DefaultCoalesceGap = 50_000
 // ManagerConfig configures a Manager.
 type ManagerConfig struct {
 	// Store is where objects are written and read. Required.
-	Store ObjectStore
+	Store storage.ObjectStore
 	// BrokerID is written into every entry as the writer. Must be >= 0.
 	BrokerID int32
 	// KeyPrefix is prepended to every object key this manager writes.
@@ -122,7 +123,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 type CopyInput struct {
 	Partition      metadata.TopicPartition
 	PublisherEpoch int32
-	Batches        []combiner.Batch
+	Batches        []storage.Batch
 }
 
 // Copy writes the batches of many partitions as one combined object in the
@@ -175,7 +176,7 @@ func (m *Manager) put(ctx context.Context, data []byte) (metadata.ObjectRef, err
 	for range 3 {
 		key := m.newKey()
 		ref, err := m.cfg.Store.Put(ctx, key, data)
-		if errors.Is(err, ErrAlreadyExists) {
+		if errors.Is(err, storage.ErrAlreadyExists) {
 			continue
 		}
 		if err != nil {
@@ -189,14 +190,14 @@ func (m *Manager) put(ctx context.Context, data []byte) (metadata.ObjectRef, err
 		}
 		return ref, nil
 	}
-	return metadata.ObjectRef{}, fmt.Errorf("walstore: upload: three fresh keys already taken: %w", ErrAlreadyExists)
+	return metadata.ObjectRef{}, fmt.Errorf("walstore: upload: three fresh keys already taken: %w", storage.ErrAlreadyExists)
 }
 
 // FetchResult is the outcome of fetching one entry: its verified batches, or
 // the error that prevented it.
 type FetchResult struct {
 	Entry   metadata.Entry
-	Batches []combiner.Batch
+	Batches []storage.Batch
 	Err     error
 	// buf is the pooled buffer Batches alias, when the follower fetched
 	// them into one; the follower core releases it after appending.
@@ -204,7 +205,7 @@ type FetchResult struct {
 }
 
 // FetchError says which object and partition a failed fetch concerned. Its
-// Err matches ErrNotFound, ErrUnavailable, ErrUnknownBucket, ErrInvalidRange
+// Err matches storage.ErrNotFound, storage.ErrUnavailable, storage.ErrUnknownBucket, storage.ErrInvalidRange
 // or ErrCorrupt, and ErrContractViolation when the store's answer broke the
 // ObjectStore contract.
 type FetchError struct {
@@ -231,13 +232,13 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // ends.
 //
 // An entry whose byte range is empty, negative or overflows int64 fails
-// with ErrInvalidRange without a request. When a coalesced GET fails with
-// ErrInvalidRange (one entry's range may run past the object's end) or
+// with storage.ErrInvalidRange without a request. When a coalesced GET fails with
+// storage.ErrInvalidRange (one entry's range may run past the object's end) or
 // with an answer that breaks the ObjectStore contract (a body shorter or
 // longer than the range, as a truncating proxy gives), each of its entries
 // is read again on its own, one after another, so that a bad entry fails
 // alone. An answer of the wrong size for a single entry's range fails it
-// with an error matching both ErrContractViolation and ErrUnavailable: the
+// with an error matching both ErrContractViolation and storage.ErrUnavailable: the
 // next attempt may well succeed, so callers retry it with backoff.
 func (m *Manager) Fetch(ctx context.Context, entries []metadata.Entry) ([]FetchResult, error) {
 	return m.fetch(ctx, entries, nil)
@@ -251,7 +252,7 @@ func (m *Manager) fetch(ctx context.Context, entries []metadata.Entry, pool *buf
 	for i, e := range entries {
 		results[i].Entry = e
 		if e.Position < 0 || e.Length <= 0 || e.Position > math.MaxInt64-e.Length {
-			results[i].Err = fetchError(&e, fmt.Errorf("%w: entry range %d+%d", ErrInvalidRange, e.Position, e.Length))
+			results[i].Err = fetchError(&e, fmt.Errorf("%w: entry range %d+%d", storage.ErrInvalidRange, e.Position, e.Length))
 			continue
 		}
 		valid = append(valid, i)
@@ -310,7 +311,7 @@ func planReads(entries []metadata.Entry, idx []int, gap int64) []rangeRead {
 // answer to the coalesced one may be the fault of one entry (see Fetch).
 func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entry, results []FetchResult, pool *bufpool.Pool) {
 	data, sb, err := m.getRange(ctx, r.object, r.start, r.end-r.start, pool)
-	if err != nil && len(r.idx) > 1 && ctx.Err() == nil && (errors.Is(err, ErrInvalidRange) || errors.Is(err, ErrContractViolation)) {
+	if err != nil && len(r.idx) > 1 && ctx.Err() == nil && (errors.Is(err, storage.ErrInvalidRange) || errors.Is(err, ErrContractViolation)) {
 		m.cfg.Logger.Debug("activetier: coalesced read failed; reading its sections one by one",
 			"object", r.object.String(), "start", r.start, "end", r.end, "sections", len(r.idx), "err", err)
 		for _, i := range r.idx {
@@ -336,7 +337,7 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 	// shows how many batches a byte holds: an allocation per read, not per
 	// section. Each result's slice ends at its capacity, so that appending
 	// to one cannot reach another's.
-	var batches []combiner.Batch
+	var batches []storage.Batch
 	for _, i := range r.idx {
 		e := &entries[i]
 		if err != nil {
@@ -363,7 +364,7 @@ func (m *Manager) read(ctx context.Context, r rangeRead, entries []metadata.Entr
 			// grown for the rest never takes more bytes than the rest
 			// of the read has, and appends grow it past that if need be.
 			rest := r.end - e.Position - e.Length
-			guess := min(int64(len(batches))*rest/e.Length, rest/int64(unsafe.Sizeof(combiner.Batch{})))
+			guess := min(int64(len(batches))*rest/e.Length, rest/int64(unsafe.Sizeof(storage.Batch{})))
 			batches = slices.Grow(batches, int(guess))
 		}
 		results[i].Batches = batches[from:len(batches):len(batches)]
@@ -407,12 +408,12 @@ func compressedBytes(entries []metadata.Entry, idx []int) int64 {
 
 // getRange is ObjectStore.GetRange with its answer checked: errors name
 // the call, and a body of another length than asked for is an error
-// matching ErrContractViolation and ErrUnavailable, never a slice to index
+// matching ErrContractViolation and storage.ErrUnavailable, never a slice to index
 // out of range. With a pool, and a store that is a RangeReader, it reads
 // into a pooled buffer and returns it as sb, not yet held by anyone. A
 // store call that panics is an error too (see recovered).
 func (m *Manager) getRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64, pool *bufpool.Pool) (data []byte, sb *sharedBuf, err error) {
-	rr, into := m.cfg.Store.(RangeReader)
+	rr, into := m.cfg.Store.(storage.RangeReader)
 	if pool != nil && into && length <= maxPooledRead {
 		data = pool.Get(int(length))[:length]
 		var n int
@@ -467,12 +468,12 @@ func recovered(call func()) (p *panicked) {
 }
 
 // panicError logs a store call's panic with its stack and returns the
-// error for it, matching ErrContractViolation and ErrUnavailable.
+// error for it, matching ErrContractViolation and storage.ErrUnavailable.
 func (m *Manager) panicError(call string, p *panicked, ref metadata.ObjectRef, offset, length int64) error {
 	m.cfg.Logger.Error("activetier: the object store panicked", "call", call, "object", ref.String(),
 		"offset", offset, "length", length, "panic", fmt.Sprint(p.value), "stack", string(p.stack))
 	return &DependencyError{Dependency: call, Err: fmt.Errorf("%w: %w reading %d bytes at %d of %s, which may be transient (%w)",
-		ErrContractViolation, p, length, offset, ref, ErrUnavailable)}
+		ErrContractViolation, p, length, offset, ref, storage.ErrUnavailable)}
 }
 
 // maxPooledRead is the longest range read into a pooled buffer. The
@@ -486,7 +487,7 @@ const maxPooledRead = 16 << 20
 // length: a broken contract, and maybe a transient one.
 func wrongLength(call string, ref metadata.ObjectRef, offset, length int64, n int) error {
 	return &DependencyError{Dependency: call, Err: fmt.Errorf("%w: returned %d bytes for the %d-byte range at offset %d of %s, which may be transient (%w)",
-		ErrContractViolation, n, length, offset, ref, ErrUnavailable)}
+		ErrContractViolation, n, length, offset, ref, storage.ErrUnavailable)}
 }
 
 // Delete removes combined objects. Deleting an object that is already gone

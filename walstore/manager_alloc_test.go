@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -25,7 +25,7 @@ func TestManagerFetchBatchArrayNotSizedFromFirstSection(t *testing.T) {
 	defer w.Close()
 	small := walstore.CopyInput{Partition: metadata.TopicPartition{Topic: "logs", Partition: 0}, PublisherEpoch: 3}
 	for off := range int64(2000) {
-		small.Batches = append(small.Batches, combiner.Batch{Epoch: 3, FirstOffset: off, LastOffset: off, MaxTimestamp: 1, Data: []byte{byte(off)}})
+		small.Batches = append(small.Batches, storage.Batch{Epoch: 3, FirstOffset: off, LastOffset: off, MaxTimestamp: 1, Data: []byte{byte(off)}})
 	}
 	big := make([]byte, 4<<20)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -33,7 +33,7 @@ func TestManagerFetchBatchArrayNotSizedFromFirstSection(t *testing.T) {
 		big[i] = byte(rng.Uint32())
 	}
 	large := walstore.CopyInput{Partition: metadata.TopicPartition{Topic: "logs", Partition: 1}, PublisherEpoch: 3,
-		Batches: []combiner.Batch{{Epoch: 3, FirstOffset: 0, LastOffset: 0, MaxTimestamp: 1, Data: big}}}
+		Batches: []storage.Batch{{Epoch: 3, FirstOffset: 0, LastOffset: 0, MaxTimestamp: 1, Data: big}}}
 	entries, err := w.Copy(ctx, []walstore.CopyInput{small, large})
 	require.NoError(t, err)
 	require.Less(t, entries[0].Position, entries[1].Position)

@@ -14,10 +14,11 @@ import (
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
-func newStores(t *testing.T) (*memstore.Cluster, walstore.ObjectStore, walstore.ObjectStore) {
+func newStores(t *testing.T) (*memstore.Cluster, storage.ObjectStore, storage.ObjectStore) {
 	t.Helper()
 	c, err := memstore.NewCluster(memstore.ClusterConfig{
 		Buckets: map[string]string{"az1": "bucket-az1", "az2": "bucket-az2"},
@@ -179,9 +180,9 @@ func TestManagerFetchErrorsNameObjectAndPartition(t *testing.T) {
 		want  error
 	}{
 		{"checksum mismatch", badChecksum, false, walstore.ErrCorrupt},
-		{"unconfigured bucket", unknown, false, walstore.ErrUnknownBucket},
-		{"missing object", missing, false, walstore.ErrNotFound},
-		{"bucket down", entries[1], true, walstore.ErrUnavailable},
+		{"unconfigured bucket", unknown, false, storage.ErrUnknownBucket},
+		{"missing object", missing, false, storage.ErrNotFound},
+		{"bucket down", entries[1], true, storage.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +218,7 @@ func TestManagerDeleteIsIdempotent(t *testing.T) {
 	require.NoError(t, m.Delete(ctx, refs))
 	res, err := m.Fetch(ctx, entries)
 	require.NoError(t, err)
-	assert.ErrorIs(t, res[0].Err, walstore.ErrNotFound)
+	assert.ErrorIs(t, res[0].Err, storage.ErrNotFound)
 }
 
 func TestManagerConfigValidation(t *testing.T) {
@@ -243,7 +244,7 @@ func TestManagerConfigValidation(t *testing.T) {
 // recordingStore wraps an ObjectStore, records the ranges GetRange is
 // asked for, and lets a test change GetRange's and Put's answers.
 type recordingStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	mu     sync.Mutex
 	ranges [][2]int64 // offset, length
 	// get, if set, replaces the answer to GetRange: it gets the real
@@ -289,7 +290,7 @@ func (s *recordingStore) gets() [][2]int64 {
 
 // copyObject writes n partitions of two batches each as one object and
 // returns its inputs and entries, in object order.
-func copyObject(t *testing.T, store walstore.ObjectStore, n int) ([]walstore.CopyInput, []metadata.Entry) {
+func copyObject(t *testing.T, store storage.ObjectStore, n int) ([]walstore.CopyInput, []metadata.Entry) {
 	t.Helper()
 	w, err := walstore.NewManager(walstore.ManagerConfig{Store: store})
 	require.NoError(t, err)
@@ -348,7 +349,7 @@ func TestManagerFetchIsolatesBadEntries(t *testing.T) {
 			}
 			var fe *walstore.FetchError
 			require.ErrorAs(t, res[2].Err, &fe)
-			require.ErrorIs(t, res[2].Err, walstore.ErrInvalidRange)
+			require.ErrorIs(t, res[2].Err, storage.ErrInvalidRange)
 			assert.Equal(t, bad.Position, fe.Position)
 			assert.Equal(t, bad.Length, fe.Length)
 			assert.Equal(t, bad.Partition, fe.Partition)
@@ -377,7 +378,7 @@ func TestManagerFetchIsolatesBadEntries(t *testing.T) {
 	bad.Length = size
 	res, err := r.Fetch(ctx, []metadata.Entry{entries2[0], bad, entries[0], entries2[1]})
 	require.NoError(t, err)
-	require.ErrorIs(t, res[1].Err, walstore.ErrInvalidRange)
+	require.ErrorIs(t, res[1].Err, storage.ErrInvalidRange)
 	for i, in := range map[int]walstore.CopyInput{0: inputs2[0], 2: inputs[0], 3: inputs2[1]} {
 		require.NoError(t, res[i].Err)
 		clustertest.RequireSameLog(t, in.Batches, res[i].Batches)
@@ -388,7 +389,7 @@ func TestManagerFetchIsolatesBadEntries(t *testing.T) {
 // TestManagerSurvivesStoreThatBreaksItsContract: whatever GetRange
 // answers, Fetch neither panics nor hands out bytes that are not the
 // entry's; answers of the wrong size are errors matching
-// ErrContractViolation and ErrUnavailable that name the call. An answer
+// ErrContractViolation and storage.ErrUnavailable that name the call. An answer
 // that is wrong only for the coalesced range (a proxy that truncates
 // large bodies) costs one GET per entry and no entry.
 func TestManagerSurvivesStoreThatBreaksItsContract(t *testing.T) {
@@ -440,7 +441,7 @@ func TestManagerSurvivesStoreThatBreaksItsContract(t *testing.T) {
 					continue
 				}
 				require.ErrorIs(t, fr.Err, walstore.ErrContractViolation, "entry %d", i)
-				require.ErrorIs(t, fr.Err, walstore.ErrUnavailable, "entry %d: a follower retries it", i)
+				require.ErrorIs(t, fr.Err, storage.ErrUnavailable, "entry %d: a follower retries it", i)
 				var de *walstore.DependencyError
 				require.ErrorAs(t, fr.Err, &de)
 				assert.Equal(t, "ObjectStore.GetRange", de.Dependency)
@@ -495,7 +496,7 @@ func TestManagerRejectsWrongPutReference(t *testing.T) {
 			defer m.Close()
 			entries, err := m.Copy(ctx, copyInputs(2, 1))
 			require.ErrorIs(t, err, walstore.ErrContractViolation)
-			require.NotErrorIs(t, err, walstore.ErrUnavailable)
+			require.NotErrorIs(t, err, storage.ErrUnavailable)
 			var de *walstore.DependencyError
 			require.ErrorAs(t, err, &de)
 			assert.Equal(t, "ObjectStore.Put", de.Dependency)

@@ -13,11 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -31,10 +30,10 @@ type badLocal struct {
 	*memstore.LocalLog
 	on        *atomic.Bool
 	endOffset func(int64, error) (int64, error)
-	epochs    func([]fencing.EpochEntry, error) ([]fencing.EpochEntry, error)
+	epochs    func([]storage.EpochEntry, error) ([]storage.EpochEntry, error)
 	append    func() (skip bool, err error)
 	truncate  func() (skip bool, err error)
-	read      func([]combiner.Batch, error) ([]combiner.Batch, error)
+	read      func([]storage.Batch, error) ([]storage.Batch, error)
 }
 
 func (l *badLocal) active(tp metadata.TopicPartition) bool { return tp == tpA && l.on.Load() }
@@ -47,7 +46,7 @@ func (l *badLocal) EndOffset(tp metadata.TopicPartition) (int64, error) {
 	return end, err
 }
 
-func (l *badLocal) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+func (l *badLocal) Epochs(tp metadata.TopicPartition) ([]storage.EpochEntry, error) {
 	es, err := l.LocalLog.Epochs(tp)
 	if l.active(tp) && l.epochs != nil {
 		return l.epochs(es, err)
@@ -55,7 +54,7 @@ func (l *badLocal) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, err
 	return es, err
 }
 
-func (l *badLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []combiner.Batch) error {
+func (l *badLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []storage.Batch) error {
 	if l.active(tp) && l.append != nil {
 		if skip, err := l.append(); skip || err != nil {
 			return err
@@ -73,7 +72,7 @@ func (l *badLocal) Truncate(ctx context.Context, tp metadata.TopicPartition, off
 	return l.LocalLog.Truncate(ctx, tp, offset)
 }
 
-func (l *badLocal) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
+func (l *badLocal) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]storage.Batch, error) {
 	bs, err := l.LocalLog.Read(ctx, tp, from, maxBytes)
 	if l.active(tp) && l.read != nil {
 		return l.read(bs, err)
@@ -82,12 +81,12 @@ func (l *badLocal) Read(ctx context.Context, tp metadata.TopicPartition, from in
 }
 
 type badStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	on       *atomic.Bool
 	put      func(metadata.ObjectRef, error) (metadata.ObjectRef, error)
 	getRange func([]byte, error) ([]byte, error)
 	del      func(error) error
-	list     func([]walstore.ObjectInfo, error) ([]walstore.ObjectInfo, error)
+	list     func([]storage.ObjectInfo, error) ([]storage.ObjectInfo, error)
 }
 
 func (s *badStore) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
@@ -112,7 +111,7 @@ func (s *badStore) Delete(ctx context.Context, refs []metadata.ObjectRef) error 
 	return s.ObjectStore.Delete(ctx, refs)
 }
 
-func (s *badStore) List(ctx context.Context, bucket, prefix string) ([]walstore.ObjectInfo, error) {
+func (s *badStore) List(ctx context.Context, bucket, prefix string) ([]storage.ObjectInfo, error) {
 	infos, err := s.ObjectStore.List(ctx, bucket, prefix)
 	if s.on.Load() && s.list != nil {
 		return s.list(infos, err)
@@ -181,25 +180,25 @@ func TestFollowerSurvivesMisbehavingDependencies(t *testing.T) {
 		{name: "EndOffset fails", local: func(l *badLocal) { l.endOffset = fail[int64] }},
 		{name: "EndOffset negative", local: func(l *badLocal) { l.endOffset = func(int64, error) (int64, error) { return -7, nil } }},
 		{name: "EndOffset past the log", local: func(l *badLocal) { l.endOffset = func(e int64, err error) (int64, error) { return e + 1000, err } }},
-		{name: "Epochs fails", local: func(l *badLocal) { l.epochs = fail[[]fencing.EpochEntry] }},
+		{name: "Epochs fails", local: func(l *badLocal) { l.epochs = fail[[]storage.EpochEntry] }},
 		{name: "Epochs not ascending", local: func(l *badLocal) {
-			l.epochs = func([]fencing.EpochEntry, error) ([]fencing.EpochEntry, error) {
-				return []fencing.EpochEntry{{Epoch: 2, StartOffset: 0}, {Epoch: 1, StartOffset: 5}}, nil
+			l.epochs = func([]storage.EpochEntry, error) ([]storage.EpochEntry, error) {
+				return []storage.EpochEntry{{Epoch: 2, StartOffset: 0}, {Epoch: 1, StartOffset: 5}}, nil
 			}
 		}},
 		{name: "Epochs past the end", local: func(l *badLocal) {
-			l.epochs = func(es []fencing.EpochEntry, err error) ([]fencing.EpochEntry, error) {
-				return append(slices.Clone(es), fencing.EpochEntry{Epoch: 9, StartOffset: 1 << 40}), err
+			l.epochs = func(es []storage.EpochEntry, err error) ([]storage.EpochEntry, error) {
+				return append(slices.Clone(es), storage.EpochEntry{Epoch: 9, StartOffset: 1 << 40}), err
 			}
 		}},
 		{name: "Append fails", local: func(l *badLocal) { l.append = func() (bool, error) { return false, errInjected } }},
 		{name: "Append does not append", local: func(l *badLocal) { l.append = func() (bool, error) { return true, nil } }},
 		{name: "Truncate fails", local: func(l *badLocal) { l.truncate = func() (bool, error) { return false, errInjected } }},
 		{name: "Truncate does not truncate", local: func(l *badLocal) { l.truncate = func() (bool, error) { return true, nil } }},
-		{name: "Read fails", local: func(l *badLocal) { l.read = fail[[]combiner.Batch] }},
+		{name: "Read fails", local: func(l *badLocal) { l.read = fail[[]storage.Batch] }},
 		{name: "Read returns a batch that is not there", local: func(l *badLocal) {
-			l.read = func([]combiner.Batch, error) ([]combiner.Batch, error) {
-				return []combiner.Batch{{Epoch: 1, FirstOffset: 3, LastOffset: 1 << 40, Data: []byte("x")}}, nil
+			l.read = func([]storage.Batch, error) ([]storage.Batch, error) {
+				return []storage.Batch{{Epoch: 1, FirstOffset: 3, LastOffset: 1 << 40, Data: []byte("x")}}, nil
 			}
 		}},
 		{name: "GetRange fails", store: func(s *badStore) { s.getRange = fail[[]byte] }},
@@ -252,9 +251,9 @@ func TestFollowerSurvivesMisbehavingDependencies(t *testing.T) {
 				// Broker 1 has A's e1 0-9 and leads epoch 2 from 10,
 				// republishing from 0; broker 2 has e1 0-19.
 				require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
-				require.NoError(t, log1.Append(ctx, tpA, []combiner.Batch{clustertest.MakeBatch(tpA, 1, 0, 9)}))
+				require.NoError(t, log1.Append(ctx, tpA, []storage.Batch{clustertest.MakeBatch(tpA, 1, 0, 9)}))
 				require.NoError(t, log1.AssignEpoch(tpA, 2, 10))
-				require.NoError(t, local.LocalLog.Append(ctx, tpA, []combiner.Batch{
+				require.NoError(t, local.LocalLog.Append(ctx, tpA, []storage.Batch{
 					clustertest.MakeBatch(tpA, 1, 0, 9), clustertest.MakeBatch(tpA, 1, 10, 19)}))
 				require.NoError(t, log1.AssignEpoch(tpB, 1, 0))
 
@@ -323,23 +322,23 @@ func TestLeaderReportsAMisbehavingLocalLog(t *testing.T) {
 		{"EndOffset negative", func(l *badLocal) {
 			l.endOffset = func(int64, error) (int64, error) { return -1, nil }
 		}, false, "LocalLog.EndOffset", walstore.ErrContractViolation},
-		{"Read fails", func(l *badLocal) { l.read = fail[[]combiner.Batch] }, true, "LocalLog.Read", errInjected},
+		{"Read fails", func(l *badLocal) { l.read = fail[[]storage.Batch] }, true, "LocalLog.Read", errInjected},
 		{"Read returns nothing below the end", func(l *badLocal) {
-			l.read = func([]combiner.Batch, error) ([]combiner.Batch, error) { return nil, nil }
+			l.read = func([]storage.Batch, error) ([]storage.Batch, error) { return nil, nil }
 		}, true, "LocalLog.Read", walstore.ErrContractViolation},
 		{"Read returns batches that do not continue", func(l *badLocal) {
-			l.read = func(bs []combiner.Batch, err error) ([]combiner.Batch, error) {
-				return []combiner.Batch{clustertest.MakeBatch(tpA, 1, 0, 9), clustertest.MakeBatch(tpA, 1, 12, 19)}, err
+			l.read = func(bs []storage.Batch, err error) ([]storage.Batch, error) {
+				return []storage.Batch{clustertest.MakeBatch(tpA, 1, 0, 9), clustertest.MakeBatch(tpA, 1, 12, 19)}, err
 			}
 		}, true, "LocalLog.Read", walstore.ErrContractViolation},
 		{"Read returns batches below from", func(l *badLocal) {
-			l.read = func([]combiner.Batch, error) ([]combiner.Batch, error) {
-				return []combiner.Batch{clustertest.MakeBatch(tpA, 1, -10, -1)}, nil
+			l.read = func([]storage.Batch, error) ([]storage.Batch, error) {
+				return []storage.Batch{clustertest.MakeBatch(tpA, 1, -10, -1)}, nil
 			}
 		}, true, "LocalLog.Read", walstore.ErrContractViolation},
 		{"Read returns an invalid batch", func(l *badLocal) {
-			l.read = func([]combiner.Batch, error) ([]combiner.Batch, error) {
-				return []combiner.Batch{{Epoch: -1, FirstOffset: 0, LastOffset: 9}}, nil
+			l.read = func([]storage.Batch, error) ([]storage.Batch, error) {
+				return []storage.Batch{{Epoch: -1, FirstOffset: 0, LastOffset: 9}}, nil
 			}
 		}, true, "LocalLog.Read", walstore.ErrContractViolation},
 	} {
@@ -353,7 +352,7 @@ func TestLeaderReportsAMisbehavingLocalLog(t *testing.T) {
 				log2 := memstore.NewLocalLog()
 				for _, tp := range []metadata.TopicPartition{tpA, tpB} {
 					require.NoError(t, local.AssignEpoch(tp, 1, 0))
-					require.NoError(t, local.LocalLog.Append(ctx, tp, []combiner.Batch{
+					require.NoError(t, local.LocalLog.Append(ctx, tp, []storage.Batch{
 						clustertest.MakeBatch(tp, 1, 0, 9), clustertest.MakeBatch(tp, 1, 10, 19)}))
 				}
 				n1 := w.start(1, walstore.NodeConfig{Local: local})
@@ -395,7 +394,7 @@ func TestLeaderSurvivesAMisbehavingStoreOrMetadataLog(t *testing.T) {
 		}, dependency: "metadata.Log.Append", is: walstore.ErrContractViolation},
 		{name: "Put fails with an untyped error", store: func(s *badStore) { s.put = fail[metadata.ObjectRef] }, dependency: "ObjectStore.Put", is: errInjected},
 		{name: "Delete fails", store: func(s *badStore) { s.del = func(error) error { return errInjected } }},
-		{name: "List fails", store: func(s *badStore) { s.list = fail[[]walstore.ObjectInfo] }},
+		{name: "List fails", store: func(s *badStore) { s.list = fail[[]storage.ObjectInfo] }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

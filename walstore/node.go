@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Progress is what a follower has applied of a partition: its log end
@@ -43,11 +43,11 @@ type NodeConfig struct {
 	BrokerID int32
 	// Store reads and writes the object store from this broker's AZ.
 	// Required.
-	Store ObjectStore
+	Store storage.ObjectStore
 	// Log carries the metadata. Required.
 	Log metadata.Log
 	// Local is the broker's log. Required.
-	Local LocalLog
+	Local storage.LocalLog
 	// Leader and Follower tune the two engines; zero values are their
 	// documented defaults.
 	Leader   LeaderConfig
@@ -157,7 +157,7 @@ func (c *NodeConfig) validate() error {
 //     race, the Node runs them in some order, each all or nothing.
 //   - While a local-log call of the partition hangs: the transition gives
 //     up when its context ends, with a *DependencyError naming the call
-//     (matching ErrUnavailable and the context's error); the call is
+//     (matching storage.ErrUnavailable and the context's error); the call is
 //     left running, and until it returns every transition of the
 //     partition is refused at once with such an error, since the Node
 //     cannot tell what the call will still do. Other partitions are not
@@ -372,7 +372,7 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 // (ErrStaleEpoch), and a local log whose EndOffset fails, or does not
 // answer before ctx ends (a *DependencyError naming LocalLog.EndOffset
 // that matches ctx's error), or has an earlier call given up on that has
-// not returned (one matching ErrUnavailable). It waits for the follower
+// not returned (one matching storage.ErrUnavailable). It waits for the follower
 // engine to finish the local-log call of tp it may be making (as long as
 // ctx allows), validates, then, with tp's local-log calls held, reads the
 // log end, begins the leadership and only then stops following, which
@@ -477,7 +477,7 @@ func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) erro
 // or it fails with ErrNotLeader; one blocked on a full buffer fails with
 // ErrNotLeader when the leadership it waits in ends. ctx bounds only the
 // wait for buffer space.
-func (n *Node) Append(ctx context.Context, tp metadata.TopicPartition, b combiner.Batch) error {
+func (n *Node) Append(ctx context.Context, tp metadata.TopicPartition, b storage.Batch) error {
 	return n.leader.Append(ctx, tp, b)
 }
 

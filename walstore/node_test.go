@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -64,7 +64,7 @@ func TestNodeMisuse(t *testing.T) {
 		require.NoError(t, n.BecomeLeader(ctx, tpA, 3, []int32{2}, -1))
 		require.NoError(t, n.BecomeFollower(ctx, tpB, 3, 2))
 		unknown := metadata.TopicPartition{Topic: "nobody", Partition: 7}
-		batch := combiner.Batch{Epoch: 3, FirstOffset: 0, LastOffset: 0, Data: []byte("x")}
+		batch := storage.Batch{Epoch: 3, FirstOffset: 0, LastOffset: 0, Data: []byte("x")}
 
 		for _, tc := range []struct {
 			name string
@@ -86,7 +86,7 @@ func TestNodeMisuse(t *testing.T) {
 			{"BecomeFollower at an earlier epoch", func() error { return n.BecomeFollower(ctx, tpB, 2, 2) }, nil},
 			{"Append to an unknown partition", func() error { return n.Append(ctx, unknown, batch) }, walstore.ErrNotLeader},
 			{"Append to a followed partition", func() error { return n.Append(ctx, tpB, batch) }, walstore.ErrNotLeader},
-			{"Append of a zero batch", func() error { return n.Append(ctx, tpA, combiner.Batch{}) }, walstore.ErrInvalidBatch},
+			{"Append of a zero batch", func() error { return n.Append(ctx, tpA, storage.Batch{}) }, storage.ErrInvalidBatch},
 			{"WaitDurable of an unknown partition", func() error { return n.WaitDurable(ctx, unknown, 1, 0) }, walstore.ErrNotLeader},
 			{"WaitDurable of a followed partition", func() error { return n.WaitDurable(ctx, tpB, 1, 0) }, walstore.ErrNotLeader},
 			{"Republish of an unknown partition", func() error { return n.Republish(ctx, unknown, 0) }, walstore.ErrNotLeader},
@@ -153,7 +153,7 @@ func TestNodeAfterRun(t *testing.T) {
 		assert.ErrorIs(t, n.Run(ctx), walstore.ErrStopped)
 		assert.ErrorIs(t, n.BecomeLeader(ctx, tpA, 2, nil, -1), walstore.ErrStopped)
 		assert.ErrorIs(t, n.BecomeFollower(ctx, tpA, 2, 2), walstore.ErrStopped)
-		assert.ErrorIs(t, n.Append(ctx, tpA, combiner.Batch{Epoch: 1, FirstOffset: 10, LastOffset: 10, Data: []byte("x")}), walstore.ErrStopped)
+		assert.ErrorIs(t, n.Append(ctx, tpA, storage.Batch{Epoch: 1, FirstOffset: 10, LastOffset: 10, Data: []byte("x")}), walstore.ErrStopped)
 		assert.ErrorIs(t, n.WaitDurable(ctx, tpA, 1, 20), walstore.ErrStopped)
 		assert.ErrorIs(t, n.Republish(ctx, tpA, 0), walstore.ErrStopped)
 		assert.NoError(t, n.StopReplica(ctx, tpB))

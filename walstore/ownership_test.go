@@ -11,10 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -132,7 +132,7 @@ type holdingLog struct {
 	v *violations
 }
 
-func (l holdingLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+func (l holdingLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	check := func(when string) {
 		for _, b := range batches {
 			if want := clustertest.MakeBatch(tp, b.Epoch, b.FirstOffset, b.LastOffset).Data; !bytes.Equal(b.Data, want) {
@@ -171,9 +171,9 @@ func bufferOwnership(t *testing.T, hedge walstore.HedgeConfig) (leader *walstore
 	const partitions, batches, perBatch = 6, 60, 3
 	w := newWorld(t)
 	for _, f := range []memstore.Fault{
-		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpPut }, Rate: 0.15, Err: walstore.ErrUnavailable},
-		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpPut }, Rate: 0.1, Err: walstore.ErrUnavailable, AfterApply: true},
-		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpGet }, Rate: 0.1, Err: walstore.ErrUnavailable},
+		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpPut }, Rate: 0.15, Err: storage.ErrUnavailable},
+		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpPut }, Rate: 0.1, Err: storage.ErrUnavailable, AfterApply: true},
+		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpGet }, Rate: 0.1, Err: storage.ErrUnavailable},
 		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpGet }, Rate: 0.05, Corrupt: true},
 	} {
 		_, err := w.objects.AddFault(f)

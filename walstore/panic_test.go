@@ -9,15 +9,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
 type panickingLog struct{ *memstore.LocalLog }
 
-func (panickingLog) Append(context.Context, metadata.TopicPartition, []combiner.Batch) error {
+func (panickingLog) Append(context.Context, metadata.TopicPartition, []storage.Batch) error {
 	panic("the broker's log panics")
 }
 
@@ -63,8 +63,8 @@ func panicWhileAppending(t *testing.T) {
 	require.NoError(t, log1.AssignEpoch(tp, 1, 0))
 	require.NoError(t, leader.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 	require.NoError(t, follower.BecomeFollower(ctx, tp, 1, 1))
-	b := combiner.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 0, MaxTimestamp: 1, Data: []byte("x")}
-	require.NoError(t, log1.Append(ctx, tp, []combiner.Batch{b}))
+	b := storage.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 0, MaxTimestamp: 1, Data: []byte("x")}
+	require.NoError(t, log1.Append(ctx, tp, []storage.Batch{b}))
 	require.NoError(t, leader.Append(ctx, tp, b))
 	time.Sleep(time.Minute) // the follower's append panics long before
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // breakingStore is a rangeStore whose ReadRange answers as read says,
@@ -45,9 +45,9 @@ func TestFetchFromAReadRangeThatBreaksItsContract(t *testing.T) {
 		call     string
 	}{
 		{name: "more bytes than dst", read: func(dst []byte) (int, error) { return len(dst) + 1, nil },
-			want: []error{ErrContractViolation, ErrUnavailable}},
+			want: []error{ErrContractViolation, storage.ErrUnavailable}},
 		{name: "fewer bytes without an error", read: func(dst []byte) (int, error) { return len(dst) / 2, nil },
-			want: []error{ErrContractViolation, ErrUnavailable}},
+			want: []error{ErrContractViolation, storage.ErrUnavailable}},
 		{name: "no bytes without an error", read: func([]byte) (int, error) { return 0, nil },
 			want: []error{ErrContractViolation}},
 		{name: "a negative count", read: func([]byte) (int, error) { return -1, nil },
@@ -57,14 +57,14 @@ func TestFetchFromAReadRangeThatBreaksItsContract(t *testing.T) {
 		{name: "some bytes, with an error", read: func(dst []byte) (int, error) { return 3, errFailed },
 			want: []error{errFailed}},
 		{name: "panics", read: func([]byte) (int, error) { panic("the store's bug") },
-			want: []error{ErrContractViolation, ErrUnavailable}},
+			want: []error{ErrContractViolation, storage.ErrUnavailable}},
 		{name: "GetRange panics", getPanic: true, call: "ObjectStore.GetRange",
-			want: []error{ErrContractViolation, ErrUnavailable}},
+			want: []error{ErrContractViolation, storage.ErrUnavailable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			rs := &rangeStore{objects: map[string][]byte{}}
-			var store ObjectStore = &breakingStore{rangeStore: rs, read: tc.read}
+			var store storage.ObjectStore = &breakingStore{rangeStore: rs, read: tc.read}
 			if tc.getPanic {
 				store = panickingGet{rs}
 			}
@@ -76,7 +76,7 @@ func TestFetchFromAReadRangeThatBreaksItsContract(t *testing.T) {
 				tp := metadata.TopicPartition{Topic: "t", Partition: int32(p)}
 				data := bytes.Repeat([]byte(fmt.Sprintf("partition %d ", p)), 200)
 				inputs = append(inputs, CopyInput{Partition: tp, PublisherEpoch: 1,
-					Batches: []combiner.Batch{{Epoch: 1, FirstOffset: 0, LastOffset: 9, Data: data}}})
+					Batches: []storage.Batch{{Epoch: 1, FirstOffset: 0, LastOffset: 9, Data: data}}})
 			}
 			entries, err := m.Copy(ctx, inputs)
 			require.NoError(t, err)

@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -27,7 +27,7 @@ import (
 // lands before ReadRange returns, so before the follower verifies the
 // section: the window the section checksum covers.
 type lateWriter struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	on *atomic.Bool
 
 	mu   sync.Mutex
@@ -36,7 +36,7 @@ type lateWriter struct {
 }
 
 func (s *lateWriter) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
-	n, err := s.ObjectStore.(walstore.RangeReader).ReadRange(ctx, ref, offset, dst)
+	n, err := s.ObjectStore.(storage.RangeReader).ReadRange(ctx, ref, offset, dst)
 	if len(dst) == 0 {
 		return n, err
 	}
@@ -53,7 +53,7 @@ func (s *lateWriter) ReadRange(ctx context.Context, ref metadata.ObjectRef, offs
 }
 
 // A follower whose store writes into buffers it handed back (breaking
-// walstore.RangeReader's contract) appends nothing wrong: a section so
+// storage.RangeReader's contract) appends nothing wrong: a section so
 // overwritten fails its checksum, is not applied, and is fetched again;
 // once the store behaves the follower catches up. The other partition,
 // in the same objects, is held to the same rule.
@@ -100,7 +100,7 @@ func TestFollowerSurvivesAStoreThatWritesLate(t *testing.T) {
 	})
 }
 
-// abandonsReads is a store that breaks walstore.RangeReader's contract
+// abandonsReads is a store that breaks storage.RangeReader's contract
 // the way a store that gives up on a request but leaves it reading
 // would: the first read of late fails at once, and the request it left
 // behind writes into dst half a second later. The first read of slow
@@ -108,7 +108,7 @@ func TestFollowerSurvivesAStoreThatWritesLate(t *testing.T) {
 // verified, waits for slow's section, the one before it, to be appended
 // first.
 type abandonsReads struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	slow, late string // object keys
 
 	mu    sync.Mutex
@@ -134,11 +134,11 @@ func (s *abandonsReads) ReadRange(ctx context.Context, ref metadata.ObjectRef, o
 		}()
 		return 0, errors.New("request abandoned: the connection was reset")
 	}
-	return s.ObjectStore.(walstore.RangeReader).ReadRange(ctx, ref, offset, dst)
+	return s.ObjectStore.(storage.RangeReader).ReadRange(ctx, ref, offset, dst)
 }
 
 // keys returns the keys of the objects in bucket.
-func keys(t *testing.T, s walstore.ObjectStore, bucket string) map[string]bool {
+func keys(t *testing.T, s storage.ObjectStore, bucket string) map[string]bool {
 	objs, err := s.List(context.Background(), bucket, "")
 	require.NoError(t, err)
 	out := make(map[string]bool)
@@ -181,8 +181,8 @@ func TestFollowerAppendsNothingAnAbandonedReadWrote(t *testing.T) {
 		settle(time.Minute)
 		require.True(t, store.wrote.Load(), "the abandoned request wrote")
 		for _, b := range log2.Batches(tpA) {
-			assert.True(t, slices.ContainsFunc(log1.Batches(tpA), func(l combiner.Batch) bool { return clustertest.SameBatches([]combiner.Batch{l}, []combiner.Batch{b}) }),
-				"a batch the leader never wrote: %s", clustertest.Describe([]combiner.Batch{b}))
+			assert.True(t, slices.ContainsFunc(log1.Batches(tpA), func(l storage.Batch) bool { return clustertest.SameBatches([]storage.Batch{l}, []storage.Batch{b}) }),
+				"a batch the leader never wrote: %s", clustertest.Describe([]storage.Batch{b}))
 		}
 		requireSameLog(t, log1, log2, tpA)
 	})

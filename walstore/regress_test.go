@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -48,7 +48,7 @@ func newWorld(t *testing.T) *world {
 	return &world{t: t, objects: objects, meta: meta, nodes: make(map[int32]*walstore.Node)}
 }
 
-func (w *world) store(id int32) walstore.ObjectStore {
+func (w *world) store(id int32) storage.ObjectStore {
 	s, err := w.objects.Store(fmt.Sprintf("az%d", id))
 	require.NoError(w.t, err)
 	return s
@@ -116,7 +116,7 @@ func settle(d time.Duration) {
 func produce(t *testing.T, n *walstore.Node, local *memstore.LocalLog, tp metadata.TopicPartition, epoch int32, first, last int64) {
 	t.Helper()
 	b := clustertest.MakeBatch(tp, epoch, first, last)
-	require.NoError(t, local.Append(context.Background(), tp, []combiner.Batch{b}))
+	require.NoError(t, local.Append(context.Background(), tp, []storage.Batch{b}))
 	require.NoError(t, n.Append(context.Background(), tp, b))
 }
 
@@ -133,7 +133,7 @@ var (
 // gatedStore holds every Put until its gate opens (or the Put's context
 // ends).
 type gatedStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	gate chan struct{}
 }
 
@@ -198,21 +198,21 @@ func TestRegressionReelectionPublishesWhatWasAcknowledged(t *testing.T) {
 }
 
 // A batch that cannot continue the partition's log at this leadership is
-// refused by Append with ErrInvalidBatch; it is never acknowledged, never
+// refused by Append with storage.ErrInvalidBatch; it is never acknowledged, never
 // reaches a follower, and does not hold up the partition's next valid
 // batch nor another partition sharing its object.
 func TestRegressionAppendRejectsInvalidBatches(t *testing.T) {
-	batch := func(epoch int32, first, last int64) combiner.Batch {
-		return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: []byte("records")}
+	batch := func(epoch int32, first, last int64) storage.Batch {
+		return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: []byte("records")}
 	}
 	for _, tc := range []struct {
 		name   string
 		epochs []int32 // the leadership's epochs, re-elected in turn; all start at 0
 		before int64   // valid records [0, before) appended first, at the last epoch
-		bad    combiner.Batch
+		bad    storage.Batch
 	}{
 		{"negative epoch", []int32{1}, 0, batch(-1, 0, 9)},
-		{"no data", []int32{1}, 0, combiner.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 9}},
+		{"no data", []int32{1}, 0, storage.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 9}},
 		{"inverted offsets", []int32{1}, 0, batch(1, 9, 0)},
 		{"negative offset", []int32{1}, 0, batch(1, -5, 4)},
 		{"last offset at the maximum", []int32{1}, 0, batch(1, 0, math.MaxInt64)},
@@ -244,7 +244,7 @@ func TestRegressionAppendRejectsInvalidBatches(t *testing.T) {
 				}
 
 				err := n1.Append(ctx, tpA, tc.bad)
-				require.ErrorIs(t, err, walstore.ErrInvalidBatch)
+				require.ErrorIs(t, err, storage.ErrInvalidBatch)
 				// The next valid batches of both partitions go into the same
 				// object, and both become durable.
 				produce(t, n1, log1, tpA, epoch, tc.before, tc.before+9)
@@ -284,7 +284,7 @@ func (w *world) publishCrafted(ctx context.Context, broker int32, markers []meta
 }
 
 func copyOf(tp metadata.TopicPartition, epoch int32, first, last int64) walstore.CopyInput {
-	return walstore.CopyInput{Partition: tp, PublisherEpoch: epoch, Batches: []combiner.Batch{clustertest.MakeBatch(tp, epoch, first, last)}}
+	return walstore.CopyInput{Partition: tp, PublisherEpoch: epoch, Batches: []storage.Batch{clustertest.MakeBatch(tp, epoch, first, last)}}
 }
 
 // Entries that skip offsets, which no leader publishes, once made the
@@ -306,12 +306,12 @@ func TestRegressionFollowerWaitsAtAGapForThatPartitionOnly(t *testing.T) {
 		// An entry for 10-29 whose batches skip 15-19, then entries with
 		// a gap at 10-19.
 		gapped := copyOf(tpA, 1, 20, 29)
-		gapped.Batches = append([]combiner.Batch{clustertest.MakeBatch(tpA, 1, 10, 14)}, gapped.Batches...)
+		gapped.Batches = append([]storage.Batch{clustertest.MakeBatch(tpA, 1, 10, 14)}, gapped.Batches...)
 		w.publishCrafted(ctx, 2, nil, gapped)
 		w.publishCrafted(ctx, 2, nil, copyOf(tpA, 1, 20, 29), copyOf(tpB, 1, 10, 19))
 		settle(time.Minute)
-		want := func(tp metadata.TopicPartition, ends ...int64) []combiner.Batch {
-			var bs []combiner.Batch
+		want := func(tp metadata.TopicPartition, ends ...int64) []storage.Batch {
+			var bs []storage.Batch
 			for first, i := int64(0), 0; i < len(ends); first, i = ends[i]+1, i+1 {
 				bs = append(bs, clustertest.MakeBatch(tp, 1, first, ends[i]))
 			}
@@ -406,7 +406,7 @@ func TestRegressionForgedMarkerDoesNotTruncate(t *testing.T) {
 		// truncate 20-39 and take epoch 2's records.
 		n3 := w.start(3, walstore.NodeConfig{Local: log3})
 		for off := int64(0); off < 20; off += 10 {
-			require.NoError(t, log3.Append(ctx, tpA, []combiner.Batch{clustertest.MakeBatch(tpA, 1, off, off+9)}))
+			require.NoError(t, log3.Append(ctx, tpA, []storage.Batch{clustertest.MakeBatch(tpA, 1, off, off+9)}))
 		}
 		require.NoError(t, log3.AssignEpoch(tpA, 1, 0))
 		require.NoError(t, log3.AssignEpoch(tpA, 2, 20))
@@ -494,7 +494,7 @@ func TestRegressionProgressOfRecordsToBeTruncatedIsNotCredited(t *testing.T) {
 		produce(t, n1, log1, tpA, 1, 0, 49)
 		produce(t, n1, log1, tpA, 1, 50, 69)
 		require.NoError(t, n1.WaitDurable(ctx, tpA, 1, 69))
-		require.NoError(t, log2.Append(ctx, tpA, []combiner.Batch{clustertest.MakeBatch(tpA, 1, 0, 49)}))
+		require.NoError(t, log2.Append(ctx, tpA, []storage.Batch{clustertest.MakeBatch(tpA, 1, 0, 49)}))
 		require.NoError(t, n1.StopReplica(ctx, tpA))
 		_, high, err := w.meta.Watermarks(ctx, 3%w.meta.Partitions())
 		require.NoError(t, err)
@@ -556,7 +556,7 @@ func (h *hanging) wait(ctx context.Context) error {
 }
 
 type hangingStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	h *hanging
 }
 
@@ -582,7 +582,7 @@ func (l hangingLog) Append(ctx context.Context, partition int32, value []byte) (
 // A PUT or a metadata append that never answers degrades the leader after
 // DegradedAfter, whether or not the call ever returns, with a health error
 // that names that dependency: a DependencyError for the call, matching
-// ErrUnavailable, and for the metadata log a message that says nothing of
+// storage.ErrUnavailable, and for the metadata log a message that says nothing of
 // the object store. An attempt that respects its context is given up after
 // RequestTimeout and retried; once the dependency answers again, the
 // engine recovers and publishes.
@@ -631,14 +631,14 @@ func TestRegressionHangingDependencyDegradedNamesItAndRecovers(t *testing.T) {
 				settle(30 * time.Second)
 				health := n1.Health()
 				require.True(t, health.Degraded)
-				requireDependencyError(t, health.Err, tc.dependency, walstore.ErrUnavailable)
+				requireDependencyError(t, health.Err, tc.dependency, storage.ErrUnavailable)
 				if !tc.store {
 					assert.NotContains(t, health.Err.Error(), "object store", "the store answered: %v", health.Err)
 				}
 				mu.Lock()
 				require.NotEmpty(t, healths)
 				assert.True(t, healths[len(healths)-1].Degraded)
-				requireDependencyError(t, healths[len(healths)-1].Err, tc.dependency, walstore.ErrUnavailable)
+				requireDependencyError(t, healths[len(healths)-1].Err, tc.dependency, storage.ErrUnavailable)
 				mu.Unlock()
 				if !tc.ignoreCtx {
 					assert.Greater(t, h.calls.Load(), int64(5), "attempts are given up after RequestTimeout and retried")

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -25,7 +25,7 @@ func TestNodeRefusesInvalidTopicNames(t *testing.T) {
 		w := newWorld(t)
 		log1 := memstore.NewLocalLog()
 		n := w.start(1, walstore.NodeConfig{Local: log1})
-		batch := combiner.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 0, Data: []byte("x")}
+		batch := storage.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 0, Data: []byte("x")}
 		for _, name := range []string{"bad name", "a/b", "..", ".", "\xff\xfe-topic", "tópico", strings.Repeat("a", metadata.MaxTopicNameLength+1)} {
 			tp := metadata.TopicPartition{Topic: name, Partition: 0}
 			for _, c := range []struct {

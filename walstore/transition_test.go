@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -25,7 +25,7 @@ type gatedLog struct {
 	started atomic.Int64
 }
 
-func (g *gatedLog) Append(ctx context.Context, tp metadata.TopicPartition, bs []combiner.Batch) error {
+func (g *gatedLog) Append(ctx context.Context, tp metadata.TopicPartition, bs []storage.Batch) error {
 	g.started.Add(1)
 	g.mu.Lock()
 	gate := g.shut
@@ -55,7 +55,7 @@ func TestStopReplicaWaitsForTheAppendInFlight(t *testing.T) {
 				defer meta.Close()
 				log1 := memstore.NewLocalLog()
 				log2 := &gatedLog{LocalLog: memstore.NewLocalLog()}
-				newNode := func(id int32, az string, local walstore.LocalLog) *walstore.Node {
+				newNode := func(id int32, az string, local storage.LocalLog) *walstore.Node {
 					store, err := cluster.Store(az)
 					require.NoError(t, err)
 					n, err := walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: store, Log: meta, Local: local, Logger: discard(),
@@ -73,8 +73,8 @@ func TestStopReplicaWaitsForTheAppendInFlight(t *testing.T) {
 				require.NoError(t, leader.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 				require.NoError(t, follower.BecomeFollower(ctx, tp, 1, 1))
 				produce := func(first, last int64) {
-					b := combiner.Batch{Epoch: 1, FirstOffset: first, LastOffset: last, MaxTimestamp: 1, Data: []byte{byte(first)}}
-					require.NoError(t, log1.Append(ctx, tp, []combiner.Batch{b}))
+					b := storage.Batch{Epoch: 1, FirstOffset: first, LastOffset: last, MaxTimestamp: 1, Data: []byte{byte(first)}}
+					require.NoError(t, log1.Append(ctx, tp, []storage.Batch{b}))
 					require.NoError(t, leader.Append(ctx, tp, b))
 					require.NoError(t, leader.WaitDurable(ctx, tp, 1, last))
 				}

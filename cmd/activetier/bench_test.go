@@ -6,6 +6,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // The generator must outpace the demo's --rate on one core. The baseline
@@ -76,7 +77,7 @@ func benchObject(b *testing.B) []byte {
 	now := time.Now()
 	var in []combiner.SectionInput
 	for p := range 100 {
-		in = append(in, combiner.SectionInput{Partition: metadata.TopicPartition{Topic: "logs", Partition: int32(p)}, Batches: []combiner.Batch{gen.batch(0, 0, now, 16<<10)}})
+		in = append(in, combiner.SectionInput{Partition: metadata.TopicPartition{Topic: "logs", Partition: int32(p)}, Batches: []storage.Batch{gen.batch(0, 0, now, 16<<10)}})
 	}
 	data, _, err := enc.Encode(nil, in)
 	if err != nil {

@@ -14,11 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/cputime"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -588,7 +588,7 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 	}
 	size := p.batchBytes/2 + p.pick.IntN(p.batchBytes+1)
 	batch := p.gen.batch(epoch, end, now, size)
-	if err := b.local.Append(ctx, tp, []combiner.Batch{batch}); err != nil {
+	if err := b.local.Append(ctx, tp, []storage.Batch{batch}); err != nil {
 		return 0, fmt.Errorf("broker %d appending to %s: %w", b.id, tp, err)
 	}
 	if err := b.node.Append(ctx, tp, batch); err != nil {

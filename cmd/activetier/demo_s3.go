@@ -28,7 +28,7 @@ import (
 
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // s3DemoOptions are the demo's flags for running against an S3 endpoint.
@@ -282,7 +282,7 @@ func (s *s3Objects) createBucket(ctx context.Context, bucket string) error {
 	return err
 }
 
-func (s *s3Objects) store(az string) (walstore.ObjectStore, error) {
+func (s *s3Objects) store(az string) (storage.ObjectStore, error) {
 	opts := s.opts
 	opts.LocalAZ = az
 	// The store's own tuned client is in place when ClientOptions run.
@@ -303,7 +303,7 @@ func (s *s3Objects) store(az string) (walstore.ObjectStore, error) {
 // to az's bucket, as if its endpoint had gone away. One endpoint cannot
 // lose an AZ, so the outage is simulated in the stores' HTTP clients: the
 // request is not sent, and the SDK gets a dial error, which it retries and
-// s3express then reports as walstore.ErrUnavailable, as for a real
+// s3express then reports as storage.ErrUnavailable, as for a real
 // unreachable endpoint. Requests already sent complete.
 func (s *s3Objects) setOutage(az string) error {
 	bucket, ok := s.opts.Buckets[az]

@@ -24,7 +24,7 @@ import (
 	"github.com/activetier/activetier/internal/testenv"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // endpointEnv names the S3-compatible server of the tests that need one.
@@ -230,7 +230,7 @@ func TestDemoS3Interrupted(t *testing.T) {
 
 // The S3 backend itself: requests and bytes are counted as sent, and an
 // outage makes every store's requests to that AZ's bucket fail with
-// walstore.ErrUnavailable, counted as failed, while the others work.
+// storage.ErrUnavailable, counted as failed, while the others work.
 func TestS3ObjectsAccountingAndOutage(t *testing.T) {
 	endpoint := s3TestEndpoint(t)
 	flagValue, _, _ := testBuckets(t, endpoint, false, "az1", "az2")
@@ -259,11 +259,11 @@ func TestS3ObjectsAccountingAndOutage(t *testing.T) {
 
 	require.NoError(t, objs.setOutage("az1"))
 	_, err = in2.GetRange(ctx, ref, 0, 10)
-	require.ErrorIs(t, err, walstore.ErrUnavailable)
+	require.ErrorIs(t, err, storage.ErrUnavailable)
 	assert.Contains(t, err.Error(), "AZ az1 is down (simulated outage)")
 	_, err = in1.Put(ctx, "a/second", body)
-	require.ErrorIs(t, err, walstore.ErrUnavailable)
-	require.ErrorIs(t, in1.Delete(ctx, []metadata.ObjectRef{ref}), walstore.ErrUnavailable)
+	require.ErrorIs(t, err, storage.ErrUnavailable)
+	require.ErrorIs(t, in1.Delete(ctx, []metadata.ObjectRef{ref}), storage.ErrUnavailable)
 	after := objs.requests()
 	assert.Equal(t, after.puts-1+after.gets-1+after.deletes, after.failed, "every request to the dead bucket failed, each retry counted")
 	assert.GreaterOrEqual(t, after.failed, int64(3))

@@ -13,7 +13,7 @@ import (
 	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/fsstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // storeFlag is --store KIND=VALUE: which object store backs the demo's
@@ -198,7 +198,7 @@ func openDirObjects(root string, azs []string) (*dirObjects, error) {
 	return d, nil
 }
 
-func (d *dirObjects) store(az string) (walstore.ObjectStore, error) {
+func (d *dirObjects) store(az string) (storage.ObjectStore, error) {
 	opts := d.opts
 	opts.LocalAZ = az
 	st, err := fsstore.New(opts)
@@ -235,7 +235,7 @@ func (d *dirObjects) cleanup(ctx context.Context, keep bool) (int, error) {
 // bucket, the failed AZ's included: garbage collection has deleted every
 // object all followers applied, so what remains is the run's last objects
 // and a failed AZ's.
-func objectsLeft(ctx context.Context, admin walstore.ObjectStore, c *storeCalls) ([]metadata.ObjectRef, error) {
+func objectsLeft(ctx context.Context, admin storage.ObjectStore, c *storeCalls) ([]metadata.ObjectRef, error) {
 	var refs []metadata.ObjectRef
 	for _, az := range c.azs {
 		infos, err := admin.List(ctx, c.buckets[az], "")
@@ -301,14 +301,14 @@ func (c *storeCalls) requests() requestCounts { return c.counters.load() }
 // request, or one per object where the store deletes them one by one; a
 // store's own retries are not seen), and refuses calls to a bucket whose
 // AZ is down, as if the store had become unreachable, with
-// walstore.ErrUnavailable.
+// storage.ErrUnavailable.
 type countingStore struct {
-	next walstore.ObjectStore
+	next storage.ObjectStore
 	c    *storeCalls
 }
 
 // errOutage is a call refused because its AZ is down in the demo.
-var errOutage = fmt.Errorf("AZ down (simulated outage): %w", walstore.ErrUnavailable)
+var errOutage = fmt.Errorf("AZ down (simulated outage): %w", storage.ErrUnavailable)
 
 func (c *countingStore) Local() metadata.ObjectRef { return c.next.Local() }
 
@@ -357,20 +357,20 @@ func (c *countingStore) get(ref metadata.ObjectRef, read func() (int, error)) er
 }
 
 // newCountingStore returns next behind a countingStore: a
-// walstore.RangeReader when next is one, so that the demo's followers
+// storage.RangeReader when next is one, so that the demo's followers
 // read into pooled buffers as they would from next.
-func newCountingStore(next walstore.ObjectStore, c *storeCalls) walstore.ObjectStore {
+func newCountingStore(next storage.ObjectStore, c *storeCalls) storage.ObjectStore {
 	s := &countingStore{next: next, c: c}
-	if rr, ok := next.(walstore.RangeReader); ok {
+	if rr, ok := next.(storage.RangeReader); ok {
 		return &countingRangeStore{s, rr}
 	}
 	return s
 }
 
-// countingRangeStore is a countingStore over a walstore.RangeReader.
+// countingRangeStore is a countingStore over a storage.RangeReader.
 type countingRangeStore struct {
 	*countingStore
-	rr walstore.RangeReader
+	rr storage.RangeReader
 }
 
 func (c *countingRangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
@@ -406,7 +406,7 @@ func (c *countingStore) Delete(ctx context.Context, refs []metadata.ObjectRef) e
 	return err
 }
 
-func (c *countingStore) List(ctx context.Context, bucket, prefix string) ([]walstore.ObjectInfo, error) {
+func (c *countingStore) List(ctx context.Context, bucket, prefix string) ([]storage.ObjectInfo, error) {
 	n := &c.c.counters
 	n.lists.Add(1)
 	if c.c.isDown(bucket) {

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"cloud.google.com/go/storage"
+	gcs "cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
 
 	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/gcsstore"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 const (
@@ -104,7 +104,7 @@ func (g *gcsObjects) checkBuckets(ctx context.Context, project string) error {
 		err := g.bucketAttrs(ctx, bucket)
 		switch {
 		case err == nil:
-		case errors.Is(err, storage.ErrBucketNotExist):
+		case errors.Is(err, gcs.ErrBucketNotExist):
 			if err := g.createBucket(ctx, bucket, project); err != nil {
 				return fmt.Errorf("creating bucket %s for AZ %s at %s: %w", bucket, az, g.where(), err)
 			}
@@ -143,7 +143,7 @@ func (g *gcsObjects) createBucket(ctx context.Context, bucket, project string) e
 	return err
 }
 
-func (g *gcsObjects) store(az string) (walstore.ObjectStore, error) {
+func (g *gcsObjects) store(az string) (storage.ObjectStore, error) {
 	opts := g.opts
 	opts.LocalAZ = az
 	// The context only serves creating the client (finding credentials);

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"cloud.google.com/go/storage"
+	gcs "cloud.google.com/go/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/iterator"
@@ -32,7 +32,7 @@ func gcsTestEndpoint(t *testing.T) string {
 // the demo makes of it for az1..az3, and a client on the emulator for
 // looking into them. When the test ends the buckets are emptied and
 // removed.
-func gcsTestPrefix(t *testing.T, endpoint string) (string, map[string]string, *storage.Client) {
+func gcsTestPrefix(t *testing.T, endpoint string) (string, map[string]string, *gcs.Client) {
 	t.Helper()
 	prefix := fmt.Sprintf("atdemo%08x", rand.Uint32())
 	buckets := map[string]string{"az1": prefix + "-az1", "az2": prefix + "-az2", "az3": prefix + "-az3"}
@@ -45,7 +45,7 @@ func gcsTestPrefix(t *testing.T, endpoint string) (string, map[string]string, *s
 			for _, name := range gcsObjectNames(t, client, b, "") {
 				assert.NoError(t, client.Bucket(b).Object(name).Delete(ctx))
 			}
-			if err := client.Bucket(b).Delete(ctx); err != nil && !errors.Is(err, storage.ErrBucketNotExist) {
+			if err := client.Bucket(b).Delete(ctx); err != nil && !errors.Is(err, gcs.ErrBucketNotExist) {
 				t.Errorf("removing bucket %s: %v", b, err)
 			}
 		}
@@ -56,13 +56,13 @@ func gcsTestPrefix(t *testing.T, endpoint string) (string, map[string]string, *s
 
 // gcsObjectNames lists the names in bucket under prefix (none for a
 // missing bucket).
-func gcsObjectNames(t *testing.T, client *storage.Client, bucket, prefix string) []string {
+func gcsObjectNames(t *testing.T, client *gcs.Client, bucket, prefix string) []string {
 	t.Helper()
 	var names []string
-	it := client.Bucket(bucket).Objects(context.Background(), &storage.Query{Prefix: prefix})
+	it := client.Bucket(bucket).Objects(context.Background(), &gcs.Query{Prefix: prefix})
 	for {
 		a, err := it.Next()
-		if errors.Is(err, iterator.Done) || errors.Is(err, storage.ErrBucketNotExist) {
+		if errors.Is(err, iterator.Done) || errors.Is(err, gcs.ErrBucketNotExist) {
 			return names
 		}
 		require.NoError(t, err, "listing bucket %s", bucket)

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // demoJSON runs the demo with --json and decodes its report.
@@ -285,7 +285,7 @@ func TestDiffLogs(t *testing.T) {
 	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(b, a)), "batch 0 holds offsets")
 }
 
-func sliceOf(bs ...combiner.Batch) []combiner.Batch { return bs }
+func sliceOf(bs ...storage.Batch) []storage.Batch { return bs }
 
 // Flag values at the edges of what the engines allow run as asked, or say
 // which flags to change: the largest --object-bytes fits the leaders'

@@ -126,7 +126,7 @@
 // so --fail-az simulates it in those clients: from then on every broker's
 // requests to that AZ's bucket are refused before they are sent, with a
 // dial error that the SDK retries and s3express reports as
-// walstore.ErrUnavailable, as for a real unreachable endpoint. The refused
+// storage.ErrUnavailable, as for a real unreachable endpoint. The refused
 // attempts count as requests that failed, as memstore counts those its
 // outages fail.
 //
@@ -140,7 +140,7 @@
 // charges nothing per request or byte moved and leaves out what EFS or FSx
 // bill for storage and throughput, as the report says. Calls are counted
 // as requests (a Delete call as one), and --fail-az makes every broker's
-// calls to that AZ's directory fail with walstore.ErrUnavailable. At the
+// calls to that AZ's directory fail with storage.ErrUnavailable. At the
 // end the run's directory is removed, unless --keep-objects; the report's
 // "dir" line (JSON: "store": kind, location, buckets, objects_left) says
 // how many objects garbage collection had left.
@@ -158,7 +158,7 @@
 // are regional Standard buckets reached over HTTP, not zonal ones. Calls
 // are counted as requests (a Delete as one per object, as Cloud Storage
 // deletes them; a store's own retries are not seen), and --fail-az refuses
-// every broker's calls to that AZ's bucket with walstore.ErrUnavailable.
+// every broker's calls to that AZ's bucket with storage.ErrUnavailable.
 // At the end what garbage collection left under the run's prefix is
 // deleted, unless --keep-objects; the buckets stay. The report's "gcs"
 // line names the endpoint and the prefix.

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/storage"
 )
 
 // recordGen makes the demo's traffic: Kafka v2 record batches of
@@ -29,7 +29,7 @@ func newRecordGen(seed uint64) *recordGen {
 
 // batch returns one batch of records from offset first at epoch, stamped
 // now, holding about target bytes of records (at least one record).
-func (g *recordGen) batch(epoch int32, first int64, now time.Time, target int) combiner.Batch {
+func (g *recordGen) batch(epoch int32, first int64, now time.Time, target int) storage.Batch {
 	const headerSize = 61
 	ts := now.UnixMilli()
 	b := append(g.buf[:0], make([]byte, headerSize)...)
@@ -55,7 +55,7 @@ func (g *recordGen) batch(epoch int32, first int64, now time.Time, target int) c
 	g.buf = b
 	data := make([]byte, len(b)) // the engines keep Data until uploaded: never reuse it
 	copy(data, b)
-	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: first + int64(n) - 1, MaxTimestamp: ts, Data: data}
+	return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: first + int64(n) - 1, MaxTimestamp: ts, Data: data}
 }
 
 // appendRecord appends record delta of a batch: a length-prefixed Kafka

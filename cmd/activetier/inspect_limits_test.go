@@ -23,6 +23,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // inspectRSSBound is the memory the command's documentation promises
@@ -199,7 +200,7 @@ func manySections(t *testing.T, n, size int) []byte {
 	for p := range n {
 		in = append(in, combiner.SectionInput{
 			Partition: metadata.TopicPartition{Topic: "logs", Partition: int32(p)},
-			Batches:   []combiner.Batch{gen.batch(0, 0, now, size)},
+			Batches:   []storage.Batch{gen.batch(0, 0, now, size)},
 		})
 	}
 	data, _, err := enc.Encode(nil, in)

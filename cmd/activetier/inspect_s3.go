@@ -14,7 +14,7 @@ import (
 
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // s3Source names an object in S3, S3 Express One Zone or an S3-compatible
@@ -88,7 +88,7 @@ func (s *s3Source) open(ctx context.Context, key string) (*object, error) {
 	switch {
 	case errors.As(err, &status) && status.HTTPStatusCode() == http.StatusNotFound:
 		// A HEAD response has no body to say which of the two is missing.
-		return nil, fmt.Errorf("%s: no such key or bucket (HTTP 404): %w", name, walstore.ErrNotFound)
+		return nil, fmt.Errorf("%s: no such key or bucket (HTTP 404): %w", name, storage.ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("%s: %w", name, err)
 	case head.ContentLength == nil || *head.ContentLength < 0:

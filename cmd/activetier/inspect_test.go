@@ -22,6 +22,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/sample.obj from sampleObject")
@@ -40,8 +41,8 @@ func sampleObject(t *testing.T) ([]byte, []combiner.SectionInfo) {
 	defer enc.Close()
 	gen := newRecordGen(42)
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	batches := func(epoch int32, first int64, n, size int) []combiner.Batch {
-		var out []combiner.Batch
+	batches := func(epoch int32, first int64, n, size int) []storage.Batch {
+		var out []storage.Batch
 		for range n {
 			b := gen.batch(epoch, first, now, size)
 			first = b.LastOffset + 1
@@ -63,7 +64,7 @@ func sampleObject(t *testing.T) ([]byte, []combiner.SectionInfo) {
 		{Partition: logs(1), Batches: batches(7, 500, 2, 3000)},
 		{Partition: logs(2), Batches: lead},
 		{Partition: logs(2), Batches: moved},
-		{Partition: metadata.TopicPartition{Topic: "metrics", Partition: 0}, Batches: []combiner.Batch{
+		{Partition: metadata.TopicPartition{Topic: "metrics", Partition: 0}, Batches: []storage.Batch{
 			{Epoch: 1, FirstOffset: 90, LastOffset: 99, MaxTimestamp: now.UnixMilli(), Data: noise},
 		}},
 	})

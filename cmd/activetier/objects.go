@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/activetier/activetier/memstore"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // objectBackend is where the sim's buckets are: memstore's in-memory
@@ -12,7 +12,7 @@ import (
 type objectBackend interface {
 	// store returns a new object store for a broker in az: it writes to
 	// az's bucket and reads every bucket of the deployment.
-	store(az string) (walstore.ObjectStore, error)
+	store(az string) (storage.ObjectStore, error)
 	// setOutage makes az's bucket unreachable for every store, for the
 	// rest of the run.
 	setOutage(az string) error
@@ -45,7 +45,7 @@ func newMemObjects(azs []string, profile memstore.Profile, seed uint64) (memObje
 	return memObjects{c}, err
 }
 
-func (m memObjects) store(az string) (walstore.ObjectStore, error) { return m.c.Store(az) }
+func (m memObjects) store(az string) (storage.ObjectStore, error) { return m.c.Store(az) }
 
 func (m memObjects) setOutage(az string) error { return m.c.SetOutage(az, true) }
 

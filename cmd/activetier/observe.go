@@ -19,7 +19,7 @@ import (
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
 	"github.com/activetier/activetier/promexport"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // meteredObjects wraps every broker's store of a backend in one Meter: the
@@ -29,7 +29,7 @@ type meteredObjects struct {
 	meter *metering.Meter
 }
 
-func (m meteredObjects) store(az string) (walstore.ObjectStore, error) {
+func (m meteredObjects) store(az string) (storage.ObjectStore, error) {
 	s, err := m.objectBackend.store(az)
 	if err != nil {
 		return nil, err

@@ -16,10 +16,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/directread"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -185,7 +185,7 @@ type batchDigest struct {
 	sum         [sha256.Size]byte
 }
 
-func digestOf(b combiner.Batch) batchDigest {
+func digestOf(b storage.Batch) batchDigest {
 	return batchDigest{first: b.FirstOffset, last: b.LastOffset, epoch: b.Epoch, sum: sha256.Sum256(b.Data)}
 }
 
@@ -210,7 +210,7 @@ func (f *readerFleet) start(s *sim) error {
 			return fmt.Errorf("direct reader %d: %w", d.id, err)
 		}
 		d.store = &readerStore{ObjectStore: st, fleet: &f.counts}
-		stores := make(map[string]walstore.ObjectStore, len(s.cfg.azs))
+		stores := make(map[string]storage.ObjectStore, len(s.cfg.azs))
 		for _, az := range s.cfg.azs {
 			stores[az] = d.store.reading() // it reads every AZ's bucket
 		}
@@ -421,7 +421,7 @@ func (d *demoReader) take(fetch directread.Fetch, now time.Time) {
 }
 
 // record adds a yielded batch; d.mu is held.
-func (d *demoReader) record(tp metadata.TopicPartition, b combiner.Batch, now time.Time) {
+func (d *demoReader) record(tp metadata.TopicPartition, b storage.Batch, now time.Time) {
 	d.logs[tp] = append(d.logs[tp], digestOf(b))
 	d.lag.Observe(now.Sub(time.UnixMilli(b.MaxTimestamp)))
 	d.batches++
@@ -449,7 +449,7 @@ func (d *demoReader) readFromLeaders(ctx context.Context) {
 			continue
 		}
 		limit := l.node.HighWatermark(tp)
-		if g.ResumeHint > g.Offset && !errors.Is(g, walstore.ErrUnavailable) {
+		if g.ResumeHint > g.Offset && !errors.Is(g, storage.ErrUnavailable) {
 			// Past ResumeHint the objects are readable; after an AZ
 			// went down the next ones are likely in it too, so read
 			// all the leader has committed instead.
@@ -493,7 +493,7 @@ func (s *sim) leaderAZ(tp metadata.TopicPartition) string {
 
 // readerStore counts a reader's GETs, as the backend counts them.
 type readerStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	own   requestCounters
 	fleet *requestCounters
 
@@ -534,19 +534,19 @@ func (r *readerStore) get(ref metadata.ObjectRef, read func() (int, error)) erro
 	return nil
 }
 
-// reading returns the store to read through: r, and a walstore.RangeReader
+// reading returns the store to read through: r, and a storage.RangeReader
 // when the store it wraps is one.
-func (r *readerStore) reading() walstore.ObjectStore {
-	if rr, ok := r.ObjectStore.(walstore.RangeReader); ok {
+func (r *readerStore) reading() storage.ObjectStore {
+	if rr, ok := r.ObjectStore.(storage.RangeReader); ok {
 		return &readerRangeStore{r, rr}
 	}
 	return r
 }
 
-// readerRangeStore is a readerStore over a walstore.RangeReader.
+// readerRangeStore is a readerStore over a storage.RangeReader.
 type readerRangeStore struct {
 	*readerStore
-	rr walstore.RangeReader
+	rr storage.RangeReader
 }
 
 func (r *readerRangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {

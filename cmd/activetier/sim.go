@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -72,7 +72,7 @@ type simBroker struct {
 	s     *sim
 	id    int32
 	az    string
-	store walstore.ObjectStore
+	store storage.ObjectStore
 	local *memstore.LocalLog
 	node  *walstore.Node
 
@@ -643,7 +643,7 @@ func (s *sim) compare() (compared int, diffs []string) {
 	return compared, diffs
 }
 
-func diffLogs(want, got []combiner.Batch) string {
+func diffLogs(want, got []storage.Batch) string {
 	for i := range min(len(want), len(got)) {
 		w, g := want[i], got[i]
 		switch {

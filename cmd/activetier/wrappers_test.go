@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/internal/memtest"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // The demo's store wrappers keep the contract and the optional interfaces
@@ -17,15 +17,15 @@ import (
 func TestStoreWrappersConformance(t *testing.T) {
 	calls := newStoreCalls([]string{"az1", "az2"}, map[string]string{"az1": "b1", "az2": "b2"}, false)
 	t.Run("counting", func(t *testing.T) {
-		walstoretest.RunWrapper(t, memtest.Harness(), func(s walstore.ObjectStore) walstore.ObjectStore {
+		storagetest.RunWrapper(t, memtest.Harness(), func(s storage.ObjectStore) storage.ObjectStore {
 			return newCountingStore(s, calls)
-		}, walstoretest.ManyKeys(50))
+		}, storagetest.ManyKeys(50))
 	})
 	var fleet requestCounters
 	t.Run("reader", func(t *testing.T) {
-		walstoretest.RunWrapper(t, memtest.Harness(), func(s walstore.ObjectStore) walstore.ObjectStore {
+		storagetest.RunWrapper(t, memtest.Harness(), func(s storage.ObjectStore) storage.ObjectStore {
 			return (&readerStore{ObjectStore: s, fleet: &fleet}).reading()
-		}, walstoretest.ManyKeys(50))
+		}, storagetest.ManyKeys(50))
 	})
 	for _, c := range []requestCounts{calls.requests(), fleet.load()} {
 		require.Positive(t, c.gets)

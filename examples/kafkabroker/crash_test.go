@@ -23,10 +23,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/examples/kafkabroker/broker"
 	"github.com/activetier/activetier/internal/testenv"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // The crash test's environment: ACTIVETIER_CRASH_LONG=1 runs the long
@@ -242,9 +242,9 @@ func TestCrash(t *testing.T) {
 		t.Logf("the brokers' log ends still differ 30s after production ended:\n%s", c.endsReport())
 	}
 	c.stopAll()
-	held := make([]map[metadata.TopicPartition][]combiner.Batch, 3)
+	held := make([]map[metadata.TopicPartition][]storage.Batch, 3)
 	for id := range 3 {
-		held[id] = make(map[metadata.TopicPartition][]combiner.Batch)
+		held[id] = make(map[metadata.TopicPartition][]storage.Batch)
 		for _, topic := range topics {
 			for p := range int32(partitions) {
 				tp := metadata.TopicPartition{Topic: topic, Partition: p}
@@ -417,7 +417,7 @@ type verdict struct {
 
 // verify checks every acknowledged record of topic against a broker's
 // log: present, once, at the offset it was acknowledged at.
-func verify(t *testing.T, held map[metadata.TopicPartition][]combiner.Batch, topic string, acks []ack) verdict {
+func verify(t *testing.T, held map[metadata.TopicPartition][]storage.Batch, topic string, acks []ack) verdict {
 	t.Helper()
 	at := make(map[int32]map[string][]int64) // partition, value: offsets
 	for tp, batches := range held {
@@ -494,11 +494,11 @@ func batchRecords(data []byte) ([]record, error) {
 // diverging counts the offsets at which b's log differs from a's: those
 // of every batch one holds and the other does not hold the same, byte for
 // byte, at the same offset and epoch; where names the partitions.
-func diverging(a, b map[metadata.TopicPartition][]combiner.Batch) (int64, string) {
+func diverging(a, b map[metadata.TopicPartition][]storage.Batch) (int64, string) {
 	var n int64
 	var where []string
-	count := func(x, y []combiner.Batch) int64 {
-		same := make(map[int64]combiner.Batch, len(y))
+	count := func(x, y []storage.Batch) int64 {
+		same := make(map[int64]storage.Batch, len(y))
 		for _, bt := range y {
 			same[bt.FirstOffset] = bt
 		}
@@ -521,7 +521,7 @@ func diverging(a, b map[metadata.TopicPartition][]combiner.Batch) (int64, string
 	return n, strings.Join(where, "; ")
 }
 
-func end(bs []combiner.Batch) int64 {
+func end(bs []storage.Batch) int64 {
 	if len(bs) == 0 {
 		return 0
 	}

@@ -22,11 +22,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/examples/kafkabroker/broker"
 	"github.com/activetier/activetier/examples/kafkabroker/disklog"
 	"github.com/activetier/activetier/internal/testenv"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // The programs the process tests run, built once per test binary.
@@ -273,12 +273,12 @@ func (c *procCluster) stopAll() {
 
 // readLog returns every batch of tp in broker id's log directory; the
 // broker must be stopped.
-func (c *procCluster) readLog(id int, tp metadata.TopicPartition) []combiner.Batch {
+func (c *procCluster) readLog(id int, tp metadata.TopicPartition) []storage.Batch {
 	c.t.Helper()
 	l, err := disklog.Open(c.dirs[id], disklog.Options{})
 	require.NoError(c.t, err)
 	defer l.Close()
-	var all []combiner.Batch
+	var all []storage.Batch
 	for off := int64(0); ; {
 		bs, err := l.Read(context.Background(), tp, off, 4<<20)
 		require.NoError(c.t, err)

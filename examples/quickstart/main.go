@@ -11,9 +11,9 @@ import (
 	"log"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -63,9 +63,9 @@ func main() {
 	// Broker 1 produces 100 batches: to its own log, then to activetier.
 	start := time.Now()
 	for i := int64(0); i < 100; i++ {
-		b := combiner.Batch{Epoch: 1, FirstOffset: i * 10, LastOffset: i*10 + 9,
+		b := storage.Batch{Epoch: 1, FirstOffset: i * 10, LastOffset: i*10 + 9,
 			MaxTimestamp: time.Now().UnixMilli(), Data: fmt.Appendf(nil, "batch %d", i)}
-		check(logs[1].Append(ctx, tp, []combiner.Batch{b}))
+		check(logs[1].Append(ctx, tp, []storage.Batch{b}))
 		check(nodes[1].Append(ctx, tp, b))
 	}
 	check(nodes[1].WaitDurable(ctx, tp, 1, 999))

@@ -43,11 +43,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -262,7 +262,7 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 	for r := range o.rounds {
 		for _, tp := range tps {
 			b := makeBatch(tp, int64(r)*recordsPerBatch, recordsPerBatch, o.batchBytes)
-			if err := leaderBroker.log.Append(ctx, tp, []combiner.Batch{b}); err != nil {
+			if err := leaderBroker.log.Append(ctx, tp, []storage.Batch{b}); err != nil {
 				return nil, err
 			}
 			if err := leader.Append(ctx, tp, b); err != nil {
@@ -380,7 +380,7 @@ func checkBuckets(ctx context.Context, store *s3express.Store, o options) error 
 
 // makeBatch returns a batch of n records of tp from offset first, about
 // size bytes of text standing for a Kafka record batch.
-func makeBatch(tp metadata.TopicPartition, first int64, n, size int) combiner.Batch {
+func makeBatch(tp metadata.TopicPartition, first int64, n, size int) storage.Batch {
 	var buf bytes.Buffer
 	for i := range int64(n) {
 		line := fmt.Sprintf("%s offset=%d order=%08d ", tp, first+i, (first+i)*7919%100_000_000)
@@ -388,12 +388,12 @@ func makeBatch(tp metadata.TopicPartition, first int64, n, size int) combiner.Ba
 		buf.WriteString(strings.Repeat("x", max(0, size/n-len(line)-1)))
 		buf.WriteByte('\n')
 	}
-	return combiner.Batch{Epoch: 1, FirstOffset: first, LastOffset: first + int64(n) - 1,
+	return storage.Batch{Epoch: 1, FirstOffset: first, LastOffset: first + int64(n) - 1,
 		MaxTimestamp: time.Now().UnixMilli(), Data: buf.Bytes()}
 }
 
 // sameLog reports where two logs first differ.
-func sameLog(want, got []combiner.Batch) error {
+func sameLog(want, got []storage.Batch) error {
 	for i := range min(len(want), len(got)) {
 		w, g := want[i], got[i]
 		if w.Epoch != g.Epoch || w.FirstOffset != g.FirstOffset || w.LastOffset != g.LastOffset || !bytes.Equal(w.Data, g.Data) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // AZs are the availability zones of every test cluster.
@@ -18,7 +18,7 @@ var AZs = []string{"az1", "az2", "az3"}
 // Objects is one object-storage deployment with a bucket per AZ.
 type Objects interface {
 	// Store returns the view of a broker in az.
-	Store(az string) (walstore.ObjectStore, error)
+	Store(az string) (storage.ObjectStore, error)
 	// SetOutage makes az's bucket unreachable, or reachable again.
 	SetOutage(az string, down bool) error
 }
@@ -55,8 +55,8 @@ func Mem() Backend {
 
 type memObjects struct{ c *memstore.Cluster }
 
-func (m memObjects) Store(az string) (walstore.ObjectStore, error) { return m.c.Store(az) }
-func (m memObjects) SetOutage(az string, down bool) error          { return m.c.SetOutage(az, down) }
+func (m memObjects) Store(az string) (storage.ObjectStore, error) { return m.c.Store(az) }
+func (m memObjects) SetOutage(az string, down bool) error         { return m.c.SetOutage(az, down) }
 
 // Op names an ObjectStore method, for faults.
 type Op string
@@ -81,26 +81,26 @@ type Fault struct {
 // faultyStore wraps a broker's store to inject the cluster's faults and
 // count GETs per bucket, whatever the backend.
 type faultyStore struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	c *Cluster
 }
 
 // newFaultyStore returns s behind the cluster's faults: a
-// walstore.RangeReader, whose ReadRange meets the faults GetRange does,
+// storage.RangeReader, whose ReadRange meets the faults GetRange does,
 // when s is one, so that the brokers' followers read as they would from
 // s.
-func newFaultyStore(s walstore.ObjectStore, c *Cluster) walstore.ObjectStore {
+func newFaultyStore(s storage.ObjectStore, c *Cluster) storage.ObjectStore {
 	f := faultyStore{s, c}
-	if rr, ok := s.(walstore.RangeReader); ok {
+	if rr, ok := s.(storage.RangeReader); ok {
 		return faultyRangeStore{f, rr}
 	}
 	return f
 }
 
-// faultyRangeStore is a faultyStore over a walstore.RangeReader.
+// faultyRangeStore is a faultyStore over a storage.RangeReader.
 type faultyRangeStore struct {
 	faultyStore
-	rr walstore.RangeReader
+	rr storage.RangeReader
 }
 
 func (s faultyRangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
@@ -170,7 +170,7 @@ func (s faultyStore) Delete(ctx context.Context, refs []metadata.ObjectRef) erro
 	return s.ObjectStore.Delete(ctx, refs)
 }
 
-func (s faultyStore) List(ctx context.Context, bucket, prefix string) ([]walstore.ObjectInfo, error) {
+func (s faultyStore) List(ctx context.Context, bucket, prefix string) ([]storage.ObjectInfo, error) {
 	if _, err := s.fault(ctx, OpList, bucket); err != nil {
 		return nil, err
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/memstore"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // The brokers' fault-injecting store keeps the optional interfaces of the
@@ -17,7 +17,7 @@ import (
 // without the wrapper) and, with no fault set, the whole contract.
 func TestFaultyStoreConformance(t *testing.T) {
 	c := &Cluster{gets: make(map[string]int64)}
-	walstoretest.RunWrapper(t, memtest.Harness(), func(s walstore.ObjectStore) walstore.ObjectStore { return newFaultyStore(s, c) }, walstoretest.ManyKeys(50))
+	storagetest.RunWrapper(t, memtest.Harness(), func(s storage.ObjectStore) storage.ObjectStore { return newFaultyStore(s, c) }, storagetest.ManyKeys(50))
 }
 
 // A ReadRange meets the faults a GetRange does: an error instead of the
@@ -30,7 +30,7 @@ func TestFaultyReadRange(t *testing.T) {
 	require.NoError(t, err)
 	c := &Cluster{gets: make(map[string]int64)}
 	s := newFaultyStore(inner, c)
-	rr, ok := s.(walstore.RangeReader)
+	rr, ok := s.(storage.RangeReader)
 	require.True(t, ok)
 	body := []byte("0123456789")
 	ref, err := s.Put(ctx, "k", body)
@@ -46,8 +46,8 @@ func TestFaultyReadRange(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, dst, got, "the same bit as GetRange's")
 
-	c.SetFault(func(Op, string) Fault { return Fault{Err: walstore.ErrUnavailable} })
+	c.SetFault(func(Op, string) Fault { return Fault{Err: storage.ErrUnavailable} })
 	_, err = rr.ReadRange(ctx, ref, 0, dst)
-	require.ErrorIs(t, err, walstore.ErrUnavailable)
+	require.ErrorIs(t, err, storage.ErrUnavailable)
 	require.Equal(t, int64(3), c.Gets("b1"))
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -129,7 +129,7 @@ type Broker struct {
 	C     *Cluster
 	ID    int32
 	AZ    string
-	Store walstore.ObjectStore
+	Store storage.ObjectStore
 	Local *RecordingLog
 	Node  *walstore.Node
 	// following is what the broker follows, at which epoch and leader; a
@@ -253,7 +253,7 @@ func (b *Broker) Produce(ctx context.Context, tp metadata.TopicPartition, epoch 
 	t := b.C.T
 	for off := first; off <= last; off += size {
 		batch := MakeBatch(tp, epoch, off, min(off+size-1, last))
-		require.NoError(t, b.Local.Append(ctx, tp, []combiner.Batch{batch}))
+		require.NoError(t, b.Local.Append(ctx, tp, []storage.Batch{batch}))
 		if b.Node != nil {
 			require.NoError(t, b.Node.Append(ctx, tp, batch))
 		}
@@ -270,18 +270,18 @@ func (b *Broker) Preload(tp metadata.TopicPartition, epoch int32, first, last, s
 		require.NoError(b.C.T, b.Local.Truncate(ctx, tp, first))
 	}
 	for off := first; off <= last; off += size {
-		require.NoError(b.C.T, b.Local.Append(ctx, tp, []combiner.Batch{MakeBatch(tp, epoch, off, min(off+size-1, last))}))
+		require.NoError(b.C.T, b.Local.Append(ctx, tp, []storage.Batch{MakeBatch(tp, epoch, off, min(off+size-1, last))}))
 	}
 }
 
 // MakeBatch returns the one true batch for (tp, epoch, first, last): its
 // bytes depend on all four, so data written under different epochs differs.
-func MakeBatch(tp metadata.TopicPartition, epoch int32, first, last int64) combiner.Batch {
+func MakeBatch(tp metadata.TopicPartition, epoch int32, first, last int64) storage.Batch {
 	var buf bytes.Buffer
 	for off := first; off <= last; off++ {
 		fmt.Fprintf(&buf, "%s epoch=%d offset=%d payload=%032d\n", tp, epoch, off, off*7919)
 	}
-	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: time.Now().UnixMilli(), Data: buf.Bytes()}
+	return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: time.Now().UnixMilli(), Data: buf.Bytes()}
 }
 
 // RequireConverges waits until follower's log of tp equals leader's, byte
@@ -303,7 +303,7 @@ func RequireConverges(t *testing.T, follower, leader *Broker, tp metadata.TopicP
 }
 
 // SameBatches reports whether two logs are equal byte for byte.
-func SameBatches(a, b []combiner.Batch) bool {
+func SameBatches(a, b []storage.Batch) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -318,7 +318,7 @@ func SameBatches(a, b []combiner.Batch) bool {
 
 // RequireSameLog fails the test at the first batch where got differs from
 // want.
-func RequireSameLog(t *testing.T, want, got []combiner.Batch) {
+func RequireSameLog(t *testing.T, want, got []storage.Batch) {
 	t.Helper()
 	require.Equal(t, len(want), len(got), "batch count")
 	for i := range want {
@@ -330,7 +330,7 @@ func RequireSameLog(t *testing.T, want, got []combiner.Batch) {
 }
 
 // Describe formats a log's batches as e<epoch>[first-last].
-func Describe(bs []combiner.Batch) string {
+func Describe(bs []storage.Batch) string {
 	var s []string
 	for _, b := range bs {
 		s = append(s, fmt.Sprintf("e%d[%d-%d]", b.Epoch, b.FirstOffset, b.LastOffset))
@@ -344,14 +344,14 @@ func Describe(bs []combiner.Batch) string {
 type RecordingLog struct {
 	*memstore.LocalLog
 	mu       sync.Mutex
-	appended []combiner.Batch
+	appended []storage.Batch
 }
 
 // NewRecordingLog returns an empty log.
 func NewRecordingLog() *RecordingLog { return &RecordingLog{LocalLog: memstore.NewLocalLog()} }
 
 // Append appends to the log and records the batches' offsets and epochs.
-func (r *RecordingLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+func (r *RecordingLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	if err := r.LocalLog.Append(ctx, tp, batches); err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func (r *RecordingLog) Append(ctx context.Context, tp metadata.TopicPartition, b
 }
 
 // EverAppended returns every batch ever appended, without data.
-func (r *RecordingLog) EverAppended() []combiner.Batch {
+func (r *RecordingLog) EverAppended() []storage.Batch {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.appended)

@@ -7,19 +7,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/directread"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // Stores returns the object store of every AZ a broker is in, as a
 // direct reader in another AZ reads them (through the cluster's faults
 // and GET counts).
-func (c *Cluster) Stores() map[string]walstore.ObjectStore {
+func (c *Cluster) Stores() map[string]storage.ObjectStore {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]walstore.ObjectStore)
+	out := make(map[string]storage.ObjectStore)
 	for _, b := range c.brokers {
 		// By the AZ the store names in its objects' references, which
 		// a backend may spell otherwise than the broker's AZ (S3
@@ -47,7 +46,7 @@ func RequireReaderConsistent(t *testing.T, c *Cluster, leader *Broker, tp metada
 	r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: map[metadata.TopicPartition]int64{tp: from}})
 	require.NoError(t, err)
 	defer r.Close()
-	var got []combiner.Batch
+	var got []storage.Batch
 	for {
 		next, _ := r.Position(tp)
 		if next >= hw {
@@ -65,7 +64,7 @@ func RequireReaderConsistent(t *testing.T, c *Cluster, leader *Broker, tp metada
 	// high watermark, never going back, must cover.
 	end, _ := r.Position(tp)
 	require.LessOrEqual(t, end, leader.Node.HighWatermark(tp), "the reader went past the high watermark")
-	var want []combiner.Batch
+	var want []storage.Batch
 	for _, b := range leader.Local.Batches(tp) {
 		if b.LastOffset >= from && b.FirstOffset < end {
 			want = append(want, b)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // BenchmarkCoreStep measures one round of replication for 10 partitions
@@ -97,7 +97,7 @@ func BenchmarkIdleReports(b *testing.B) {
 				}
 			}
 			for _, l := range c.Ready().Loads {
-				c.Loaded(now, l.ID, LocalState{EndOffset: 10, Epochs: []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}}}, nil)
+				c.Loaded(now, l.ID, LocalState{EndOffset: 10, Epochs: []storage.EpochEntry{{Epoch: 1, StartOffset: 0}}}, nil)
 			}
 			c.Ready()
 			b.ReportAllocs()

@@ -9,11 +9,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/backoff"
 	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Config configures a Core. Every field but Seed and Logger must be set;
@@ -189,8 +189,8 @@ type pendingKey struct {
 type pendingEntry struct {
 	e         metadata.Entry
 	fetching  bool
-	batches   []combiner.Batch // set once fetched and verified
-	buf       Releaser         // the driver's hold on the memory batches alias
+	batches   []storage.Batch // set once fetched and verified
+	buf       Releaser        // the driver's hold on the memory batches alias
 	attempts  int
 	notBefore time.Time
 	// applyFrom and applyTo delimit the batches an append outstanding
@@ -856,7 +856,7 @@ func (c *Core) fetched(p *part, pe *pendingEntry, r Result) {
 // checkSection checks that a fetched section's batches are what its entry
 // announces: whole batches, each continuing the one before, from the
 // entry's first offset to its last.
-func checkSection(e metadata.Entry, batches []combiner.Batch) error {
+func checkSection(e metadata.Entry, batches []storage.Batch) error {
 	next := e.FirstOffset
 	for _, b := range batches {
 		if b.FirstOffset != next || b.LastOffset < b.FirstOffset {

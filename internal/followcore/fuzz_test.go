@@ -10,10 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // FuzzCore drives the core with arbitrary sequences of events: role
@@ -37,9 +36,9 @@ func FuzzCore(f *testing.F) {
 
 // fuzzLog is an honest local log of one partition.
 type fuzzLog struct {
-	batches []combiner.Batch
+	batches []storage.Batch
 	start   int64 // the end offset of an empty log
-	epochs  []fencing.EpochEntry
+	epochs  []storage.EpochEntry
 }
 
 func (l *fuzzLog) end() int64 {
@@ -49,7 +48,7 @@ func (l *fuzzLog) end() int64 {
 	return l.batches[len(l.batches)-1].LastOffset + 1
 }
 
-func (l *fuzzLog) append(bs []combiner.Batch) error {
+func (l *fuzzLog) append(bs []storage.Batch) error {
 	for _, b := range bs {
 		latest := int32(-1)
 		if n := len(l.epochs); n > 0 {
@@ -61,7 +60,7 @@ func (l *fuzzLog) append(bs []combiner.Batch) error {
 	}
 	for _, b := range bs {
 		if n := len(l.epochs); n == 0 || b.Epoch > l.epochs[n-1].Epoch {
-			l.epochs = append(l.epochs, fencing.EpochEntry{Epoch: b.Epoch, StartOffset: b.FirstOffset})
+			l.epochs = append(l.epochs, storage.EpochEntry{Epoch: b.Epoch, StartOffset: b.FirstOffset})
 		}
 		l.batches = append(l.batches, b)
 	}
@@ -74,14 +73,14 @@ func (l *fuzzLog) truncate(to int64) {
 		l.epochs = nil
 		return
 	}
-	i := slices.IndexFunc(l.batches, func(b combiner.Batch) bool { return b.FirstOffset >= to })
+	i := slices.IndexFunc(l.batches, func(b storage.Batch) bool { return b.FirstOffset >= to })
 	if i >= 0 {
 		l.batches = l.batches[:i]
 	}
 	if len(l.batches) == 0 {
 		l.start = min(l.start, to)
 	}
-	l.epochs = slices.DeleteFunc(l.epochs, func(e fencing.EpochEntry) bool { return e.StartOffset >= to })
+	l.epochs = slices.DeleteFunc(l.epochs, func(e storage.EpochEntry) bool { return e.StartOffset >= to })
 }
 
 // play runs one sequence and returns every Ready rendered. Its checks are

@@ -11,10 +11,9 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/scripttest"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // The interaction tests are the scripts in testdata/*.txt, played by
@@ -60,8 +59,8 @@ func rec(t testing.TB, entries []metadata.Entry, markers ...metadata.EpochStart)
 }
 
 // batchesOf is the section an entry announces: one batch per entry.
-func batchesOf(e metadata.Entry) []combiner.Batch {
-	return []combiner.Batch{{Epoch: e.RecordEpoch, FirstOffset: e.FirstOffset, LastOffset: e.LastOffset, MaxTimestamp: e.MaxTimestamp,
+func batchesOf(e metadata.Entry) []storage.Batch {
+	return []storage.Batch{{Epoch: e.RecordEpoch, FirstOffset: e.FirstOffset, LastOffset: e.LastOffset, MaxTimestamp: e.MaxTimestamp,
 		Data: []byte(fmt.Sprintf("%s/%d-%d@%d", e.Partition, e.FirstOffset, e.LastOffset, e.RecordEpoch))}}
 }
 
@@ -187,10 +186,10 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	case "loaded":
 		var end int64
 		d.ScanArgs(t, "end", &end)
-		var epochs []fencing.EpochEntry
+		var epochs []storage.EpochEntry
 		if arg, ok := d.Arg("epochs"); ok {
 			for _, v := range arg.Vals {
-				var ee fencing.EpochEntry
+				var ee storage.EpochEntry
 				_, err := fmt.Sscanf(v, "%d@%d", &ee.Epoch, &ee.StartOffset)
 				require.NoError(t, err, "%s: epoch %q is not E@S", d.Pos, v)
 				epochs = append(epochs, ee)

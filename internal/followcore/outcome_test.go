@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/internal/storeerr"
+	"github.com/activetier/activetier/storage"
 )
 
 func TestOutcomeOf(t *testing.T) {
@@ -16,12 +16,12 @@ func TestOutcomeOf(t *testing.T) {
 		err  error
 		want Outcome
 	}{
-		{storeerr.ErrNotFound, Gone},
-		{storeerr.ErrUnknownBucket, Gone},
-		{storeerr.ErrInvalidRange, Gone},
+		{storage.ErrNotFound, Gone},
+		{storage.ErrUnknownBucket, Gone},
+		{storage.ErrInvalidRange, Gone},
 		{combiner.ErrCorrupt, Corrupt},
-		{storeerr.ErrPermanent, Refused},
-		{storeerr.ErrUnavailable, Unavailable},
+		{storage.ErrPermanent, Refused},
+		{storage.ErrUnavailable, Unavailable},
 		{errors.New("something else"), Failed},
 	} {
 		require.Equal(t, tc.want, OutcomeOf(fmt.Errorf("wrapped: %w", tc.err)), "%v", tc.err)

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
-	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Ready is the work the core wants done, handed out by Core.Ready.
@@ -105,7 +104,7 @@ type Truncate struct {
 type Append struct {
 	ID        uint64
 	Partition metadata.TopicPartition
-	Batches   []combiner.Batch
+	Batches   []storage.Batch
 }
 
 // Fetch asks for the sections of Entries, all in one object of Bucket, to
@@ -163,7 +162,7 @@ type Lag struct {
 // LocalState is a partition's local log as Loaded reports it.
 type LocalState struct {
 	EndOffset int64
-	Epochs    []fencing.EpochEntry
+	Epochs    []storage.EpochEntry
 }
 
 // Outcome classifies how fetching one entry's section went.
@@ -194,7 +193,7 @@ type Result struct {
 	Entry   metadata.Entry
 	Outcome Outcome
 	// Batches is the section's batches when Outcome is Fetched.
-	Batches []combiner.Batch
+	Batches []storage.Batch
 	// Buffer, if set, is the driver's hold on memory that Batches alias.
 	// The core releases it once it has appended the entry's batches and
 	// forgotten them, and never touches Batches after; an entry it forgets
@@ -257,13 +256,13 @@ func OutcomeOf(err error) Outcome {
 	switch {
 	case err == nil:
 		return Fetched
-	case errors.Is(err, storeerr.ErrNotFound), errors.Is(err, storeerr.ErrUnknownBucket), errors.Is(err, storeerr.ErrInvalidRange):
+	case errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrUnknownBucket), errors.Is(err, storage.ErrInvalidRange):
 		return Gone
 	case errors.Is(err, combiner.ErrCorrupt):
 		return Corrupt
-	case errors.Is(err, storeerr.ErrPermanent):
+	case errors.Is(err, storage.ErrPermanent):
 		return Refused
-	case errors.Is(err, storeerr.ErrUnavailable):
+	case errors.Is(err, storage.ErrUnavailable):
 		return Unavailable
 	}
 	return Failed

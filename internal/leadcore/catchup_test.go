@@ -7,9 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // logWorld performs a Core's requests as a driver over an instant store
@@ -18,8 +17,8 @@ import (
 // publication of their entries wait until release.
 type logWorld struct {
 	h           *harness
-	batches     []combiner.Batch
-	epochs      []fencing.EpochEntry
+	batches     []storage.Batch
+	epochs      []storage.EpochEntry
 	meta        int64
 	keys        int
 	hold        bool
@@ -34,7 +33,7 @@ type logWorld struct {
 // newLogWorldWith is a world of a core of the harness's configuration,
 // changed by mod, with a lineage of epoch 1 from 0.
 func newLogWorldWith(t testing.TB, mod func(*Config)) *logWorld {
-	return &logWorld{h: newHarness(t, mod), epochs: []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}}}
+	return &logWorld{h: newHarness(t, mod), epochs: []storage.EpochEntry{{Epoch: 1, StartOffset: 0}}}
 }
 
 func (w *logWorld) end() int64 {
@@ -46,7 +45,7 @@ func (w *logWorld) end() int64 {
 
 // produce appends [first, last] at epoch to the local log and the core.
 func (w *logWorld) produce(epoch int32, first, last int64) {
-	b := combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: make([]byte, 400)}
+	b := storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: make([]byte, 400)}
 	w.batches = append(w.batches, b)
 	require.NoError(w.h.t, w.h.c.Append(w.h.now, tpA, b))
 }
@@ -141,7 +140,7 @@ func (w *logWorld) step() bool {
 // catch-up under way or waiting for its turn).
 func BenchmarkProgress(b *testing.B) {
 	const partitions = 1000
-	lineage := []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 100}}
+	lineage := []storage.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 2, StartOffset: 100}}
 	for _, bc := range []struct {
 		name      string
 		end       int64

@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/backoff"
 	"github.com/activetier/activetier/internal/hedge"
-	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Config configures a Core. Every size and duration must be positive: the
@@ -141,9 +140,9 @@ func KindOf(err error) Kind {
 	switch {
 	case errors.Is(err, metadata.ErrClosed):
 		return Closed
-	case errors.Is(err, storeerr.ErrPermanent):
+	case errors.Is(err, storage.ErrPermanent):
 		return Permanent
-	case errors.Is(err, storeerr.ErrUnavailable):
+	case errors.Is(err, storage.ErrUnavailable):
 		return Unavailable
 	}
 	return Other
@@ -248,11 +247,11 @@ type LocalRead struct {
 // LocalResult is the answer to a LocalRead. Errors are the driver's,
 // naming the call.
 type LocalResult struct {
-	Epochs    []fencing.EpochEntry
+	Epochs    []storage.EpochEntry
 	EpochsErr error
 	End       int64
 	EndErr    error
-	Batches   []combiner.Batch
+	Batches   []storage.Batch
 	ReadErr   error
 }
 

@@ -9,9 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 var (
@@ -72,7 +71,7 @@ func (h *harness) ready() []string {
 func (h *harness) advance(d time.Duration) { h.now = h.now.Add(d); h.c.Tick(h.now) }
 
 func (h *harness) append(tp metadata.TopicPartition, epoch int32, first, last int64, size int) error {
-	return h.c.Append(h.now, tp, combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: make([]byte, size)})
+	return h.c.Append(h.now, tp, storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: make([]byte, size)})
 }
 
 // encode performs Encode id.
@@ -100,7 +99,7 @@ var errDown = errors.New("down")
 
 // lineage answers ReadLineage id with one epoch from offset 0.
 func (h *harness) lineage(id uint64, epoch int32) {
-	h.c.Read(h.now, id, ReadLineage, LocalResult{Epochs: []fencing.EpochEntry{{Epoch: epoch, StartOffset: 0}}})
+	h.c.Read(h.now, id, ReadLineage, LocalResult{Epochs: []storage.EpochEntry{{Epoch: epoch, StartOffset: 0}}})
 }
 
 func (h *harness) hedgeStored(id uint64, key string) {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 func TestKindOf(t *testing.T) {
@@ -17,8 +17,8 @@ func TestKindOf(t *testing.T) {
 		want Kind
 	}{
 		{metadata.ErrClosed, Closed},
-		{storeerr.ErrPermanent, Permanent},
-		{storeerr.ErrUnavailable, Unavailable},
+		{storage.ErrPermanent, Permanent},
+		{storage.ErrUnavailable, Unavailable},
 		{errors.New("something else"), Other},
 	} {
 		require.Equal(t, tc.want, KindOf(fmt.Errorf("wrapped: %w", tc.err)), "%v", tc.err)

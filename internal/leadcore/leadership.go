@@ -7,9 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // leadership is the state of one partition the engine leads. A leadership
@@ -267,7 +267,7 @@ func (c *Core) Accepted(tp metadata.TopicPartition, epoch int32) (gen uint64, ok
 // Append buffers batch b of tp. Refusals are *Error: NotLeader,
 // InvalidBatch, TooLarge, or BufferFull (the caller may wait for
 // SpaceFreed and call again).
-func (c *Core) Append(now time.Time, tp metadata.TopicPartition, b combiner.Batch) error {
+func (c *Core) Append(now time.Time, tp metadata.TopicPartition, b storage.Batch) error {
 	n := len(b.Data)
 	switch {
 	case n == 0:
@@ -325,7 +325,7 @@ func (c *Core) NeedLineage(tp metadata.TopicPartition, lastEpoch int32) bool {
 // entry continues is caught up (see catchup.go). epochs is tp's local
 // lineage when NeedLineage said so (epochsErr if it could not be read).
 // Other reports are ignored.
-func (c *Core) Progress(now time.Time, tp metadata.TopicPartition, follower int32, endOffset int64, lastEpoch int32, epochs []fencing.EpochEntry, epochsErr error) {
+func (c *Core) Progress(now time.Time, tp metadata.TopicPartition, follower int32, endOffset int64, lastEpoch int32, epochs []storage.EpochEntry, epochsErr error) {
 	ld := c.leading[tp]
 	if endOffset < 0 || lastEpoch < -1 || ld == nil || lastEpoch > ld.epoch || !slices.Contains(c.followers[tp], follower) {
 		// A report of a broker that is not a follower (yet) would be

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // A message's worth of markers goes without waiting out the Interval, and
@@ -73,7 +73,7 @@ func TestCoreRefreshEndsWithItsLeadership(t *testing.T) {
 	h.c.Resign(h.now, tpA)
 	require.NoError(t, h.c.BecomeLeader(h.now, tpA, 3, []int32{2}, -1, 5))
 	require.Equal(t, []string{"read 8 lineage t-0 from 0", "durable changed", "commit changed", "wake at +5s"}, h.ready())
-	h.c.Read(h.now, 8, ReadLineage, LocalResult{Epochs: []fencing.EpochEntry{{Epoch: 2, StartOffset: 0}}, End: 5})
+	h.c.Read(h.now, 8, ReadLineage, LocalResult{Epochs: []storage.EpochEntry{{Epoch: 2, StartOffset: 0}}, End: 5})
 	h.ready()
 	h.published(7, 2)
 	h.advance(100 * time.Millisecond)

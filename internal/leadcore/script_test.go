@@ -11,11 +11,9 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/scripttest"
-	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // TestScripts plays every script in testdata: the interaction tests, in
@@ -117,7 +115,7 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "first", &first)
 		d.ScanArgs(t, "last", &last)
 		d.ScanArgs(t, "size", &size)
-		return refusal(c.Append(h.now, e.partition(t, d), combiner.Batch{Epoch: int32(epoch), FirstOffset: first, LastOffset: last, Data: make([]byte, size)}))
+		return refusal(c.Append(h.now, e.partition(t, d), storage.Batch{Epoch: int32(epoch), FirstOffset: first, LastOffset: last, Data: make([]byte, size)}))
 	case "advance":
 		var by string
 		d.ScanArgs(t, "by", &by)
@@ -191,7 +189,7 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		var res LocalResult
 		if arg, ok := d.Arg("batches"); ok {
 			for _, v := range arg.Vals {
-				var b combiner.Batch
+				var b storage.Batch
 				_, err := fmt.Sscanf(v, "%d:%d-%d", &b.Epoch, &b.FirstOffset, &b.LastOffset)
 				require.NoError(t, err, "%s: batch %q is not E:F-L", d.Pos, v)
 				b.Data = []byte{byte(len(res.Batches))}
@@ -205,7 +203,7 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "follower", &follower)
 		d.ScanArgs(t, "end", &end)
 		d.ScanArgs(t, "last-epoch", &lastEpoch)
-		var lineage []fencing.EpochEntry
+		var lineage []storage.EpochEntry
 		if e.w != nil {
 			lineage = e.w.epochs
 		}
@@ -304,7 +302,7 @@ func (e *scriptEnv) world(t *testing.T, d *datadriven.TestData) string {
 		w.produce(scanBatch())
 	case "local":
 		epoch, first, last := scanBatch()
-		w.batches = append(w.batches, combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: make([]byte, 400)})
+		w.batches = append(w.batches, storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, Data: make([]byte, 400)})
 	case "lineage":
 		w.epochs = epochs(t, d)
 	case "hold":
@@ -320,7 +318,7 @@ func (e *scriptEnv) world(t *testing.T, d *datadriven.TestData) string {
 		require.Len(t, d.CmdArgs, 1, "%s: deletes ok or fail-after-deleting", d.Pos)
 		w.deleteErr = nil
 		if d.CmdArgs[0].Key == "fail-after-deleting" {
-			w.deleteErr = storeerr.ErrUnavailable
+			w.deleteErr = storage.ErrUnavailable
 		}
 	case "report":
 		var follower, lastEpoch int
@@ -392,14 +390,14 @@ func brokers(t *testing.T, d *datadriven.TestData, key string) []int32 {
 	return out
 }
 
-func epochs(t *testing.T, d *datadriven.TestData) []fencing.EpochEntry {
+func epochs(t *testing.T, d *datadriven.TestData) []storage.EpochEntry {
 	arg, ok := d.Arg("epochs")
 	if !ok {
 		return nil
 	}
-	var out []fencing.EpochEntry
+	var out []storage.EpochEntry
 	for _, v := range arg.Vals {
-		var ee fencing.EpochEntry
+		var ee storage.EpochEntry
 		_, err := fmt.Sscanf(v, "%d@%d", &ee.Epoch, &ee.StartOffset)
 		require.NoError(t, err, "%s: epoch %q is not E@S", d.Pos, v)
 		out = append(out, ee)

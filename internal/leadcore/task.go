@@ -8,6 +8,7 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 type taskKind int
@@ -205,7 +206,7 @@ func (c *Core) readBatches(now time.Time, t *task, res LocalResult) {
 	}
 	// What was appended after the republish began is published the
 	// ordinary way.
-	batches = slices.DeleteFunc(batches, func(b combiner.Batch) bool { return b.FirstOffset >= t.end })
+	batches = slices.DeleteFunc(batches, func(b storage.Batch) bool { return b.FirstOffset >= t.end })
 	if len(batches) == 0 {
 		c.finishTask(now, t, nil)
 		return
@@ -216,7 +217,7 @@ func (c *Core) readBatches(now time.Time, t *task, res LocalResult) {
 			inputs[n-1].Batches = append(inputs[n-1].Batches, b)
 			continue
 		}
-		inputs = append(inputs, combiner.SectionInput{Partition: t.tp, Batches: []combiner.Batch{b}})
+		inputs = append(inputs, combiner.SectionInput{Partition: t.tp, Batches: []storage.Batch{b}})
 	}
 	data, infos, err := c.enc.Encode(nil, inputs)
 	if err != nil {
@@ -456,7 +457,7 @@ func (c *Core) markersFor(tp metadata.TopicPartition, epoch int32, res LocalResu
 // ending at end: whole batches in offset order, the first holding from or
 // starting above it (records below the log start are gone). Batches past
 // end are records appended since; the caller leaves them out.
-func (c *Core) checkRead(batches []combiner.Batch, from, end int64) error {
+func (c *Core) checkRead(batches []storage.Batch, from, end int64) error {
 	bad := func(format string, args ...any) error {
 		return c.cfg.Violation("LocalLog.Read", fmt.Sprintf(format, args...))
 	}

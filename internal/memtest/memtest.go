@@ -1,6 +1,6 @@
 // Package memtest gives tests the pair of object stores most of them start
 // from: two brokers' stores, in two AZs of one memstore cluster, and a
-// walstoretest.Harness making them, for the conformance suites and the
+// storagetest.Harness making them, for the conformance suites and the
 // checks of store wrappers.
 package memtest
 
@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/memstore"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // Stores returns the stores of AZ az1 (bucket b1) and AZ az2 (bucket b2)
@@ -30,10 +30,10 @@ func Stores(t testing.TB) (local, peer *memstore.Store) {
 	return local, peer
 }
 
-// Harness is a walstoretest.Harness whose MakeStores returns new Stores
+// Harness is a storagetest.Harness whose MakeStores returns new Stores
 // for each test.
-func Harness() walstoretest.Harness {
-	return walstoretest.HarnessFunc(func(_ context.Context, t *testing.T) (walstore.ObjectStore, walstore.ObjectStore) {
+func Harness() storagetest.Harness {
+	return storagetest.HarnessFunc(func(_ context.Context, t *testing.T) (storage.ObjectStore, storage.ObjectStore) {
 		return Stores(t)
 	})
 }

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // Config configures a Core.
@@ -492,7 +492,7 @@ func (c *Core) Plan() ([]Want, []Pause) {
 // verification for CorruptFor is too, and one whose store keeps being
 // unavailable for UnavailableFor, if set. Any other failure is retried,
 // another entry for the same offsets first.
-func (c *Core) Fetched(now time.Time, w Want, r followcore.Result) (batches []combiner.Batch, retry bool) {
+func (c *Core) Fetched(now time.Time, w Want, r followcore.Result) (batches []storage.Batch, retry bool) {
 	p := c.parts[w.Entry.Partition]
 	if p == nil {
 		return nil, false

@@ -7,10 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/followcore"
-	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // metaDriver drives a Core as directread's Reader does, over a metadata
@@ -25,7 +24,7 @@ type metaDriver struct {
 	batch  int
 	gone   map[string]bool // object keys whose fetch fails as gone
 	// yielded is what was yielded, in order; pauses what paused.
-	yielded []combiner.Batch
+	yielded []storage.Batch
 	pauses  []Pause
 	maxHeld int // the most entries held after any call
 }
@@ -65,10 +64,10 @@ func (d *metaDriver) serve() bool {
 		}
 		for _, w := range wants {
 			e := w.Entry
-			r := followcore.Result{Entry: e, Batches: []combiner.Batch{{Epoch: e.RecordEpoch, FirstOffset: e.FirstOffset, LastOffset: e.LastOffset,
+			r := followcore.Result{Entry: e, Batches: []storage.Batch{{Epoch: e.RecordEpoch, FirstOffset: e.FirstOffset, LastOffset: e.LastOffset,
 				Data: []byte(fmt.Sprintf("%d-%d", e.FirstOffset, e.LastOffset))}}}
 			if d.gone[e.Object.Key] {
-				r = followcore.Result{Entry: e, Outcome: followcore.Gone, Err: storeerr.ErrNotFound}
+				r = followcore.Result{Entry: e, Outcome: followcore.Gone, Err: storage.ErrNotFound}
 			}
 			batches, _ := d.c.Fetched(time.Time{}, w, r)
 			d.yielded = append(d.yielded, batches...)
@@ -217,7 +216,7 @@ func TestCoreSeekAtTheBound(t *testing.T) {
 		p := d.pauses[0]
 		d.pauses = nil
 		require.Equal(t, at, p.Offset)
-		require.ErrorIs(t, p.Cause, storeerr.ErrNotFound)
+		require.ErrorIs(t, p.Cause, storage.ErrNotFound)
 		require.Greater(t, p.ResumeHint, at)
 		require.LessOrEqual(t, p.ResumeHint, int64(300))
 		at = p.ResumeHint

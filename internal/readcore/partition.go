@@ -6,9 +6,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // partition is what a Reader knows and has yielded of one partition. Its
@@ -286,12 +286,12 @@ func (p *partition) plan(maxBytes int64, round uint64) (out []Want) {
 // round. A batch that holds w.From but starts below it (a start offset
 // inside a batch) is yielded whole, as Kafka's fetch does; one that runs
 // past w.Limit waits for the commit to cover it.
-func (p *partition) apply(w Want, batches []combiner.Batch, round uint64) []combiner.Batch {
+func (p *partition) apply(w Want, batches []storage.Batch, round uint64) []storage.Batch {
 	if p.paused != nil || w.From != p.next {
 		return nil
 	}
 	p.idle = false
-	var out []combiner.Batch
+	var out []storage.Batch
 	for _, b := range batches {
 		if b.LastOffset < w.From || b.LastOffset >= w.Limit || b.Epoch != w.Entry.RecordEpoch {
 			continue

@@ -13,8 +13,8 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/scripttest"
-	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // TestScripts plays every script in testdata: the interaction tests, in
@@ -33,10 +33,10 @@ type scriptEnv struct {
 
 // scriptErrs names the fetch failures scripts inject.
 var scriptErrs = map[string]error{
-	"not-found":     storeerr.ErrNotFound,
-	"get-not-found": fmt.Errorf("get: %w", storeerr.ErrNotFound),
+	"not-found":     storage.ErrNotFound,
+	"get-not-found": fmt.Errorf("get: %w", storage.ErrNotFound),
 	"corrupt":       fmt.Errorf("section: %w", combiner.ErrCorrupt),
-	"unavailable":   fmt.Errorf("get: %w", storeerr.ErrUnavailable),
+	"unavailable":   fmt.Errorf("get: %w", storage.ErrUnavailable),
 }
 
 // handle runs one command and returns its output.
@@ -145,7 +145,7 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		}
 		if arg, ok := d.Arg("batches"); ok {
 			for _, v := range arg.Vals {
-				var b combiner.Batch
+				var b storage.Batch
 				_, err := fmt.Sscanf(v, "%d:%d-%d", &b.Epoch, &b.FirstOffset, &b.LastOffset)
 				require.NoError(t, err, "%s: batch %q is not E:F-L", d.Pos, v)
 				b.Data = []byte{byte(b.FirstOffset)}

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // adversary is a broker that keeps walstore.Node's contract to the
@@ -312,7 +312,7 @@ func (a *adversary) blockedAppend(tp metadata.TopicPartition, sr *rand.Rand) {
 			return // the partition moved on meanwhile; the core refused nothing it should have
 		}
 		w.registry[key] = m
-		if err := l.log.Append(context.Background(), tp, []combiner.Batch{batch}); err != nil {
+		if err := l.log.Append(context.Background(), tp, []storage.Batch{batch}); err != nil {
 			w.violate(KindHarness, "b%d: appending its own produce %s of %s: %v", l.id, m, tp, err)
 		}
 		w.stats.Produced++

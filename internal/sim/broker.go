@@ -4,8 +4,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // broker is one simulated broker: its store, its local log, its own view of
@@ -299,7 +299,7 @@ func fenced(fences []metadata.EpochStart, epoch int32, offset int64) (metadata.E
 // checkAppend judges batches a follower is about to append: each must be
 // byte for byte a batch some leader produced, and none may lie past a
 // fence the follower has handled.
-func (inst *followerInst) checkAppend(tp metadata.TopicPartition, batches []combiner.Batch) {
+func (inst *followerInst) checkAppend(tp metadata.TopicPartition, batches []storage.Batch) {
 	fences := inst.fencesFor(tp)
 	w := inst.w
 	for _, b := range batches {

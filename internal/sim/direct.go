@@ -6,10 +6,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/readcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -372,7 +372,7 @@ func (r *simReader) readMetadata() {
 
 // yield checks a batch the reader yields: it continues what was yielded,
 // and it is the partition's log's batch at its offsets.
-func (r *simReader) yield(tp metadata.TopicPartition, b combiner.Batch) {
+func (r *simReader) yield(tp metadata.TopicPartition, b storage.Batch) {
 	w := r.w
 	m := metaOf(b)
 	rl := r.parts[tp]

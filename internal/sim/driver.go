@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -264,7 +264,7 @@ func (w *world) produceBatch(b *broker, tp metadata.TopicPartition, epoch int32,
 		w.tracef("b%d produce %s %s rejected: %v", b.id, tp, m, err)
 		return false
 	}
-	if err := b.log.Append(context.Background(), tp, []combiner.Batch{batch}); err != nil {
+	if err := b.log.Append(context.Background(), tp, []storage.Batch{batch}); err != nil {
 		w.violate(KindHarness, "b%d: appending its own produce %s of %s: %v", b.id, m, tp, err)
 		return false
 	}
@@ -281,7 +281,7 @@ func (w *world) produceBatch(b *broker, tp metadata.TopicPartition, epoch int32,
 
 // makeBatch returns a batch whose bytes depend on everything that names
 // it, compressible or not as the seed says.
-func makeBatch(tp metadata.TopicPartition, epoch int32, first, last int64, size int, seed uint64, now time.Time) combiner.Batch {
+func makeBatch(tp metadata.TopicPartition, epoch int32, first, last int64, size int, seed uint64, now time.Time) storage.Batch {
 	head := fmt.Sprintf("%s e%d [%d,%d] ", tp, epoch, first, last)
 	data := make([]byte, max(size, len(head)))
 	copy(data, head)
@@ -294,7 +294,7 @@ func makeBatch(tp metadata.TopicPartition, epoch int32, first, last int64, size 
 			data[i] = "abcdefghijklmnop"[(i+int(first))%16]
 		}
 	}
-	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: now.UnixMilli(), Data: data}
+	return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: now.UnixMilli(), Data: data}
 }
 
 func (w *world) zombieProduce(sr *rand.Rand) {

@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/internal/leadcore"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // The hedging benchmarks drive the engines' cores in simulated time, with
@@ -197,7 +196,7 @@ func runFetches(b *testing.B, prof memstore.Profile, policy hedge.Policy, seed u
 				results := make([]followcore.Result, len(f.Entries))
 				for i, e := range f.Entries {
 					size += e.Length
-					results[i] = followcore.Result{Entry: e, Batches: []combiner.Batch{{Epoch: 1, FirstOffset: e.FirstOffset, LastOffset: e.LastOffset, MaxTimestamp: e.MaxTimestamp, Data: []byte{1}}}}
+					results[i] = followcore.Result{Entry: e, Batches: []storage.Batch{{Epoch: 1, FirstOffset: e.FirstOffset, LastOffset: e.LastOffset, MaxTimestamp: e.MaxTimestamp, Data: []byte{1}}}}
 				}
 				clock.at(now.Add(sample(rng, prof, prof.Get, size, true)), func(now time.Time) {
 					if !cancelled[f.ID] {
@@ -309,7 +308,7 @@ func runUploads(b *testing.B, prof memstore.Profile, policy hedge.Policy, seed u
 				c.Published(now, p.ID, offset, nil, leadcore.Other)
 			}
 			for _, r := range rd.Reads {
-				c.Read(now, r.ID, r.What, leadcore.LocalResult{Epochs: []fencing.EpochEntry{{Epoch: 1, StartOffset: 0}}})
+				c.Read(now, r.ID, r.What, leadcore.LocalResult{Epochs: []storage.EpochEntry{{Epoch: 1, StartOffset: 0}}})
 			}
 			if !rd.WakeAt.IsZero() && !rd.WakeAt.Equal(wake) {
 				wake = rd.WakeAt
@@ -328,7 +327,7 @@ func runUploads(b *testing.B, prof memstore.Profile, policy hedge.Policy, seed u
 	for i := range batches {
 		clock.at(t0.Add(time.Duration(i+1)*every), func(now time.Time) {
 			off := int64(i / partitions)
-			if err := c.Append(now, benchTP(i%partitions), combiner.Batch{Epoch: 1, FirstOffset: off, LastOffset: off, MaxTimestamp: now.UnixMilli(), Data: data}); err != nil {
+			if err := c.Append(now, benchTP(i%partitions), storage.Batch{Epoch: 1, FirstOffset: off, LastOffset: off, MaxTimestamp: now.UnixMilli(), Data: data}); err != nil {
 				b.Fatal(err)
 			}
 			drive(now)

@@ -7,10 +7,9 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // batchMeta is what the checks need of a batch: its identity and a hash of
@@ -23,7 +22,7 @@ type batchMeta struct {
 	sum         uint64
 }
 
-func metaOf(b combiner.Batch) batchMeta {
+func metaOf(b storage.Batch) batchMeta {
 	return batchMeta{epoch: b.Epoch, first: b.FirstOffset, last: b.LastOffset, sum: xxhash.Sum64(b.Data)}
 }
 
@@ -73,15 +72,15 @@ func (l *brokerLog) EndOffset(tp metadata.TopicPartition) (int64, error) {
 	return l.partLocked(tp).log.EndOffset(tp)
 }
 
-func (l *brokerLog) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+func (l *brokerLog) Epochs(tp metadata.TopicPartition) ([]storage.EpochEntry, error) {
 	return l.partLocked(tp).log.Epochs(tp)
 }
 
-func (l *brokerLog) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
+func (l *brokerLog) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]storage.Batch, error) {
 	return l.partLocked(tp).log.Read(ctx, tp, from, maxBytes)
 }
 
-func (l *brokerLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+func (l *brokerLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	p := l.partLocked(tp)
 	if err := p.log.Append(ctx, tp, batches); err != nil {
 		return err
@@ -147,13 +146,13 @@ func (l *brokerLog) needs(tp metadata.TopicPartition, m batchMeta) bool {
 }
 
 // batches returns tp's batches with their bytes, for the final comparison.
-func (l *brokerLog) batches(tp metadata.TopicPartition) []combiner.Batch {
+func (l *brokerLog) batches(tp metadata.TopicPartition) []storage.Batch {
 	p := l.partLocked(tp)
 	if len(p.meta) == 0 {
 		return nil
 	}
 	// Read hands out copies; at least one batch per call.
-	var out []combiner.Batch
+	var out []storage.Batch
 	for from := p.meta[0].first; from < p.end(); {
 		bs, err := p.log.Read(context.Background(), tp, from, 1<<30)
 		if err != nil || len(bs) == 0 {

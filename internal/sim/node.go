@@ -9,11 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/leadcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -348,7 +347,7 @@ func (n *simNode) stopReplica(tp metadata.TopicPartition) {
 }
 
 // append is walstore.Node.Append with the Reject overflow policy.
-func (n *simNode) append(tp metadata.TopicPartition, b combiner.Batch) error {
+func (n *simNode) append(tp metadata.TopicPartition, b storage.Batch) error {
 	err := n.lc.Append(n.w.clock, tp, b)
 	n.drive()
 	return err
@@ -362,7 +361,7 @@ func (n *simNode) durableOffset(tp metadata.TopicPartition) int64 {
 
 // progress is walstore.Node.RecordProgress.
 func (n *simNode) progress(tp metadata.TopicPartition, follower int32, end int64, lastEpoch int32) {
-	var epochs []fencing.EpochEntry
+	var epochs []storage.EpochEntry
 	var err error
 	if n.lc.NeedLineage(tp, lastEpoch) {
 		epochs, err = n.b.log.Epochs(tp)
@@ -520,7 +519,7 @@ func fetchEntries(b *broker, mgr *walstore.Manager, entries []metadata.Entry, pa
 	for i, e := range entries {
 		switch {
 		case err != nil || lat > fetchTimeout:
-			out[i] = followcore.Result{Entry: e, Outcome: followcore.Unavailable, Err: fmt.Errorf("sim: fetch: %w: no answer within %v", walstore.ErrUnavailable, fetchTimeout)}
+			out[i] = followcore.Result{Entry: e, Outcome: followcore.Unavailable, Err: fmt.Errorf("sim: fetch: %w: no answer within %v", storage.ErrUnavailable, fetchTimeout)}
 		case res[i].Err != nil:
 			out[i] = followcore.Result{Entry: e, Outcome: followcore.OutcomeOf(res[i].Err), Err: res[i].Err}
 		default:
@@ -643,7 +642,7 @@ func (n *simNode) attemptUpload(op *leadOp, u leadcore.Upload, report func(time.
 	lat, put := n.b.store.put(key, u.Data)
 	if lat > requestTimeout {
 		lat, put = requestTimeout, func() (metadata.ObjectRef, error) {
-			return metadata.ObjectRef{}, fmt.Errorf("sim: PUT %s: %w: no answer within %v", key, walstore.ErrUnavailable, requestTimeout)
+			return metadata.ObjectRef{}, fmt.Errorf("sim: PUT %s: %w: no answer within %v", key, storage.ErrUnavailable, requestTimeout)
 		}
 	}
 	n.finish(op, lat, func(now time.Time) {
@@ -755,7 +754,7 @@ func (b *broker) truncate(inst *followerInst, tp metadata.TopicPartition, to int
 
 // append performs a follower's append of batches to tp, judged first, and
 // returns where the log ends.
-func (b *broker) append(inst *followerInst, tp metadata.TopicPartition, batches []combiner.Batch) (int64, error) {
+func (b *broker) append(inst *followerInst, tp metadata.TopicPartition, batches []storage.Batch) (int64, error) {
 	inst.checkAppend(tp, batches)
 	if err := b.log.Append(context.Background(), tp, batches); err != nil {
 		return 0, err

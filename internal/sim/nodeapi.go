@@ -11,6 +11,7 @@ import (
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/leadcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -98,7 +99,7 @@ func (n *simNode) checkContractWaits() {
 // of generation gen.
 type blockedAppend struct {
 	tp    metadata.TopicPartition
-	batch combiner.Batch
+	batch storage.Batch
 	gen   uint64
 	done  func(error)
 }
@@ -107,7 +108,7 @@ type blockedAppend struct {
 // policy: a full buffer makes it wait for space, and it fails with
 // ErrNotLeader when the leadership it waits in ends. done is called when
 // it returns.
-func (n *simNode) appendBlocking(tp metadata.TopicPartition, b combiner.Batch, done func(error)) {
+func (n *simNode) appendBlocking(tp metadata.TopicPartition, b storage.Batch, done func(error)) {
 	gen, _, _, _ := n.lc.Leadership(tp)
 	err := n.lc.Append(n.w.clock, tp, b)
 	if err != nil && leadcore.CodeOf(err) == leadcore.BufferFull {
@@ -235,7 +236,7 @@ type unpublishedObject struct {
 // adversary's metadata outage of this broker is on.
 func (n *simNode) metaAppend(p leadcore.Publish) (int64, error) {
 	if n.w.clock.Before(n.metaDownUntil) {
-		return 0, fmt.Errorf("sim: metadata log: injected outage: %w", walstore.ErrUnavailable)
+		return 0, fmt.Errorf("sim: metadata log: injected outage: %w", storage.ErrUnavailable)
 	}
 	off, err := n.w.meta.Append(context.Background(), p.Partition, p.Data)
 	if err == nil && n.w.contractOn() {

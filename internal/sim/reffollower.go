@@ -8,10 +8,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -292,14 +292,14 @@ func (f *refFollower) fetch(p *refPart, k pendingKey, e metadata.Entry, d fencin
 // the log.
 func (f *refFollower) fetched(p *refPart, k pendingKey, d fencing.Decision, res followcore.Result) error {
 	if res.Err != nil {
-		if errors.Is(res.Err, walstore.ErrNotFound) || errors.Is(res.Err, walstore.ErrUnknownBucket) || errors.Is(res.Err, walstore.ErrInvalidRange) {
+		if errors.Is(res.Err, storage.ErrNotFound) || errors.Is(res.Err, storage.ErrUnknownBucket) || errors.Is(res.Err, storage.ErrInvalidRange) {
 			delete(p.pending, k)
 		} else {
 			p.retry[k] = f.w.clock.Add(10 * time.Millisecond)
 		}
 		return nil
 	}
-	var batches []combiner.Batch
+	var batches []storage.Batch
 	for _, b := range res.Batches {
 		if b.LastOffset < d.From {
 			continue

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -38,7 +38,7 @@ func TestSimSeed1DurableOffsetStartsOverAtANewEpoch(t *testing.T) {
 		produce := func(epoch int32, first, last int64) {
 			b := regressBatch(tp, epoch, first, last)
 			require.NoError(t, l.Append(ctx, tp, b))
-			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
+			require.NoError(t, local.Append(ctx, tp, []storage.Batch{b}))
 		}
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
 		require.NoError(t, l.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
@@ -81,7 +81,7 @@ func TestSimSeed2DataOfAnEarlierLeadershipIsNotPublishedUnderANewEpoch(t *testin
 		produce := func(epoch int32, first, last int64) {
 			b := regressBatch(tp, epoch, first, last)
 			require.NoError(t, l.Append(ctx, tp, b))
-			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
+			require.NoError(t, local.Append(ctx, tp, []storage.Batch{b}))
 		}
 
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
@@ -137,7 +137,7 @@ func TestSimSeed3DurableOffsetWaitsForTheRepublish(t *testing.T) {
 		// uploaded (the engine that took them crashed).
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
 		for first := int64(0); first < 100; first += 10 {
-			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{regressBatch(tp, 1, first, first+9)}))
+			require.NoError(t, local.Append(ctx, tp, []storage.Batch{regressBatch(tp, 1, first, first+9)}))
 		}
 
 		// The republish's object is large and slow to store; new data's
@@ -151,7 +151,7 @@ func TestSimSeed3DurableOffsetWaitsForTheRepublish(t *testing.T) {
 		time.Sleep(time.Second) // the markers are out, the republish is stuck
 		b := regressBatch(tp, 2, 100, 100)
 		require.NoError(t, l.Append(ctx, tp, b))
-		require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
+		require.NoError(t, local.Append(ctx, tp, []storage.Batch{b}))
 		time.Sleep(time.Second)
 		require.LessOrEqual(t, l.DurableOffset(tp), int64(0), "durable offset while 0-99 are only being republished")
 
@@ -178,7 +178,7 @@ func TestSimSeed11FollowerProgressIsForgottenAtANewEpoch(t *testing.T) {
 		produce := func(epoch int32, first, last int64) {
 			b := regressBatch(tp, epoch, first, last)
 			require.NoError(t, l.Append(ctx, tp, b))
-			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
+			require.NoError(t, local.Append(ctx, tp, []storage.Batch{b}))
 			require.NoError(t, l.WaitDurable(ctx, tp, epoch, last))
 		}
 
@@ -225,7 +225,7 @@ func TestFuzzFollowerMarkerInsideABatch(t *testing.T) {
 		require.NoError(t, err)
 		defer meta.Close()
 		local := memstore.NewLocalLog()
-		require.NoError(t, local.Append(ctx, tp, []combiner.Batch{regressBatch(tp, 1, 0, 4)}))
+		require.NoError(t, local.Append(ctx, tp, []storage.Batch{regressBatch(tp, 1, 0, 4)}))
 		msg, err := metadata.AppendMessage(nil, &metadata.Message{WriterBrokerID: 1, Markers: []metadata.EpochStart{
 			{Partition: tp, Epoch: 1, StartOffset: 0, LeaderBrokerID: 1}, {Partition: tp, Epoch: 2, StartOffset: 1, LeaderBrokerID: 1},
 		}})
@@ -293,9 +293,9 @@ func startRegressLeader(t *testing.T, tune func(*walstore.LeaderConfig)) *regres
 }
 
 // regressBatch returns a batch of records [first, last] of tp at epoch.
-func regressBatch(tp metadata.TopicPartition, epoch int32, first, last int64) combiner.Batch {
+func regressBatch(tp metadata.TopicPartition, epoch int32, first, last int64) storage.Batch {
 	data := []byte(fmt.Sprintf("%s e%d [%d,%d]", tp, epoch, first, last))
-	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1_000_000 + last, Data: data}
+	return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1_000_000 + last, Data: data}
 }
 
 // quiet is a logger for engines whose retries are expected.

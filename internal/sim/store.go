@@ -12,7 +12,7 @@ import (
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // simStore is a broker's memstore.Store behind the simulated network:
@@ -54,7 +54,7 @@ func (s *simStore) put(key string, body []byte) (time.Duration, func() (metadata
 	v := s.w.chaos.decide(memstore.OpPut, bucket, false, int64(len(body)), identity(uint64(memstore.OpPut), uint64(s.b.id), sum))
 	return v.latency, func() (metadata.ObjectRef, error) {
 		if v.err && !v.afterApply {
-			return metadata.ObjectRef{}, fmt.Errorf("sim: PUT %s/%s: injected fault: %w", bucket, key, walstore.ErrUnavailable)
+			return metadata.ObjectRef{}, fmt.Errorf("sim: PUT %s/%s: injected fault: %w", bucket, key, storage.ErrUnavailable)
 		}
 		ref, err := s.Store.Put(context.Background(), key, body)
 		if err != nil {
@@ -74,7 +74,7 @@ func (s *simStore) put(key string, body []byte) (time.Duration, func() (metadata
 			s.w.tracef("b%d stored %s:%s", s.b.id, ref, b.String())
 		}
 		if v.err {
-			return metadata.ObjectRef{}, fmt.Errorf("sim: PUT %s/%s: injected fault after the object was stored: %w", bucket, key, walstore.ErrUnavailable)
+			return metadata.ObjectRef{}, fmt.Errorf("sim: PUT %s/%s: injected fault after the object was stored: %w", bucket, key, storage.ErrUnavailable)
 		}
 		return ref, nil
 	}
@@ -89,10 +89,10 @@ func (s *simStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset,
 	v := s.w.chaos.decide(memstore.OpGet, ref.Bucket, ref.Bucket != s.Local().Bucket, length, id)
 	s.lat = append(s.lat, v.latency)
 	if v.err {
-		return nil, fmt.Errorf("sim: GET %s: injected fault: %w", ref, walstore.ErrUnavailable)
+		return nil, fmt.Errorf("sim: GET %s: injected fault: %w", ref, storage.ErrUnavailable)
 	}
 	data, err := s.Store.GetRange(ctx, ref, offset, length)
-	if errors.Is(err, walstore.ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		s.w.stats.NotFound++
 	}
 	if err == nil && v.corrupt != 0 && len(data) > 0 {
@@ -139,7 +139,7 @@ func (s *simStore) delete(refs []metadata.ObjectRef) (time.Duration, func() erro
 	s.w.judgeDelete(s.b, refs)
 	return v.latency, func() error {
 		if v.err && !v.afterApply {
-			return fmt.Errorf("sim: DELETE of %d objects: injected fault: %w", len(refs), walstore.ErrUnavailable)
+			return fmt.Errorf("sim: DELETE of %d objects: injected fault: %w", len(refs), storage.ErrUnavailable)
 		}
 		if s.w.cfg.Verbose {
 			s.w.tracef("b%d deletes %v", s.b.id, refs)
@@ -149,7 +149,7 @@ func (s *simStore) delete(refs []metadata.ObjectRef) (time.Duration, func() erro
 			return err
 		}
 		if v.err {
-			return fmt.Errorf("sim: DELETE of %d objects: injected fault after they were deleted: %w", len(refs), walstore.ErrUnavailable)
+			return fmt.Errorf("sim: DELETE of %d objects: injected fault after they were deleted: %w", len(refs), storage.ErrUnavailable)
 		}
 		return nil
 	}

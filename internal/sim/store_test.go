@@ -8,10 +8,10 @@ import (
 
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
-// A broker's store is a walstore.RangeReader, as memstore's is, and its
+// A broker's store is a storage.RangeReader, as memstore's is, and its
 // ReadRange meets the chaos its GetRange does: memstore.Store's own,
 // promoted, would read around the simulated faults.
 func TestSimStoreReadRangeMeetsTheChaos(t *testing.T) {
@@ -22,7 +22,7 @@ func TestSimStoreReadRangeMeetsTheChaos(t *testing.T) {
 	require.NoError(t, err)
 	w := &world{chaos: newChaos(1, memstore.Profile{}), objects: make(map[metadata.ObjectRef]*object)}
 	s := &simStore{Store: st, w: w, b: &broker{w: w, id: 1}}
-	var rr walstore.RangeReader = s
+	var rr storage.RangeReader = s
 	body := []byte("0123456789abcdef")
 	ref, err := st.Put(ctx, "k", body)
 	require.NoError(t, err)
@@ -32,11 +32,11 @@ func TestSimStoreReadRangeMeetsTheChaos(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, body, dst[:n])
 	_, err = rr.ReadRange(ctx, ref, 0, nil)
-	require.ErrorIs(t, err, walstore.ErrInvalidRange)
+	require.ErrorIs(t, err, storage.ErrInvalidRange)
 
 	remove := w.chaos.add(&fault{op: memstore.OpGet, rate: 1, err: true})
 	_, err = rr.ReadRange(ctx, ref, 0, dst)
-	require.ErrorIs(t, err, walstore.ErrUnavailable, "the injected fault")
+	require.ErrorIs(t, err, storage.ErrUnavailable, "the injected fault")
 	remove()
 
 	w.chaos.add(&fault{op: memstore.OpGet, rate: 1, corrupt: true})

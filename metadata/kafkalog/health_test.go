@@ -11,9 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -69,8 +69,8 @@ func TestNodeDegradesWhileKafkaRejectsAndRecovers(t *testing.T) {
 			require.NoError(t, local.AssignEpoch(tp, 1, 0))
 			require.NoError(t, n.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 			remove := tt.install(c)
-			b := combiner.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 9, MaxTimestamp: 1, Data: []byte("ten records")}
-			require.NoError(t, local.Append(ctx, tp, []combiner.Batch{b}))
+			b := storage.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 9, MaxTimestamp: 1, Data: []byte("ten records")}
+			require.NoError(t, local.Append(ctx, tp, []storage.Batch{b}))
 			require.NoError(t, n.Append(ctx, tp, b))
 
 			require.Eventually(t, func() bool { return n.Health().Degraded }, 30*time.Second, 10*time.Millisecond,

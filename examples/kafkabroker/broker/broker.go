@@ -12,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/examples/kafkabroker/disklog"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -376,8 +376,8 @@ func (b *Broker) produce(ctx context.Context, tp metadata.TopicPartition, pb pro
 		return 0, 0, 0, err
 	}
 	pb.stamp(next, s.epoch)
-	cb := combiner.Batch{Epoch: s.epoch, FirstOffset: next, LastOffset: next + pb.lastDelta, MaxTimestamp: pb.maxTimestamp, Data: pb.data}
-	if err := b.log.Append(ctx, tp, []combiner.Batch{cb}); err != nil {
+	cb := storage.Batch{Epoch: s.epoch, FirstOffset: next, LastOffset: next + pb.lastDelta, MaxTimestamp: pb.maxTimestamp, Data: pb.data}
+	if err := b.log.Append(ctx, tp, []storage.Batch{cb}); err != nil {
 		return 0, 0, 0, err
 	}
 	if err := b.node.Append(ctx, tp, cb); err != nil {

@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // clusterID is what Metadata reports; clients only compare it.
@@ -434,9 +434,9 @@ func (b *Broker) listOffset(ctx context.Context, req *kmsg.ListOffsetsRequest, t
 	case -1:
 		return hw, -1, epochAt(hw), 0
 	}
-	var best *combiner.Batch // -3: the first batch with the newest timestamp
+	var best *storage.Batch // -3: the first batch with the newest timestamp
 	offset, ts, epoch = -1, -1, -1
-	err = b.scanBatches(ctx, tp, start, hw, func(bt combiner.Batch) (bool, error) {
+	err = b.scanBatches(ctx, tp, start, hw, func(bt storage.Batch) (bool, error) {
 		if lp.Timestamp == -3 {
 			if best == nil || bt.MaxTimestamp > best.MaxTimestamp {
 				best = &bt
@@ -474,7 +474,7 @@ func (b *Broker) listOffset(ctx context.Context, req *kmsg.ListOffsetsRequest, t
 // scanBatches calls visit with tp's batches from the one holding from, in
 // order, those whose last offset is below to, until visit returns false
 // or an error.
-func (b *Broker) scanBatches(ctx context.Context, tp metadata.TopicPartition, from, to int64, visit func(combiner.Batch) (bool, error)) error {
+func (b *Broker) scanBatches(ctx context.Context, tp metadata.TopicPartition, from, to int64, visit func(storage.Batch) (bool, error)) error {
 	for off := from; off < to; {
 		batches, err := b.log.Read(ctx, tp, off, 1<<20)
 		if err != nil || len(batches) == 0 {

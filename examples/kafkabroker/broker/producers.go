@@ -7,8 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // producerBatches is how many of a producer's last batches a leader
@@ -145,7 +145,7 @@ func (b *Broker) rebuildProducers(ctx context.Context, tp metadata.TopicPartitio
 	if err != nil {
 		return nil, err
 	}
-	err = b.scanBatches(ctx, tp, start, end, func(bt combiner.Batch) (bool, error) {
+	err = b.scanBatches(ctx, tp, start, end, func(bt storage.Batch) (bool, error) {
 		if len(bt.Data) >= batchHeaderLen {
 			if h := readHeader(bt.Data); h.idempotent() {
 				ps.record(h, bt.FirstOffset, bt.LastOffset)

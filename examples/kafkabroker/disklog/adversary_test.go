@@ -11,13 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
+	"github.com/activetier/activetier/storage"
 )
 
 // advCalls are the Append calls of the adversary's log: single and
 // multi-frame calls over several segments (SegmentBytes 400).
-var advCalls = [][]combiner.Batch{
+var advCalls = [][]storage.Batch{
 	{batch(1, 0, 4)},
 	{batch(1, 5, 9), batch(2, 10, 14), batch(2, 15, 19)},
 	{batch(2, 20, 20)},
@@ -41,9 +40,9 @@ func advLog(t *testing.T) string {
 
 // prefixes returns the logs that whole calls of advCalls make: the only
 // logs recovery may leave.
-func prefixes() [][]combiner.Batch {
-	out := [][]combiner.Batch{nil}
-	var acc []combiner.Batch
+func prefixes() [][]storage.Batch {
+	out := [][]storage.Batch{nil}
+	var acc []storage.Batch
 	for _, c := range advCalls {
 		acc = append(acc[:len(acc):len(acc)], c...)
 		out = append(out, acc)
@@ -54,7 +53,7 @@ func prefixes() [][]combiner.Batch {
 // recoverCopy opens a copy of dir damaged by damage and returns what it
 // holds, or Open's error; it requires that what it holds recovers to
 // itself and takes the next Append.
-func recoverCopy(t *testing.T, dir string, damage func(pd string)) ([]combiner.Batch, error) {
+func recoverCopy(t *testing.T, dir string, damage func(pd string)) ([]storage.Batch, error) {
 	t.Helper()
 	d := copyDir(t, dir)
 	damage(filepath.Join(d, dirName(tp)))
@@ -80,7 +79,7 @@ func recoverCopy(t *testing.T, dir string, damage func(pd string)) ([]combiner.B
 	if n := len(epochs); n > 0 {
 		next = max(next, epochs[n-1].Epoch)
 	}
-	require.NoError(t, l.Append(t.Context(), tp, []combiner.Batch{batch(next, end, end)}))
+	require.NoError(t, l.Append(t.Context(), tp, []storage.Batch{batch(next, end, end)}))
 	if len(got) == 0 {
 		return nil, nil
 	}
@@ -88,7 +87,7 @@ func recoverCopy(t *testing.T, dir string, damage func(pd string)) ([]combiner.B
 }
 
 // requirePrefix requires got to be one of the logs whole calls make.
-func requirePrefix(t *testing.T, got []combiner.Batch, msg string) int {
+func requirePrefix(t *testing.T, got []storage.Batch, msg string) int {
 	t.Helper()
 	for i, p := range prefixes() {
 		if len(p) == len(got) && (len(p) == 0 || fmt.Sprint(p) == fmt.Sprint(got)) {
@@ -100,7 +99,7 @@ func requirePrefix(t *testing.T, got []combiner.Batch, msg string) int {
 	return -1
 }
 
-func describeBatches(bs []combiner.Batch) string {
+func describeBatches(bs []storage.Batch) string {
 	s := ""
 	for _, b := range bs {
 		s += fmt.Sprintf("[%d %d-%d] ", b.Epoch, b.FirstOffset, b.LastOffset)
@@ -305,7 +304,7 @@ func TestCheckpointV1Upgrade(t *testing.T) {
 	}
 }
 
-func epochsOf(t *testing.T, l *Log) []fencing.EpochEntry {
+func epochsOf(t *testing.T, l *Log) []storage.EpochEntry {
 	t.Helper()
 	e, err := l.Epochs(tp)
 	require.NoError(t, err)
@@ -316,7 +315,7 @@ func epochsOf(t *testing.T, l *Log) []fencing.EpochEntry {
 // parse; a version 2 one that parses is exactly what encode writes for
 // what it says, so no damaged one is taken at its word.
 func FuzzCheckpoint(f *testing.F) {
-	c := checkpoint{start: 0, state: stateRecords, cut: 20, entries: []fencing.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 21), ep(4, 31)}}
+	c := checkpoint{start: 0, state: stateRecords, cut: 20, entries: []storage.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 21), ep(4, 31)}}
 	for _, st := range []state{stateRecords, stateEmpty, stateTruncating} {
 		c.state = st
 		f.Add(c.encode())

@@ -16,10 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/examples/kafkabroker/disklog"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // The crash test's knobs. A run is replayed with its seed:
@@ -44,7 +43,7 @@ const crashOps = 24
 // crashOp is one call the child makes: an Append of batches, or a
 // Truncate at offset.
 type crashOp struct {
-	batches  []combiner.Batch
+	batches  []storage.Batch
 	truncate bool
 	offset   int64
 }
@@ -52,7 +51,7 @@ type crashOp struct {
 // crashModel is what the log holds after some prefix of the operations.
 type crashModel struct {
 	start   int64
-	batches []combiner.Batch
+	batches []storage.Batch
 }
 
 func (m crashModel) end() int64 {
@@ -80,11 +79,11 @@ func (m crashModel) apply(o crashOp) crashModel {
 }
 
 // epochs is the epoch cache the model's batches make.
-func (m crashModel) epochs() []fencing.EpochEntry {
-	var out []fencing.EpochEntry
+func (m crashModel) epochs() []storage.EpochEntry {
+	var out []storage.EpochEntry
 	for _, b := range m.batches {
 		if len(out) == 0 || b.Epoch > out[len(out)-1].Epoch {
-			out = append(out, fencing.EpochEntry{Epoch: b.Epoch, StartOffset: b.FirstOffset})
+			out = append(out, storage.EpochEntry{Epoch: b.Epoch, StartOffset: b.FirstOffset})
 		}
 	}
 	return out
@@ -138,7 +137,7 @@ func crashPlan(seed uint64) []crashOp {
 			}
 			records := int64(1 + rng.IntN(5))
 			data := fill(make([]byte, 1+rng.IntN(16<<10)), rng.Uint64())
-			o.batches = append(o.batches, combiner.Batch{Epoch: epoch, FirstOffset: next, LastOffset: next + records - 1, MaxTimestamp: next * 10, Data: data})
+			o.batches = append(o.batches, storage.Batch{Epoch: epoch, FirstOffset: next, LastOffset: next + records - 1, MaxTimestamp: next * 10, Data: data})
 			next += records
 		}
 		calls = append(calls, len(m.batches))

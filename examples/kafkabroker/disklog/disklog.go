@@ -17,10 +17,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // Errors of this package, to be tested with errors.Is.
@@ -69,7 +68,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Log is a walstore.LocalLog on local disk. It is safe for concurrent use.
+// Log is a storage.LocalLog on local disk. It is safe for concurrent use.
 type Log struct {
 	dir  string
 	opts Options
@@ -79,7 +78,7 @@ type Log struct {
 	closed bool
 }
 
-var _ walstore.LocalLog = (*Log)(nil)
+var _ storage.LocalLog = (*Log)(nil)
 
 // partition is one partition's files and in-memory index.
 type partition struct {
@@ -270,7 +269,7 @@ func (l *Log) StartOffset(tp metadata.TopicPartition) (int64, error) {
 }
 
 // Epochs returns tp's leader-epoch entries.
-func (l *Log) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+func (l *Log) Epochs(tp metadata.TopicPartition) ([]storage.EpochEntry, error) {
 	p, err := l.part(tp)
 	if err != nil {
 		return nil, err
@@ -297,7 +296,7 @@ func (l *Log) AssignEpoch(tp metadata.TopicPartition, epoch int32) error {
 		if epoch == latest.Epoch {
 			return nil
 		}
-		return fmt.Errorf("disklog: assign epoch %d to %s: below its latest epoch %d: %w", epoch, p.tp, latest.Epoch, walstore.ErrNotContiguous)
+		return fmt.Errorf("disklog: assign epoch %d to %s: below its latest epoch %d: %w", epoch, p.tp, latest.Epoch, storage.ErrNotContiguous)
 	}
 	old := p.epochs.Clone()
 	if err := p.epochs.Assign(epoch, p.end()); err != nil {
@@ -311,7 +310,7 @@ func (l *Log) AssignEpoch(tp metadata.TopicPartition, epoch int32) error {
 }
 
 // Append adds batches at the end of tp's log, all or none.
-func (l *Log) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+func (l *Log) Append(ctx context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -319,7 +318,7 @@ func (l *Log) Append(ctx context.Context, tp metadata.TopicPartition, batches []
 		return nil
 	}
 	if uint64(len(batches)) > maxCall {
-		return fmt.Errorf("disklog: append to %s: %d batches in one call, over %d: %w", tp, len(batches), maxCall, walstore.ErrInvalidBatch)
+		return fmt.Errorf("disklog: append to %s: %d batches in one call, over %d: %w", tp, len(batches), maxCall, storage.ErrInvalidBatch)
 	}
 	p, err := l.part(tp)
 	if err != nil {
@@ -339,13 +338,13 @@ func (l *Log) Append(ctx context.Context, tp metadata.TopicPartition, batches []
 	for i, b := range batches {
 		switch {
 		case b.LastOffset < b.FirstOffset || b.Epoch < 0 || b.FirstOffset < 0:
-			return fmt.Errorf("disklog: append to %s: batch %d (epoch %d, offsets %d-%d): %w", tp, i, b.Epoch, b.FirstOffset, b.LastOffset, walstore.ErrInvalidBatch)
+			return fmt.Errorf("disklog: append to %s: batch %d (epoch %d, offsets %d-%d): %w", tp, i, b.Epoch, b.FirstOffset, b.LastOffset, storage.ErrInvalidBatch)
 		case len(b.Data) > maxFrameData:
-			return fmt.Errorf("disklog: append to %s: batch %d of %d bytes, over %d: %w", tp, i, len(b.Data), maxFrameData, walstore.ErrInvalidBatch)
+			return fmt.Errorf("disklog: append to %s: batch %d of %d bytes, over %d: %w", tp, i, len(b.Data), maxFrameData, storage.ErrInvalidBatch)
 		case b.FirstOffset != next:
-			return fmt.Errorf("disklog: append to %s: batch %d starts at %d, want %d: %w", tp, i, b.FirstOffset, next, walstore.ErrNotContiguous)
+			return fmt.Errorf("disklog: append to %s: batch %d starts at %d, want %d: %w", tp, i, b.FirstOffset, next, storage.ErrNotContiguous)
 		case b.Epoch < epoch:
-			return fmt.Errorf("disklog: append to %s: batch %d at %d has epoch %d, below epoch %d before it: %w", tp, i, b.FirstOffset, b.Epoch, epoch, walstore.ErrNotContiguous)
+			return fmt.Errorf("disklog: append to %s: batch %d at %d has epoch %d, below epoch %d before it: %w", tp, i, b.FirstOffset, b.Epoch, epoch, storage.ErrNotContiguous)
 		}
 		next, epoch = b.LastOffset+1, b.Epoch
 		size += frameHeader + len(b.Data)
@@ -436,7 +435,7 @@ func (p *partition) dropLastSegment() {
 
 // appendFrame appends b's frame, the index-th of the count frames one
 // Append call writes.
-func appendFrame(buf []byte, b combiner.Batch, index, count uint32) []byte {
+func appendFrame(buf []byte, b storage.Batch, index, count uint32) []byte {
 	at := len(buf)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(frameHeader-4+len(b.Data)))
 	buf = binary.BigEndian.AppendUint32(buf, 0) // crc, below
@@ -452,13 +451,13 @@ func appendFrame(buf []byte, b combiner.Batch, index, count uint32) []byte {
 }
 
 // Truncate removes tp's records at and after offset, and the epochs that
-// start there or later; see walstore.LocalLog.
+// start there or later; see storage.LocalLog.
 func (l *Log) Truncate(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if offset < 0 {
-		return fmt.Errorf("disklog: truncate %s to %d: %w", tp, offset, walstore.ErrInvalidOffset)
+		return fmt.Errorf("disklog: truncate %s to %d: %w", tp, offset, storage.ErrInvalidOffset)
 	}
 	p, err := l.part(tp)
 	if err != nil {
@@ -490,7 +489,7 @@ func (l *Log) Truncate(ctx context.Context, tp metadata.TopicPartition, offset i
 	}
 	i := p.find(offset)
 	if i < len(p.batches) && p.batches[i].first != offset {
-		return fmt.Errorf("disklog: truncate %s to %d: batch %d-%d: %w", tp, offset, p.batches[i].first, p.batches[i].last, walstore.ErrNotBatchBoundary)
+		return fmt.Errorf("disklog: truncate %s to %d: batch %d-%d: %w", tp, offset, p.batches[i].first, p.batches[i].last, storage.ErrNotBatchBoundary)
 	}
 	p.epochs.TruncateFromEnd(offset)
 	if i == len(p.batches) {
@@ -563,8 +562,8 @@ func (p *partition) find(offset int64) int {
 }
 
 // Read returns whole batches of tp from the one holding from; see
-// walstore.LocalLog.
-func (l *Log) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
+// storage.LocalLog.
+func (l *Log) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]storage.Batch, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -577,7 +576,7 @@ func (l *Log) Read(ctx context.Context, tp metadata.TopicPartition, from int64, 
 	if p.closed {
 		return nil, ErrClosed
 	}
-	var out []combiner.Batch
+	var out []storage.Batch
 	size := 0
 	for i := p.find(from); i < len(p.batches) && (len(out) == 0 || size+int(p.batches[i].size) <= maxBytes); i++ {
 		bp := p.batches[i]
@@ -597,14 +596,14 @@ func (l *Log) Read(ctx context.Context, tp metadata.TopicPartition, from int64, 
 
 // parseFrame decodes one whole frame and checks its checksum. It returns
 // the batch and the frame's place in the frames of its Append call.
-func parseFrame(frame []byte) (b combiner.Batch, index, count uint32, err error) {
+func parseFrame(frame []byte) (b storage.Batch, index, count uint32, err error) {
 	if len(frame) < frameHeader || int(binary.BigEndian.Uint32(frame)) != len(frame)-4 {
-		return combiner.Batch{}, 0, 0, ErrCorrupt
+		return storage.Batch{}, 0, 0, ErrCorrupt
 	}
 	if crc32.Checksum(frame[8:], castagnoli) != binary.BigEndian.Uint32(frame[4:]) {
-		return combiner.Batch{}, 0, 0, ErrCorrupt
+		return storage.Batch{}, 0, 0, ErrCorrupt
 	}
-	return combiner.Batch{
+	return storage.Batch{
 		Epoch:        int32(binary.BigEndian.Uint32(frame[8:])),
 		FirstOffset:  int64(binary.BigEndian.Uint64(frame[12:])),
 		LastOffset:   int64(binary.BigEndian.Uint64(frame[20:])),
@@ -675,7 +674,7 @@ type checkpoint struct {
 	start   int64
 	state   state
 	cut     int64
-	entries []fencing.EpochEntry
+	entries []storage.EpochEntry
 	version string // of the file it was read from
 }
 
@@ -765,7 +764,7 @@ func parseCheckpoint(name string, data []byte) (checkpoint, error) {
 		return checkpoint{}, bad
 	}
 	for _, line := range lines[5:] {
-		var e fencing.EpochEntry
+		var e storage.EpochEntry
 		if _, err := fmt.Sscanf(line, "%d %d", &e.Epoch, &e.StartOffset); err != nil {
 			return checkpoint{}, bad
 		}

@@ -10,11 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,15 +25,15 @@ func open(t *testing.T, dir string, opts Options) *Log {
 	return l
 }
 
-// TestLocalLogConformance runs walstore's LocalLog suite, with segments
+// TestLocalLogConformance runs storagetest's LocalLog suite, with segments
 // small enough that most logs span several files.
 func TestLocalLogConformance(t *testing.T) {
 	opts := Options{SegmentBytes: 300}
-	walstoretest.RunLocalLog(t, walstoretest.LocalLogHarness{
-		New: func(ctx context.Context, t *testing.T) walstore.LocalLog {
+	storagetest.RunLocalLog(t, storagetest.LocalLogHarness{
+		New: func(ctx context.Context, t *testing.T) storage.LocalLog {
 			return open(t, t.TempDir(), opts)
 		},
-		Reopen: func(ctx context.Context, t *testing.T, l walstore.LocalLog) walstore.LocalLog {
+		Reopen: func(ctx context.Context, t *testing.T, l storage.LocalLog) storage.LocalLog {
 			old := l.(*Log)
 			require.NoError(t, old.Close())
 			return open(t, old.Dir(), opts)
@@ -45,15 +43,15 @@ func TestLocalLogConformance(t *testing.T) {
 
 var tp = metadata.TopicPartition{Topic: "logs", Partition: 3}
 
-func batch(epoch int32, first, last int64) combiner.Batch {
+func batch(epoch int32, first, last int64) storage.Batch {
 	data := make([]byte, 50+first%17)
 	for i := range data {
 		data[i] = byte(first) + byte(i)
 	}
-	return combiner.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1000 + last, Data: data}
+	return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: last, MaxTimestamp: 1000 + last, Data: data}
 }
 
-func readAll(t *testing.T, l *Log) []combiner.Batch {
+func readAll(t *testing.T, l *Log) []storage.Batch {
 	t.Helper()
 	got, err := l.Read(t.Context(), tp, 0, 1<<30)
 	require.NoError(t, err)
@@ -71,31 +69,31 @@ func segmentFiles(t testing.TB, l *Log) []string {
 // TestRecovery damages a log's files as a crash or a bad disk would and
 // checks what Open keeps: every frame before the damage, nothing after.
 func TestRecovery(t *testing.T) {
-	all := []combiner.Batch{batch(1, 0, 4), batch(1, 5, 9), batch(2, 10, 14), batch(2, 15, 19), batch(3, 20, 24), batch(3, 25, 29)}
+	all := []storage.Batch{batch(1, 0, 4), batch(1, 5, 9), batch(2, 10, 14), batch(2, 15, 19), batch(3, 20, 24), batch(3, 25, 29)}
 	for _, c := range []struct {
 		name   string
 		damage func(t *testing.T, segs []string)
 		keep   int // batches that survive
-		epochs []fencing.EpochEntry
+		epochs []storage.EpochEntry
 	}{
-		{"clean", func(t *testing.T, segs []string) {}, 6, []fencing.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 20)}},
-		{"torn last frame", func(t *testing.T, segs []string) { shrink(t, segs[len(segs)-1], 7) }, 5, []fencing.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 20)}},
-		{"torn frame header", func(t *testing.T, segs []string) { appendBytes(t, segs[len(segs)-1], []byte{0, 0}) }, 6, []fencing.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 20)}},
+		{"clean", func(t *testing.T, segs []string) {}, 6, []storage.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 20)}},
+		{"torn last frame", func(t *testing.T, segs []string) { shrink(t, segs[len(segs)-1], 7) }, 5, []storage.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 20)}},
+		{"torn frame header", func(t *testing.T, segs []string) { appendBytes(t, segs[len(segs)-1], []byte{0, 0}) }, 6, []storage.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 20)}},
 		{"garbage length after the last frame", func(t *testing.T, segs []string) {
 			appendBytes(t, segs[len(segs)-1], []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3})
-		}, 6, []fencing.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 20)}},
-		{"flipped byte in the second segment drops it and the rest", func(t *testing.T, segs []string) { flip(t, segs[1], 40) }, 2, []fencing.EpochEntry{ep(1, 0)}},
-		{"a segment lost", func(t *testing.T, segs []string) { require.NoError(t, os.Remove(segs[1])) }, 2, []fencing.EpochEntry{ep(1, 0)}},
+		}, 6, []storage.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 20)}},
+		{"flipped byte in the second segment drops it and the rest", func(t *testing.T, segs []string) { flip(t, segs[1], 40) }, 2, []storage.EpochEntry{ep(1, 0)}},
+		{"a segment lost", func(t *testing.T, segs []string) { require.NoError(t, os.Remove(segs[1])) }, 2, []storage.EpochEntry{ep(1, 0)}},
 		{"checkpoint lost", func(t *testing.T, segs []string) {
 			require.NoError(t, os.Remove(filepath.Join(filepath.Dir(segs[0]), checkpointName)))
-		}, 6, []fencing.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 20)}},
+		}, 6, []storage.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 20)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			l, err := Open(dir, Options{SegmentBytes: 150})
 			require.NoError(t, err)
 			for _, b := range all {
-				require.NoError(t, l.Append(t.Context(), tp, []combiner.Batch{b}))
+				require.NoError(t, l.Append(t.Context(), tp, []storage.Batch{b}))
 			}
 			segs := segmentFiles(t, l)
 			require.Len(t, segs, 3, "two batches a segment")
@@ -112,7 +110,7 @@ func TestRecovery(t *testing.T) {
 			require.Equal(t, c.epochs, epochs)
 			// It goes on from where recovery left it.
 			next := batch(4, end, end+4)
-			require.NoError(t, l.Append(t.Context(), tp, []combiner.Batch{next}))
+			require.NoError(t, l.Append(t.Context(), tp, []storage.Batch{next}))
 			require.Equal(t, append(all[:c.keep:c.keep], next), readAll(t, l))
 		})
 	}
@@ -125,22 +123,22 @@ func TestAssignEpochSurvives(t *testing.T) {
 	dir := t.TempDir()
 	l, err := Open(dir, Options{})
 	require.NoError(t, err)
-	require.NoError(t, l.Append(t.Context(), tp, []combiner.Batch{batch(1, 0, 9)}))
+	require.NoError(t, l.Append(t.Context(), tp, []storage.Batch{batch(1, 0, 9)}))
 	require.NoError(t, l.AssignEpoch(tp, 4))
 	require.NoError(t, l.AssignEpoch(tp, 4), "the same epoch again changes nothing")
-	require.ErrorIs(t, l.AssignEpoch(tp, 2), walstore.ErrNotContiguous)
+	require.ErrorIs(t, l.AssignEpoch(tp, 2), storage.ErrNotContiguous)
 	require.NoError(t, l.Close())
 
 	l = open(t, dir, Options{})
 	epochs, err := l.Epochs(tp)
 	require.NoError(t, err)
-	require.Equal(t, []fencing.EpochEntry{ep(1, 0), ep(4, 10)}, epochs)
-	require.ErrorIs(t, l.Append(t.Context(), tp, []combiner.Batch{batch(3, 10, 12)}), walstore.ErrNotContiguous, "an epoch below the assigned one")
-	require.NoError(t, l.Append(t.Context(), tp, []combiner.Batch{batch(4, 10, 12)}))
+	require.Equal(t, []storage.EpochEntry{ep(1, 0), ep(4, 10)}, epochs)
+	require.ErrorIs(t, l.Append(t.Context(), tp, []storage.Batch{batch(3, 10, 12)}), storage.ErrNotContiguous, "an epoch below the assigned one")
+	require.NoError(t, l.Append(t.Context(), tp, []storage.Batch{batch(4, 10, 12)}))
 	require.NoError(t, l.Truncate(t.Context(), tp, 10))
 	epochs, err = l.Epochs(tp)
 	require.NoError(t, err)
-	require.Equal(t, []fencing.EpochEntry{ep(1, 0)}, epochs)
+	require.Equal(t, []storage.EpochEntry{ep(1, 0)}, epochs)
 }
 
 // TestInterruptedStartOver: a crash after a truncation to a new start
@@ -149,7 +147,7 @@ func TestInterruptedStartOver(t *testing.T) {
 	dir := t.TempDir()
 	l, err := Open(dir, Options{})
 	require.NoError(t, err)
-	require.NoError(t, l.Append(t.Context(), tp, []combiner.Batch{batch(1, 0, 9), batch(1, 10, 19)}))
+	require.NoError(t, l.Append(t.Context(), tp, []storage.Batch{batch(1, 0, 9), batch(1, 10, 19)}))
 	segs := segmentFiles(t, l)
 	saved, err := os.ReadFile(segs[0])
 	require.NoError(t, err)
@@ -169,7 +167,7 @@ func TestInvalidPartition(t *testing.T) {
 	for _, bad := range []metadata.TopicPartition{{Topic: "../etc", Partition: 0}, {Topic: "", Partition: 0}, {Topic: "..", Partition: 1}, {Topic: "a/b", Partition: 0}, {Topic: "ok", Partition: -1}} {
 		_, err := l.EndOffset(bad)
 		require.ErrorIs(t, err, ErrInvalidPartition, "%v", bad)
-		require.ErrorIs(t, l.Append(t.Context(), bad, []combiner.Batch{batch(0, 0, 0)}), ErrInvalidPartition)
+		require.ErrorIs(t, l.Append(t.Context(), bad, []storage.Batch{batch(0, 0, 0)}), ErrInvalidPartition)
 	}
 }
 
@@ -177,7 +175,7 @@ func TestInvalidPartition(t *testing.T) {
 // error, never records.
 func TestReadDetectsDamage(t *testing.T) {
 	l := open(t, t.TempDir(), Options{})
-	require.NoError(t, l.Append(t.Context(), tp, []combiner.Batch{batch(1, 0, 9)}))
+	require.NoError(t, l.Append(t.Context(), tp, []storage.Batch{batch(1, 0, 9)}))
 	flip(t, segmentFiles(t, l)[0], 45)
 	_, err := l.Read(t.Context(), tp, 0, 1<<20)
 	require.ErrorIs(t, err, ErrCorrupt)
@@ -187,13 +185,13 @@ func TestClosed(t *testing.T) {
 	l, err := Open(t.TempDir(), Options{})
 	require.NoError(t, err)
 	require.NoError(t, l.Close())
-	require.ErrorIs(t, l.Append(t.Context(), tp, []combiner.Batch{batch(1, 0, 0)}), ErrClosed)
+	require.ErrorIs(t, l.Append(t.Context(), tp, []storage.Batch{batch(1, 0, 0)}), ErrClosed)
 	_, err = l.Read(t.Context(), tp, 0, 10)
 	require.ErrorIs(t, err, ErrClosed)
 }
 
-func ep(epoch int32, start int64) fencing.EpochEntry {
-	return fencing.EpochEntry{Epoch: epoch, StartOffset: start}
+func ep(epoch int32, start int64) storage.EpochEntry {
+	return storage.EpochEntry{Epoch: epoch, StartOffset: start}
 }
 
 func shrink(t *testing.T, path string, by int64) {
@@ -239,12 +237,12 @@ func copyDir(t *testing.T, src string) string {
 // again. Before the last Append, a Truncate cut the call before it at a
 // batch boundary inside it: what is left of that call stays.
 func TestTornCall(t *testing.T) {
-	first := []combiner.Batch{batch(1, 0, 4)}
-	cutCall := []combiner.Batch{batch(1, 5, 9), batch(2, 10, 14), batch(2, 15, 19), batch(2, 20, 24)}
-	last := []combiner.Batch{batch(2, 15, 16), batch(3, 17, 20), batch(3, 21, 21)}
+	first := []storage.Batch{batch(1, 0, 4)}
+	cutCall := []storage.Batch{batch(1, 5, 9), batch(2, 10, 14), batch(2, 15, 19), batch(2, 20, 24)}
+	last := []storage.Batch{batch(2, 15, 16), batch(3, 17, 20), batch(3, 21, 21)}
 	for _, c := range []struct {
 		name   string
-		before []combiner.Batch // the log before the torn call
+		before []storage.Batch // the log before the torn call
 		setup  func(t *testing.T, l *Log)
 	}{
 		{"after whole calls", append(first[:1:1], cutCall...), func(t *testing.T, l *Log) {
@@ -316,7 +314,7 @@ func TestTruncateInsideCallSurvives(t *testing.T) {
 	dir := t.TempDir()
 	l, err := Open(dir, Options{})
 	require.NoError(t, err)
-	call := []combiner.Batch{batch(1, 0, 4), batch(1, 5, 9), batch(1, 10, 14)}
+	call := []storage.Batch{batch(1, 0, 4), batch(1, 5, 9), batch(1, 10, 14)}
 	require.NoError(t, l.Append(t.Context(), tp, call))
 	require.NoError(t, l.Truncate(t.Context(), tp, 10))
 	require.NoError(t, l.AssignEpoch(tp, 3))
@@ -327,7 +325,7 @@ func TestTruncateInsideCallSurvives(t *testing.T) {
 		require.Equal(t, call[:2], readAll(t, l))
 		epochs, err := l.Epochs(tp)
 		require.NoError(t, err)
-		require.Equal(t, []fencing.EpochEntry{ep(1, 0), ep(3, 10)}, epochs)
+		require.Equal(t, []storage.EpochEntry{ep(1, 0), ep(3, 10)}, epochs)
 	}
 }
 
@@ -339,7 +337,7 @@ func TestInterruptedTruncate(t *testing.T) {
 	dir := t.TempDir()
 	l, err := Open(dir, opts)
 	require.NoError(t, err)
-	calls := [][]combiner.Batch{{batch(1, 0, 4), batch(1, 5, 9), batch(2, 10, 14), batch(2, 15, 19)}, {batch(2, 20, 24), batch(3, 25, 29)}}
+	calls := [][]storage.Batch{{batch(1, 0, 4), batch(1, 5, 9), batch(2, 10, 14), batch(2, 15, 19)}, {batch(2, 20, 24), batch(3, 25, 29)}}
 	for _, c := range calls {
 		require.NoError(t, l.Append(t.Context(), tp, c))
 	}
@@ -364,15 +362,15 @@ func TestInterruptedTruncate(t *testing.T) {
 	underWay.state = stateTruncating
 	cpUnderWay := underWay.encode()
 
-	before, beforeEpochs := append(calls[0][:4:4], calls[1]...), []fencing.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 25)}
-	after, afterEpochs := calls[0][:2], []fencing.EpochEntry{ep(1, 0)}
+	before, beforeEpochs := append(calls[0][:4:4], calls[1]...), []storage.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 25)}
+	after, afterEpochs := calls[0][:2], []storage.EpochEntry{ep(1, 0)}
 	kept := seg0[:framesSize(calls[0][:2])]
 	for _, c := range []struct {
 		name       string
 		checkpoint []byte
 		seg0, seg1 []byte // nil: removed
-		want       []combiner.Batch
-		epochs     []fencing.EpochEntry
+		want       []storage.Batch
+		epochs     []storage.EpochEntry
 	}{
 		{"before the first checkpoint", cpBefore, seg0, seg1, before, beforeEpochs},
 		{"after the first checkpoint", cpUnderWay, seg0, seg1, after, afterEpochs},
@@ -404,7 +402,7 @@ func TestInterruptedTruncate(t *testing.T) {
 			l := open(t, d, opts)
 			end := c.want[len(c.want)-1].LastOffset + 1
 			next := batch(4, end, end+1)
-			require.NoError(t, l.Append(t.Context(), tp, []combiner.Batch{next}))
+			require.NoError(t, l.Append(t.Context(), tp, []storage.Batch{next}))
 			require.NoError(t, l.Close())
 			l = open(t, d, opts)
 			require.Equal(t, append(c.want[:len(c.want):len(c.want)], next), readAll(t, l))
@@ -413,7 +411,7 @@ func TestInterruptedTruncate(t *testing.T) {
 }
 
 // framesSize is the bytes batches' frames take.
-func framesSize(batches []combiner.Batch) int {
+func framesSize(batches []storage.Batch) int {
 	n := 0
 	for _, b := range batches {
 		n += frameHeader + len(b.Data)
@@ -441,10 +439,10 @@ func FuzzOpen(f *testing.F) {
 	dir := f.TempDir()
 	l, err := Open(dir, Options{})
 	require.NoError(f, err)
-	require.NoError(f, l.Append(f.Context(), tp, []combiner.Batch{batch(1, 0, 4)}))
-	require.NoError(f, l.Append(f.Context(), tp, []combiner.Batch{batch(1, 5, 9), batch(2, 10, 14), batch(2, 15, 19)}))
+	require.NoError(f, l.Append(f.Context(), tp, []storage.Batch{batch(1, 0, 4)}))
+	require.NoError(f, l.Append(f.Context(), tp, []storage.Batch{batch(1, 5, 9), batch(2, 10, 14), batch(2, 15, 19)}))
 	require.NoError(f, l.Truncate(f.Context(), tp, 15))
-	require.NoError(f, l.Append(f.Context(), tp, []combiner.Batch{batch(3, 15, 16), batch(3, 17, 20)}))
+	require.NoError(f, l.Append(f.Context(), tp, []storage.Batch{batch(3, 15, 16), batch(3, 17, 20)}))
 	seg := segmentFiles(f, l)[0]
 	require.NoError(f, l.Close())
 	valid, err := os.ReadFile(seg)
@@ -464,7 +462,7 @@ func FuzzOpen(f *testing.F) {
 		d := t.TempDir()
 		pd := filepath.Join(d, dirName(tp))
 		require.NoError(t, os.MkdirAll(pd, 0o755))
-		c := checkpoint{state: stateRecords + state(st%3), cut: []int64{-1, 15, 10, 0}[st>>2%4], entries: []fencing.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 15)}}
+		c := checkpoint{state: stateRecords + state(st%3), cut: []int64{-1, 15, 10, 0}[st>>2%4], entries: []storage.EpochEntry{ep(1, 0), ep(2, 10), ep(3, 15)}}
 		if c.state == stateTruncating && c.cut < 0 {
 			c.cut = 15 // a checkpoint says where a truncation under way goes
 		}
@@ -489,6 +487,6 @@ func FuzzOpen(f *testing.F) {
 		again, err := l.Read(t.Context(), tp, 0, 1<<30)
 		require.NoError(t, err)
 		require.Equal(t, got, again, "recovery recovers to itself")
-		require.NoError(t, l.Append(t.Context(), tp, []combiner.Batch{batch(9, end, end)}))
+		require.NoError(t, l.Append(t.Context(), tp, []storage.Batch{batch(9, end, end)}))
 	})
 }

@@ -1,5 +1,5 @@
 // Package disklog is a broker's log on local disk, implementing
-// walstore.LocalLog for the example Kafka broker in examples/kafkabroker.
+// storage.LocalLog for the example Kafka broker in examples/kafkabroker.
 //
 // Each partition is a directory "<topic>-<partition>" holding segment files
 // named by the first offset they hold ("00000000000000000000.log") and a
@@ -46,7 +46,7 @@
 // older, are fetched again by replication. Reads check every frame's
 // checksum too, so damaged bytes are an error naming the file, never data.
 //
-// Append is all or none across a crash as well, as walstore.LocalLog
+// Append is all or none across a crash as well, as storage.LocalLog
 // requires, although a kill can stop its write after any page: one call's
 // frames are written together, in one segment, and each says its place
 // among them, so recovery knows a call whose last frame is missing and

@@ -1,4 +1,4 @@
-package walstoretest
+package storagetest
 
 import (
 	"context"
@@ -9,36 +9,36 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // optional is an interface an ObjectStore may implement besides
-// walstore.ObjectStore, which the engines look for with a type assertion:
+// storage.ObjectStore, which the engines look for with a type assertion:
 // a wrapper that does not pass it on turns the feature off silently.
 type optional struct {
 	name string
 	// has reports whether s implements the interface.
-	has func(s walstore.ObjectStore) bool
+	has func(s storage.ObjectStore) bool
 	// add returns s implementing the interface, as a store that has it
 	// would, with s's own behaviour otherwise.
-	add func(s walstore.ObjectStore) walstore.ObjectStore
+	add func(s storage.ObjectStore) storage.ObjectStore
 }
 
-// optionals lists every optional interface of walstore.ObjectStore.
+// optionals lists every optional interface of storage.ObjectStore.
 var optionals = []optional{{
-	name: "walstore.RangeReader",
-	has:  func(s walstore.ObjectStore) bool { _, ok := s.(walstore.RangeReader); return ok },
-	add: func(s walstore.ObjectStore) walstore.ObjectStore {
-		if _, ok := s.(walstore.RangeReader); ok {
+	name: "storage.RangeReader",
+	has:  func(s storage.ObjectStore) bool { _, ok := s.(storage.RangeReader); return ok },
+	add: func(s storage.ObjectStore) storage.ObjectStore {
+		if _, ok := s.(storage.RangeReader); ok {
 			return s
 		}
 		return readViaGetRange{s}
 	},
 }}
 
-// OptionalInterfaces names the interfaces a walstore.ObjectStore may
-// implement besides walstore.ObjectStore, which the engines use when it
-// does (walstore.RangeReader: reads into pooled buffers). A store
+// OptionalInterfaces names the interfaces a storage.ObjectStore may
+// implement besides storage.ObjectStore, which the engines use when it
+// does (storage.RangeReader: reads into pooled buffers). A store
 // wrapper must implement each exactly when the store it wraps does;
 // RunWrapper checks it.
 func OptionalInterfaces() []string {
@@ -50,16 +50,16 @@ func OptionalInterfaces() []string {
 }
 
 // bare is a store with none of the optional interfaces: only
-// walstore.ObjectStore's methods are promoted from the embedded field.
-type bare struct{ walstore.ObjectStore }
+// storage.ObjectStore's methods are promoted from the embedded field.
+type bare struct{ storage.ObjectStore }
 
-// readViaGetRange is a store given walstore.RangeReader by way of its
+// readViaGetRange is a store given storage.RangeReader by way of its
 // GetRange: a copy into dst before it returns, which keeps the contract.
-type readViaGetRange struct{ walstore.ObjectStore }
+type readViaGetRange struct{ storage.ObjectStore }
 
 func (s readViaGetRange) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
 	if len(dst) == 0 {
-		return 0, fmt.Errorf("walstoretest: ReadRange %s [%d, +0): %w", ref, offset, walstore.ErrInvalidRange)
+		return 0, fmt.Errorf("storagetest: ReadRange %s [%d, +0): %w", ref, offset, storage.ErrInvalidRange)
 	}
 	b, err := s.GetRange(ctx, ref, offset, int64(len(dst)))
 	if err != nil {
@@ -69,7 +69,7 @@ func (s readViaGetRange) ReadRange(ctx context.Context, ref metadata.ObjectRef, 
 }
 
 // RunWrapper checks a store wrapper, middleware that takes a
-// walstore.ObjectStore and returns one that forwards to it (a meter, a
+// storage.ObjectStore and returns one that forwards to it (a meter, a
 // fault injector, a cache). First, in subtest OptionalInterfaces, that
 // wrap keeps the optional interfaces (OptionalInterfaces) of what it
 // wraps: wrap(s) implements each exactly when s does, checked on a store
@@ -79,7 +79,7 @@ func (s readViaGetRange) ReadRange(ctx context.Context, ref metadata.ObjectRef, 
 // that cannot). Then, in subtest Store, Run's whole suite through
 // wrapped stores of h given every optional interface, so that what the
 // wrapper forwards, its optional methods included, keeps the contract.
-func RunWrapper(t *testing.T, h Harness, wrap func(walstore.ObjectStore) walstore.ObjectStore, opts ...Option) {
+func RunWrapper(t *testing.T, h Harness, wrap func(storage.ObjectStore) storage.ObjectStore, opts ...Option) {
 	t.Helper()
 	t.Run("OptionalInterfaces", func(t *testing.T) {
 		local, _ := h.MakeStores(t.Context(), t)
@@ -94,7 +94,7 @@ func RunWrapper(t *testing.T, h Harness, wrap func(walstore.ObjectStore) walstor
 		}
 	})
 	t.Run("Store", func(t *testing.T) {
-		Run(t, HarnessFunc(func(ctx context.Context, t *testing.T) (walstore.ObjectStore, walstore.ObjectStore) {
+		Run(t, HarnessFunc(func(ctx context.Context, t *testing.T) (storage.ObjectStore, storage.ObjectStore) {
 			local, peer := h.MakeStores(ctx, t)
 			require.NotNil(t, local, "harness returned a nil local store")
 			require.NotNil(t, peer, "harness returned a nil peer store")

@@ -1,15 +1,15 @@
-package walstore
+package storage
 
 import (
 	"context"
+	"errors"
 	"time"
 
-	"github.com/activetier/activetier/internal/storeerr"
 	"github.com/activetier/activetier/metadata"
 )
 
-// ObjectStore is the storage contract the engines are written against: one
-// broker's view of the object store. Writes go to the broker's own AZ's
+// ObjectStore is the contract the engines (packages walstore and
+// directread) are written against: one broker's view of the object store. Writes go to the broker's own AZ's
 // bucket; reads and deletes may address any bucket the store was configured
 // with. Implementations are safe for concurrent use and return errors that
 // match ErrNotFound, ErrAlreadyExists, ErrUnavailable, ErrInvalidRange,
@@ -48,7 +48,7 @@ type ObjectStore interface {
 }
 
 // RangeReader is an ObjectStore that can read a range into a buffer the
-// caller provides. The follower engine uses it, when the store implements
+// caller provides. walstore's follower engine uses it, when the store implements
 // it, to read sections into buffers it reuses instead of allocating one
 // per GET.
 //
@@ -76,7 +76,7 @@ type ObjectStore interface {
 // byte (cpu-ns/B). A contract every store we ship keeps does not
 // justify that: memstore, fsstore, s3express and gcsstore never write
 // to dst once ReadRange has returned, and the conformance suite
-// (walstoretest's ReadRangeNotRetained and ReadRangeAbandoned) checks
+// (storagetest's ReadRangeNotRetained and ReadRangeAbandoned) checks
 // that of any store. A compressed section is decompressed into memory
 // only the engine writes, right after its check, which leaves a late
 // write no more than that instant.
@@ -99,27 +99,30 @@ type ObjectInfo struct {
 	LastModified time.Time
 }
 
-// Errors of the ObjectStore contract, to be tested with errors.Is.
+// Errors of the ObjectStore contract, to be tested with errors.Is. Their
+// messages keep the "walstore:" prefix they had before the contract had a
+// package of its own, since logs and alerts already match on them.
 var (
 	// ErrNotFound: the object does not exist.
-	ErrNotFound = storeerr.ErrNotFound
+	ErrNotFound = errors.New("walstore: object not found")
 	// ErrAlreadyExists: a conditional Put found the key taken.
-	ErrAlreadyExists = storeerr.ErrAlreadyExists
+	ErrAlreadyExists = errors.New("walstore: object already exists")
 	// ErrUnavailable: a transient failure (throttling, 5xx, timeout, the
 	// bucket or its AZ unreachable). The same request may succeed later.
-	ErrUnavailable = storeerr.ErrUnavailable
+	ErrUnavailable = errors.New("walstore: object store unavailable")
 	// ErrInvalidRange: a byte range that is empty, negative, or not wholly
 	// inside the object.
-	ErrInvalidRange = storeerr.ErrInvalidRange
+	ErrInvalidRange = errors.New("walstore: invalid byte range")
 	// ErrUnknownBucket: a reference to a bucket the store was not
 	// configured with. No request is made for it.
-	ErrUnknownBucket = storeerr.ErrUnknownBucket
+	ErrUnknownBucket = errors.New("walstore: bucket not configured")
 	// ErrPermanent: the object store refused the request in a way that
 	// retrying will not change: access denied, a missing bucket, an
 	// operation the server does not implement (HTTP 501), a request it
 	// calls malformed. An operator must act; the error names the bucket
 	// and the server's own code. Retrying is harmless but futile, so a
-	// caller that retries anyway should report it (Health) rather than
+	// caller that retries anyway should report it (as walstore's Health
+	// does) rather than
 	// wait for a timeout to say that something is wrong.
-	ErrPermanent = storeerr.ErrPermanent
+	ErrPermanent = errors.New("walstore: object store refused the request permanently")
 )

@@ -1,4 +1,4 @@
-package walstoretest
+package storagetest
 
 import (
 	"context"
@@ -10,10 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // LocalLogHarness makes the logs RunLocalLog checks.
@@ -22,13 +20,13 @@ type LocalLogHarness struct {
 	// called once per subtest, with that subtest's t: it fails t if the
 	// log cannot be made and registers any cleanup with t.Cleanup.
 	// Required.
-	New func(ctx context.Context, t *testing.T) walstore.LocalLog
+	New func(ctx context.Context, t *testing.T) storage.LocalLog
 	// Reopen simulates a broker restart: it shuts down l, which New or an
 	// earlier Reopen returned, cleanly, and opens the same storage again
 	// as a restarted broker would. No call on l is in flight when Reopen is
 	// called, and the suite does not use l afterwards. Required unless
 	// InMemoryOnly is set.
-	Reopen func(ctx context.Context, t *testing.T, l walstore.LocalLog) walstore.LocalLog
+	Reopen func(ctx context.Context, t *testing.T, l storage.LocalLog) storage.LocalLog
 	// InMemoryOnly says the log keeps nothing across a restart, as
 	// memstore's, so there is nothing to reopen: the suite leaves out the
 	// cases that check what survives a restart, and says so in the test
@@ -40,15 +38,15 @@ type LocalLogHarness struct {
 	// expects record batches in Kafka's format). Batches with different
 	// arguments must differ in Data, and their sizes should vary. Default:
 	// opaque bytes, 40 to 160 long.
-	MakeBatch func(epoch int32, first, last int64) combiner.Batch
+	MakeBatch func(epoch int32, first, last int64) storage.Batch
 }
 
-// RunLocalLog runs the conformance suite for walstore.LocalLog against the
+// RunLocalLog runs the conformance suite for storage.LocalLog against the
 // logs h makes, one subtest per behaviour of the contract.
 func RunLocalLog(t *testing.T, h LocalLogHarness) {
 	t.Helper()
-	require.NotNil(t, h.New, "walstoretest: LocalLogHarness.New is required")
-	require.True(t, h.InMemoryOnly != (h.Reopen != nil), "walstoretest: set exactly one of LocalLogHarness.Reopen and InMemoryOnly")
+	require.NotNil(t, h.New, "storagetest: LocalLogHarness.New is required")
+	require.True(t, h.InMemoryOnly != (h.Reopen != nil), "storagetest: set exactly one of LocalLogHarness.Reopen and InMemoryOnly")
 	if h.MakeBatch == nil {
 		h.MakeBatch = opaqueBatch
 	}
@@ -81,7 +79,7 @@ func RunLocalLog(t *testing.T, h LocalLogHarness) {
 		{"ContextCanceled", testLogContextCanceled},
 	}
 	if h.InMemoryOnly {
-		t.Log("walstoretest: InMemoryOnly: not checking what the log keeps across a restart")
+		t.Log("storagetest: InMemoryOnly: not checking what the log keeps across a restart")
 	} else {
 		cases = append(cases, []struct {
 			name string
@@ -105,23 +103,23 @@ func RunLocalLog(t *testing.T, h LocalLogHarness) {
 // The partitions the suite uses. A broker's log must treat them as
 // partitions it hosts, empty until written.
 var (
-	tpA = metadata.TopicPartition{Topic: "walstoretest-a", Partition: 0}
-	tpB = metadata.TopicPartition{Topic: "walstoretest-a", Partition: 1}
-	tpC = metadata.TopicPartition{Topic: "walstoretest-b", Partition: 0}
+	tpA = metadata.TopicPartition{Topic: "storagetest-a", Partition: 0}
+	tpB = metadata.TopicPartition{Topic: "storagetest-a", Partition: 1}
+	tpC = metadata.TopicPartition{Topic: "storagetest-b", Partition: 0}
 )
 
 // logEnv is one subtest's log.
 type logEnv struct {
 	ctx context.Context
 	h   LocalLogHarness
-	log walstore.LocalLog
+	log storage.LocalLog
 }
 
 // opaqueBatch is the default MakeBatch: deterministic bytes whose content
 // and length depend on all three arguments.
-func opaqueBatch(epoch int32, first, last int64) combiner.Batch {
+func opaqueBatch(epoch int32, first, last int64) storage.Batch {
 	seed := uint64(epoch)<<48 ^ uint64(first)<<24 ^ uint64(last)
-	return combiner.Batch{
+	return storage.Batch{
 		Epoch: epoch, FirstOffset: first, LastOffset: last,
 		MaxTimestamp: 1_700_000_000_000 + last,
 		Data:         body(seed, 40+int(seed%121)),
@@ -129,12 +127,12 @@ func opaqueBatch(epoch int32, first, last int64) combiner.Batch {
 }
 
 // b makes the batch of records first to last at epoch.
-func (e *logEnv) b(epoch int32, first, last int64) combiner.Batch {
+func (e *logEnv) b(epoch int32, first, last int64) storage.Batch {
 	return e.h.MakeBatch(epoch, first, last)
 }
 
 // append appends batches to tp and fails the test if the log refuses.
-func (e *logEnv) append(t *testing.T, tp metadata.TopicPartition, batches ...combiner.Batch) {
+func (e *logEnv) append(t *testing.T, tp metadata.TopicPartition, batches ...storage.Batch) {
 	t.Helper()
 	require.NoError(t, e.log.Append(e.ctx, tp, batches), "Append to %s of %s", tp, spans(batches))
 }
@@ -149,8 +147,8 @@ func (e *logEnv) reopen(t *testing.T) {
 // logState is what the contract makes observable about one partition.
 type logState struct {
 	End     int64
-	Epochs  []fencing.EpochEntry
-	Batches []combiner.Batch
+	Epochs  []storage.EpochEntry
+	Batches []storage.Batch
 }
 
 // state reads tp's end offset, epochs and every batch from offset from on,
@@ -184,7 +182,7 @@ func (e *logEnv) state(t *testing.T, tp metadata.TopicPartition, from int64) log
 
 // requireLog checks that tp holds exactly batches, ends at end and has
 // epochs.
-func (e *logEnv) requireLog(t *testing.T, tp metadata.TopicPartition, end int64, epochs []fencing.EpochEntry, batches ...combiner.Batch) {
+func (e *logEnv) requireLog(t *testing.T, tp metadata.TopicPartition, end int64, epochs []storage.EpochEntry, batches ...storage.Batch) {
 	t.Helper()
 	from := end
 	if len(batches) > 0 {
@@ -209,7 +207,7 @@ func (e *logEnv) requireUnchanged(t *testing.T, tp metadata.TopicPartition, from
 }
 
 // requireSameBatches compares batches, naming the first that differs.
-func requireSameBatches(t *testing.T, want, got []combiner.Batch, what string) {
+func requireSameBatches(t *testing.T, want, got []storage.Batch, what string) {
 	t.Helper()
 	require.Equal(t, spans(want), spans(got), "%s: batches", what)
 	for i := range want {
@@ -218,7 +216,7 @@ func requireSameBatches(t *testing.T, want, got []combiner.Batch, what string) {
 }
 
 // requireConsecutive checks that batches follow each other without gaps.
-func requireConsecutive(t *testing.T, batches []combiner.Batch, msg string, args ...any) {
+func requireConsecutive(t *testing.T, batches []storage.Batch, msg string, args ...any) {
 	t.Helper()
 	for i := 1; i < len(batches); i++ {
 		require.Equal(t, batches[i-1].LastOffset+1, batches[i].FirstOffset, "%s: batches not consecutive: %s", fmt.Sprintf(msg, args...), spans(batches))
@@ -226,7 +224,7 @@ func requireConsecutive(t *testing.T, batches []combiner.Batch, msg string, args
 }
 
 // spans formats batches as epoch:first-last, for messages.
-func spans(batches []combiner.Batch) string {
+func spans(batches []storage.Batch) string {
 	s := "["
 	for i, b := range batches {
 		if i > 0 {
@@ -237,15 +235,15 @@ func spans(batches []combiner.Batch) string {
 	return s + "]"
 }
 
-func epochs(pairs ...int64) []fencing.EpochEntry {
-	var out []fencing.EpochEntry
+func epochs(pairs ...int64) []storage.EpochEntry {
+	var out []storage.EpochEntry
 	for i := 0; i+1 < len(pairs); i += 2 {
-		out = append(out, fencing.EpochEntry{Epoch: int32(pairs[i]), StartOffset: pairs[i+1]})
+		out = append(out, storage.EpochEntry{Epoch: int32(pairs[i]), StartOffset: pairs[i+1]})
 	}
 	return out
 }
 
-func sizeOf(batches []combiner.Batch) int {
+func sizeOf(batches []storage.Batch) int {
 	n := 0
 	for _, b := range batches {
 		n += len(b.Data)
@@ -263,14 +261,14 @@ func testLogEmpty(t *testing.T, e *logEnv) {
 }
 
 func testLogAppendAndRead(t *testing.T, e *logEnv) {
-	var all []combiner.Batch
+	var all []storage.Batch
 	for _, call := range []struct {
-		batches []combiner.Batch
-		epochs  []fencing.EpochEntry
+		batches []storage.Batch
+		epochs  []storage.EpochEntry
 	}{
-		{[]combiner.Batch{e.b(1, 0, 0)}, epochs(1, 0)},
-		{[]combiner.Batch{e.b(1, 1, 9), e.b(1, 10, 10)}, epochs(1, 0)},
-		{[]combiner.Batch{e.b(1, 11, 99), e.b(2, 100, 149), e.b(2, 150, 151)}, epochs(1, 0, 2, 100)},
+		{[]storage.Batch{e.b(1, 0, 0)}, epochs(1, 0)},
+		{[]storage.Batch{e.b(1, 1, 9), e.b(1, 10, 10)}, epochs(1, 0)},
+		{[]storage.Batch{e.b(1, 11, 99), e.b(2, 100, 149), e.b(2, 150, 151)}, epochs(1, 0, 2, 100)},
 	} {
 		e.append(t, tpA, call.batches...)
 		all = append(all, call.batches...)
@@ -279,8 +277,8 @@ func testLogAppendAndRead(t *testing.T, e *logEnv) {
 }
 
 // base appends e1:0-9 e1:10-19 to tpA and returns them.
-func (e *logEnv) base(t *testing.T) []combiner.Batch {
-	bs := []combiner.Batch{e.b(1, 0, 9), e.b(1, 10, 19)}
+func (e *logEnv) base(t *testing.T) []storage.Batch {
+	bs := []storage.Batch{e.b(1, 0, 9), e.b(1, 10, 19)}
 	e.append(t, tpA, bs...)
 	return bs
 }
@@ -290,23 +288,23 @@ func testLogAppendNotContiguous(t *testing.T, e *logEnv) {
 	before := e.state(t, tpA, 0)
 	for _, c := range []struct {
 		name    string
-		batches []combiner.Batch
+		batches []storage.Batch
 	}{
-		{"gap before the first batch", []combiner.Batch{e.b(1, 21, 29)}},
-		{"first batch overlaps the last record", []combiner.Batch{e.b(1, 19, 29)}},
-		{"first batch repeats the last batch", []combiner.Batch{e.b(1, 10, 19)}},
-		{"first batch starts at the log start", []combiner.Batch{e.b(1, 0, 29)}},
-		{"gap between batches", []combiner.Batch{e.b(1, 20, 29), e.b(1, 31, 39)}},
-		{"batches overlap", []combiner.Batch{e.b(1, 20, 29), e.b(1, 29, 39)}},
-		{"batch repeated", []combiner.Batch{e.b(1, 20, 29), e.b(1, 20, 29)}},
-		{"batches out of order", []combiner.Batch{e.b(1, 30, 39), e.b(1, 20, 29)}},
+		{"gap before the first batch", []storage.Batch{e.b(1, 21, 29)}},
+		{"first batch overlaps the last record", []storage.Batch{e.b(1, 19, 29)}},
+		{"first batch repeats the last batch", []storage.Batch{e.b(1, 10, 19)}},
+		{"first batch starts at the log start", []storage.Batch{e.b(1, 0, 29)}},
+		{"gap between batches", []storage.Batch{e.b(1, 20, 29), e.b(1, 31, 39)}},
+		{"batches overlap", []storage.Batch{e.b(1, 20, 29), e.b(1, 29, 39)}},
+		{"batch repeated", []storage.Batch{e.b(1, 20, 29), e.b(1, 20, 29)}},
+		{"batches out of order", []storage.Batch{e.b(1, 30, 39), e.b(1, 20, 29)}},
 	} {
 		err := e.log.Append(e.ctx, tpA, c.batches)
-		require.ErrorIs(t, err, walstore.ErrNotContiguous, "%s: Append of %s to a log ending at 20", c.name, spans(c.batches))
+		require.ErrorIs(t, err, storage.ErrNotContiguous, "%s: Append of %s to a log ending at 20", c.name, spans(c.batches))
 		e.requireUnchanged(t, tpA, 0, before, c.name+": a rejected Append")
 	}
-	err := e.log.Append(e.ctx, tpB, []combiner.Batch{e.b(1, 5, 9)})
-	require.ErrorIs(t, err, walstore.ErrNotContiguous, "Append at 5 to an empty partition, which ends at 0")
+	err := e.log.Append(e.ctx, tpB, []storage.Batch{e.b(1, 5, 9)})
+	require.ErrorIs(t, err, storage.ErrNotContiguous, "Append at 5 to an empty partition, which ends at 0")
 	e.requireLog(t, tpB, 0, nil)
 }
 
@@ -319,14 +317,14 @@ func testLogAppendInvalidBatch(t *testing.T, e *logEnv) {
 	negative.Epoch = -1
 	for _, c := range []struct {
 		name    string
-		batches []combiner.Batch
+		batches []storage.Batch
 	}{
-		{"last offset below first offset", []combiner.Batch{ends}},
-		{"negative epoch", []combiner.Batch{negative}},
-		{"valid batch, then one ending before it starts", []combiner.Batch{e.b(1, 20, 29), func() combiner.Batch { b := e.b(1, 30, 39); b.LastOffset = 29; return b }()}},
+		{"last offset below first offset", []storage.Batch{ends}},
+		{"negative epoch", []storage.Batch{negative}},
+		{"valid batch, then one ending before it starts", []storage.Batch{e.b(1, 20, 29), func() storage.Batch { b := e.b(1, 30, 39); b.LastOffset = 29; return b }()}},
 	} {
 		err := e.log.Append(e.ctx, tpA, c.batches)
-		require.ErrorIs(t, err, walstore.ErrInvalidBatch, "%s: Append of %s", c.name, spans(c.batches))
+		require.ErrorIs(t, err, storage.ErrInvalidBatch, "%s: Append of %s", c.name, spans(c.batches))
 		e.requireUnchanged(t, tpA, 0, before, c.name+": a rejected Append")
 	}
 }
@@ -336,14 +334,14 @@ func testLogAppendEpochBackwards(t *testing.T, e *logEnv) {
 	before := e.state(t, tpA, 0)
 	for _, c := range []struct {
 		name    string
-		batches []combiner.Batch
+		batches []storage.Batch
 	}{
-		{"below the log's latest epoch", []combiner.Batch{e.b(2, 20, 29)}},
-		{"within one append", []combiner.Batch{e.b(5, 20, 29), e.b(4, 30, 39)}},
-		{"within one append, back below the log's epoch", []combiner.Batch{e.b(3, 20, 29), e.b(1, 30, 39)}},
+		{"below the log's latest epoch", []storage.Batch{e.b(2, 20, 29)}},
+		{"within one append", []storage.Batch{e.b(5, 20, 29), e.b(4, 30, 39)}},
+		{"within one append, back below the log's epoch", []storage.Batch{e.b(3, 20, 29), e.b(1, 30, 39)}},
 	} {
 		err := e.log.Append(e.ctx, tpA, c.batches)
-		require.ErrorIs(t, err, walstore.ErrNotContiguous, "%s: Append of %s to a log whose latest epoch is 3", c.name, spans(c.batches))
+		require.ErrorIs(t, err, storage.ErrNotContiguous, "%s: Append of %s to a log whose latest epoch is 3", c.name, spans(c.batches))
 		e.requireUnchanged(t, tpA, 0, before, c.name+": a rejected Append")
 	}
 }
@@ -352,15 +350,15 @@ func testLogAppendNothing(t *testing.T, e *logEnv) {
 	e.base(t)
 	before := e.state(t, tpA, 0)
 	require.NoError(t, e.log.Append(e.ctx, tpA, nil), "Append of nil")
-	require.NoError(t, e.log.Append(e.ctx, tpA, []combiner.Batch{}), "Append of no batches")
+	require.NoError(t, e.log.Append(e.ctx, tpA, []storage.Batch{}), "Append of no batches")
 	e.requireUnchanged(t, tpA, 0, before, "an Append of no batches")
 	require.NoError(t, e.log.Append(e.ctx, tpB, nil), "Append of nil to an empty partition")
 	e.requireLog(t, tpB, 0, nil)
 }
 
 func testLogAppendDoesNotRetainData(t *testing.T, e *logEnv) {
-	want := []combiner.Batch{e.b(1, 0, 9), e.b(1, 10, 19)}
-	given := make([]combiner.Batch, len(want))
+	want := []storage.Batch{e.b(1, 0, 9), e.b(1, 10, 19)}
+	given := make([]storage.Batch, len(want))
 	for i, b := range want {
 		b.Data = append([]byte(nil), b.Data...)
 		given[i] = b
@@ -375,7 +373,7 @@ func testLogAppendDoesNotRetainData(t *testing.T, e *logEnv) {
 }
 
 func testLogReadFromInsideBatch(t *testing.T, e *logEnv) {
-	all := []combiner.Batch{e.b(1, 0, 0), e.b(1, 1, 9), e.b(2, 10, 19), e.b(2, 20, 21)}
+	all := []storage.Batch{e.b(1, 0, 0), e.b(1, 1, 9), e.b(2, 10, 19), e.b(2, 20, 21)}
 	e.append(t, tpA, all...)
 	for _, b := range all {
 		for from := b.FirstOffset; from <= b.LastOffset; from++ {
@@ -388,7 +386,7 @@ func testLogReadFromInsideBatch(t *testing.T, e *logEnv) {
 }
 
 func testLogReadMaxBytes(t *testing.T, e *logEnv) {
-	var all []combiner.Batch
+	var all []storage.Batch
 	for i := range int64(12) {
 		all = append(all, e.b(1, i*10, i*10+9))
 	}
@@ -428,7 +426,7 @@ func testLogReadAtOrAfterEnd(t *testing.T, e *logEnv) {
 
 func testLogReadBelowStart(t *testing.T, e *logEnv) {
 	require.NoError(t, e.log.Truncate(e.ctx, tpA, 100), "Truncate of an empty partition to 100")
-	bs := []combiner.Batch{e.b(1, 100, 109), e.b(1, 110, 119)}
+	bs := []storage.Batch{e.b(1, 100, 109), e.b(1, 110, 119)}
 	e.append(t, tpA, bs...)
 	for _, from := range []int64{99, 50, 0, -1, math.MinInt64} {
 		got, err := e.log.Read(e.ctx, tpA, from, 1)
@@ -454,15 +452,15 @@ func testLogEpochs(t *testing.T, e *logEnv) {
 	e.append(t, tpA, e.b(1, 0, 9))
 	e.requireLog(t, tpA, 10, epochs(1, 0), e.b(1, 0, 9))
 	steps := []struct {
-		batches []combiner.Batch
-		want    []fencing.EpochEntry
+		batches []storage.Batch
+		want    []storage.EpochEntry
 	}{
-		{[]combiner.Batch{e.b(1, 10, 19)}, epochs(1, 0)},
-		{[]combiner.Batch{e.b(3, 20, 29), e.b(3, 30, 39), e.b(4, 40, 49)}, epochs(1, 0, 3, 20, 4, 40)},
-		{[]combiner.Batch{e.b(4, 50, 59)}, epochs(1, 0, 3, 20, 4, 40)},
-		{[]combiner.Batch{e.b(9, 60, 60)}, epochs(1, 0, 3, 20, 4, 40, 9, 60)},
+		{[]storage.Batch{e.b(1, 10, 19)}, epochs(1, 0)},
+		{[]storage.Batch{e.b(3, 20, 29), e.b(3, 30, 39), e.b(4, 40, 49)}, epochs(1, 0, 3, 20, 4, 40)},
+		{[]storage.Batch{e.b(4, 50, 59)}, epochs(1, 0, 3, 20, 4, 40)},
+		{[]storage.Batch{e.b(9, 60, 60)}, epochs(1, 0, 3, 20, 4, 40, 9, 60)},
 	}
-	all := []combiner.Batch{e.b(1, 0, 9)}
+	all := []storage.Batch{e.b(1, 0, 9)}
 	for _, s := range steps {
 		e.append(t, tpA, s.batches...)
 		all = append(all, s.batches...)
@@ -475,8 +473,8 @@ func testLogEpochs(t *testing.T, e *logEnv) {
 }
 
 // multiEpoch appends e1:0-9 e1:10-19 e2:20-29 e2:30-39 e3:40-49 to tpA.
-func (e *logEnv) multiEpoch(t *testing.T) []combiner.Batch {
-	bs := []combiner.Batch{e.b(1, 0, 9), e.b(1, 10, 19), e.b(2, 20, 29), e.b(2, 30, 39), e.b(3, 40, 49)}
+func (e *logEnv) multiEpoch(t *testing.T) []storage.Batch {
+	bs := []storage.Batch{e.b(1, 0, 9), e.b(1, 10, 19), e.b(2, 20, 29), e.b(2, 30, 39), e.b(3, 40, 49)}
 	e.append(t, tpA, bs...)
 	return bs
 }
@@ -490,7 +488,7 @@ func testLogTruncateAtBatchBoundary(t *testing.T, e *logEnv) {
 	require.NoError(t, e.log.Truncate(e.ctx, tpA, 20))
 	e.requireLog(t, tpA, 20, epochs(1, 0), bs[:2]...)
 	// The truncated offsets are written again, at a newer epoch.
-	again := []combiner.Batch{e.b(4, 20, 24), e.b(4, 25, 44)}
+	again := []storage.Batch{e.b(4, 20, 24), e.b(4, 25, 44)}
 	e.append(t, tpA, again...)
 	e.requireLog(t, tpA, 45, epochs(1, 0, 4, 20), append(bs[:2:2], again...)...)
 }
@@ -500,7 +498,7 @@ func testLogTruncateInsideBatch(t *testing.T, e *logEnv) {
 	before := e.state(t, tpA, 0)
 	for _, off := range []int64{1, 9, 15, 21, 49} {
 		err := e.log.Truncate(e.ctx, tpA, off)
-		require.ErrorIs(t, err, walstore.ErrNotBatchBoundary, "Truncate to %d, inside a batch", off)
+		require.ErrorIs(t, err, storage.ErrNotBatchBoundary, "Truncate to %d, inside a batch", off)
 		e.requireUnchanged(t, tpA, 0, before, fmt.Sprintf("a rejected Truncate to %d", off))
 	}
 }
@@ -525,8 +523,8 @@ func testLogTruncateToStart(t *testing.T, e *logEnv) {
 		require.NoError(t, e.log.Truncate(e.ctx, tp, start), "Truncate to the first record, %d", start)
 		e.requireLog(t, tp, start, nil)
 		if start > 0 {
-			err := e.log.Append(e.ctx, tp, []combiner.Batch{e.b(3, 0, 9)})
-			require.ErrorIs(t, err, walstore.ErrNotContiguous, "Append at 0 to a log truncated to %d", start)
+			err := e.log.Append(e.ctx, tp, []storage.Batch{e.b(3, 0, 9)})
+			require.ErrorIs(t, err, storage.ErrNotContiguous, "Append at 0 to a log truncated to %d", start)
 		}
 		again := e.b(3, start, start+4)
 		e.append(t, tp, again)
@@ -549,7 +547,7 @@ func testLogTruncateNegative(t *testing.T, e *logEnv) {
 	before := e.state(t, tpA, 0)
 	for _, tp := range []metadata.TopicPartition{tpA, tpB} {
 		err := e.log.Truncate(e.ctx, tp, -1)
-		require.ErrorIs(t, err, walstore.ErrInvalidOffset, "Truncate %s to -1", tp)
+		require.ErrorIs(t, err, storage.ErrInvalidOffset, "Truncate %s to -1", tp)
 	}
 	e.requireUnchanged(t, tpA, 0, before, "a Truncate to -1")
 	e.requireLog(t, tpB, 0, nil)
@@ -562,8 +560,8 @@ func testLogTruncateEmptyStartsOver(t *testing.T, e *logEnv) {
 	got, err := e.log.Read(e.ctx, tpA, 0, 1<<20)
 	require.NoError(t, err)
 	require.Empty(t, got, "Read from 0 of a log started at 1000 with no records")
-	err = e.log.Append(e.ctx, tpA, []combiner.Batch{e.b(5, 0, 9)})
-	require.ErrorIs(t, err, walstore.ErrNotContiguous, "Append at 0 to a log started at 1000")
+	err = e.log.Append(e.ctx, tpA, []storage.Batch{e.b(5, 0, 9)})
+	require.ErrorIs(t, err, storage.ErrNotContiguous, "Append at 0 to a log started at 1000")
 
 	// With no records, it starts over anywhere, lower too.
 	require.NoError(t, e.log.Truncate(e.ctx, tpA, 500), "Truncate of a log with no records, from 1000 to 500")
@@ -577,8 +575,8 @@ func testLogTruncateEmptyStartsOver(t *testing.T, e *logEnv) {
 }
 
 func testLogPartitionsIndependent(t *testing.T, e *logEnv) {
-	a := []combiner.Batch{e.b(1, 0, 9), e.b(2, 10, 19)}
-	b := []combiner.Batch{e.b(7, 0, 4)}
+	a := []storage.Batch{e.b(1, 0, 9), e.b(2, 10, 19)}
+	b := []storage.Batch{e.b(7, 0, 4)}
 	e.append(t, tpA, a...)
 	e.append(t, tpB, b...)
 	require.NoError(t, e.log.Truncate(e.ctx, tpC, 300))
@@ -588,9 +586,9 @@ func testLogPartitionsIndependent(t *testing.T, e *logEnv) {
 
 	// The same offsets in another partition are not a conflict, and a
 	// rejected append to one partition leaves the others alone.
-	c := []combiner.Batch{e.b(3, 300, 309)}
+	c := []storage.Batch{e.b(3, 300, 309)}
 	e.append(t, tpC, c...)
-	require.ErrorIs(t, e.log.Append(e.ctx, tpB, []combiner.Batch{e.b(7, 10, 19)}), walstore.ErrNotContiguous)
+	require.ErrorIs(t, e.log.Append(e.ctx, tpB, []storage.Batch{e.b(7, 10, 19)}), storage.ErrNotContiguous)
 	require.NoError(t, e.log.Truncate(e.ctx, tpA, 10))
 	e.requireLog(t, tpA, 10, epochs(1, 0), a[0])
 	e.requireLog(t, tpB, 5, epochs(7, 0), b...)
@@ -603,14 +601,14 @@ func testLogPartitionsIndependent(t *testing.T, e *logEnv) {
 // before it.
 func testLogConcurrent(t *testing.T, e *logEnv) {
 	const parts, batches, readers = 6, 60, 2
-	want := make([][]combiner.Batch, parts)
+	want := make([][]storage.Batch, parts)
 	for p := range want {
 		for i := range int64(batches) {
 			want[p] = append(want[p], e.b(int32(1+i/20), i*5, i*5+4))
 		}
 	}
 	tp := func(p int) metadata.TopicPartition {
-		return metadata.TopicPartition{Topic: "walstoretest-concurrent", Partition: int32(p)}
+		return metadata.TopicPartition{Topic: "storagetest-concurrent", Partition: int32(p)}
 	}
 	var wg sync.WaitGroup
 	for p := range parts {
@@ -653,7 +651,7 @@ func testLogConcurrent(t *testing.T, e *logEnv) {
 
 // readConsistent reads tp from from and checks the result against the
 // batches the writer appends, in order, while it may be appending.
-func readConsistent(e *logEnv, tp metadata.TopicPartition, want []combiner.Batch, from int64, maxBytes int) error {
+func readConsistent(e *logEnv, tp metadata.TopicPartition, want []storage.Batch, from int64, maxBytes int) error {
 	end, err := e.log.EndOffset(tp)
 	if err != nil {
 		return fmt.Errorf("EndOffset of %s: %w", tp, err)
@@ -695,7 +693,7 @@ func testLogContextCanceled(t *testing.T, e *logEnv) {
 	cancel()
 
 	next := e.b(1, 20, 29)
-	err := e.log.Append(ctx, tpA, []combiner.Batch{next})
+	err := e.log.Append(ctx, tpA, []storage.Batch{next})
 	if err != nil {
 		require.ErrorIs(t, err, context.Canceled, "Append with a cancelled context failed otherwise")
 		e.requireLog(t, tpA, 20, epochs(1, 0), bs...)
@@ -725,7 +723,7 @@ func testLogContextCanceled(t *testing.T, e *logEnv) {
 
 func testLogReopenKeepsLog(t *testing.T, e *logEnv) {
 	a := e.multiEpoch(t)
-	b := []combiner.Batch{e.b(6, 0, 0)}
+	b := []storage.Batch{e.b(6, 0, 0)}
 	e.append(t, tpB, b...)
 	e.reopen(t)
 	e.requireLog(t, tpA, 50, epochs(1, 0, 2, 20, 3, 40), a...)
@@ -733,12 +731,12 @@ func testLogReopenKeepsLog(t *testing.T, e *logEnv) {
 	e.requireLog(t, tpC, 0, nil)
 
 	// It goes on where it stopped, and that survives a restart too.
-	more := []combiner.Batch{e.b(3, 50, 59), e.b(4, 60, 69)}
+	more := []storage.Batch{e.b(3, 50, 59), e.b(4, 60, 69)}
 	e.append(t, tpA, more...)
 	e.reopen(t)
 	e.requireLog(t, tpA, 70, epochs(1, 0, 2, 20, 3, 40, 4, 60), append(a, more...)...)
-	err := e.log.Append(e.ctx, tpA, []combiner.Batch{e.b(4, 50, 59)})
-	require.ErrorIs(t, err, walstore.ErrNotContiguous, "Append after a restart at an offset the log already holds")
+	err := e.log.Append(e.ctx, tpA, []storage.Batch{e.b(4, 50, 59)})
+	require.ErrorIs(t, err, storage.ErrNotContiguous, "Append after a restart at an offset the log already holds")
 }
 
 func testLogReopenKeepsTruncation(t *testing.T, e *logEnv) {

@@ -1,4 +1,4 @@
-package walstoretest
+package storagetest
 
 import (
 	"bytes"
@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
-// The cases of walstore.RangeReader, run for stores that implement it.
+// The cases of storage.RangeReader, run for stores that implement it.
 // ReadRange is GetRange into the caller's buffer, so every case compares
 // the two on the same ranges, and checks what only a buffer the caller
 // owns can go wrong: bytes written past dst's length (dst is handed out
@@ -31,13 +31,13 @@ const guardBytes = 4096
 // guard is the byte the spare capacity and untouched buffers hold.
 const guard = 0xA5
 
-// rangeReader returns s as a walstore.RangeReader, skipping t if it is not
+// rangeReader returns s as a storage.RangeReader, skipping t if it is not
 // one: the interface is optional.
-func rangeReader(t *testing.T, s walstore.ObjectStore) walstore.RangeReader {
+func rangeReader(t *testing.T, s storage.ObjectStore) storage.RangeReader {
 	t.Helper()
-	rr, ok := s.(walstore.RangeReader)
+	rr, ok := s.(storage.RangeReader)
 	if !ok {
-		t.Skipf("%T does not implement walstore.RangeReader", s)
+		t.Skipf("%T does not implement storage.RangeReader", s)
 	}
 	return rr
 }
@@ -74,8 +74,8 @@ func firstNot(b []byte, v byte) int {
 }
 
 // ErrBrokenContract is CheckedReadRange's error for an answer that breaks
-// walstore.RangeReader's contract.
-var ErrBrokenContract = errors.New("walstoretest: ReadRange broke its contract")
+// storage.RangeReader's contract.
+var ErrBrokenContract = errors.New("storagetest: ReadRange broke its contract")
 
 // CheckedReadRange calls rr.ReadRange into a new buffer of length bytes,
 // handed out with spare capacity as the engine's pooled buffers are, and
@@ -85,7 +85,7 @@ var ErrBrokenContract = errors.New("walstoretest: ReadRange broke its contract")
 // all of them with one (unless length is 0), or a byte written past
 // len(dst). Store packages use it to hold ReadRange to the answers their
 // tests expect of GetRange.
-func CheckedReadRange(ctx context.Context, rr walstore.RangeReader, r metadata.ObjectRef, offset int64, length int) ([]byte, error) {
+func CheckedReadRange(ctx context.Context, rr storage.RangeReader, r metadata.ObjectRef, offset int64, length int) ([]byte, error) {
 	g := newGuarded(length)
 	n, err := rr.ReadRange(ctx, r, offset, g.dst())
 	switch tail := g.all[length:]; {
@@ -104,7 +104,7 @@ func CheckedReadRange(ctx context.Context, rr walstore.RangeReader, r metadata.O
 }
 
 // readRange is CheckedReadRange, failing t for a broken contract.
-func readRange(t *testing.T, ctx context.Context, rr walstore.RangeReader, r metadata.ObjectRef, offset int64, length int, what string) ([]byte, error) {
+func readRange(t *testing.T, ctx context.Context, rr storage.RangeReader, r metadata.ObjectRef, offset int64, length int, what string) ([]byte, error) {
 	t.Helper()
 	got, err := CheckedReadRange(ctx, rr, r, offset, length)
 	require.NotErrorIs(t, err, ErrBrokenContract, what)
@@ -112,8 +112,8 @@ func readRange(t *testing.T, ctx context.Context, rr walstore.RangeReader, r met
 }
 
 // sentinels are the contract's errors, for comparing two answers.
-var sentinels = []error{walstore.ErrNotFound, walstore.ErrAlreadyExists, walstore.ErrUnavailable,
-	walstore.ErrInvalidRange, walstore.ErrUnknownBucket, walstore.ErrPermanent, context.Canceled, context.DeadlineExceeded}
+var sentinels = []error{storage.ErrNotFound, storage.ErrAlreadyExists, storage.ErrUnavailable,
+	storage.ErrInvalidRange, storage.ErrUnknownBucket, storage.ErrPermanent, context.Canceled, context.DeadlineExceeded}
 
 // sameKinds fails t unless a and b match the same sentinels.
 func sameKinds(t *testing.T, a, b error, msgAndArgs ...any) {
@@ -142,7 +142,7 @@ func testReadRange(t *testing.T, e *env) {
 	}
 	for _, s := range []struct {
 		name  string
-		store walstore.ObjectStore
+		store storage.ObjectStore
 	}{{"local", e.local}, {"peer", e.peer}} {
 		rr := rangeReader(t, s.store)
 		for _, c := range cases {
@@ -185,7 +185,7 @@ func testReadRangeInvalid(t *testing.T, e *env) {
 	for _, c := range cases {
 		what := fmt.Sprintf("%s: ReadRange(%d, %d)", c.name, c.offset, c.length)
 		_, err := readRange(t, e.ctx, rr, c.ref, c.offset, c.length, what)
-		assert.ErrorIs(t, err, walstore.ErrInvalidRange, what)
+		assert.ErrorIs(t, err, storage.ErrInvalidRange, what)
 		if c.length > 0 {
 			_, getErr := e.local.GetRange(e.ctx, c.ref, c.offset, int64(c.length))
 			sameKinds(t, getErr, err, what)
@@ -194,12 +194,12 @@ func testReadRangeInvalid(t *testing.T, e *env) {
 }
 
 func testReadRangeNotFound(t *testing.T, e *env) {
-	for _, owner := range []walstore.ObjectStore{e.local, e.peer} {
+	for _, owner := range []storage.ObjectStore{e.local, e.peer} {
 		r := ref(owner, e.key("never-written"))
-		for _, reader := range []walstore.ObjectStore{e.local, e.peer} {
+		for _, reader := range []storage.ObjectStore{e.local, e.peer} {
 			what := fmt.Sprintf("ReadRange of missing %s from the store in %s", r, reader.Local().AZ)
 			_, err := readRange(t, e.ctx, rangeReader(t, reader), r, 0, 1, what)
-			require.ErrorIs(t, err, walstore.ErrNotFound, what)
+			require.ErrorIs(t, err, storage.ErrNotFound, what)
 			assert.Contains(t, err.Error(), r.Key, "the error must name the key")
 			_, getErr := reader.GetRange(e.ctx, r, 0, 1)
 			sameKinds(t, getErr, err, what)
@@ -208,16 +208,16 @@ func testReadRangeNotFound(t *testing.T, e *env) {
 }
 
 func testReadRangeUnknownBucket(t *testing.T, e *env) {
-	unknown := metadata.ObjectRef{AZ: "walstoretest-no-such-az", Bucket: "walstoretest-unconfigured-bucket", Key: e.key("x")}
+	unknown := metadata.ObjectRef{AZ: "storagetest-no-such-az", Bucket: "storagetest-unconfigured-bucket", Key: e.key("x")}
 	_, err := readRange(t, e.ctx, rangeReader(t, e.local), unknown, 0, 1, "ReadRange of an unknown bucket")
-	assert.ErrorIs(t, err, walstore.ErrUnknownBucket)
+	assert.ErrorIs(t, err, storage.ErrUnknownBucket)
 }
 
 func testReadRangeContextCanceled(t *testing.T, e *env) {
 	existing := e.put(t, e.local, "existing", []byte("data"))
 	ctx, cancel := context.WithCancel(e.ctx)
 	cancel()
-	for _, s := range []walstore.ObjectStore{e.local, e.peer} {
+	for _, s := range []storage.ObjectStore{e.local, e.peer} {
 		what := "ReadRange with a cancelled context from the store in " + s.Local().AZ
 		got, err := readRange(t, ctx, rangeReader(t, s), existing, 0, 4, what)
 		assert.ErrorIs(t, err, context.Canceled, what)

@@ -1,4 +1,4 @@
-package walstoretest
+package storagetest
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // Harness builds the stores one subtest runs against.
@@ -28,14 +28,14 @@ type Harness interface {
 	// that subtest's t: it fails t if the stores cannot be made and
 	// registers any cleanup with t.Cleanup. The suite's own cleanup
 	// (deleting what it wrote) runs before the harness's.
-	MakeStores(ctx context.Context, t *testing.T) (local, peer walstore.ObjectStore)
+	MakeStores(ctx context.Context, t *testing.T) (local, peer storage.ObjectStore)
 }
 
 // HarnessFunc adapts a function to the Harness interface.
-type HarnessFunc func(ctx context.Context, t *testing.T) (local, peer walstore.ObjectStore)
+type HarnessFunc func(ctx context.Context, t *testing.T) (local, peer storage.ObjectStore)
 
 // MakeStores calls f.
-func (f HarnessFunc) MakeStores(ctx context.Context, t *testing.T) (local, peer walstore.ObjectStore) {
+func (f HarnessFunc) MakeStores(ctx context.Context, t *testing.T) (local, peer storage.ObjectStore) {
 	return f(ctx, t)
 }
 
@@ -60,8 +60,8 @@ func ManyKeys(n int) Option {
 }
 
 // Run runs the conformance suite against the stores h makes, one subtest
-// per behaviour of the walstore.ObjectStore contract, and of
-// walstore.RangeReader when the stores implement it (the ReadRange
+// per behaviour of the storage.ObjectStore contract, and of
+// storage.RangeReader when the stores implement it (the ReadRange
 // subtests skip otherwise).
 func Run(t *testing.T, h Harness, opts ...Option) {
 	t.Helper()
@@ -69,9 +69,9 @@ func Run(t *testing.T, h Harness, opts ...Option) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	require.GreaterOrEqual(t, cfg.manyKeys, 0, "walstoretest: ManyKeys must not be negative")
+	require.GreaterOrEqual(t, cfg.manyKeys, 0, "storagetest: ManyKeys must not be negative")
 	runPrefix := newRunPrefix(t)
-	t.Logf("walstoretest: this run writes keys under %q", runPrefix)
+	t.Logf("storagetest: this run writes keys under %q", runPrefix)
 
 	cases := []struct {
 		name string
@@ -119,14 +119,14 @@ func newRunPrefix(t testing.TB) string {
 	var b [6]byte
 	_, err := rand.Read(b[:])
 	require.NoError(t, err)
-	return fmt.Sprintf("walstoretest/%s-%s/", time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
+	return fmt.Sprintf("storagetest/%s-%s/", time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
 }
 
 // env is one subtest's world: its stores, its key prefix, and the objects
 // it wrote, deleted when the subtest ends.
 type env struct {
 	ctx         context.Context
-	local, peer walstore.ObjectStore
+	local, peer storage.ObjectStore
 	prefix      string
 	cfg         config
 
@@ -159,7 +159,7 @@ func newEnv(t *testing.T, h Harness, cfg config, prefix string) *env {
 func (e *env) key(name string) string { return e.prefix + name }
 
 // ref names key in s's own bucket, as Put would return it.
-func ref(s walstore.ObjectStore, key string) metadata.ObjectRef {
+func ref(s storage.ObjectStore, key string) metadata.ObjectRef {
 	r := s.Local()
 	r.Key = key
 	return r
@@ -174,7 +174,7 @@ func (e *env) track(r metadata.ObjectRef) {
 
 // put stores body under the subtest's key name in s's bucket and fails
 // the test if it cannot.
-func (e *env) put(t *testing.T, s walstore.ObjectStore, name string, body []byte) metadata.ObjectRef {
+func (e *env) put(t *testing.T, s storage.ObjectStore, name string, body []byte) metadata.ObjectRef {
 	t.Helper()
 	k := e.key(name)
 	e.track(ref(s, k))
@@ -184,7 +184,7 @@ func (e *env) put(t *testing.T, s walstore.ObjectStore, name string, body []byte
 }
 
 // readAll reads the whole of an object of known size.
-func readAll(t *testing.T, ctx context.Context, s walstore.ObjectStore, r metadata.ObjectRef, size int) []byte {
+func readAll(t *testing.T, ctx context.Context, s storage.ObjectStore, r metadata.ObjectRef, size int) []byte {
 	t.Helper()
 	got, err := s.GetRange(ctx, r, 0, int64(size))
 	require.NoError(t, err, "GetRange %s [0, %d)", r, size)
@@ -193,7 +193,7 @@ func readAll(t *testing.T, ctx context.Context, s walstore.ObjectStore, r metada
 
 // putMany writes n small objects named name-00000... into s's bucket with
 // a few workers, returning their refs and sizes.
-func (e *env) putMany(t *testing.T, s walstore.ObjectStore, name string, n int) map[string]int64 {
+func (e *env) putMany(t *testing.T, s storage.ObjectStore, name string, n int) map[string]int64 {
 	t.Helper()
 	keys := make([]string, n)
 	for i := range keys {
@@ -251,7 +251,7 @@ func testLocal(t *testing.T, e *env) {
 }
 
 func testPutReturnsRef(t *testing.T, e *env) {
-	for _, s := range []walstore.ObjectStore{e.local, e.peer} {
+	for _, s := range []storage.ObjectStore{e.local, e.peer} {
 		k := e.key("obj-" + s.Local().AZ)
 		got := e.put(t, s, "obj-"+s.Local().AZ, []byte("hello"))
 		want := metadata.ObjectRef{AZ: s.Local().AZ, Bucket: s.Local().Bucket, Key: k}
@@ -279,7 +279,7 @@ func testGetRange(t *testing.T, e *env) {
 	}
 	for _, s := range []struct {
 		name  string
-		store walstore.ObjectStore
+		store storage.ObjectStore
 	}{{"local", e.local}, {"peer", e.peer}} {
 		for _, c := range cases {
 			got, err := s.store.GetRange(e.ctx, r, c.offset, c.length)
@@ -314,21 +314,21 @@ func testGetRangeInvalid(t *testing.T, e *env) {
 	}
 	for _, c := range cases {
 		got, err := e.local.GetRange(e.ctx, r, c.offset, c.length)
-		assert.ErrorIs(t, err, walstore.ErrInvalidRange, "%s: GetRange(%d, %d) of a %d-byte object", c.name, c.offset, c.length, size)
+		assert.ErrorIs(t, err, storage.ErrInvalidRange, "%s: GetRange(%d, %d) of a %d-byte object", c.name, c.offset, c.length, size)
 		assert.Empty(t, got, c.name)
 		if c.argument {
 			_, err := e.local.GetRange(e.ctx, missing, c.offset, c.length)
-			assert.ErrorIs(t, err, walstore.ErrInvalidRange, "%s: GetRange(%d, %d) of a missing object", c.name, c.offset, c.length)
+			assert.ErrorIs(t, err, storage.ErrInvalidRange, "%s: GetRange(%d, %d) of a missing object", c.name, c.offset, c.length)
 		}
 	}
 }
 
 func testGetRangeNotFound(t *testing.T, e *env) {
-	for _, owner := range []walstore.ObjectStore{e.local, e.peer} {
+	for _, owner := range []storage.ObjectStore{e.local, e.peer} {
 		r := ref(owner, e.key("never-written"))
-		for _, reader := range []walstore.ObjectStore{e.local, e.peer} {
+		for _, reader := range []storage.ObjectStore{e.local, e.peer} {
 			got, err := reader.GetRange(e.ctx, r, 0, 1)
-			require.ErrorIs(t, err, walstore.ErrNotFound, "GetRange of missing %s from the store in %s", r, reader.Local().AZ)
+			require.ErrorIs(t, err, storage.ErrNotFound, "GetRange of missing %s from the store in %s", r, reader.Local().AZ)
 			assert.Contains(t, err.Error(), r.Key, "the error must name the key")
 			assert.Empty(t, got)
 		}
@@ -337,17 +337,17 @@ func testGetRangeNotFound(t *testing.T, e *env) {
 
 func testUnknownBucket(t *testing.T, e *env) {
 	existing := e.put(t, e.local, "existing", []byte("still here"))
-	unknown := metadata.ObjectRef{AZ: "walstoretest-no-such-az", Bucket: "walstoretest-unconfigured-bucket", Key: e.key("x")}
+	unknown := metadata.ObjectRef{AZ: "storagetest-no-such-az", Bucket: "storagetest-unconfigured-bucket", Key: e.key("x")}
 
 	_, err := e.local.GetRange(e.ctx, unknown, 0, 1)
-	assert.ErrorIs(t, err, walstore.ErrUnknownBucket, "GetRange")
+	assert.ErrorIs(t, err, storage.ErrUnknownBucket, "GetRange")
 	_, err = e.local.List(e.ctx, unknown.Bucket, e.prefix)
-	assert.ErrorIs(t, err, walstore.ErrUnknownBucket, "List")
+	assert.ErrorIs(t, err, storage.ErrUnknownBucket, "List")
 	err = e.local.Delete(e.ctx, []metadata.ObjectRef{unknown})
-	assert.ErrorIs(t, err, walstore.ErrUnknownBucket, "Delete")
+	assert.ErrorIs(t, err, storage.ErrUnknownBucket, "Delete")
 
 	err = e.local.Delete(e.ctx, []metadata.ObjectRef{existing, unknown})
-	assert.ErrorIs(t, err, walstore.ErrUnknownBucket, "Delete of a known and an unknown ref")
+	assert.ErrorIs(t, err, storage.ErrUnknownBucket, "Delete of a known and an unknown ref")
 	got, err := e.local.GetRange(e.ctx, existing, 0, int64(len("still here")))
 	require.NoError(t, err, "Delete must check every ref before deleting anything")
 	assert.Equal(t, "still here", string(got))
@@ -359,12 +359,12 @@ func testPutExistingKey(t *testing.T, e *env) {
 
 	for _, second := range [][]byte{[]byte("a second, longer body"), []byte("short"), {}} {
 		_, err := e.local.Put(e.ctx, r.Key, second)
-		require.ErrorIs(t, err, walstore.ErrAlreadyExists, "Put of an existing key with a %d-byte body", len(second))
+		require.ErrorIs(t, err, storage.ErrAlreadyExists, "Put of an existing key with a %d-byte body", len(second))
 		assert.Contains(t, err.Error(), r.Key, "the error must name the key")
 	}
 	assert.Equal(t, first, readAll(t, e.ctx, e.local, r, len(first)), "a refused Put must leave the object unchanged")
 	_, err := e.local.GetRange(e.ctx, r, 0, int64(len(first))+1)
-	assert.ErrorIs(t, err, walstore.ErrInvalidRange, "the object must keep its original size")
+	assert.ErrorIs(t, err, storage.ErrInvalidRange, "the object must keep its original size")
 
 	// Keys are per bucket: the peer's bucket does not have this key yet.
 	other := []byte("the peer's own object")
@@ -405,7 +405,7 @@ func testPutIfAbsentRace(t *testing.T, e *env) {
 				winner = i
 				continue
 			}
-			require.ErrorIs(t, err, walstore.ErrAlreadyExists, "round %d: writer %d", round, i)
+			require.ErrorIs(t, err, storage.ErrAlreadyExists, "round %d: writer %d", round, i)
 		}
 		require.NotEqual(t, -1, winner, "round %d: no writer succeeded", round)
 		want := bodies[winner]
@@ -413,7 +413,7 @@ func testPutIfAbsentRace(t *testing.T, e *env) {
 		assert.True(t, bytes.Equal(want, readAll(t, e.ctx, e.peer, refs[winner], len(want))),
 			"round %d: the stored object must be the winner's body", round)
 		_, err := e.local.GetRange(e.ctx, refs[winner], 0, int64(len(want))+1)
-		assert.ErrorIs(t, err, walstore.ErrInvalidRange, "round %d: the stored object must have the winner's size", round)
+		assert.ErrorIs(t, err, storage.ErrInvalidRange, "round %d: the stored object must have the winner's size", round)
 	}
 }
 
@@ -461,12 +461,12 @@ func testEmptyObject(t *testing.T, e *env) {
 	empty := e.put(t, e.local, "empty", []byte{})
 	nilBody := e.put(t, e.local, "nil", nil)
 	for _, r := range []metadata.ObjectRef{empty, nilBody} {
-		for _, s := range []walstore.ObjectStore{e.local, e.peer} {
+		for _, s := range []storage.ObjectStore{e.local, e.peer} {
 			_, err := s.GetRange(e.ctx, r, 0, 1)
-			assert.ErrorIs(t, err, walstore.ErrInvalidRange, "no positive range lies inside empty object %s", r)
+			assert.ErrorIs(t, err, storage.ErrInvalidRange, "no positive range lies inside empty object %s", r)
 		}
 		_, err := e.local.Put(e.ctx, r.Key, []byte("x"))
-		assert.ErrorIs(t, err, walstore.ErrAlreadyExists, "an empty object still takes its key")
+		assert.ErrorIs(t, err, storage.ErrAlreadyExists, "an empty object still takes its key")
 	}
 	infos, err := e.local.List(e.ctx, empty.Bucket, e.prefix)
 	require.NoError(t, err)
@@ -509,9 +509,9 @@ func testDelete(t *testing.T, e *env) {
 	refs := []metadata.ObjectRef{a, c, missing}
 	require.NoError(t, e.local.Delete(e.ctx, refs))
 	for _, r := range []metadata.ObjectRef{a, c} {
-		for _, s := range []walstore.ObjectStore{e.local, e.peer} {
+		for _, s := range []storage.ObjectStore{e.local, e.peer} {
 			_, err := s.GetRange(e.ctx, r, 0, 1)
-			assert.ErrorIs(t, err, walstore.ErrNotFound, "GetRange of deleted %s", r)
+			assert.ErrorIs(t, err, storage.ErrNotFound, "GetRange of deleted %s", r)
 		}
 	}
 	assert.Equal(t, []byte("bbbb"), readAll(t, e.ctx, e.local, b, 4), "an object not named in Delete must survive it")
@@ -519,7 +519,7 @@ func testDelete(t *testing.T, e *env) {
 	require.NoError(t, e.local.Delete(e.ctx, refs), "deleting again must succeed")
 	require.NoError(t, e.peer.Delete(e.ctx, []metadata.ObjectRef{b, b}), "a ref named twice, deleted from the other AZ")
 	_, err := e.local.GetRange(e.ctx, b, 0, 1)
-	assert.ErrorIs(t, err, walstore.ErrNotFound)
+	assert.ErrorIs(t, err, storage.ErrNotFound)
 
 	// A deleted key is free again.
 	again := []byte("a new a")
@@ -554,7 +554,7 @@ func testDeleteMany(t *testing.T, e *env) {
 	}
 	for _, r := range []metadata.ObjectRef{refs[0], refs[len(refs)/2], refs[len(refs)-2], peerObj} {
 		_, err := e.local.GetRange(e.ctx, r, 0, 1)
-		assert.ErrorIs(t, err, walstore.ErrNotFound, "GetRange of deleted %s", r)
+		assert.ErrorIs(t, err, storage.ErrNotFound, "GetRange of deleted %s", r)
 	}
 }
 
@@ -570,7 +570,7 @@ func testList(t *testing.T, e *env) {
 		Ref  metadata.ObjectRef
 		Size int64
 	}
-	list := func(s walstore.ObjectStore, bucket, prefix string) []obj {
+	list := func(s storage.ObjectStore, bucket, prefix string) []obj {
 		t.Helper()
 		infos, err := s.List(e.ctx, bucket, prefix)
 		require.NoError(t, err, "List(%q, %q)", bucket, prefix)
@@ -638,7 +638,7 @@ func testContextCanceled(t *testing.T, e *env) {
 	assert.ErrorIs(t, err, context.Canceled, "List")
 
 	_, err = e.local.GetRange(e.ctx, ref(e.local, fresh), 0, 1)
-	assert.ErrorIs(t, err, walstore.ErrNotFound, "a Put with a cancelled context must store nothing")
+	assert.ErrorIs(t, err, storage.ErrNotFound, "a Put with a cancelled context must store nothing")
 	assert.Equal(t, []byte("data"), readAll(t, e.ctx, e.local, existing, 4), "a Delete with a cancelled context must delete nothing")
 }
 
@@ -712,7 +712,7 @@ func testConcurrentPutGet(t *testing.T, e *env) {
 	}
 	wg.Wait()
 	var total int
-	for _, s := range []walstore.ObjectStore{e.local, e.peer} {
+	for _, s := range []storage.ObjectStore{e.local, e.peer} {
 		infos, err := s.List(e.ctx, s.Local().Bucket, e.prefix)
 		require.NoError(t, err)
 		for _, info := range infos {

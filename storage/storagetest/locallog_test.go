@@ -1,4 +1,4 @@
-package walstoretest_test
+package storagetest_test
 
 import (
 	"context"
@@ -10,12 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // diskLog stands in for a broker's persistent log: a memstore.LocalLog
@@ -42,7 +40,7 @@ func (d *diskLog) note(tp metadata.TopicPartition) {
 	d.mu.Unlock()
 }
 
-func (d *diskLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+func (d *diskLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	d.note(tp)
 	return d.LocalLog.Append(ctx, tp, batches)
 }
@@ -72,14 +70,14 @@ func (d *diskLog) reopen(t *testing.T) *diskLog {
 	return next
 }
 
-func diskHarness(loseStart bool) walstoretest.LocalLogHarness {
-	return walstoretest.LocalLogHarness{
-		New: func(context.Context, *testing.T) walstore.LocalLog {
+func diskHarness(loseStart bool) storagetest.LocalLogHarness {
+	return storagetest.LocalLogHarness{
+		New: func(context.Context, *testing.T) storage.LocalLog {
 			d := newDiskLog()
 			d.loseStart = loseStart
 			return d
 		},
-		Reopen: func(_ context.Context, t *testing.T, l walstore.LocalLog) walstore.LocalLog {
+		Reopen: func(_ context.Context, t *testing.T, l storage.LocalLog) storage.LocalLog {
 			return l.(*diskLog).reopen(t)
 		},
 	}
@@ -88,7 +86,7 @@ func diskHarness(loseStart bool) walstoretest.LocalLogHarness {
 // TestRunLocalLogWithReopen runs the whole suite, restarts included, on a
 // log that survives them.
 func TestRunLocalLogWithReopen(t *testing.T) {
-	walstoretest.RunLocalLog(t, diskHarness(false))
+	storagetest.RunLocalLog(t, diskHarness(false))
 }
 
 // Logs that break one rule of the contract each, over memstore's.
@@ -97,7 +95,7 @@ func TestRunLocalLogWithReopen(t *testing.T) {
 // over where they begin.
 type gapLog struct{ *memstore.LocalLog }
 
-func (g gapLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+func (g gapLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	if len(batches) > 0 {
 		if end, _ := g.EndOffset(tp); batches[0].FirstOffset != end {
 			if err := g.LocalLog.Truncate(ctx, tp, batches[0].FirstOffset); err != nil {
@@ -111,7 +109,7 @@ func (g gapLog) Append(ctx context.Context, tp metadata.TopicPartition, batches 
 // plainErrLog reports every refusal with an untyped error.
 type plainErrLog struct{ *memstore.LocalLog }
 
-func (p plainErrLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error {
+func (p plainErrLog) Append(ctx context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	if err := p.LocalLog.Append(ctx, tp, batches); err != nil {
 		return errors.New(err.Error())
 	}
@@ -131,14 +129,14 @@ func (s splitLog) Truncate(ctx context.Context, tp metadata.TopicPartition, offs
 // greedyLog ignores maxBytes.
 type greedyLog struct{ *memstore.LocalLog }
 
-func (g greedyLog) Read(ctx context.Context, tp metadata.TopicPartition, from int64, _ int) ([]combiner.Batch, error) {
+func (g greedyLog) Read(ctx context.Context, tp metadata.TopicPartition, from int64, _ int) ([]storage.Batch, error) {
 	return g.LocalLog.Read(ctx, tp, from, 1<<30)
 }
 
 // nextBatchLog reads from the first batch starting at or after from.
 type nextBatchLog struct{ *memstore.LocalLog }
 
-func (n nextBatchLog) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
+func (n nextBatchLog) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]storage.Batch, error) {
 	bs, err := n.LocalLog.Read(ctx, tp, from, maxBytes)
 	if err == nil && len(bs) > 0 && bs[0].FirstOffset < from {
 		return n.LocalLog.Read(ctx, tp, bs[0].LastOffset+1, maxBytes)
@@ -159,34 +157,34 @@ func (s stuckStartLog) Truncate(ctx context.Context, tp metadata.TopicPartition,
 // keepEpochsLog truncates records but not the epochs.
 type keepEpochsLog struct{ *memstore.LocalLog }
 
-func (k keepEpochsLog) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+func (k keepEpochsLog) Epochs(tp metadata.TopicPartition) ([]storage.EpochEntry, error) {
 	return nil, nil
 }
 
 var mutants = []struct {
 	name    string
-	harness walstoretest.LocalLogHarness
+	harness storagetest.LocalLogHarness
 	// fails is the subtest that must catch it.
 	fails string
 }{
-	{"gaps", inMemory(func(l *memstore.LocalLog) walstore.LocalLog { return gapLog{l} }), "AppendNotContiguous"},
-	{"untyped", inMemory(func(l *memstore.LocalLog) walstore.LocalLog { return plainErrLog{l} }), "AppendEpochBackwards"},
-	{"split", inMemory(func(l *memstore.LocalLog) walstore.LocalLog { return splitLog{l} }), "TruncateInsideBatch"},
-	{"greedy", inMemory(func(l *memstore.LocalLog) walstore.LocalLog { return greedyLog{l} }), "ReadMaxBytes"},
-	{"next-batch", inMemory(func(l *memstore.LocalLog) walstore.LocalLog { return nextBatchLog{l} }), "ReadFromInsideBatch"},
-	{"stuck-start", inMemory(func(l *memstore.LocalLog) walstore.LocalLog { return stuckStartLog{l} }), "TruncateEmptyStartsOver"},
-	{"no-epochs", inMemory(func(l *memstore.LocalLog) walstore.LocalLog { return keepEpochsLog{l} }), "Epochs"},
+	{"gaps", inMemory(func(l *memstore.LocalLog) storage.LocalLog { return gapLog{l} }), "AppendNotContiguous"},
+	{"untyped", inMemory(func(l *memstore.LocalLog) storage.LocalLog { return plainErrLog{l} }), "AppendEpochBackwards"},
+	{"split", inMemory(func(l *memstore.LocalLog) storage.LocalLog { return splitLog{l} }), "TruncateInsideBatch"},
+	{"greedy", inMemory(func(l *memstore.LocalLog) storage.LocalLog { return greedyLog{l} }), "ReadMaxBytes"},
+	{"next-batch", inMemory(func(l *memstore.LocalLog) storage.LocalLog { return nextBatchLog{l} }), "ReadFromInsideBatch"},
+	{"stuck-start", inMemory(func(l *memstore.LocalLog) storage.LocalLog { return stuckStartLog{l} }), "TruncateEmptyStartsOver"},
+	{"no-epochs", inMemory(func(l *memstore.LocalLog) storage.LocalLog { return keepEpochsLog{l} }), "Epochs"},
 	{"restart-at-0", diskHarness(true), "ReopenKeepsStartOffset"},
 }
 
-func inMemory(wrap func(*memstore.LocalLog) walstore.LocalLog) walstoretest.LocalLogHarness {
-	return walstoretest.LocalLogHarness{
-		New:          func(context.Context, *testing.T) walstore.LocalLog { return wrap(memstore.NewLocalLog()) },
+func inMemory(wrap func(*memstore.LocalLog) storage.LocalLog) storagetest.LocalLogHarness {
+	return storagetest.LocalLogHarness{
+		New:          func(context.Context, *testing.T) storage.LocalLog { return wrap(memstore.NewLocalLog()) },
 		InMemoryOnly: true,
 	}
 }
 
-const mutantEnv = "WALSTORETEST_LOCALLOG_MUTANT"
+const mutantEnv = "STORAGETEST_LOCALLOG_MUTANT"
 
 // TestRunLocalLogCatchesBrokenLogs runs the suite on logs that each break
 // one rule, in a child process since the suite fails its t, and checks
@@ -195,7 +193,7 @@ func TestRunLocalLogCatchesBrokenLogs(t *testing.T) {
 	if name := os.Getenv(mutantEnv); name != "" {
 		for _, m := range mutants {
 			if m.name == name {
-				walstoretest.RunLocalLog(t, m.harness)
+				storagetest.RunLocalLog(t, m.harness)
 				return
 			}
 		}

@@ -1,4 +1,4 @@
-package walstoretest_test
+package storagetest_test
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 
 	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // fwdMutant is a wrapper that keeps the optional interfaces (so subtest
 // OptionalInterfaces passes) but forwards one thing wrong, as mode says.
 type fwdMutant struct {
-	walstore.ObjectStore
+	storage.ObjectStore
 	mode string
 	mu   sync.Mutex
 	buf  []byte // reused by mode "aliased"
@@ -28,7 +28,7 @@ type fwdMutant struct {
 
 type fwdMutantRange struct {
 	*fwdMutant
-	rr walstore.RangeReader
+	rr storage.RangeReader
 }
 
 func (m *fwdMutant) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
@@ -57,7 +57,7 @@ func (m *fwdMutant) GetRange(ctx context.Context, ref metadata.ObjectRef, offset
 	case "get-error-as-unavailable":
 		b, err := m.ObjectStore.GetRange(ctx, ref, offset, length)
 		if err != nil {
-			return nil, fmt.Errorf("wrapper: %w", walstore.ErrUnavailable)
+			return nil, fmt.Errorf("wrapper: %w", storage.ErrUnavailable)
 		}
 		return b, nil
 	}
@@ -79,7 +79,7 @@ func (m *fwdMutant) Delete(ctx context.Context, refs []metadata.ObjectRef) error
 	return m.ObjectStore.Delete(ctx, refs)
 }
 
-func (m *fwdMutant) List(ctx context.Context, bucket, prefix string) ([]walstore.ObjectInfo, error) {
+func (m *fwdMutant) List(ctx context.Context, bucket, prefix string) ([]storage.ObjectInfo, error) {
 	if m.mode == "list-prefix-dropped" {
 		prefix = ""
 	}
@@ -99,10 +99,10 @@ func (m fwdMutantRange) ReadRange(ctx context.Context, ref metadata.ObjectRef, o
 	return n, err
 }
 
-func mutateForwarding(mode string) func(walstore.ObjectStore) walstore.ObjectStore {
-	return func(s walstore.ObjectStore) walstore.ObjectStore {
+func mutateForwarding(mode string) func(storage.ObjectStore) storage.ObjectStore {
+	return func(s storage.ObjectStore) storage.ObjectStore {
 		m := &fwdMutant{ObjectStore: s, mode: mode}
-		if rr, ok := s.(walstore.RangeReader); ok {
+		if rr, ok := s.(storage.RangeReader); ok {
 			return fwdMutantRange{m, rr}
 		}
 		return m
@@ -115,7 +115,7 @@ var forwardingMutants = []string{
 	"readrange-error-swallowed", "readrange-error-stringified", "readrange-short",
 }
 
-const forwardingMutantEnv = "WALSTORETEST_FORWARDING_MUTANT"
+const forwardingMutantEnv = "STORAGETEST_FORWARDING_MUTANT"
 
 // Wrappers that keep the optional interfaces but forward a call wrong
 // (an error's kind lost or changed, an error dropped, the context
@@ -125,7 +125,7 @@ const forwardingMutantEnv = "WALSTORETEST_FORWARDING_MUTANT"
 // its t.
 func TestAdversaryRunWrapperCatchesMisforwarding(t *testing.T) {
 	if mode := os.Getenv(forwardingMutantEnv); mode != "" {
-		walstoretest.RunWrapper(t, memtest.Harness(), mutateForwarding(mode), walstoretest.ManyKeys(5))
+		storagetest.RunWrapper(t, memtest.Harness(), mutateForwarding(mode), storagetest.ManyKeys(5))
 		return
 	}
 	exe, err := os.Executable()

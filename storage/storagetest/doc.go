@@ -1,5 +1,5 @@
-// Package walstoretest holds the conformance suites for walstore.ObjectStore
-// (Run), for wrappers of one (RunWrapper) and for walstore.LocalLog
+// Package storagetest holds the conformance suites for storage.ObjectStore
+// (Run), for wrappers of one (RunWrapper) and for storage.LocalLog
 // (RunLocalLog).
 //
 // # ObjectStore
@@ -9,8 +9,8 @@
 // fresh stores for each subtest:
 //
 //	func TestConformance(t *testing.T) {
-//		walstoretest.Run(t, walstoretest.HarnessFunc(
-//			func(ctx context.Context, t *testing.T) (local, peer walstore.ObjectStore) {
+//		storagetest.Run(t, storagetest.HarnessFunc(
+//			func(ctx context.Context, t *testing.T) (local, peer storage.ObjectStore) {
 //				// two brokers' views of one deployment, in different AZs
 //			}))
 //	}
@@ -42,7 +42,7 @@
 //     matching context.Canceled and changes nothing: a Put so refused stores
 //     nothing, a Delete deletes nothing.
 //   - ErrNotFound and ErrAlreadyExists errors name the key involved.
-//   - A store that implements walstore.RangeReader reads exactly what
+//   - A store that implements storage.RangeReader reads exactly what
 //     GetRange returns for the same range, and fails where GetRange fails,
 //     with errors matching the same sentinels (a zero-length dst is
 //     ErrInvalidRange). It returns n <= len(dst), fewer only with an
@@ -52,29 +52,29 @@
 //
 // # Wrappers
 //
-// A store wrapper (middleware that takes a walstore.ObjectStore and
+// A store wrapper (middleware that takes a storage.ObjectStore and
 // returns one forwarding to it: a meter, a fault injector, a cache) calls
 // RunWrapper with the harness of a store it can wrap and its wrapping
 // function:
 //
 //	func TestWrapperConformance(t *testing.T) {
-//		walstoretest.RunWrapper(t, harness, func(s walstore.ObjectStore) walstore.ObjectStore {
+//		storagetest.RunWrapper(t, harness, func(s storage.ObjectStore) storage.ObjectStore {
 //			return meter.Store(s)
 //		})
 //	}
 //
 // Besides Run's suite through the wrapped stores, it checks that the
 // wrapper keeps the optional interfaces of what it wraps
-// (OptionalInterfaces, today walstore.RangeReader): the wrapped store
+// (OptionalInterfaces, today storage.RangeReader): the wrapped store
 // implements each exactly when the store it wraps does. A wrapper that
-// embeds walstore.ObjectStore, the obvious way to write one, drops them,
+// embeds storage.ObjectStore, the obvious way to write one, drops them,
 // and the engines then quietly do without (a follower allocates a buffer
 // per GET instead of reusing pooled ones). The usual way to keep one is
 // a second type, returned when the wrapped store has the interface:
 //
-//	func Wrap(s walstore.ObjectStore) walstore.ObjectStore {
+//	func Wrap(s storage.ObjectStore) storage.ObjectStore {
 //		w := &wrapper{s: s}
-//		if rr, ok := s.(walstore.RangeReader); ok {
+//		if rr, ok := s.(storage.RangeReader); ok {
 //			return &rangeWrapper{wrapper: w, rr: rr} // ReadRange forwards to rr
 //		}
 //		return w
@@ -82,16 +82,16 @@
 //
 // # LocalLog
 //
-// A broker proves its own log keeps the walstore.LocalLog contract by
+// A broker proves its own log keeps the storage.LocalLog contract by
 // calling RunLocalLog with a LocalLogHarness that makes a fresh log per
 // subtest and reopens it as a restarted broker would:
 //
 //	func TestLocalLogConformance(t *testing.T) {
-//		walstoretest.RunLocalLog(t, walstoretest.LocalLogHarness{
-//			New: func(ctx context.Context, t *testing.T) walstore.LocalLog {
+//		storagetest.RunLocalLog(t, storagetest.LocalLogHarness{
+//			New: func(ctx context.Context, t *testing.T) storage.LocalLog {
 //				return openLog(t, t.TempDir())
 //			},
-//			Reopen: func(ctx context.Context, t *testing.T, l walstore.LocalLog) walstore.LocalLog {
+//			Reopen: func(ctx context.Context, t *testing.T, l storage.LocalLog) storage.LocalLog {
 //				dir := l.(*brokerLog).Dir()
 //				require.NoError(t, l.(*brokerLog).Close())
 //				return openLog(t, dir)
@@ -109,8 +109,8 @@
 // (run it with -race), cancelled contexts, and what survives a reopen.
 // Logs that keep nothing across a restart, like memstore's, set
 // InMemoryOnly instead of Reopen; the suite then leaves the reopen cases
-// out. The suite writes to partitions of the topics "walstoretest-a",
-// "walstoretest-b" and "walstoretest-concurrent", which the log must treat
+// out. The suite writes to partitions of the topics "storagetest-a",
+// "storagetest-b" and "storagetest-concurrent", which the log must treat
 // as partitions it hosts, empty until written. A log that parses the
 // batches it stores sets MakeBatch to produce batches in its format.
-package walstoretest
+package storagetest

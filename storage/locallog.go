@@ -1,19 +1,17 @@
-package walstore
+package storage
 
 import (
 	"context"
 	"errors"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
 )
 
 // LocalLog is the broker's own log, the only part of the broker the engines
-// touch. The follower appends fetched batches to it and truncates it on
+// (package walstore) touch. The follower appends fetched batches to it and truncates it on
 // divergence; the leader reads it to republish after a failover. A Kafka
 // broker implements it over its partitions' UnifiedLog and leader-epoch
-// cache. Package walstoretest's RunLocalLog checks an implementation
+// cache. Package storagetest's RunLocalLog checks an implementation
 // against the contract below.
 //
 // Each partition's log is a run of whole batches covering offsets
@@ -42,16 +40,16 @@ import (
 // A call that hangs, with or without a context, costs its partition only.
 // The engines make each call on a goroutine of its own and wait for it as
 // long as the caller's context allows (a transition's), or the engine's
-// bound (FollowerConfig.LocalTimeout for the follower engine,
-// LeaderConfig.RequestTimeout for the leader engine and RecordProgress),
-// holding no lock of other partitions meanwhile; one that outlasts it
-// fails with a *DependencyError naming the call (e.g.
+// bound (walstore.FollowerConfig.LocalTimeout for the follower engine,
+// walstore.LeaderConfig.RequestTimeout for the leader engine and
+// RecordProgress), holding no lock of other partitions meanwhile; one
+// that outlasts it fails with a *walstore.DependencyError naming the call (e.g.
 // "LocalLog.EndOffset") that matches ErrUnavailable and, for a
 // transition, its context's error. The call is left running, and until
 // it returns the partition's other calls, and its transitions, fail at
 // once with such an error rather than pile up behind it: at most one
 // call per partition is ever left running. The partition is reported
-// failing meanwhile (Health.Partitions), and works again once the call
+// failing meanwhile (walstore's Health.Partitions), and works again once the call
 // returns; what a call that was given up on returns is dropped, and the
 // follower engine reads the partition's state from the log again.
 type LocalLog interface {
@@ -59,7 +57,7 @@ type LocalLog interface {
 	EndOffset(tp metadata.TopicPartition) (int64, error)
 	// Epochs returns the leader-epoch entries of tp, ascending, as Kafka's
 	// leader-epoch checkpoint stores them. The caller may modify the slice.
-	Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error)
+	Epochs(tp metadata.TopicPartition) ([]EpochEntry, error)
 	// Append adds batches to the end of tp's log, all or none. The first
 	// batch must start exactly at EndOffset and each next one right after
 	// the one before (FirstOffset = previous LastOffset + 1); no batch's
@@ -73,7 +71,7 @@ type LocalLog interface {
 	// after: the engine reuses that memory for other sections as soon as
 	// Append returns (whatever it returns), so a log that writes
 	// asynchronously copies what it needs first.
-	Append(ctx context.Context, tp metadata.TopicPartition, batches []combiner.Batch) error
+	Append(ctx context.Context, tp metadata.TopicPartition, batches []Batch) error
 	// Truncate removes tp's records at and after offset, and the epoch
 	// entries that start there or later. Afterwards EndOffset is offset,
 	// except on a log whose records all lie below offset, which is left as
@@ -91,10 +89,11 @@ type LocalLog interface {
 	// add up to at most maxBytes; it may return fewer than fit. At or
 	// after EndOffset it returns no batches and no error. The caller may
 	// modify what Read returns.
-	Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error)
+	Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]Batch, error)
 }
 
-// Errors of the LocalLog contract, to be tested with errors.Is.
+// Errors of the LocalLog contract, to be tested with errors.Is. Their
+// messages keep their "walstore:" prefix, as those of ObjectStore do.
 var (
 	// ErrNotContiguous: batches given to LocalLog.Append do not continue
 	// the log: the first does not start at its end offset, one does not
@@ -105,4 +104,10 @@ var (
 	ErrNotBatchBoundary = errors.New("walstore: offset inside a batch")
 	// ErrInvalidOffset: LocalLog.Truncate at a negative offset.
 	ErrInvalidOffset = errors.New("walstore: invalid offset")
+	// ErrInvalidBatch: a batch that cannot be part of a partition's log:
+	// an inverted or negative offset range or a negative epoch.
+	// walstore's Leader.Append and Node.Append return it too, for a batch
+	// with no data, an epoch other than the leadership's, or a first
+	// offset that does not continue the batches appended before it.
+	ErrInvalidBatch = errors.New("walstore: invalid batch")
 )

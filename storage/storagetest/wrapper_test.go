@@ -1,4 +1,4 @@
-package walstoretest_test
+package storagetest_test
 
 import (
 	"context"
@@ -10,19 +10,19 @@ import (
 
 	"github.com/activetier/activetier/internal/memtest"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
-	"github.com/activetier/activetier/walstore/walstoretest"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/storage/storagetest"
 )
 
 // Wrappers, each forwarding every call unchanged.
 
 // hiding embeds the interface, so only ObjectStore's methods are
 // promoted: the mistake of every wrapper written the obvious way.
-type hiding struct{ walstore.ObjectStore }
+type hiding struct{ storage.ObjectStore }
 
 // always is a RangeReader whatever it wraps, answering ReadRange with
 // GetRange and a copy.
-type always struct{ walstore.ObjectStore }
+type always struct{ storage.ObjectStore }
 
 func (a always) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
 	b, err := a.GetRange(ctx, ref, offset, int64(len(dst)))
@@ -30,35 +30,35 @@ func (a always) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset in
 }
 
 // keeping is a RangeReader exactly when what it wraps is.
-type keeping struct{ walstore.ObjectStore }
+type keeping struct{ storage.ObjectStore }
 
 type keepingRange struct {
 	keeping
-	rr walstore.RangeReader
+	rr storage.RangeReader
 }
 
 func (k keepingRange) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
 	return k.rr.ReadRange(ctx, ref, offset, dst)
 }
 
-func keep(s walstore.ObjectStore) walstore.ObjectStore {
-	if rr, ok := s.(walstore.RangeReader); ok {
+func keep(s storage.ObjectStore) storage.ObjectStore {
+	if rr, ok := s.(storage.RangeReader); ok {
 		return keepingRange{keeping{s}, rr}
 	}
 	return keeping{s}
 }
 
-var wrappers = map[string]func(walstore.ObjectStore) walstore.ObjectStore{
-	"hiding": func(s walstore.ObjectStore) walstore.ObjectStore { return hiding{s} },
-	"always": func(s walstore.ObjectStore) walstore.ObjectStore { return always{s} },
+var wrappers = map[string]func(storage.ObjectStore) storage.ObjectStore{
+	"hiding": func(s storage.ObjectStore) storage.ObjectStore { return hiding{s} },
+	"always": func(s storage.ObjectStore) storage.ObjectStore { return always{s} },
 }
 
-const wrapperEnv = "WALSTORETEST_WRAPPER_MUTANT"
+const wrapperEnv = "STORAGETEST_WRAPPER_MUTANT"
 
 // A wrapper that keeps the optional interfaces passes the whole check.
 func TestRunWrapper(t *testing.T) {
-	require.Equal(t, []string{"walstore.RangeReader"}, walstoretest.OptionalInterfaces())
-	walstoretest.RunWrapper(t, memtest.Harness(), keep, walstoretest.ManyKeys(50))
+	require.Equal(t, []string{"storage.RangeReader"}, storagetest.OptionalInterfaces())
+	storagetest.RunWrapper(t, memtest.Harness(), keep, storagetest.ManyKeys(50))
 }
 
 // TestRunWrapperCatchesBrokenWrappers runs the check on wrappers that
@@ -68,7 +68,7 @@ func TestRunWrapperCatchesBrokenWrappers(t *testing.T) {
 	if name := os.Getenv(wrapperEnv); name != "" {
 		wrap, ok := wrappers[name]
 		require.True(t, ok, "no broken wrapper named %q", name)
-		walstoretest.RunWrapper(t, memtest.Harness(), wrap)
+		storagetest.RunWrapper(t, memtest.Harness(), wrap)
 		return
 	}
 	exe, err := os.Executable()

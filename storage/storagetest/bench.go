@@ -1,4 +1,4 @@
-package walstoretest
+package storagetest
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/walstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // BenchmarkRanges compares GetRange with ReadRange (into one reused
@@ -21,13 +21,13 @@ import (
 // per method, with B/op and MB/s; then a line logs ReadRange's time and
 // allocated bytes per read as multiples of GetRange's, measured in the
 // same run (go test -v shows it). reader must implement
-// walstore.RangeReader.
-func BenchmarkRanges(b *testing.B, writer, reader walstore.ObjectStore, sizes ...int) {
+// storage.RangeReader.
+func BenchmarkRanges(b *testing.B, writer, reader storage.ObjectStore, sizes ...int) {
 	if len(sizes) == 0 {
 		sizes = []int{64 << 10, 256 << 10, 1 << 20, 4 << 20}
 	}
-	rr, ok := reader.(walstore.RangeReader)
-	require.True(b, ok, "%T does not implement walstore.RangeReader", reader)
+	rr, ok := reader.(storage.RangeReader)
+	require.True(b, ok, "%T does not implement storage.RangeReader", reader)
 	objectSize := 0
 	for _, n := range sizes {
 		require.Positive(b, n, "range sizes must be positive")
