@@ -296,19 +296,26 @@ func TestSimContract(t *testing.T) {
 	close(next)
 	wg.Wait()
 	var total Stats
+	var failed []uint64 // every failing seed, so that one long run finds them all
 	for i, o := range results {
 		seed := first + uint64(i)
-		if o.err != nil {
-			t.Fatalf("%v\nreplay with: %s", o.err, replayCommand(seed, "TestSimContract"))
-		}
-		if replay {
+		if replay && o.err == nil {
 			t.Logf("seed %d: %s\ntrace:\n%s", seed, o.res.Shape, strings.Join(o.res.Trace, "\n"))
 		}
-		if o.res.Failed() {
-			report(t, o.res, "TestSimContract", 80)
-			return
+		if o.err != nil || o.res.Failed() {
+			failed = append(failed, seed)
+			continue
 		}
 		total.add(o.res.Stats)
+	}
+	if len(failed) > 0 {
+		t.Logf("%d of %d seeds from %d failed: %v", len(failed), n, first, failed)
+		o := results[failed[0]-first]
+		if o.err != nil {
+			t.Fatalf("%v\nreplay with: %s", o.err, replayCommand(failed[0], "TestSimContract"))
+		}
+		report(t, o.res, "TestSimContract", 80)
+		return
 	}
 	// Replay a few seeds: the same seed gives the same trace. (A trace
 	// directory takes the first runs' traces instead.)
