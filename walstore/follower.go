@@ -266,6 +266,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max,
 		CoalesceGap: cmp.Or(cfg.CoalesceGap, DefaultCoalesceGap), Hedge: hp, ReportInterval: cfg.ProgressInterval,
 		Seed: cfg.Seed ^ 0xf0110e, Logger: cfg.Logger,
+		Violation: contractViolation,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("walstore: %w", err)
