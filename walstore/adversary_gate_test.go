@@ -496,3 +496,171 @@ func TestGateHungPartitionsAreReportedInTurn(t *testing.T) {
 		assert.Equal(t, parts, n2.Health().FailingPartitions)
 	})
 }
+
+// Partitions are told apart by their whole identity: two topics of one
+// name with different topic IDs (a topic deleted and made again), and a
+// topic known by its ID alone, are led and followed each on its own, and
+// each follower's log is its leader's, byte for byte. Health lists the
+// failing ones in TopicPartition.Compare order.
+func TestGatePartitionIdentity(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1, local := memstore.NewLocalLog(), newLateLocal()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n2 := w.start(2, walstore.NodeConfig{Local: local})
+		tps := []metadata.TopicPartition{
+			{TopicID: [16]byte{2}, Topic: "same", Partition: 0},
+			{TopicID: [16]byte{1}, Topic: "same", Partition: 0},
+			{Topic: "same", Partition: 0},
+			{TopicID: [16]byte{1}, Partition: 0},
+		}
+		for i, tp := range tps {
+			require.NoError(t, log1.AssignEpoch(tp, 1, 0))
+			require.NoError(t, n1.BecomeLeader(ctx, tp, 1, []int32{2}, -1), "%d", i)
+			require.NoError(t, n2.BecomeFollower(ctx, tp, 1, 1), "%d", i)
+		}
+		for i, tp := range tps {
+			produce(t, n1, log1, tp, 1, 0, int64(i))
+		}
+		for i, tp := range tps {
+			require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tp, 1, int64(i)), "%d", i)
+			requireSameLog(t, log1, local.LocalLog, tp)
+			end, err := local.LocalLog.EndOffset(tp)
+			require.NoError(t, err)
+			assert.Equal(t, int64(i+1), end, "%d: only its own records", i)
+		}
+
+		for _, tp := range tps {
+			t.Cleanup(local.hangAppend(tp, lateApplied))
+		}
+		for i, tp := range tps {
+			produce(t, n1, log1, tp, 1, int64(i+1), int64(i+1))
+		}
+		settle(10 * time.Minute)
+		h := n2.Health()
+		require.Equal(t, len(tps), h.FailingPartitions, "%v", h.Partitions)
+		got := make([]metadata.TopicPartition, 0, len(h.Partitions))
+		for _, pe := range h.Partitions {
+			got = append(got, pe.Partition)
+		}
+		assert.True(t, slices.IsSortedFunc(got, metadata.TopicPartition.Compare), "Health.Partitions in Compare order: %v", got)
+		assert.ElementsMatch(t, tps[:len(got)], got)
+	})
+}
+
+// Partitions that are not valid (a negative number, no name nor ID, a
+// name Kafka refuses) are refused, without a panic, by every entry point
+// that returns an error, and ignored by those that do not; the Node goes
+// on leading a valid partition meanwhile.
+func TestGateInvalidPartitionsAtEveryEntryPoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		log1 := memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n2 := w.start(2, walstore.NodeConfig{})
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		batch := combiner.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 0, Data: []byte("x")}
+		for _, tp := range []metadata.TopicPartition{
+			{Topic: "t", Partition: -1},
+			{},
+			{Topic: "bad name", Partition: 0},
+			{TopicID: [16]byte{1}, Partition: -7},
+		} {
+			for name, err := range map[string]error{
+				"BecomeLeader":   n1.BecomeLeader(ctx, tp, 1, []int32{2}, -1),
+				"BecomeFollower": n1.BecomeFollower(ctx, tp, 1, 2),
+				"StopReplica":    n1.StopReplica(ctx, tp),
+			} {
+				require.ErrorIs(t, err, metadata.ErrInvalid, "%s %#v", name, tp)
+				var te *walstore.TransitionError
+				require.ErrorAs(t, err, &te, "%s %#v", name, tp)
+			}
+			require.ErrorIs(t, n1.Append(ctx, tp, batch), walstore.ErrNotLeader, "Append %#v", tp)
+			require.Error(t, n1.SetInSync(tp, []int32{2}), "SetInSync %#v", tp)
+			require.Error(t, n1.WaitDurable(within(t, time.Second), tp, 1, 0), "WaitDurable %#v", tp)
+			require.Error(t, n1.WaitReplicated(within(t, time.Second), tp, 1, 0), "WaitReplicated %#v", tp)
+			require.Error(t, n1.Republish(within(t, time.Second), tp, 0), "Republish %#v", tp)
+			n1.RecordProgress(walstore.Progress{Partition: tp, Leader: 1, Follower: 2, EndOffset: 5, LastEpoch: 1})
+			n1.ReportTiered(tp, 5)
+			assert.Equal(t, int64(-1), n1.DurableOffset(tp))
+			assert.Equal(t, walstore.NoRole, n1.Role(tp).Role)
+			assert.NoError(t, n1.PartitionError(tp))
+		}
+		produce(t, n1, log1, tpA, 1, 0, 9)
+		require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpA, 1, 9))
+		assert.True(t, n1.Health().Healthy(), "%v", n1.Health().Partitions)
+	})
+}
+
+// Run's context ends while a follower's Append hangs (the engine waiting
+// for it), a RecordProgress waits for a hung Epochs, and a transition
+// waits for the partition its engine holds: Run returns at once with nil,
+// the others return within their bounds, later calls fail with
+// ErrStopped, nothing panics, and once the log returns every goroutine
+// ends (the bubble waits for them all, and goleak checks the rest).
+func TestGateRunEndsWhileCallsHang(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		log1, local := memstore.NewLocalLog(), newLateLocal()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n2, err := walstore.NewNode(walstore.NodeConfig{BrokerID: 2, Store: w.store(2), Log: w.meta, Local: local, Logger: discard(),
+			OnProgress: func(p walstore.Progress) { n1.RecordProgress(p) }})
+		require.NoError(t, err)
+		runCtx, stop := context.WithCancel(t.Context())
+		defer stop()
+		ran := make(chan error, 1)
+		go func() { ran <- n2.Run(runCtx) }()
+		ctx := t.Context()
+
+		// tpA followed, its Append hanging; tpB led, its Epochs hanging
+		// when a report needs them.
+		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+		require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+		require.NoError(t, local.AssignEpoch(tpB, 1, 0))
+		require.NoError(t, n2.BecomeLeader(ctx, tpB, 1, []int32{1}, -1))
+		require.NoError(t, local.AssignEpoch(tpB, 2, 0))
+		require.NoError(t, n2.BecomeLeader(ctx, tpB, 2, []int32{1}, -1))
+		settle(time.Second)
+		releaseAppend := local.hangAppend(tpA, lateApplied)
+		releaseEpochs := local.hang("Epochs", tpB)
+		defer releaseAppend()
+		defer releaseEpochs()
+		produce(t, n1, log1, tpA, 1, 0, 9)
+		settle(time.Second) // the engine waits for the Append
+
+		progressed := make(chan struct{})
+		go func() {
+			defer close(progressed)
+			n2.RecordProgress(walstore.Progress{Partition: tpB, Leader: 2, Follower: 1, EndOffset: 0, LastEpoch: 1})
+		}()
+		transition := make(chan error, 1)
+		go func() { transition <- n2.StopReplica(ctx, tpA) }()
+		settle(time.Second)
+
+		stop()
+		require.NoError(t, returnsWithin(t, time.Second, "Run", func() error { return <-ran }))
+		require.NoError(t, returnsWithin(t, time.Minute, "RecordProgress", func() error { <-progressed; return nil }))
+		err = returnsWithin(t, time.Minute, "StopReplica", func() error { return <-transition })
+		// The engine gave up on the Append when Run ended; the call still
+		// runs, so the transition is refused rather than say nothing is in
+		// flight.
+		requireNoAnswer(t, n2, tpA, err, walstore.RoleState{Role: walstore.Following, Epoch: 1, Leader: 1},
+			"LocalLog.Append", walstore.ErrUnavailable)
+		require.ErrorIs(t, n2.BecomeLeader(ctx, tpC, 1, []int32{1}, -1), walstore.ErrStopped)
+		require.ErrorIs(t, n2.Append(ctx, tpB, combiner.Batch{Epoch: 2, Data: []byte("x")}), walstore.ErrStopped)
+		_ = n2.Health()
+		_ = n2.Stats()
+
+		// Once the call returns, nothing is in flight: StopReplica after
+		// Run succeeds, as documented.
+		releaseAppend()
+		synctest.Wait()
+		require.NoError(t, n2.StopReplica(ctx, tpA))
+		assert.Equal(t, walstore.NoRole, n2.Role(tpA).Role)
+	})
+}
