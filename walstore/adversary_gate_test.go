@@ -674,3 +674,31 @@ func TestGateRunEndsWhileCallsHang(t *testing.T) {
 		assert.Equal(t, walstore.NoRole, n2.Role(tpA).Role)
 	})
 }
+
+// A followed partition whose log is healthy keeps replicating while
+// several others' Appends hang at once: it waits for a hung call up to
+// LocalTimeout once, as documented, not once per hung partition.
+func TestGateHealthyPartitionWaitsOnceForManyHung(t *testing.T) {
+	t.Skip("breaks: the follower engine makes its local-log calls one at a time and waits LocalTimeout " +
+		"for each partition whose call hangs, in turn, so a healthy partition's appends wait LocalTimeout " +
+		"times the number of partitions that hang at once (4 minutes for 8)")
+	synctest.Test(t, func(t *testing.T) {
+		const parts = 8
+		f := newHungFollowers(t, "hol", parts)
+		settle(time.Second) // the engine waits for the first hung Append
+		healthy := metadata.TopicPartition{Topic: "healthy", Partition: 0}
+		leadAndFollow(t, f.n1, f.n2, f.log1, healthy)
+		produce(t, f.n1, f.log1, healthy, 1, 0, 9)
+		start := time.Now()
+		require.NoError(t, f.n1.WaitReplicated(within(t, 2*time.Minute), healthy, 1, 9),
+			"the healthy partition replicates within two LocalTimeouts")
+		requireSameLog(t, f.log1, f.local.LocalLog, healthy)
+		met := 0
+		for _, tp := range f.tps {
+			if calls, _ := f.local.stats("Append", tp); calls > 0 {
+				met++
+			}
+		}
+		t.Logf("hung Appends met meanwhile: %d of %d, in %v", met, parts, time.Since(start))
+	})
+}
