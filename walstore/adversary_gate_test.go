@@ -702,3 +702,38 @@ func TestGateHealthyPartitionWaitsOnceForManyHung(t *testing.T) {
 		t.Logf("hung Appends met meanwhile: %d of %d, in %v", met, parts, time.Since(start))
 	})
 }
+
+// A follower that stops following partitions forgets their lag: the
+// Stats of a broker whose partitions come and go stay as large as what
+// it follows now.
+func TestGateFollowerStatsForgetUnfollowed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n2 := w.start(2, walstore.NodeConfig{Local: log2})
+		var tps []metadata.TopicPartition
+		for i := range 16 {
+			tp := metadata.TopicPartition{Topic: "churn", Partition: int32(i)}
+			tps = append(tps, tp)
+			leadAndFollow(t, n1, n2, log1, tp)
+			produce(t, n1, log1, tp, 1, 0, 9)
+		}
+		for _, tp := range tps {
+			require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tp, 1, 9))
+		}
+		settle(time.Minute)
+		st := n2.Stats().Follower
+		assert.Len(t, st.Lag, len(tps), "%v", st.Lag)
+		for _, tp := range tps {
+			assert.Zero(t, st.Lag[tp], "%s caught up", tp)
+		}
+		for _, tp := range tps[1:] {
+			require.NoError(t, n2.StopReplica(t.Context(), tp))
+		}
+		settle(time.Minute)
+		st = n2.Stats().Follower
+		assert.Len(t, st.Lag, 1, "only the partition still followed: %v", st.Lag)
+		assert.Equal(t, uint64(len(tps)), st.Applied, "one entry applied per partition")
+	})
+}
