@@ -29,6 +29,12 @@ func (e *DependencyError) Error() string { return fmt.Sprintf("%s: %v", e.Depend
 
 func (e *DependencyError) Unwrap() error { return e.Err }
 
+// contractViolation is the error for an answer of call dependency that
+// breaks its contract, as detail says.
+func contractViolation(dependency, detail string) error {
+	return &DependencyError{Dependency: dependency, Err: fmt.Errorf("%w: %s", ErrContractViolation, detail)}
+}
+
 // noAnswerError is a dependency call that did not answer in time. It
 // matches storage.ErrUnavailable, since the same call may succeed later, but says
 // so in its own words: storage.ErrUnavailable's name the object store, and the

@@ -265,6 +265,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max,
 		CoalesceGap: cmp.Or(cfg.CoalesceGap, DefaultCoalesceGap), Hedge: hp, ReportInterval: cfg.ProgressInterval,
 		Seed: cfg.Seed ^ 0xf0110e, Logger: cfg.Logger,
+		Violation: contractViolation,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("walstore: %w", err)
@@ -543,6 +544,7 @@ func (f *Follower) locked(fn func()) {
 // drive performs what the core asks until it asks for no more local-log
 // work, and returns when it wants a Tick.
 func (f *Follower) drive(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone) time.Time {
+	yield := false
 	for {
 		rd := f.core.Ready()
 		// Counters first: an append below must find the messages that led
@@ -588,7 +590,17 @@ func (f *Follower) drive(ctx context.Context, wg *sync.WaitGroup, results chan<-
 				run:    func(ctx context.Context) (err error) { end, err = f.append(ctx, a); return err },
 				answer: func(now time.Time, err error) { f.core.Appended(now, a.ID, end, err) }})
 		}
-		answered, live := f.perform(ctx)
+		if yield {
+			// A call was given up on: its failure, taken from the core
+			// above, is reported (OnHealth needs roleMu released) before
+			// the requests still queued are performed, each of which may
+			// wait as long again.
+			f.report(rd.Progress, rd.Applied)
+			return f.cfg.Clock.Now()
+		}
+		var answered int
+		var live bool
+		answered, yield, live = f.perform(ctx)
 		if !live {
 			return time.Time{}
 		}
@@ -614,8 +626,10 @@ type localReq struct {
 // A request of a partition someone else holds (a transition, the leader
 // engine) stays queued until that one releases it; one of a partition
 // whose call is stuck is answered at once with that error, so the
-// partition rests and tries again later, without a second call.
-func (f *Follower) perform(ctx context.Context) (answered int, live bool) {
+// partition rests and tries again later, without a second call. It stops
+// after a request whose call it gave up on, gaveUp true, leaving the rest
+// queued, so that the failure is known before it waits for another.
+func (f *Follower) perform(ctx context.Context) (answered int, gaveUp, live bool) {
 	queue := f.queue
 	f.queue = nil
 	for i, r := range queue {
@@ -635,12 +649,17 @@ func (f *Follower) perform(ctx context.Context) (answered int, live bool) {
 		}
 		if ctx.Err() != nil {
 			f.queue = append(f.queue, queue[i+1:]...)
-			return answered, false
+			return answered, false, false
 		}
 		r.answer(f.cfg.Clock.Now(), err)
 		answered++
+		var na *noAnswerError
+		if held && errors.As(err, &na) {
+			f.queue = append(f.queue, queue[i+1:]...)
+			return answered, true, true
+		}
 	}
-	return answered, true
+	return answered, false, true
 }
 
 // report delivers progress to OnApplied, and the lag of appends to the

@@ -337,10 +337,8 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		BufferBytes: cfg.BufferBytes, MaxInflight: cfg.MaxInflight, DegradedAfter: cfg.DegradedAfter,
 		MarkerRefresh: cfg.MarkerRefresh, GCInterval: cfg.GCInterval, RetainFor: cfg.RetainFor,
 		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max, Seed: cfg.Seed ^ 0x1eade7, Hedge: hp,
-		Logger: cfg.Logger,
-		Violation: func(dep, detail string) error {
-			return &DependencyError{Dependency: dep, Err: fmt.Errorf("%w: %s", ErrContractViolation, detail)}
-		},
+		Logger:    cfg.Logger,
+		Violation: contractViolation,
 		NoAnswer: func(what string, d time.Duration) error {
 			return fmt.Errorf("walstore: %s: %w", what, &DependencyError{Dependency: dependencyOf(what), Err: &noAnswerError{d: d}})
 		},

@@ -40,11 +40,16 @@ type Config struct {
 	// Logger receives the core's decisions worth telling an operator.
 	// Default: discard.
 	Logger *slog.Logger
+	// Violation makes the error for an answer of the local log's call
+	// dependency (named like "LocalLog.Epochs") that breaks its contract,
+	// so that the driver can name the call in its own error type.
+	// Default: an error wrapping ErrContractViolation.
+	Violation func(dependency, detail string) error
 }
 
 // ErrContractViolation marks an answer of the local log that breaks its
 // contract (an end offset the request cannot have produced, epochs that
-// are not a lineage). The driver wraps it in its own error type.
+// are not a lineage), unless Config.Violation makes the errors.
 var ErrContractViolation = errors.New("followcore: the local log's answer breaks its contract")
 
 // maxWaiting bounds the marker publications a partition keeps while its
@@ -249,6 +254,9 @@ func New(cfg Config) (*Core, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Violation == nil {
+		cfg.Violation = func(_, detail string) error { return fmt.Errorf("%w: %s", ErrContractViolation, detail) }
+	}
 	return &Core{
 		cfg:           cfg,
 		log:           lg,
@@ -360,7 +368,7 @@ func (c *Core) Loaded(now time.Time, id uint64, st LocalState, err error) {
 		return
 	}
 	if err == nil {
-		err = checkLocal(st)
+		err = c.checkLocal(st)
 	}
 	if err != nil {
 		c.localFailed(p, fmt.Errorf("loading the local log: %w", err))
@@ -380,17 +388,17 @@ func (c *Core) Loaded(now time.Time, id uint64, st LocalState, err error) {
 }
 
 // checkLocal checks a local state against the LocalLog contract.
-func checkLocal(st LocalState) error {
+func (c *Core) checkLocal(st LocalState) error {
 	if st.EndOffset < 0 {
-		return fmt.Errorf("%w: negative end offset %d", ErrContractViolation, st.EndOffset)
+		return c.cfg.Violation("LocalLog.EndOffset", fmt.Sprintf("negative end offset %d", st.EndOffset))
 	}
 	var l fencing.Lineage
 	for i, e := range st.Epochs {
 		if e.StartOffset > st.EndOffset || i > 0 && (e.Epoch <= st.Epochs[i-1].Epoch || e.StartOffset < st.Epochs[i-1].StartOffset) {
-			return fmt.Errorf("%w: epochs %v are not an ascending lineage within the log end %d", ErrContractViolation, st.Epochs, st.EndOffset)
+			return c.cfg.Violation("LocalLog.Epochs", fmt.Sprintf("epochs %v are not an ascending lineage within the log end %d", st.Epochs, st.EndOffset))
 		}
 		if err := l.Assign(e.Epoch, e.StartOffset); err != nil {
-			return fmt.Errorf("%w: %w", ErrContractViolation, err)
+			return c.cfg.Violation("LocalLog.Epochs", err.Error())
 		}
 	}
 	return nil
@@ -409,7 +417,7 @@ func (c *Core) ready(p *part, st LocalState) {
 		markers = append(markers, metadata.EpochStart{Partition: p.tp, Epoch: e.Epoch, StartOffset: e.StartOffset})
 	}
 	if err := p.leader.Merge(markers...); err != nil {
-		c.localFailed(p, fmt.Errorf("%w: epochs %v: %w", ErrContractViolation, st.Epochs, err))
+		c.localFailed(p, c.cfg.Violation("LocalLog.Epochs", fmt.Sprintf("epochs %v: %v", st.Epochs, err)))
 		return
 	}
 	stash := p.stash
@@ -486,9 +494,9 @@ func (c *Core) Truncated(now time.Time, id uint64, to, end int64, err error) {
 	switch {
 	case err != nil:
 	case to > p.opTo || to < 0:
-		err = fmt.Errorf("%w: truncated to %d when asked for %d", ErrContractViolation, to, p.opTo)
+		err = c.cfg.Violation("LocalLog.Truncate", fmt.Sprintf("truncated to %d when asked for %d", to, p.opTo))
 	case end != to:
-		err = fmt.Errorf("%w: truncated to %d, the log ends at %d afterwards", ErrContractViolation, to, end)
+		err = c.cfg.Violation("LocalLog.Truncate", fmt.Sprintf("truncated to %d, the log ends at %d afterwards", to, end))
 	}
 	if err != nil {
 		c.localFailed(p, fmt.Errorf("truncating to %d: %w", p.opTo, err))
@@ -681,7 +689,7 @@ func (c *Core) Appended(now time.Time, id uint64, end int64, err error) {
 	if err == nil && end != want {
 		// The progress reported next lets the leader delete what it
 		// covers: it must describe the log as it is.
-		err = fmt.Errorf("%w: the log ends at %d afterwards, not %d", ErrContractViolation, end, want)
+		err = c.cfg.Violation("LocalLog.Append", fmt.Sprintf("the log ends at %d afterwards, not %d", end, want))
 	}
 	if err != nil {
 		c.localFailed(p, fmt.Errorf("appending at %d: %w", p.leo, err))
