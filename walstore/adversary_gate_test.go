@@ -13,10 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -62,17 +61,17 @@ type lateLocal struct {
 	mu       sync.Mutex
 	modes    map[metadata.TopicPartition]lateMode // of the next gated Append of a partition
 	disorder map[metadata.TopicPartition]bool     // Epochs answers descending
-	reads    map[metadata.TopicPartition]func([]combiner.Batch) []combiner.Batch
+	reads    map[metadata.TopicPartition]func([]storage.Batch) []storage.Batch
 }
 
 func newLateLocal() *lateLocal {
 	return &lateLocal{hangLocal: newHangLocal(), modes: make(map[metadata.TopicPartition]lateMode),
-		disorder: make(map[metadata.TopicPartition]bool), reads: make(map[metadata.TopicPartition]func([]combiner.Batch) []combiner.Batch)}
+		disorder: make(map[metadata.TopicPartition]bool), reads: make(map[metadata.TopicPartition]func([]storage.Batch) []storage.Batch)}
 }
 
 // Read waits at tp's Read gate, if any, and answers what the function
 // setRead gave makes of the log's answer.
-func (l *lateLocal) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]combiner.Batch, error) {
+func (l *lateLocal) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]storage.Batch, error) {
 	l.wait("Read", tp)
 	bs, err := l.LocalLog.Read(ctx, tp, from, maxBytes)
 	l.mu.Lock()
@@ -85,7 +84,7 @@ func (l *lateLocal) Read(ctx context.Context, tp metadata.TopicPartition, from i
 }
 
 // setRead makes tp's Reads answer change(what the log holds); nil stops.
-func (l *lateLocal) setRead(tp metadata.TopicPartition, change func([]combiner.Batch) []combiner.Batch) {
+func (l *lateLocal) setRead(tp metadata.TopicPartition, change func([]storage.Batch) []storage.Batch) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.reads[tp] = change
@@ -100,7 +99,7 @@ func (l *lateLocal) hangAppend(tp metadata.TopicPartition, mode lateMode) (relea
 	return l.hang("Append", tp)
 }
 
-func (l *lateLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []combiner.Batch) error {
+func (l *lateLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs []storage.Batch) error {
 	l.hangLocal.mu.Lock()
 	gated := l.gates[trapKey{"Append", tp}] != nil
 	l.hangLocal.mu.Unlock()
@@ -130,7 +129,7 @@ func (l *lateLocal) Append(ctx context.Context, tp metadata.TopicPartition, bs [
 	}
 }
 
-func (l *lateLocal) Epochs(tp metadata.TopicPartition) ([]fencing.EpochEntry, error) {
+func (l *lateLocal) Epochs(tp metadata.TopicPartition) ([]storage.EpochEntry, error) {
 	es, err := l.hangLocal.Epochs(tp)
 	l.mu.Lock()
 	disorder := l.disorder[tp]
@@ -199,7 +198,7 @@ func TestGateLateAppendConverges(t *testing.T) {
 					t.Cleanup(release)
 					produce(t, n1, log1, tpA, 1, next, next+9)
 					settle(time.Minute) // past LocalTimeout
-					requireStillFailing(t, n2, &reports, tpA, walstore.Following, "LocalLog.Append", walstore.ErrUnavailable)
+					requireStillFailing(t, n2, &reports, tpA, walstore.Following, "LocalLog.Append", storage.ErrUnavailable)
 
 					produce(t, n1, log1, tpB, 1, int64(round)*10, int64(round)*10+9)
 					require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpB, 1, int64(round)*10+9),
@@ -244,7 +243,7 @@ func TestGateReloadAgainstContractAppendsNothing(t *testing.T) {
 		t.Cleanup(release)
 		produce(t, n1, log1, tpA, 2, 20, 29)
 		settle(time.Minute)
-		requireStillFailing(t, n2, &reports, tpA, walstore.Following, "LocalLog.Append", walstore.ErrUnavailable)
+		requireStillFailing(t, n2, &reports, tpA, walstore.Following, "LocalLog.Append", storage.ErrUnavailable)
 
 		local.setDisorder(tpA, true)
 		release()
@@ -315,7 +314,7 @@ func TestGateTransitionsRaceAHungAppend(t *testing.T) {
 		for _, tc := range transitions {
 			start := time.Now()
 			err := returnsWithin(t, time.Minute, tc.name+" while Append is stuck", func() error { return tc.call(t.Context()) })
-			requireNoAnswer(t, n2, tpA, err, following, "LocalLog.Append", walstore.ErrUnavailable)
+			requireNoAnswer(t, n2, tpA, err, following, "LocalLog.Append", storage.ErrUnavailable)
 			assert.Zero(t, time.Since(start), "%s is refused at once", tc.name)
 		}
 
@@ -451,7 +450,7 @@ func TestGateManyHungPartitionsAreBounded(t *testing.T) {
 			for _, tp := range tps {
 				err := n2.BecomeFollower(t.Context(), tp, 1, 1)
 				require.Error(t, err, "round %d: %s", round, tp)
-				requireDependencyError(t, err, "LocalLog.Append", walstore.ErrUnavailable)
+				requireDependencyError(t, err, "LocalLog.Append", storage.ErrUnavailable)
 				n2.RecordProgress(walstore.Progress{Partition: tp, Follower: 1, Leader: 2, EndOffset: 0, LastEpoch: -1})
 			}
 			settle(time.Minute)
@@ -529,7 +528,7 @@ func TestGateHungPartitionsAreReportedInTurn(t *testing.T) {
 		settle(45 * time.Second) // one LocalTimeout and a half
 		h := n2.Health()
 		require.GreaterOrEqual(t, h.FailingPartitions, 1, "a partition given up on is reported")
-		requireDependencyError(t, h.Partitions[0], "LocalLog.Append", walstore.ErrUnavailable)
+		requireDependencyError(t, h.Partitions[0], "LocalLog.Append", storage.ErrUnavailable)
 		last := f.reports.last(t)
 		require.NotEmpty(t, last.Partitions, "OnHealth tells")
 		assert.Equal(t, h.Partitions[0].Partition, last.Partitions[0].Partition)
@@ -597,7 +596,7 @@ func TestGateInvalidPartitionsAtEveryEntryPoint(t *testing.T) {
 		n1 := w.start(1, walstore.NodeConfig{Local: log1})
 		n2 := w.start(2, walstore.NodeConfig{})
 		leadAndFollow(t, n1, n2, log1, tpA)
-		batch := combiner.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 0, Data: []byte("x")}
+		batch := storage.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 0, Data: []byte("x")}
 		for _, tp := range []metadata.TopicPartition{
 			{Topic: "t", Partition: -1},
 			{},
@@ -682,9 +681,9 @@ func TestGateRunEndsWhileCallsHang(t *testing.T) {
 		// runs, so the transition is refused rather than say nothing is in
 		// flight.
 		requireNoAnswer(t, n2, tpA, err, walstore.RoleState{Role: walstore.Following, Epoch: 1, Leader: 1},
-			"LocalLog.Append", walstore.ErrUnavailable)
+			"LocalLog.Append", storage.ErrUnavailable)
 		require.ErrorIs(t, n2.BecomeLeader(ctx, tpC, 1, []int32{1}, -1), walstore.ErrStopped)
-		require.ErrorIs(t, n2.Append(ctx, tpB, combiner.Batch{Epoch: 2, Data: []byte("x")}), walstore.ErrStopped)
+		require.ErrorIs(t, n2.Append(ctx, tpB, storage.Batch{Epoch: 2, Data: []byte("x")}), walstore.ErrStopped)
 		_ = n2.Health()
 		_ = n2.Stats()
 
@@ -779,7 +778,7 @@ func TestGateRepublishRacesAHungRead(t *testing.T) {
 
 		release := local.hang("Read", tpA)
 		t.Cleanup(release)
-		local.setRead(tpA, func(bs []combiner.Batch) []combiner.Batch {
+		local.setRead(tpA, func(bs []storage.Batch) []storage.Batch {
 			for i := range bs {
 				bs[i].LastOffset = bs[i].FirstOffset - 1 // an invalid batch
 			}
@@ -789,7 +788,7 @@ func TestGateRepublishRacesAHungRead(t *testing.T) {
 			return n1.Republish(within(t, time.Minute), tpA, 0)
 		})
 		require.Error(t, err)
-		requireDependencyError(t, err, "LocalLog.Read", walstore.ErrUnavailable)
+		requireDependencyError(t, err, "LocalLog.Read", storage.ErrUnavailable)
 		produce(t, n1, local.LocalLog, tpB, 1, 0, 9)
 		require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpB, 1, 9), "tpB replicates meanwhile")
 
@@ -825,8 +824,8 @@ func TestGateStuckRepublishReadIsReported(t *testing.T) {
 		err := returnsWithin(t, 10*time.Minute, "Republish with a hung Read", func() error {
 			return n1.Republish(within(t, time.Minute), tpA, 0)
 		})
-		requireDependencyError(t, err, "LocalLog.Read", walstore.ErrUnavailable)
+		requireDependencyError(t, err, "LocalLog.Read", storage.ErrUnavailable)
 		settle(time.Minute)
-		requireDependencyError(t, n1.PartitionError(tpA), "LocalLog.Read", walstore.ErrUnavailable)
+		requireDependencyError(t, n1.PartitionError(tpA), "LocalLog.Read", storage.ErrUnavailable)
 	})
 }
