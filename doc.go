@@ -93,8 +93,9 @@
 //   - metadata/kafkalog: metadata.Log on a Kafka topic through franz-go.
 //   - costmodel: prices and the arithmetic of a workload, and a planner.
 //   - cmd/activetier: the demo, bench, inspect and cost commands.
-//   - internal/clustertest and internal/sim: the seven failure scenarios
-//     over any backend, and the seeded simulation of a whole cluster.
+//   - internal/harness/clustertest and internal/harness/sim: the seven
+//     failure scenarios over any backend, and the seeded simulation of a
+//     whole cluster.
 //   - examples/quickstart (three Nodes on memstore), examples/s3express
 //     (the same on an AWS account) and examples/kafkabroker: a small
 //     Kafka-protocol broker whose replication is activetier alone, with
