@@ -105,6 +105,10 @@
 // metadata, fencing and combiner do no I/O; walstore knows object storage
 // and the broker only through storage.ObjectStore, metadata.Log and
 // storage.LocalLog; backends implement those without importing walstore.
+// The internal packages at the top of internal/ are the library's own and
+// import only metadata, storage, fencing, combiner and each other; those
+// under internal/harness are imported by tests alone and may import
+// anything (layout_test.go checks both).
 //
 // # Guarantees
 //
