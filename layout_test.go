@@ -3,7 +3,6 @@ package activetier_test
 import (
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -122,27 +121,14 @@ func moduleImports(t *testing.T) map[string]pkgImports {
 	t.Helper()
 	pkgs := map[string]pkgImports{}
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".go") {
-			return nil
-		}
+	for _, p := range goFiles(t) {
 		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
-		if err != nil {
-			return err
-		}
+		require.NoError(t, err)
 		dir := filepath.ToSlash(filepath.Dir(p))
 		pkg := pkgs[dir]
 		for _, spec := range f.Imports {
 			imp, err := strconv.Unquote(spec.Path.Value)
-			if err != nil {
-				return err
-			}
+			require.NoError(t, err)
 			rel, ok := strings.CutPrefix(imp, modulePath+"/")
 			if imp == modulePath {
 				rel, ok = ".", true
@@ -157,9 +143,7 @@ func moduleImports(t *testing.T) map[string]pkgImports {
 			}
 		}
 		pkgs[dir] = pkg
-		return nil
-	})
-	require.NoError(t, err)
+	}
 	return pkgs
 }
 
