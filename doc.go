@@ -93,8 +93,9 @@
 //   - metadata/kafkalog: metadata.Log on a Kafka topic through franz-go.
 //   - costmodel: prices and the arithmetic of a workload, and a planner.
 //   - cmd/activetier: the demo, bench, inspect and cost commands.
-//   - internal/clustertest and internal/sim: the seven failure scenarios
-//     over any backend, and the seeded simulation of a whole cluster.
+//   - internal/harness/clustertest and internal/harness/sim: the seven
+//     failure scenarios over any backend, and the seeded simulation of a
+//     whole cluster.
 //   - examples/quickstart (three Nodes on memstore), examples/s3express
 //     (the same on an AWS account) and examples/kafkabroker: a small
 //     Kafka-protocol broker whose replication is activetier alone, with
@@ -104,6 +105,10 @@
 // metadata, fencing and combiner do no I/O; walstore knows object storage
 // and the broker only through storage.ObjectStore, metadata.Log and
 // storage.LocalLog; backends implement those without importing walstore.
+// The internal packages at the top of internal/ are the library's own and
+// import only metadata, storage, fencing, combiner and each other; those
+// under internal/harness are imported by tests alone and may import
+// anything (layout_test.go checks both).
 //
 // # Guarantees
 //

@@ -230,20 +230,12 @@ func TestReadmePackageTable(t *testing.T) {
 
 	var packages []string
 	seen := map[string]bool{}
-	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if dir := filepath.ToSlash(filepath.Dir(p)); !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") && !seen[dir] {
+	for _, p := range goFiles(t) {
+		if dir := filepath.ToSlash(filepath.Dir(p)); !strings.HasSuffix(p, "_test.go") && !seen[dir] {
 			seen[dir] = true
 			packages = append(packages, dir)
 		}
-		return nil
-	})
-	require.NoError(t, err)
+	}
 	require.Contains(t, packages, "walstore", "the walk found no packages")
 	for _, p := range packages {
 		row := "| [`" + p + "`](" + p + ") |"
@@ -297,4 +289,25 @@ func readFile(t *testing.T, name string) string {
 	b, err := os.ReadFile(name)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// goFiles returns the Go files of the module, in lexical order, leaving
+// out hidden directories and testdata as the go command does.
+func goFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".go") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return files
 }

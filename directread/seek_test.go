@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/directread"
-	"github.com/activetier/activetier/internal/clustertest"
+	"github.com/activetier/activetier/internal/harness/clustertest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/activetier/activetier/gcsstore"
-	"github.com/activetier/activetier/internal/testenv"
+	"github.com/activetier/activetier/internal/harness/testenv"
 	"github.com/activetier/activetier/storage"
 )
 

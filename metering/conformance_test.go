@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/costmodel"
-	"github.com/activetier/activetier/internal/memtest"
+	"github.com/activetier/activetier/internal/harness/memtest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metadata/metadatatest"

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/combiner"
-	"github.com/activetier/activetier/internal/memtest"
+	"github.com/activetier/activetier/internal/harness/memtest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"

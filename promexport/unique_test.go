@@ -29,7 +29,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/costmodel"
-	"github.com/activetier/activetier/internal/memtest"
+	"github.com/activetier/activetier/internal/harness/memtest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"

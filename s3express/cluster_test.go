@@ -20,7 +20,7 @@ import (
 	smithyendpoints "github.com/aws/smithy-go/endpoints"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/internal/clustertest"
+	"github.com/activetier/activetier/internal/harness/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"

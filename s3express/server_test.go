@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/internal/testenv"
+	"github.com/activetier/activetier/internal/harness/testenv"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
 	"github.com/activetier/activetier/storage"

@@ -267,15 +267,15 @@ status=0
 if [[ $# -gt 0 ]]; then
 	"$@" || status=$?
 else
-	# The simulation runs on one goroutine (internal/sim/doc.go), so the
+	# The simulation runs on one goroutine (internal/harness/sim/doc.go), so the
 	# race detector has nothing to find in most of it and makes its
 	# hundreds of seeds take ten times as long: its seeds run without it,
 	# and a short form of the parallel contract run and the replay with it.
-	go test -race -count=1 $(go list ./... | grep -vx 'github.com/activetier/activetier/internal/sim') || status=$?
+	go test -race -count=1 $(go list ./... | grep -vx 'github.com/activetier/activetier/internal/harness/sim') || status=$?
 	log "the simulation's seeds, without the race detector, then a short form with it"
-	go test -count=1 -timeout 30m ./internal/sim/ || status=$?
+	go test -count=1 -timeout 30m ./internal/harness/sim/ || status=$?
 	ACTIVETIER_SIM_SEEDS=20 ACTIVETIER_SIM_PARALLEL=2 \
-		go test -race -count=1 -run '^(TestSimContract|TestReplay)$' ./internal/sim/ || status=$?
+		go test -race -count=1 -run '^(TestSimContract|TestReplay)$' ./internal/harness/sim/ || status=$?
 	log "the s3express tests again, against MinIO at $minio_endpoint"
 	ACTIVETIER_S3_ENDPOINT="$minio_endpoint" ACTIVETIER_S3_SERVER=minio \
 		AWS_ACCESS_KEY_ID="$test_key" AWS_SECRET_ACCESS_KEY="$test_secret" AWS_REGION=us-east-1 \

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/internal/clustertest"
+	"github.com/activetier/activetier/internal/harness/clustertest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"

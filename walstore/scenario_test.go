@@ -3,7 +3,7 @@ package walstore_test
 import (
 	"testing"
 
-	"github.com/activetier/activetier/internal/clustertest"
+	"github.com/activetier/activetier/internal/harness/clustertest"
 )
 
 // The seven scenarios of docs/design.md, "Failure scenarios", over

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/activetier/activetier/gcsstore"
-	"github.com/activetier/activetier/internal/testenv"
+	"github.com/activetier/activetier/internal/harness/testenv"
 )
 
 // gcsTestEndpoint returns the Cloud Storage emulator scripts/test.sh

@@ -24,7 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/activetier/activetier/internal/testenv"
+	"github.com/activetier/activetier/internal/harness/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the compatibility table in README.md with what TestCompatibility measures")

@@ -24,7 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/activetier/activetier/examples/kafkabroker/broker"
-	"github.com/activetier/activetier/internal/testenv"
+	"github.com/activetier/activetier/internal/harness/testenv"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )

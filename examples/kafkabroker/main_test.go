@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/activetier/activetier/internal/testenv"
+	"github.com/activetier/activetier/internal/harness/testenv"
 	"github.com/activetier/activetier/metadata"
 )
 

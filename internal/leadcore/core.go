@@ -45,8 +45,8 @@ type Config struct {
 	// SweepUnpublished makes Sweepable offer the objects a leadership
 	// still means to publish (stored while the metadata log refused
 	// their entries), as Sweep did before it kept them. It exists only so that
-	// the simulation can show it catches such a Sweep (internal/sim's
-	// Weaken.Sweep); nothing else may set it.
+	// the simulation can show it catches such a Sweep
+	// (internal/harness/sim's Weaken.Sweep); nothing else may set it.
 	SweepUnpublished bool
 	// SkipCatchUp makes a leadership never republish for lagging
 	// followers (catchup.go), as it did not before it learned to. Like

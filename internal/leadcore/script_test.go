@@ -11,7 +11,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/internal/scripttest"
+	"github.com/activetier/activetier/internal/harness/scripttest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )

@@ -1,7 +1,8 @@
 // Package readcore is a direct reader's decisions as a state machine: no
 // goroutines, no clock, no I/O. It is what directread's Reader runs
-// underneath, and what the simulation (internal/sim) drives directly, so
-// that the decisions the simulation checks are the Reader's own.
+// underneath, and what the simulation (internal/harness/sim) drives
+// directly, so that the decisions the simulation checks are the Reader's
+// own.
 //
 // A Core holds what a reader knows of its partitions: the leader epoch
 // lineage learned from the epoch-start markers, the commits (high

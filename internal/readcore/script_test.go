@@ -12,7 +12,7 @@ import (
 
 	"github.com/activetier/activetier/combiner"
 	"github.com/activetier/activetier/internal/followcore"
-	"github.com/activetier/activetier/internal/scripttest"
+	"github.com/activetier/activetier/internal/harness/scripttest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )

@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/activetier/activetier/internal/clustertest"
+	"github.com/activetier/activetier/internal/harness/clustertest"
 	"github.com/activetier/activetier/metadata"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/activetier/activetier/internal/memtest"
+	"github.com/activetier/activetier/internal/harness/memtest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/storage/storagetest"

@@ -8,4 +8,9 @@
 // It also holds the seven failure scenarios of docs/design.md ("Failure
 // scenarios"), the ones the public KIP-1176 discussion raised, as functions
 // any backend's tests call.
+//
+// It lives under internal/harness, the folder of the packages only tests
+// import: it imports the library itself (walstore, directread, memstore), so a library package
+// importing it would run the imports back up; layout_test.go at the
+// module's root fails if any non-test code outside the folder imports it.
 package clustertest

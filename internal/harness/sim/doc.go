@@ -7,6 +7,12 @@
 // nothing diverges, whatever the order of failures; TestSimulation runs it
 // for a range of seeds.
 //
+// It lives under internal/harness, the folder of the packages only tests
+// import: it imports the library itself (walstore, the protocol cores,
+// memstore), so a library package importing it would run the imports back
+// up; layout_test.go at the module's root fails if any non-test code
+// outside the folder imports it.
+//
 // # What a seed decides
 //
 // The seed (math/rand/v2's PCG) chooses the cluster's shape (4-5 brokers,

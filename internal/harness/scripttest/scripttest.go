@@ -1,10 +1,3 @@
-// Package scripttest runs a package's data-driven scripts: the files
-// testdata/*.txt in the format of github.com/cockroachdb/datadriven, each
-// a list of commands with the expected output below each one. The protocol
-// cores' interaction tests are such scripts, in the manner of
-// etcd-io/raft's. Running the tests with -rewrite (a flag of datadriven)
-// writes the output the code gives now below each command instead of
-// comparing.
 package scripttest
 
 import (

@@ -1,7 +1,3 @@
-// Package memtest gives tests the pair of object stores most of them start
-// from: two brokers' stores, in two AZs of one memstore cluster, and a
-// storagetest.Harness making them, for the conformance suites and the
-// checks of store wrappers.
 package memtest
 
 import (

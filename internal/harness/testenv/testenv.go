@@ -1,9 +1,3 @@
-// Package testenv finds the real servers and tools scripts/test.sh starts
-// or installs for the tests (an S3 server, a Cloud Storage emulator,
-// kcat, Python's confluent-kafka, chromium). Under a plain `go test` a
-// test that needs one skips; under the script, which sets
-// ACTIVETIER_REQUIRE_SERVERS, a missing one fails the test, so that
-// nothing is skipped when the suite runs.
 package testenv
 
 import (
