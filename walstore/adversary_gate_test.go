@@ -814,18 +814,27 @@ func TestGateRepublishRacesAHungRead(t *testing.T) {
 // LocalLog.Read, until the call returns, since its other calls are
 // refused meanwhile.
 func TestGateStuckRepublishReadIsReported(t *testing.T) {
-	t.Skip("breaks: a Read given up on by Node.Republish (not by a BecomeLeader's republishFrom) is never " +
-		"reported: Health and PartitionError say the partition is healthy while its local-log calls are refused")
 	synctest.Test(t, func(t *testing.T) {
 		local, n1, _ := lateLeader(t)
 		produce(t, n1, local.LocalLog, tpA, 1, 0, 9)
 		require.NoError(t, n1.WaitReplicated(within(t, time.Minute), tpA, 1, 9))
-		t.Cleanup(local.hang("Read", tpA))
+		release := local.hang("Read", tpA)
+		t.Cleanup(release)
 		err := returnsWithin(t, 10*time.Minute, "Republish with a hung Read", func() error {
 			return n1.Republish(within(t, time.Minute), tpA, 0)
 		})
 		requireDependencyError(t, err, "LocalLog.Read", storage.ErrUnavailable)
 		settle(time.Minute)
 		requireDependencyError(t, n1.PartitionError(tpA), "LocalLog.Read", storage.ErrUnavailable)
+		h := n1.Health()
+		require.Equal(t, 1, h.FailingPartitions, "%+v", h)
+		require.Equal(t, tpA, h.Partitions[0].Partition)
+		require.Equal(t, walstore.Leading, h.Partitions[0].Role)
+		require.NoError(t, n1.PartitionError(tpB), "the other partition replicates")
+
+		release()
+		settle(time.Minute)
+		require.NoError(t, n1.PartitionError(tpA), "the call returned")
+		require.True(t, n1.Health().Healthy(), "%+v", n1.Health())
 	})
 }

@@ -39,6 +39,11 @@ type PartitionError struct {
 	Since time.Time
 	// Err is the latest failure.
 	Err error
+
+	// stuck: the Node lists the partition for a local-log call given up
+	// on that has not returned (Node.Health), in place of what its
+	// engine says.
+	stuck bool
 }
 
 // Error names the partition, the role and the failure.
@@ -54,12 +59,13 @@ func (e *PartitionError) Unwrap() error { return e.Err }
 func (h Health) Healthy() bool { return !h.Degraded && h.FailingPartitions == 0 }
 
 // sameHealth reports whether a and b say the same: degraded or not, and
-// the same partitions failing. A report of a changed error alone is no
-// news for OnHealth.
+// the same partitions failing, for the same kind of reason (a stuck
+// local-log call, or what its engine says). A report of a changed error
+// alone is no news for OnHealth.
 func sameHealth(a, b Health) bool {
 	return a.Degraded == b.Degraded && a.FailingPartitions == b.FailingPartitions &&
 		slices.EqualFunc(a.Partitions, b.Partitions, func(x, y *PartitionError) bool {
-			return x.Partition == y.Partition && x.Role == y.Role
+			return x.Partition == y.Partition && x.Role == y.Role && x.stuck == y.stuck
 		})
 }
 

@@ -3,6 +3,7 @@ package walstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,10 @@ type localCalls struct {
 	// call returns: the follower engine defers a request of a partition
 	// someone else holds, and performs it then.
 	wake func()
+	// stuckChanged, if set, is called when a call is given up on while it
+	// runs, and when such a call returns, with no lock held: the Node
+	// reports its health again, which lists the partitions stuck.
+	stuckChanged func()
 
 	mu    sync.Mutex
 	parts map[metadata.TopicPartition]*localPart // partitions held or stuck; others are absent
@@ -48,6 +53,9 @@ type localPart struct {
 type stuckCall struct {
 	dep   string
 	start time.Time
+	// report is the partition's failure while the call is stuck, made
+	// once, when it was given up on, so that every Health says the same.
+	report error
 }
 
 func newLocalCalls(clock Clock) *localCalls {
@@ -184,6 +192,9 @@ func (g *localCalls) call(ctx context.Context, tp metadata.TopicPartition, dep s
 		if cleared && g.wake != nil {
 			g.wake()
 		}
+		if cleared && g.stuckChanged != nil {
+			g.stuckChanged()
+		}
 	}()
 	select {
 	case err := <-done:
@@ -191,15 +202,44 @@ func (g *localCalls) call(ctx context.Context, tp metadata.TopicPartition, dep s
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	select {
 	case err := <-done:
+		g.mu.Unlock()
 		return dependencyError(dep, err) // it returned meanwhile, and left nothing behind
 	default:
 	}
 	// The goroutine clears it under mu once fn returns, after this.
+	err := &DependencyError{Dependency: dep, Err: &noAnswerError{d: g.clock.Now().Sub(start), err: ctx.Err()}}
+	s.report = fmt.Errorf("walstore: the local log's %s call of %s given up on has not returned: %w", dep, tp, err)
 	g.part(tp).stuck = s
-	return &DependencyError{Dependency: dep, Err: &noAnswerError{d: g.clock.Now().Sub(start), err: ctx.Err()}}
+	g.mu.Unlock()
+	if g.stuckChanged != nil {
+		g.stuckChanged()
+	}
+	return err
+}
+
+// stuckCalls returns, in partition order, the partitions that have a
+// stuck call, each with its failure (as of when the call was given up
+// on) and when that call started.
+func (g *localCalls) stuckCalls() []stuckPart {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []stuckPart
+	for tp, p := range g.parts {
+		if p.stuck != nil {
+			out = append(out, stuckPart{tp: tp, since: p.stuck.start, err: p.stuck.report})
+		}
+	}
+	slices.SortFunc(out, func(a, b stuckPart) int { return a.tp.Compare(b.tp) })
+	return out
+}
+
+// stuckPart is a partition with a stuck call (stuckCalls).
+type stuckPart struct {
+	tp    metadata.TopicPartition
+	since time.Time
+	err   error
 }
 
 // dependencyError is err, returned by call dep, naming it; nil for nil.

@@ -291,6 +291,9 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	n.leader, n.follower = l, f
 	n.locals = f.locals
 	l.locals = n.locals
+	if cfg.OnHealth != nil {
+		n.locals.stuckChanged = n.reportHealth
+	}
 	return n, nil
 }
 
@@ -537,19 +540,53 @@ func (n *Node) MetadataLowMarks() map[int32]int64 { return n.leader.MetadataLowM
 // FailingPartitions; see PartitionError).
 func (n *Node) Health() Health {
 	h, fh := n.leader.Health(), n.follower.Health()
-	if fh.FailingPartitions > 0 {
-		// Each side lists its first partitions: the first of both are
-		// among them.
-		h.Partitions = firstFailing(append(slices.Clone(h.Partitions), fh.Partitions...))
-		h.FailingPartitions += fh.FailingPartitions
+	stuck, counted := n.stuckFailures()
+	if fh.FailingPartitions == 0 && len(stuck) == 0 {
+		return h
 	}
+	// Each side lists its first partitions: the first of all are among
+	// them. A partition with a stuck call is listed as stuck, whatever
+	// its engine says meanwhile, so that its entry stays the same while
+	// the call runs.
+	listed := slices.Concat(h.Partitions, fh.Partitions)
+	listed = slices.DeleteFunc(listed, func(e *PartitionError) bool {
+		return slices.ContainsFunc(stuck, func(s *PartitionError) bool { return s.Partition == e.Partition })
+	})
+	h.Partitions = firstFailing(append(listed, stuck...))
+	h.FailingPartitions += fh.FailingPartitions + len(stuck) - counted
 	return h
+}
+
+// stuckFailures returns the partitions this Node leads or follows whose
+// local-log call was given up on and has not returned: every other call
+// of such a partition is refused until that one returns, so its
+// replication has stopped, even when the call given up on was the
+// broker's own (a Republish whose context ended) and no engine retries
+// anything. counted is how many of them an engine reports too.
+func (n *Node) stuckFailures() (stuck []*PartitionError, counted int) {
+	for _, s := range n.locals.stuckCalls() {
+		role := n.Role(s.tp).Role
+		if role == NoRole {
+			continue
+		}
+		if n.leader.PartitionError(s.tp) != nil || n.follower.PartitionError(s.tp) != nil {
+			counted++
+		}
+		stuck = append(stuck, &PartitionError{Partition: s.tp, Role: role, Since: s.since, Err: s.err, stuck: true})
+	}
+	return stuck, counted
 }
 
 // PartitionError returns why this broker does not replicate tp, in the
 // role it has (a *PartitionError naming the failing dependency), or nil
 // if it does, or neither leads nor follows tp.
 func (n *Node) PartitionError(tp metadata.TopicPartition) error {
+	stuck, _ := n.stuckFailures()
+	for _, e := range stuck {
+		if e.Partition == tp {
+			return e
+		}
+	}
 	if err := n.leader.PartitionError(tp); err != nil {
 		return err
 	}
