@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -167,4 +168,41 @@ func BenchmarkProgress(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A catch-up's copy, stored and its entries still being published (the
+// metadata log refuses them for longer than the sweep age), is never
+// swept: its entries would name a deleted object, and the follower it is
+// for would wait for ever at that range.
+func TestSweepSparesACatchUpCopyBeingPublished(t *testing.T) {
+	w := newLogWorldWith(t, nil)
+	h, c := w.h, w.h.c
+	require.NoError(t, c.BecomeLeader(h.now, tpA, 1, []int32{2, 3, 4}, -1, 0))
+	for off := int64(0); off < 150; off += 50 {
+		w.produce(1, off, off+49)
+		h.advance(100 * time.Millisecond)
+		w.drain()
+	}
+	for _, f := range []int32{2, 3, 4} {
+		c.Progress(h.now, tpA, f, 150, 1, w.epochs, nil)
+	}
+	c.Forget(c.Collect(h.now), true)
+
+	w.hold = true
+	c.Progress(h.now, tpA, 2, 100, 1, w.epochs, nil) // it lost 100-149: a catch-up copies them
+	w.drain()
+	require.Len(t, w.held, 1, "the copy's upload")
+	w.held[0]()
+	w.held = nil
+	copyRef := metadata.ObjectRef{AZ: "az1", Bucket: "b1", Key: fmt.Sprintf("%s%d", WhatCopy, w.keys)}
+	w.drain()
+	require.Len(t, w.held, 1, "the publication of the copy's entries")
+
+	h.advance(time.Hour)
+	swept, foreign := c.Sweepable([]Listed{{Ref: copyRef, LastModified: h.now.Add(-time.Hour)}}, h.now, "b1", "")
+	require.Zero(t, foreign)
+	require.Empty(t, swept, "the copy is still to be published")
+
+	w.release()
+	require.Equal(t, []string{"100-149"}, w.republished)
 }

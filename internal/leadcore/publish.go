@@ -125,8 +125,11 @@ func (c *Core) unpublished() map[metadata.ObjectRef]bool {
 		}
 	}
 	for _, tp := range c.ledPartitions() {
-		if t := c.leading[tp].chore; t != nil && !t.stopped && len(t.entries) > 0 {
-			keep[t.entries[0].Object] = true
+		// A leadership's chore and its catch-up both publish copies.
+		for _, t := range c.leading[tp].duties() {
+			if t != nil && !t.stopped && len(t.entries) > 0 {
+				keep[t.entries[0].Object] = true
+			}
 		}
 	}
 	for _, t := range c.tasks {
