@@ -131,6 +131,7 @@ func (ld *leadership) unjudged(follower int32) {
 // is deleted: no follower is reached below its end any more.
 func (c *Core) collected(tp metadata.TopicPartition, gen uint64, last int64) {
 	if ld := c.leading[tp]; ld != nil && ld.gen == gen {
+		ld.collectedTo = max(ld.collectedTo, last+1)
 		for _, r := range ld.replicas {
 			r.reach = max(r.reach, last+1)
 		}
@@ -164,7 +165,7 @@ func (c *Core) catchUp(now time.Time, tp metadata.TopicPartition, ld *leadership
 			return
 		}
 		c.catchingUp++
-		ld.catchup = &task{kind: catchup, tp: tp, gen: ld.gen, epoch: ld.epoch, markers: true,
+		ld.catchup = &task{kind: catchup, tp: tp, gen: ld.gen, collectedBefore: ld.collectedTo, epoch: ld.epoch, markers: true,
 			from: from, start: from, to: to, republish: true, audience: slices.Clone(c.followers[tp])}
 		c.cfg.Logger.Info("activetier: republishing for followers that nothing continues", "partition", tp.String(), "from", from, "to", to)
 		c.advance(now, ld.catchup)
@@ -210,11 +211,18 @@ func (c *Core) caughtUpDone(now time.Time, ld *leadership, stop bool) {
 }
 
 // reached lowers, once republish t has published [t.start, t.end), the
-// reach of each follower it was published to that it joins up with.
+// reach of each follower it was published to that it joins up with; but
+// not below what was collected while it ran (a long republish's first
+// copies may be applied and collected before it ends), which no longer
+// reaches anyone.
 func (c *Core) reached(t *task, ld *leadership) {
+	floor := t.start
+	if ld.collectedTo > t.collectedBefore {
+		floor = max(floor, ld.collectedTo)
+	}
 	for _, f := range t.audience {
 		if r := ld.replicas[f]; r != nil && !r.gone && r.reach <= t.end {
-			r.reach = min(r.reach, t.start)
+			r.reach = min(r.reach, floor)
 		}
 	}
 }

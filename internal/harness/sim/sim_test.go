@@ -395,3 +395,20 @@ func TestWeakenedHealthIsCaught(t *testing.T) {
 func TestWeakenedCatchUpIsCaught(t *testing.T) {
 	weakenedIsCaught(t, Weakening{CatchUp: true}, KindFollowerStuck)
 }
+
+// TestSimContractSeedsThatFailed replays the seeds of long contract runs
+// that found a library bug (or one of the harness's controller), each
+// fixed since: a DELETE that failed after deleting (2072), an election of
+// a replica without the committed records (5546), a catch-up copy swept
+// while its entries were being published (6401), and a republish that
+// counted its own collected copies as reaching its followers (9267,
+// 11812). They depend on the schedule, so each fix also has a test of its
+// own; these keep the schedules that found them.
+func TestSimContractSeedsThatFailed(t *testing.T) {
+	for _, seed := range []uint64{2072, 5546, 6401, 9267, 11812} {
+		res := runSeed(t, Config{Seed: seed, Attacks: true})
+		if res.Failed() {
+			report(t, res, t.Name(), 40)
+		}
+	}
+}
