@@ -131,7 +131,18 @@ func (ld *leadership) unjudged(follower int32) {
 // is deleted: no follower is reached below its end any more.
 func (c *Core) collected(tp metadata.TopicPartition, gen uint64, last int64) {
 	if ld := c.leading[tp]; ld != nil && ld.gen == gen {
-		ld.collectedTo = max(ld.collectedTo, last+1)
+		// A republish under way counts on nothing collected meanwhile at
+		// or above its start: that may be its own copies.
+		for _, t := range ld.duties() {
+			if t != nil && t.republish && last >= t.start {
+				t.collectedTo = max(t.collectedTo, last+1)
+			}
+		}
+		for _, t := range c.tasks {
+			if t.gen == gen && t.republish && last >= t.start {
+				t.collectedTo = max(t.collectedTo, last+1)
+			}
+		}
 		for _, r := range ld.replicas {
 			r.reach = max(r.reach, last+1)
 		}
@@ -165,7 +176,7 @@ func (c *Core) catchUp(now time.Time, tp metadata.TopicPartition, ld *leadership
 			return
 		}
 		c.catchingUp++
-		ld.catchup = &task{kind: catchup, tp: tp, gen: ld.gen, collectedBefore: ld.collectedTo, epoch: ld.epoch, markers: true,
+		ld.catchup = &task{kind: catchup, tp: tp, gen: ld.gen, epoch: ld.epoch, markers: true,
 			from: from, start: from, to: to, republish: true, audience: slices.Clone(c.followers[tp])}
 		c.cfg.Logger.Info("activetier: republishing for followers that nothing continues", "partition", tp.String(), "from", from, "to", to)
 		c.advance(now, ld.catchup)
@@ -216,10 +227,7 @@ func (c *Core) caughtUpDone(now time.Time, ld *leadership, stop bool) {
 // copies may be applied and collected before it ends), which no longer
 // reaches anyone.
 func (c *Core) reached(t *task, ld *leadership) {
-	floor := t.start
-	if ld.collectedTo > t.collectedBefore {
-		floor = max(floor, ld.collectedTo)
-	}
+	floor := max(t.start, t.collectedTo)
 	for _, f := range t.audience {
 		if r := ld.replicas[f]; r != nil && !r.gone && r.reach <= t.end {
 			r.reach = min(r.reach, floor)

@@ -206,3 +206,46 @@ func TestSweepSparesACatchUpCopyBeingPublished(t *testing.T) {
 	w.release()
 	require.Equal(t, []string{"100-149"}, w.republished)
 }
+
+// A catch-up long enough to take several copies, whose first copy is
+// applied and collected before it ends, does not count that copy as
+// reaching its follower once it ends: a follower that comes back below it
+// is republished for again.
+func TestCatchUpDoesNotCountItsCollectedCopies(t *testing.T) {
+	w := newLogWorldWith(t, func(c *Config) { c.ObjectBytes = 400 })
+	h, c := w.h, w.h.c
+	require.NoError(t, c.BecomeLeader(h.now, tpA, 1, []int32{2, 3}, -1, 0))
+	for off := int64(0); off < 150; off += 50 {
+		w.produce(1, off, off+49)
+		h.advance(100 * time.Millisecond)
+		w.drain()
+	}
+	for _, f := range []int32{2, 3} {
+		c.Progress(h.now, tpA, f, 150, 1, w.epochs, nil)
+	}
+	c.Forget(c.Collect(h.now), true)
+
+	w.hold = true
+	c.Progress(h.now, tpA, 2, 0, -1, w.epochs, nil) // it lost its log
+	w.drain()
+	require.Len(t, w.held, 1, "the first copy's upload: a copy at a time")
+	w.release() // the first copy is stored; the publication of its entries waits
+	w.release() // they are published; the next copy's upload waits
+	require.Equal(t, []string{"0-49"}, w.republished)
+	c.Progress(h.now, tpA, 2, 50, 1, w.epochs, nil)
+	h.advance(time.Hour)
+	first := c.Collect(h.now)
+	require.Len(t, first, 1, "the first copy, applied by every follower")
+	c.Forget(first, true)
+
+	w.hold = false
+	w.release()
+	require.Equal(t, []string{"0-49", "50-99", "100-149"}, w.republished)
+	c.Progress(h.now, tpA, 2, 150, 1, w.epochs, nil)
+
+	// Broker 2 loses its log again: nothing retained continues it below 50.
+	c.Progress(h.now, tpA, 2, 0, -1, w.epochs, nil)
+	w.drain()
+	require.GreaterOrEqual(t, len(w.republished), 4, "republished for broker 2 again: %v", w.republished)
+	require.Equal(t, []string{"0-49", "50-99", "100-149", "0-49"}, w.republished[:4])
+}

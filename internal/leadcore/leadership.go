@@ -54,10 +54,6 @@ type leadership struct {
 	routed   int64
 	// catchupQueued: it waits in Core.catchupQueue for a catch-up.
 	catchupQueued bool
-	// collectedTo is the end of the highest section of this leadership
-	// collected (or whose DELETE failed): a republish that ends does not
-	// count on anything below it reaching its followers.
-	collectedTo int64
 }
 
 type offsetRange struct{ from, to int64 } // [from, to)

@@ -39,10 +39,9 @@ type task struct {
 	tp    metadata.TopicPartition
 	gen   uint64
 	epoch int32
-	// collectedBefore is the leadership's collectedTo when the task
-	// began: what is collected after, while it republishes, may be its
-	// own copies.
-	collectedBefore int64
+	// collectedTo: what a republish publishes below it may be gone, its
+	// own copies collected while it ran (see Core.reached).
+	collectedTo int64
 	// markers: the markers are still to publish; queued: they wait in,
 	// or are being published with, a marker message.
 	markers, queued bool
@@ -87,7 +86,7 @@ func (c *Core) newChore(now time.Time, tp metadata.TopicPartition, ld *leadershi
 			from = ld.durable
 		}
 	}
-	ld.chore = &task{kind: chore, tp: tp, gen: ld.gen, collectedBefore: ld.collectedTo, epoch: ld.epoch, markers: true, from: from, start: from, republish: from >= 0,
+	ld.chore = &task{kind: chore, tp: tp, gen: ld.gen, epoch: ld.epoch, markers: true, from: from, start: from, republish: from >= 0,
 		audience: slices.Clone(c.followers[tp])}
 	c.advance(now, ld.chore)
 	if t := ld.catchup; t != nil && t.epoch != ld.epoch {
@@ -124,7 +123,7 @@ func (c *Core) Republish(now time.Time, tp metadata.TopicPartition, from int64) 
 		return 0, fmt.Errorf("republish %s: negative offset %d", tp, from)
 	}
 	c.nextID++
-	t := &task{kind: call, id: c.nextID, tp: tp, gen: ld.gen, collectedBefore: ld.collectedTo, epoch: ld.epoch, from: from, start: from, republish: true,
+	t := &task{kind: call, id: c.nextID, tp: tp, gen: ld.gen, epoch: ld.epoch, from: from, start: from, republish: true,
 		audience: slices.Clone(c.followers[tp])}
 	c.tasks[t.id] = t
 	c.advance(now, t)
