@@ -235,11 +235,26 @@ func (g *localCalls) stuckCalls() []stuckPart {
 	return out
 }
 
+// stuckOf returns tp's stuck call, if it has one, as stuckCalls does.
+func (g *localCalls) stuckOf(tp metadata.TopicPartition) (stuckPart, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p := g.parts[tp]; p != nil && p.stuck != nil {
+		return stuckPart{tp: tp, since: p.stuck.start, err: p.stuck.report}, true
+	}
+	return stuckPart{}, false
+}
+
 // stuckPart is a partition with a stuck call (stuckCalls).
 type stuckPart struct {
 	tp    metadata.TopicPartition
 	since time.Time
 	err   error
+}
+
+// failure is the partition's failure in role while the call is stuck.
+func (s stuckPart) failure(role Role) *PartitionError {
+	return &PartitionError{Partition: s.tp, Role: role, Since: s.since, Err: s.err, stuck: true}
 }
 
 // dependencyError is err, returned by call dep, naming it; nil for nil.

@@ -572,7 +572,7 @@ func (n *Node) stuckFailures() (stuck []*PartitionError, counted int) {
 		if n.leader.PartitionError(s.tp) != nil || n.follower.PartitionError(s.tp) != nil {
 			counted++
 		}
-		stuck = append(stuck, &PartitionError{Partition: s.tp, Role: role, Since: s.since, Err: s.err, stuck: true})
+		stuck = append(stuck, s.failure(role))
 	}
 	return stuck, counted
 }
@@ -581,10 +581,9 @@ func (n *Node) stuckFailures() (stuck []*PartitionError, counted int) {
 // role it has (a *PartitionError naming the failing dependency), or nil
 // if it does, or neither leads nor follows tp.
 func (n *Node) PartitionError(tp metadata.TopicPartition) error {
-	stuck, _ := n.stuckFailures()
-	for _, e := range stuck {
-		if e.Partition == tp {
-			return e
+	if s, ok := n.locals.stuckOf(tp); ok {
+		if role := n.Role(tp).Role; role != NoRole {
+			return s.failure(role)
 		}
 	}
 	if err := n.leader.PartitionError(tp); err != nil {

@@ -133,15 +133,16 @@ func (c *Core) collected(tp metadata.TopicPartition, gen uint64, last int64) {
 	if ld := c.leading[tp]; ld != nil && ld.gen == gen {
 		// A republish under way counts on nothing collected meanwhile at
 		// or above its start: that may be its own copies.
-		for _, t := range ld.duties() {
-			if t != nil && t.republish && last >= t.start {
+		note := func(t *task) {
+			if t != nil && t.gen == gen && t.republish && last >= t.start {
 				t.collectedTo = max(t.collectedTo, last+1)
 			}
 		}
+		for _, t := range ld.duties() {
+			note(t)
+		}
 		for _, t := range c.tasks {
-			if t.gen == gen && t.republish && last >= t.start {
-				t.collectedTo = max(t.collectedTo, last+1)
-			}
+			note(t)
 		}
 		for _, r := range ld.replicas {
 			r.reach = max(r.reach, last+1)
