@@ -67,10 +67,10 @@
 //   - combiner: the combined-object format (sections per partition, footer
 //     index, trailer, xxhash64, none/zstd/s2) and the builder that decides
 //     which partitions go into which object and when to cut. No I/O.
-//   - walstore: the Node (a broker's one entry point), the Manager (copy,
-//     fetch, delete combined objects), the Leader and Follower engines, the
-//     high watermark (HighWatermark, SetInSync, WaitReplicated) and garbage
-//     collection.
+//   - walstore: the Node (a broker's one entry point: its leader and
+//     follower sides, the high watermark with HighWatermark, SetInSync and
+//     WaitReplicated, and garbage collection) and the Manager (copy, fetch,
+//     delete combined objects).
 //   - directread: a consumer's Reader of committed records straight from
 //     the objects, fenced as a follower is, never skipping an offset.
 //   - internal/leadcore, internal/followcore and internal/readcore: the

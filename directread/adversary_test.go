@@ -37,7 +37,7 @@ func batchHolding(log []storage.Batch, off int64) int {
 // (broker 4 joins its in-sync set and never applies), the second
 // committed to 200.
 func stalledCluster(t *testing.T) (*clustertest.Cluster, []metadata.TopicPartition, *clustertest.Broker) {
-	c, tps, leader := clusterWith(t, 2, walstore.LeaderConfig{RetainFor: time.Hour})
+	c, tps, leader := clusterWith(t, 2, walstore.NodeConfig{RetainFor: time.Hour})
 	ctx := context.Background()
 	produce := func(first, last int64) {
 		for _, tp := range tps {
@@ -266,7 +266,7 @@ func (s *hostileStore) GetRange(ctx context.Context, ref metadata.ObjectRef, off
 // and a missing object is a GoneError matching storage.ErrNotFound that
 // names the first offset it held.
 func TestAdversaryStoreAnswersWrongBytesOrNothing(t *testing.T) {
-	c, tps, leader := clusterWith(t, 1, walstore.LeaderConfig{RetainFor: time.Hour})
+	c, tps, leader := clusterWith(t, 1, walstore.NodeConfig{RetainFor: time.Hour})
 	tp := tps[0]
 	ctx := context.Background()
 	for first := int64(0); first < 50; first += 10 {
@@ -350,7 +350,7 @@ func TestAdversaryStoreAnswersWrongBytesOrNothing(t *testing.T) {
 // identity, so the reader never yields partition 1's bytes as partition
 // 0's.
 func TestAdversaryForgedEntryForAnotherPartitionsSection(t *testing.T) {
-	c, tps, leader := clusterWith(t, 2, walstore.LeaderConfig{RetainFor: time.Hour})
+	c, tps, leader := clusterWith(t, 2, walstore.NodeConfig{RetainFor: time.Hour})
 	ctx := context.Background()
 	for _, tp := range tps {
 		leader.Produce(ctx, tp, 1, 0, 49, 10)
@@ -449,7 +449,7 @@ func (l *disorderedLog) Read(ctx context.Context, p int32, from int64, max int) 
 func TestAdversaryMetadataReadOutOfOrder(t *testing.T) {
 	for _, mode := range []string{"reversed", "repeated"} {
 		t.Run(mode, func(t *testing.T) {
-			c, tps, leader := clusterWith(t, 1, walstore.LeaderConfig{RetainFor: time.Hour})
+			c, tps, leader := clusterWith(t, 1, walstore.NodeConfig{RetainFor: time.Hour})
 			tp := tps[0]
 			ctx := context.Background()
 			for first := int64(0); first < 50; first += 10 {

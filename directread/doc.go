@@ -78,7 +78,7 @@
 // A leader deletes an object as soon as every follower
 // applied it, the same moment its records become committed, so a Reader
 // that trails the followers needs the leaders to keep objects a little
-// longer: walstore.LeaderConfig.RetainFor (a few seconds is enough for a
+// longer: walstore.NodeConfig.RetainFor (a few seconds is enough for a
 // Reader that keeps up).
 //
 // # Memory, and reading again

@@ -47,7 +47,7 @@ func Example() {
 		}
 		logs[id] = memstore.NewLocalLog()
 		nodes[id], err = walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: store, Log: meta, Local: logs[id],
-			Leader:     walstore.LeaderConfig{Interval: 10 * time.Millisecond},
+			Interval:   10 * time.Millisecond,
 			OnProgress: func(p walstore.Progress) { nodes[p.Leader].RecordProgress(p) }})
 		if err != nil {
 			log.Fatal(err)

@@ -127,7 +127,7 @@ func TestReaderBoundsWhatItHoldsUnderAStalledCommit(t *testing.T) {
 // entries, all serve exactly the leader's log.
 func TestReaderAtTheBoundWithOnePartitionStalled(t *testing.T) {
 	const maxHeld = 8
-	c, tps, leader := clusterWith(t, 4, walstore.LeaderConfig{RetainFor: time.Hour})
+	c, tps, leader := clusterWith(t, 4, walstore.NodeConfig{RetainFor: time.Hour})
 	stalledTP := tps[0]
 	ctx := context.Background()
 	produce := func(first, last int64) {

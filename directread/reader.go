@@ -205,7 +205,7 @@ func (r *Reader) Close() error {
 
 // Seek makes tp's next batch the one holding offset, and resumes it if a
 // GoneError or TruncatedError paused it. Backwards or forwards, to
-// records the objects still hold (walstore.LeaderConfig.RetainFor), the
+// records the objects still hold (walstore.NodeConfig.RetainFor), the
 // Reader serves them: the entries of records it yielded are forgotten,
 // so it reads the metadata again for them, in each metadata partition
 // from the first record that describes them. Records no longer retained

@@ -21,11 +21,11 @@ import (
 // cluster returns three brokers in az1-az3 replicating parts partitions of
 // topic "orders", broker 1 leading them all at epoch 1.
 func cluster(t *testing.T, parts int32) (*clustertest.Cluster, []metadata.TopicPartition, *clustertest.Broker) {
-	return clusterWith(t, parts, walstore.LeaderConfig{})
+	return clusterWith(t, parts, walstore.NodeConfig{})
 }
 
 // clusterWith is cluster with broker 1's leader tuned by cfg.
-func clusterWith(t *testing.T, parts int32, cfg walstore.LeaderConfig) (*clustertest.Cluster, []metadata.TopicPartition, *clustertest.Broker) {
+func clusterWith(t *testing.T, parts int32, cfg walstore.NodeConfig) (*clustertest.Cluster, []metadata.TopicPartition, *clustertest.Broker) {
 	c := clustertest.New(t, clustertest.Mem(), 4)
 	r1, r2, r3 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2"), c.AddBroker(3, "az3")
 	var tps []metadata.TopicPartition

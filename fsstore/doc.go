@@ -128,7 +128,7 @@
 // directory holds at most MaxPending goroutines and never slows the calls
 // to other buckets. Put is the exception: it returns only after the
 // kernel does, because it must not read body after returning; the
-// engines bound concurrent uploads (LeaderConfig.MaxInflight), and a Put
+// engines bound concurrent uploads (NodeConfig.MaxInflight), and a Put
 // that does not return makes the leader report itself degraded.
 // ReadRange, which must not write to the caller's buffer after returning
 // either, preads into a staging chunk of the store's and copies each chunk

@@ -54,7 +54,7 @@ func newCluster(t *testing.T) *cluster {
 		c.logs[id] = memstore.NewLocalLog()
 		c.nodes[id], err = walstore.NewNode(walstore.NodeConfig{
 			BrokerID: id, Store: c.meters[id].Store(store), Log: c.meters[id].Log(meta), Local: c.logs[id],
-			Leader: walstore.LeaderConfig{Interval: 5 * time.Millisecond},
+			Interval: 5 * time.Millisecond,
 		})
 		require.NoError(t, err)
 	}

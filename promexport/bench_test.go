@@ -101,7 +101,7 @@ func newRig(b *testing.B, metered bool) *rig {
 		}
 		logs[id] = memstore.NewLocalLog()
 		nodes[id], err = walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: store, Log: log, Local: logs[id],
-			Leader: walstore.LeaderConfig{Interval: 2 * time.Millisecond}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Interval: 2 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			b.Fatal(err)
 		}

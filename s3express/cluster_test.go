@@ -73,7 +73,7 @@ func TestLeaderAZOutage(t *testing.T) {
 			cl := clustertest.New(t, zonalBackend(cfg, c.mode, c.requestTimeout), 4)
 			r1, r2 := cl.AddBroker(1, "az1"), cl.AddBroker(2, "az2")
 			cl.SetReplicas(tp, 1, 2)
-			r1.StartLeader(walstore.LeaderConfig{DegradedAfter: 50 * time.Millisecond})
+			r1.StartLeader(walstore.NodeConfig{DegradedAfter: 50 * time.Millisecond})
 			r1.BecomeLeader(ctx, tp, 1, -1)
 			r2.StartFollower(tp)
 			r1.Produce(ctx, tp, 1, 0, 99, 10)

@@ -40,8 +40,8 @@ import (
 // A call that hangs, with or without a context, costs its partition only.
 // The engines make each call on a goroutine of its own and wait for it as
 // long as the caller's context allows (a transition's), or the engine's
-// bound (walstore.FollowerConfig.LocalTimeout for the follower engine,
-// walstore.LeaderConfig.RequestTimeout for the leader engine and
+// bound (walstore.NodeConfig.LocalTimeout for the follower engine,
+// walstore.NodeConfig.RequestTimeout for the leader engine and
 // RecordProgress), holding no lock of other partitions meanwhile; one
 // that outlasts it fails with a *walstore.DependencyError naming the call (e.g.
 // "LocalLog.EndOffset") that matches ErrUnavailable and, for a
@@ -106,7 +106,7 @@ var (
 	ErrInvalidOffset = errors.New("walstore: invalid offset")
 	// ErrInvalidBatch: a batch that cannot be part of a partition's log:
 	// an inverted or negative offset range or a negative epoch.
-	// walstore's Leader.Append and Node.Append return it too, for a batch
+	// walstore's Node.Append returns it too, for a batch
 	// with no data, an epoch other than the leadership's, or a first
 	// offset that does not continue the batches appended before it.
 	ErrInvalidBatch = errors.New("walstore: invalid batch")

@@ -128,7 +128,7 @@ func TestAdversaryForgedProgressDoesNotCollectLaterObjects(t *testing.T) {
 				w := newWorld(t)
 				log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
 				cfg := walstore.NodeConfig{Local: log1}
-				cfg.Leader.GCInterval = time.Hour
+				cfg.GCInterval = time.Hour
 				n1 := w.start(1, cfg)
 				n2 := w.start(2, walstore.NodeConfig{Local: log2})
 				// Broker 3 follows too, but is down: it applies nothing.
@@ -206,7 +206,7 @@ func TestAdversaryTransitionWaitsOnlyWithItsOwnContext(t *testing.T) {
 		log1 := memstore.NewLocalLog()
 		n1 := w.start(1, walstore.NodeConfig{Local: log1})
 		cfg := walstore.NodeConfig{Local: blockingLocal{memstore.NewLocalLog()}}
-		cfg.Follower.LocalTimeout = 24 * time.Hour
+		cfg.LocalTimeout = 24 * time.Hour
 		n2 := w.start(2, cfg)
 		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
 		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
@@ -246,7 +246,7 @@ func TestAdversaryHungLocalLogHoldsUpOnlyItsPartition(t *testing.T) {
 		log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
 		n1 := w.start(1, walstore.NodeConfig{Local: log1})
 		cfg := walstore.NodeConfig{Local: blockingLocal{log2}}
-		cfg.Follower.LocalTimeout = 5 * time.Second
+		cfg.LocalTimeout = 5 * time.Second
 		n2 := w.start(2, cfg)
 		for _, tp := range []metadata.TopicPartition{tpA, tpB} {
 			require.NoError(t, log1.AssignEpoch(tp, 1, 0))
@@ -304,7 +304,7 @@ func TestAdversaryEveryLocalCallHasLocalTimeout(t *testing.T) {
 		n1 := w.start(1, walstore.NodeConfig{Local: log1})
 		const timeout = 64 * time.Second
 		cfg := walstore.NodeConfig{Local: local}
-		cfg.Follower.LocalTimeout = timeout
+		cfg.LocalTimeout = timeout
 		n2 := w.start(2, cfg)
 		for _, tp := range []metadata.TopicPartition{tpA, tpB} {
 			require.NoError(t, log1.AssignEpoch(tp, 1, 0))

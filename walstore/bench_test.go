@@ -35,7 +35,7 @@ type benchCluster struct {
 	logs      []*checkLog
 }
 
-func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.LeaderConfig, want func(metadata.TopicPartition, int64) []byte, fcfg ...walstore.FollowerConfig) *benchCluster {
+func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.NodeConfig, want func(metadata.TopicPartition, int64) []byte, fcfg ...walstore.NodeConfig) *benchCluster {
 	p, err := memstore.ParseProfile(profile)
 	if err != nil {
 		b.Fatal(err)
@@ -57,7 +57,8 @@ func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.
 		cfg.GCInterval = 20 * time.Millisecond
 	}
 	leaderLog := memstore.NewLocalLog()
-	if bc.leader, err = walstore.NewNode(walstore.NodeConfig{BrokerID: 1, Store: store, Log: meta, Local: leaderLog, Leader: cfg, Logger: discard()}); err != nil {
+	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local, cfg.Logger = 1, store, meta, leaderLog, discard()
+	if bc.leader, err = walstore.NewNode(cfg); err != nil {
 		b.Fatal(err)
 	}
 	running := 1
@@ -65,12 +66,12 @@ func newBenchCluster(b *testing.B, profile string, partitions int, cfg walstore.
 	for id, az := range map[int32]string{2: "az2", 3: "az3"} {
 		store, _ := objects.Store(az)
 		log := newCheckLog(want)
-		var fc walstore.FollowerConfig
+		var fc walstore.NodeConfig
 		if len(fcfg) > 0 {
 			fc = fcfg[0]
 		}
-		f, err := walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: store, Log: meta, Local: log, Follower: fc, Logger: discard(),
-			OnProgress: bc.leader.RecordProgress})
+		fc.BrokerID, fc.Store, fc.Log, fc.Local, fc.Logger, fc.OnProgress = id, store, meta, log, discard(), bc.leader.RecordProgress
+		f, err := walstore.NewNode(fc)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -261,7 +262,7 @@ func BenchmarkReplication(b *testing.B) {
 		per := (batchesPerOp - p + partitions - 1) / partitions
 		return data[p+partitions*int((first/10)%int64(per))]
 	}
-	bc := newBenchCluster(b, "none", partitions, walstore.LeaderConfig{Interval: 2 * time.Millisecond}, want)
+	bc := newBenchCluster(b, "none", partitions, walstore.NodeConfig{Interval: 2 * time.Millisecond}, want)
 	end := make([]int64, partitions)
 	ctx := context.Background()
 	baseline := copyHashRate(data)
@@ -399,10 +400,10 @@ func BenchmarkReplicationLag(b *testing.B) {
 			batchBytes := max(perTick/tc.partitions, 64)
 			rng := rand.New(rand.NewPCG(3, 4))
 			payload := logBatch(rng, batchBytes)
-			bc := newBenchCluster(b, profile, tc.partitions, walstore.LeaderConfig{
+			bc := newBenchCluster(b, profile, tc.partitions, walstore.NodeConfig{
 				Interval: tc.interval, ObjectBytes: tc.objectBytes, BufferBytes: 256 << 20, MaxPartitions: 4096,
-				Hedge: walstore.HedgeConfig{Disabled: tc.noHedge},
-			}, func(metadata.TopicPartition, int64) []byte { return payload }, walstore.FollowerConfig{Hedge: walstore.HedgeConfig{Disabled: tc.noHedge}})
+				UploadHedge: walstore.HedgeConfig{Disabled: tc.noHedge},
+			}, func(metadata.TopicPartition, int64) []byte { return payload }, walstore.NodeConfig{FetchHedge: walstore.HedgeConfig{Disabled: tc.noHedge}})
 			end := make([]int64, tc.partitions)
 			ctx := context.Background()
 			produce := func(d time.Duration) {
@@ -521,7 +522,7 @@ func idlePartitionMemory(b *testing.B, n int) (led, followed float64) {
 	for i := range nodes {
 		store, _ := objects.Store(fmt.Sprintf("az%d", i+1))
 		nodes[i], err = walstore.NewNode(walstore.NodeConfig{BrokerID: int32(i + 1), Store: store, Log: meta, Local: local, Logger: discard(),
-			Leader: walstore.LeaderConfig{MaxPartitions: 1000}})
+			MaxPartitions: 1000})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -26,7 +26,7 @@ func TestBufferHoldsUntilPublished(t *testing.T) {
 		local := memstore.NewLocalLog()
 		const bufferBytes = 64 << 10
 		n := w.start(1, walstore.NodeConfig{Log: meta, Local: local,
-			Leader: walstore.LeaderConfig{Interval: time.Millisecond, ObjectBytes: 8 << 10, BufferBytes: bufferBytes, Overflow: walstore.Reject}})
+			Interval: time.Millisecond, ObjectBytes: 8 << 10, BufferBytes: bufferBytes, Overflow: walstore.Reject})
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
 		require.NoError(t, n.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 		time.Sleep(time.Second) // the markers are out

@@ -67,10 +67,10 @@ func TestContractBlockedAppendEndsWithItsLeadership(t *testing.T) {
 				down.Store(!tc.fill)
 				log1 := memstore.NewLocalLog()
 				cfg := walstore.NodeConfig{BrokerID: 1, Store: switchStore{ObjectStore: w.store(1), down: &down}, Log: w.meta, Local: log1, Logger: discard()}
-				cfg.Leader.BufferBytes, cfg.Leader.ObjectBytes, cfg.Leader.MaxInflight = buffer, size, 4
+				cfg.BufferBytes, cfg.ObjectBytes, cfg.MaxInflight = buffer, size, 4
 				if tc.fill {
-					cfg.Leader.Interval = time.Hour // what fills the buffer stays in it
-					cfg.Leader.ObjectBytes = buffer
+					cfg.Interval = time.Hour // what fills the buffer stays in it
+					cfg.ObjectBytes = buffer
 				}
 				n, err := walstore.NewNode(cfg)
 				require.NoError(t, err)

@@ -373,7 +373,7 @@ var (
 
 // A followed partition whose local log's Epochs hangs as the follower
 // engine takes it up (loads its state) is reported failing, naming the
-// call, once FollowerConfig.LocalTimeout passes; the engine's other
+// call, once NodeConfig.LocalTimeout passes; the engine's other
 // partitions replicate meanwhile (the engine makes its local-log calls
 // one at a time, so they wait for that timeout once, and not again while
 // the call is stuck), and it catches up once released. The load held the

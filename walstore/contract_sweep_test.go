@@ -98,13 +98,13 @@ func TestContractSweepSparesObjectsStillToBePublished(t *testing.T) {
 				meta := &entriesDownLog{Log: w.meta}
 				cfg := walstore.NodeConfig{Local: log1, Log: meta}
 				// Attempts outlast the sweep age.
-				cfg.Leader.RequestTimeout = time.Hour
+				cfg.RequestTimeout = time.Hour
 				var store *landThenWaitStore
 				if tc.store != nil {
 					store = tc.store(w)
 					cfg.Store = store
 					// Only the hedge case has a second attempt.
-					cfg.Leader.Hedge.Disabled = !store.hedge
+					cfg.UploadHedge.Disabled = !store.hedge
 				}
 				n1 := w.start(1, cfg)
 				if store != nil {

@@ -218,7 +218,7 @@ func TestContractRefusedBecomeLeaderKeepsFollowing(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				local := newTrapLocal()
 				cfg := walstore.NodeConfig{Local: local}
-				cfg.Follower.LocalTimeout = 10 * time.Minute
+				cfg.LocalTimeout = 10 * time.Minute
 				_, n1, n2, log1 := twoBrokers(t, cfg)
 				ctx := t.Context()
 				if tc.prepare != nil {
@@ -283,7 +283,7 @@ func TestContractGivenUpBecomeFollowerKeepsLeading(t *testing.T) {
 				w := newWorld(t)
 				local, log2 := newTrapLocal(), memstore.NewLocalLog()
 				cfg := walstore.NodeConfig{Local: local}
-				cfg.Follower.LocalTimeout = 10 * time.Minute
+				cfg.LocalTimeout = 10 * time.Minute
 				n1 := w.start(1, cfg)
 				n2 := w.start(2, walstore.NodeConfig{Local: log2})
 				// Broker 1 leads tpA; broker 2 leads tpB, which broker 1

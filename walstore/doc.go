@@ -1,7 +1,9 @@
-// Package walstore is the replication engines of activetier: the Manager
-// (KIP-1176's RemoteWalStorageManager: copy, fetch and delete combined
-// objects), the Node that runs one broker's replication, the Leader and
-// Follower engines under it, and garbage collection. They reach the object
+// Package walstore is the replication engine of activetier: the Node, the
+// one type a broker constructs, which runs one broker's replication (a
+// leader side and a follower side, the high watermark and garbage
+// collection), and the Manager (KIP-1176's RemoteWalStorageManager: copy,
+// fetch and delete combined objects), which the Node's sides and direct
+// readers are built on. They reach the object
 // store and the broker's log only through the contracts of package storage
 // (storage.ObjectStore, storage.LocalLog), whose conformance suites are in
 // package storagetest.
@@ -68,7 +70,7 @@
 // attempt bounded by RequestTimeout and retried with jittered backoff until
 // it succeeds: an upload failure loses nothing. An attempt that overstays
 // the learned p95 of PUT latency is attempted again alongside it, once per
-// object and within a budget (Hedge); every attempt writes a fresh key
+// object and within a budget (UploadHedge); every attempt writes a fresh key
 // only if it is free, and only the first to succeed is published. An
 // upload or publish that
 // has not succeeded for DegradedAfter, whether its attempts fail or never
@@ -108,7 +110,7 @@
 // Readahead per partition, coalescing sections of one object into one
 // ranged GET (adjacent, or separated by less than CoalesceGap), in parallel
 // up to FetchConcurrency; sends a GET again when it has not answered by its
-// bucket's learned p95 latency (Hedge: the first answer wins, the other is
+// bucket's learned p95 latency (FetchHedge: the first answer wins, the other is
 // cancelled, and the extra GETs stay within a budget); verifies every
 // section; decides again at append
 // time, since a marker may have arrived meanwhile; and appends in offset

@@ -31,7 +31,7 @@ func Example() {
 		logs[id] = memstore.NewLocalLog()
 		nodes[id], _ = walstore.NewNode(walstore.NodeConfig{
 			BrokerID: id, Store: store, Log: meta, Local: logs[id],
-			Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond},
+			Interval: 10 * time.Millisecond,
 			// A broker relays its followers' progress to the leader's
 			// Node (Kafka's fetch path); here they share a process.
 			OnProgress: func(p walstore.Progress) { nodes[p.Leader].RecordProgress(p) },
@@ -101,7 +101,7 @@ func ExampleNode_Replicas() {
 		logs[id] = memstore.NewLocalLog()
 		nodes[id], _ = walstore.NewNode(walstore.NodeConfig{
 			BrokerID: id, Store: store, Log: meta, Local: logs[id],
-			Leader:     walstore.LeaderConfig{Interval: 10 * time.Millisecond},
+			Interval:   10 * time.Millisecond,
 			OnProgress: func(p walstore.Progress) { nodes[p.Leader].RecordProgress(p) },
 		})
 		go nodes[id].Run(ctx)

@@ -17,87 +17,6 @@ import (
 	"github.com/activetier/activetier/storage"
 )
 
-// FollowerConfig configures a Follower. Zero durations and sizes mean the
-// documented default; negative ones are rejected.
-type FollowerConfig struct {
-	// BrokerID is this broker's id; it reads metadata partition
-	// BrokerID % Log.Partitions(). Must be >= 0.
-	BrokerID int32
-	// Store reads the objects entries name. Required.
-	Store storage.ObjectStore
-	// Log carries the metadata. Required.
-	Log metadata.Log
-	// Local is the broker's log, appended to and truncated. Required.
-	Local storage.LocalLog
-	// FetchConcurrency bounds concurrent GETs. Default 8.
-	FetchConcurrency int
-	// HedgeAfter is how long a fetch may go unanswered before its bucket
-	// is treated as backing off: entries it holds may then be fetched from
-	// copies in other buckets (a republishing leader's), rather than wait
-	// for a request to an unreachable AZ to time out. Default 1s.
-	HedgeAfter time.Duration
-	// Hedge is when a ranged GET that has not answered is sent again to
-	// the same bucket. Hedging is on by default.
-	Hedge HedgeConfig
-	// FetchTimeout bounds one fetch (a ranged GET, and the per-section
-	// reads it falls back to). Default 30s.
-	FetchTimeout time.Duration
-	// LocalTimeout bounds each LocalLog call the engine makes (Append,
-	// Truncate, Read, EndOffset, Epochs), whether or not the log observes
-	// its context: the engine appends on one goroutine, so a partition
-	// whose log stops answering would otherwise hold up every other. One
-	// that runs out counts as a failure of that partition's log, which
-	// rests; a call that has still not returned is left running, and the
-	// partition's later calls fail at once until it returns (see
-	// LocalLog). Each call has at least LocalTimeout and at most
-	// LocalTimeout/64 more: calls made in quick succession share one
-	// deadline, which spares a timer per append. Default 30s.
-	LocalTimeout time.Duration
-	// CoalesceGap: see ManagerConfig.CoalesceGap.
-	CoalesceGap int64
-	// Readahead is how many entries per partition are fetched ahead of the
-	// one being applied. Default 16.
-	Readahead int
-	// ReadBatch is how many metadata records one read asks for. Default 256.
-	ReadBatch int
-	// MaxHeld bounds the entries held in memory waiting for a gap to
-	// fill or a marker to arrive. Past it, the entries furthest ahead of
-	// their partition's log end are forgotten, and the retained metadata
-	// is read again once the follower has nothing else to do. Default
-	// 100,000 (tens of MB).
-	MaxHeld int
-	// PollInterval is the pause after a metadata read that found nothing
-	// and did not wait itself. Default 10ms.
-	PollInterval time.Duration
-	// Backoff paces retries of failed fetches and metadata reads.
-	Backoff Backoff
-	// OnApplied, if set, is called with a partition's progress after each
-	// append and truncation, once the partition starts from its local log,
-	// when its leader or epoch changes, and again every ProgressInterval
-	// while its log does not change (a follower that holds everything
-	// appends nothing, nor does one that nothing continues, and its leader
-	// must still learn where it is), for the broker to deliver to the
-	// leader's RecordProgress: its garbage collector and high watermark
-	// wait for it, and it republishes what a follower lacks. It is called
-	// on the engine's goroutine and must not block.
-	OnApplied func(Progress)
-	// ProgressInterval is how often a partition whose log does not change
-	// reports its progress again (OnApplied): what it costs is a report
-	// per followed partition per interval; what it bounds is how long a
-	// leader that missed a report (made before it knew the follower)
-	// takes to learn where the follower is. Default 1s.
-	ProgressInterval time.Duration
-	// OnHealth, if set, is called when a followed partition begins or
-	// stops failing (see Health.Partitions), with the engine's health
-	// then. It must not block.
-	OnHealth func(Health)
-	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
-	Clock Clock
-	Seed  uint64
-	// Logger receives the engine's logs. Default slog.Default().
-	Logger *slog.Logger
-}
-
 // HedgeConfig says when a request that has not answered is sent again:
 // "Performance design patterns for Amazon S3" recommends re-issuing a
 // request that has not answered by about its p95–p99 latency, since the
@@ -129,82 +48,37 @@ func (h HedgeConfig) policy(owner string) (hedge.Policy, error) {
 		return hedge.Policy{}, nil
 	}
 	if h.Quantile < 0 || h.Min < 0 || h.Max < 0 || h.Budget < 0 || h.Burst < 0 {
-		return hedge.Policy{}, fmt.Errorf("walstore: %s.Hedge has a negative field: %+v", owner, h)
+		return hedge.Policy{}, fmt.Errorf("walstore: NodeConfig.%s has a negative field: %+v", owner, h)
 	}
 	p := hedge.Policy{
 		Quantile: cmp.Or(h.Quantile, 0.95), Min: cmp.Or(h.Min, 5*time.Millisecond), Max: cmp.Or(h.Max, 500*time.Millisecond),
 		Budget: cmp.Or(h.Budget, 0.05), Burst: cmp.Or(h.Burst, 3),
 	}
 	if err := p.Validate(); err != nil {
-		return hedge.Policy{}, fmt.Errorf("walstore: %s.Hedge: %w", owner, err)
+		return hedge.Policy{}, fmt.Errorf("walstore: NodeConfig.%s: %w", owner, err)
 	}
 	return p, nil
 }
 
-func (c *FollowerConfig) validate() error {
-	switch {
-	case c.BrokerID < 0:
-		return fmt.Errorf("walstore: FollowerConfig.BrokerID %d is negative", c.BrokerID)
-	case c.Store == nil:
-		return errors.New("walstore: FollowerConfig.Store is required")
-	case c.Log == nil:
-		return errors.New("walstore: FollowerConfig.Log is required")
-	case c.Local == nil:
-		return errors.New("walstore: FollowerConfig.Local is required")
-	case c.Log.Partitions() <= 0:
-		return fmt.Errorf("walstore: FollowerConfig.Log: %w", &DependencyError{Dependency: "metadata.Log.Partitions",
-			Err: fmt.Errorf("%w: %d partitions", ErrContractViolation, c.Log.Partitions())})
-	}
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"FetchConcurrency", int64(c.FetchConcurrency)}, {"Readahead", int64(c.Readahead)},
-		{"ReadBatch", int64(c.ReadBatch)}, {"PollInterval", int64(c.PollInterval)},
-		{"MaxHeld", int64(c.MaxHeld)}, {"HedgeAfter", int64(c.HedgeAfter)},
-		{"FetchTimeout", int64(c.FetchTimeout)}, {"LocalTimeout", int64(c.LocalTimeout)}, {"ProgressInterval", int64(c.ProgressInterval)},
-		{"Backoff.Initial", int64(c.Backoff.Initial)}, {"Backoff.Max", int64(c.Backoff.Max)},
-	} {
-		if f.v < 0 {
-			return fmt.Errorf("walstore: FollowerConfig.%s %d is negative", f.name, f.v)
-		}
-	}
-	c.FetchConcurrency = orDefault(c.FetchConcurrency, 8)
-	c.Readahead = orDefault(c.Readahead, 16)
-	c.ReadBatch = orDefault(c.ReadBatch, 256)
-	c.MaxHeld = orDefault(c.MaxHeld, 100_000)
-	c.HedgeAfter = orDefault(c.HedgeAfter, time.Second)
-	c.FetchTimeout = orDefault(c.FetchTimeout, 30*time.Second)
-	c.LocalTimeout = orDefault(c.LocalTimeout, 30*time.Second)
-	c.PollInterval = orDefault(c.PollInterval, 10*time.Millisecond)
-	c.ProgressInterval = orDefault(c.ProgressInterval, time.Second)
-	c.Backoff = c.Backoff.withDefaults()
-	if _, err := c.Hedge.policy("FollowerConfig"); err != nil {
-		return err
-	}
-	if c.Clock == nil {
-		c.Clock = wallClock{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return nil
-}
-
-// Follower is the follower-side engine. It reads this broker's metadata
+// followerEngine is the follower-side engine. It reads this broker's metadata
 // partition, keeps each followed partition's epoch lineage, decides with
 // package fencing what to do with every entry, fetches the sections it
 // needs (coalesced, in parallel, verified), and appends them to the local
-// log in offset order. Create it with NewFollower and drive it with Run.
+// log in offset order. It is a Node's follower side, made and driven by
+// the Node.
 //
 // The decisions are a state machine without goroutines, clock or I/O
-// (internal/followcore); the Follower is its driver: it reads the metadata
+// (internal/followcore); the engine is its driver: it reads the metadata
 // log, runs fetch rounds in parallel, performs the local-log requests one
 // after another, and keeps time.
-type Follower struct {
-	cfg    FollowerConfig
-	mgr    *Manager
-	jitter *jitter // paces metadata-read retries
+type followerEngine struct {
+	cfg       *NodeConfig // validated by NewNode; the follower side's fields
+	log       *slog.Logger
+	seed      uint64
+	onHealth  func(Health) // the Node's: either side's health news is its
+	onApplied func(Progress)
+	mgr       *Manager
+	jitter    *jitter // paces metadata-read retries
 
 	// roleMu guards core, queue and stopped. The Run goroutine holds it
 	// while it steps the core, and releases it while it calls the local
@@ -246,44 +120,48 @@ type fetchDone struct {
 	results []followcore.Result
 }
 
-// NewFollower validates cfg and returns a Follower. Nothing runs until Run.
-func NewFollower(cfg FollowerConfig) (*Follower, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
+// newFollowerEngine returns the follower side of a Node configured by cfg,
+// which NewNode has validated. Nothing runs until Run.
+func newFollowerEngine(cfg *NodeConfig, onHealth func(Health)) (*followerEngine, error) {
+	logger := cfg.Logger.With("engine", "follower")
+	seed := cfg.Seed ^ 0xf0110e
 	mgr, err := NewManager(ManagerConfig{
 		Store: cfg.Store, BrokerID: cfg.BrokerID, FetchConcurrency: cfg.FetchConcurrency,
-		CoalesceGap: cfg.CoalesceGap, Seed: cfg.Seed, Clock: cfg.Clock, Logger: cfg.Logger,
+		CoalesceGap: cfg.CoalesceGap, Seed: seed, Clock: cfg.Clock, Logger: logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	hp, _ := cfg.Hedge.policy("FollowerConfig") // checked by validate
+	hp, _ := cfg.FetchHedge.policy("FetchHedge") // checked by NewNode
 	core, err := followcore.New(followcore.Config{
 		BrokerID: cfg.BrokerID, Readahead: cfg.Readahead, MaxHeld: cfg.MaxHeld,
 		FetchConcurrency: cfg.FetchConcurrency, HedgeAfter: cfg.HedgeAfter,
 		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max,
 		CoalesceGap: cmp.Or(cfg.CoalesceGap, DefaultCoalesceGap), Hedge: hp, ReportInterval: cfg.ProgressInterval,
-		Seed: cfg.Seed ^ 0xf0110e, Logger: cfg.Logger,
+		Seed: seed ^ 0xf0110e, Logger: logger,
 		Violation: contractViolation,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("walstore: %w", err)
 	}
-	f := &Follower{
-		cfg:     cfg,
-		mgr:     mgr,
-		locals:  newLocalCalls(cfg.Clock),
-		jitter:  newJitter(cfg.Seed ^ 0x3e7ad),
-		core:    core,
-		fetches: make(map[uint64]context.CancelFunc),
-		local:   localDeadline{timeout: cfg.LocalTimeout},
-		roleMu:  make(roleLock, 1),
-		wake:    make(chan struct{}, 1),
-		rewind:  make(chan struct{}, 1),
-		lag:     make(map[metadata.TopicPartition]int64),
-		failing: newFailing(Following),
-		gets:    bufpool.New(getPoolBytes),
+	f := &followerEngine{
+		cfg:       cfg,
+		log:       logger,
+		seed:      seed,
+		onHealth:  onHealth,
+		onApplied: cfg.OnProgress,
+		mgr:       mgr,
+		locals:    newLocalCalls(cfg.Clock),
+		jitter:    newJitter(seed ^ 0x3e7ad),
+		core:      core,
+		fetches:   make(map[uint64]context.CancelFunc),
+		local:     localDeadline{timeout: cfg.LocalTimeout},
+		roleMu:    make(roleLock, 1),
+		wake:      make(chan struct{}, 1),
+		rewind:    make(chan struct{}, 1),
+		lag:       make(map[metadata.TopicPartition]int64),
+		failing:   newFailing(Following),
+		gets:      bufpool.New(getPoolBytes),
 	}
 	f.locals.wake = f.wakeUp
 	return f, nil
@@ -291,7 +169,7 @@ func NewFollower(cfg FollowerConfig) (*Follower, error) {
 
 // wakeUp makes Run look at the core again: a partition another caller
 // held was released, and a request of it may wait.
-func (f *Follower) wakeUp() { notify(f.wake) }
+func (f *followerEngine) wakeUp() { notify(f.wake) }
 
 // Follow makes the engine follow tp, whose leader at epoch is broker
 // leader, as the broker learned from its controller, and returns once the
@@ -307,7 +185,7 @@ func (f *Follower) wakeUp() { notify(f.wake) }
 // returned it fails with ErrStopped. A local-log call of tp that did not
 // return when the engine gave up on it makes it fail at once (see
 // LocalLog).
-func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
+func (f *followerEngine) Follow(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
 	err := f.withPartition(ctx, tp, func(c *followcore.Core, now time.Time) error { return c.Follow(now, tp, epoch, leader) })
 	if err != nil {
 		return fmt.Errorf("walstore: Follow %s: %w", tp, err)
@@ -321,7 +199,7 @@ func (f *Follower) Follow(ctx context.Context, tp metadata.TopicPartition, epoch
 // local-log call it may be making, as long as ctx allows, and changes
 // nothing if it gives up; after Run has returned it fails with
 // ErrStopped.
-func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) error {
+func (f *followerEngine) Unfollow(ctx context.Context, tp metadata.TopicPartition) error {
 	err := f.withPartition(ctx, tp, func(_ *followcore.Core, now time.Time) error {
 		f.unfollowLocked(now, tp)
 		return nil
@@ -334,7 +212,7 @@ func (f *Follower) Unfollow(ctx context.Context, tp metadata.TopicPartition) err
 
 // withPartition runs fn on the core as withCore does, holding tp's
 // local-log calls (see localCalls), so that no call of tp is in flight.
-func (f *Follower) withPartition(ctx context.Context, tp metadata.TopicPartition, fn func(c *followcore.Core, now time.Time) error) error {
+func (f *followerEngine) withPartition(ctx context.Context, tp metadata.TopicPartition, fn func(c *followcore.Core, now time.Time) error) error {
 	if err := f.locals.hold(ctx, tp, ""); err != nil {
 		return err
 	}
@@ -349,7 +227,7 @@ func (f *Follower) withPartition(ctx context.Context, tp metadata.TopicPartition
 // until fn returns, and a role change fn makes is in effect when it
 // does: fn may change the leader side too, before the follower side acts
 // on what it did. A change fn refuses must leave everything as it was.
-func (f *Follower) withCore(ctx context.Context, fn func(c *followcore.Core, now time.Time) error) error {
+func (f *followerEngine) withCore(ctx context.Context, fn func(c *followcore.Core, now time.Time) error) error {
 	if err := f.roleMu.lockContext(ctx); err != nil {
 		return fmt.Errorf("waiting for the follower engine: %w", err)
 	}
@@ -366,7 +244,7 @@ func (f *Follower) withCore(ctx context.Context, fn func(c *followcore.Core, now
 }
 
 // unfollowLocked stops following tp; the caller holds roleMu.
-func (f *Follower) unfollowLocked(now time.Time, tp metadata.TopicPartition) {
+func (f *followerEngine) unfollowLocked(now time.Time, tp metadata.TopicPartition) {
 	f.core.Unfollow(now, tp)
 	f.mu.Lock()
 	delete(f.lag, tp)
@@ -379,20 +257,20 @@ func (f *Follower) unfollowLocked(now time.Time, tp metadata.TopicPartition) {
 // Health returns the engine's health: the followed partitions whose
 // replication a failure of the local log has stopped. A follower is never
 // Degraded: an unreachable bucket or metadata log is waited out.
-func (f *Follower) Health() Health {
+func (f *followerEngine) Health() Health {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.healthLocked()
 }
 
-func (f *Follower) healthLocked() Health {
+func (f *followerEngine) healthLocked() Health {
 	parts, n := f.failing.list()
 	return Health{Partitions: parts, FailingPartitions: n}
 }
 
 // PartitionError returns why the engine does not replicate tp, a
 // *PartitionError, or nil if it does (or does not follow tp).
-func (f *Follower) PartitionError(tp metadata.TopicPartition) error {
+func (f *followerEngine) PartitionError(tp metadata.TopicPartition) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if e := f.failing.get(tp); e != nil {
@@ -405,8 +283,8 @@ func (f *Follower) PartitionError(tp metadata.TopicPartition) error {
 // last did, with the current health; never with roleMu held, since
 // OnHealth may read the Node's health. Calls are made one at a time, so
 // the last is of the current health.
-func (f *Follower) reportHealth() {
-	if f.cfg.OnHealth == nil {
+func (f *followerEngine) reportHealth() {
+	if f.onHealth == nil {
 		return
 	}
 	f.reportMu.Lock()
@@ -419,7 +297,7 @@ func (f *Follower) reportHealth() {
 	}
 	f.mu.Unlock()
 	if news {
-		f.cfg.OnHealth(h)
+		f.onHealth(h)
 	}
 }
 
@@ -447,7 +325,7 @@ func (l roleLock) lockContext(ctx context.Context) error {
 // from what the log says, without holding up the others. Call it once: a
 // second call, while the first runs or after it returned, returns at once
 // an error wrapping ErrStopped and changes nothing.
-func (f *Follower) Run(ctx context.Context) error {
+func (f *followerEngine) Run(ctx context.Context) error {
 	if !f.ran.CompareAndSwap(false, true) {
 		return fmt.Errorf("walstore: follower: Run called twice: %w", ErrStopped)
 	}
@@ -535,7 +413,7 @@ func stepRecords(rs []metadata.Record) int {
 // locked runs fn holding roleMu, and releases it however fn ends: a local
 // log that panics must crash the process, not leave Run's cleanup waiting
 // for a lock its own goroutine holds.
-func (f *Follower) locked(fn func()) {
+func (f *followerEngine) locked(fn func()) {
 	f.roleMu.lock()
 	defer f.roleMu.unlock()
 	fn()
@@ -543,7 +421,7 @@ func (f *Follower) locked(fn func()) {
 
 // drive performs what the core asks until it asks for no more local-log
 // work, and returns when it wants a Tick.
-func (f *Follower) drive(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone) time.Time {
+func (f *followerEngine) drive(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone) time.Time {
 	yield := false
 	for {
 		rd := f.core.Ready()
@@ -629,7 +507,7 @@ type localReq struct {
 // partition rests and tries again later, without a second call. It stops
 // after a request whose call it gave up on, gaveUp true, leaving the rest
 // queued, so that the failure is known before it waits for another.
-func (f *Follower) perform(ctx context.Context) (answered int, gaveUp, live bool) {
+func (f *followerEngine) perform(ctx context.Context) (answered int, gaveUp, live bool) {
 	queue := f.queue
 	f.queue = nil
 	for i, r := range queue {
@@ -664,21 +542,21 @@ func (f *Follower) perform(ctx context.Context) (answered int, gaveUp, live bool
 
 // report delivers progress to OnApplied, and the lag of appends to the
 // histogram.
-func (f *Follower) report(progress []followcore.Progress, applied []followcore.Applied) {
+func (f *followerEngine) report(progress []followcore.Progress, applied []followcore.Applied) {
 	now := f.cfg.Clock.Now()
 	for _, a := range applied {
 		f.applyLat.observe(now.Sub(time.UnixMilli(a.MaxTimestamp)))
 	}
-	if f.cfg.OnApplied == nil {
+	if f.onApplied == nil {
 		return
 	}
 	for _, p := range progress {
-		f.cfg.OnApplied(Progress{Partition: p.Partition, Leader: p.Leader, Follower: f.cfg.BrokerID, EndOffset: p.EndOffset, LastEpoch: p.LastEpoch})
+		f.onApplied(Progress{Partition: p.Partition, Leader: p.Leader, Follower: f.cfg.BrokerID, EndOffset: p.EndOffset, LastEpoch: p.LastEpoch})
 	}
 }
 
 // load reads tp's local state for the core; the caller holds tp.
-func (f *Follower) load(ctx context.Context, tp metadata.TopicPartition) (followcore.LocalState, error) {
+func (f *followerEngine) load(ctx context.Context, tp metadata.TopicPartition) (followcore.LocalState, error) {
 	leo, err := f.endOffset(ctx, tp)
 	if err != nil {
 		return followcore.LocalState{}, err
@@ -695,7 +573,7 @@ func (f *Follower) load(ctx context.Context, tp metadata.TopicPartition) (follow
 }
 
 // endOffset reads tp's log end; the caller holds tp.
-func (f *Follower) endOffset(ctx context.Context, tp metadata.TopicPartition) (int64, error) {
+func (f *followerEngine) endOffset(ctx context.Context, tp metadata.TopicPartition) (int64, error) {
 	var end int64 // set by the call, read only if it returned
 	err := f.locals.call(f.local.context(ctx), tp, "LocalLog.EndOffset", func(context.Context) (err error) {
 		end, err = f.cfg.Local.EndOffset(tp)
@@ -710,7 +588,7 @@ func (f *Follower) endOffset(ctx context.Context, tp metadata.TopicPartition) (i
 // truncate performs a truncation the core asks for and returns where it
 // truncated and where the log ends afterwards; the caller holds the
 // partition.
-func (f *Follower) truncate(ctx context.Context, t followcore.Truncate) (int64, int64, error) {
+func (f *followerEngine) truncate(ctx context.Context, t followcore.Truncate) (int64, int64, error) {
 	to := t.To
 	if t.AtBatch {
 		// Epochs start at batch boundaries in every log, but a marker may
@@ -745,7 +623,7 @@ func (f *Follower) truncate(ctx context.Context, t followcore.Truncate) (int64, 
 // ends afterwards; the caller holds the partition. An append given up on
 // may still read the batches: the core gives their buffer back to the
 // pool only once it learns the append succeeded.
-func (f *Follower) append(ctx context.Context, a followcore.Append) (int64, error) {
+func (f *followerEngine) append(ctx context.Context, a followcore.Append) (int64, error) {
 	err := f.locals.call(f.local.context(ctx), a.Partition, "LocalLog.Append", func(ctx context.Context) error {
 		return f.cfg.Local.Append(ctx, a.Partition, a.Batches)
 	})
@@ -793,7 +671,7 @@ func (d *localDeadline) release() {
 // the core cancels it first (the loser of a hedged pair). A hedge is a
 // request of its own, made while the first is still in flight, so the
 // store's client sends it on another connection.
-func (f *Follower) fetch(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone, fe followcore.Fetch) {
+func (f *followerEngine) fetch(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone, fe followcore.Fetch) {
 	start := f.cfg.Clock.Now()
 	cctx, stop := context.WithCancel(ctx)
 	f.fetches[fe.ID] = stop
@@ -841,7 +719,7 @@ func (f *Follower) fetch(ctx context.Context, wg *sync.WaitGroup, results chan<-
 // readMetadata reads this broker's metadata partition from its low
 // watermark and hands the records to Run, whose core decodes them. A follower that restarts
 // reads the retained metadata again; what it already applied is skipped.
-func (f *Follower) readMetadata(ctx context.Context, out chan<- []metadata.Record) {
+func (f *followerEngine) readMetadata(ctx context.Context, out chan<- []metadata.Record) {
 	// Partitions is fixed for the log's life and checked at construction.
 	p := f.cfg.BrokerID % f.cfg.Log.Partitions()
 	cursor := int64(-1)
@@ -875,7 +753,7 @@ func (f *Follower) readMetadata(ctx context.Context, out chan<- []metadata.Recor
 		case errors.Is(err, metadata.ErrOffsetOutOfRange):
 			// Trimmed under us: what was trimmed was applied by every
 			// follower, this one included, or it is obsolete.
-			f.cfg.Logger.Warn("activetier: metadata trimmed past the follower's cursor; resuming at the low watermark", "cursor", cursor)
+			f.log.Warn("activetier: metadata trimmed past the follower's cursor; resuming at the low watermark", "cursor", cursor)
 			cursor = -1
 			continue
 		case err != nil:
@@ -918,7 +796,7 @@ const rewindQuiet = 50 * time.Millisecond
 // each newly followed partition needs the retained metadata): waiting for
 // the burst to end makes it cost one read of the metadata, not one per
 // partition, which grew with partitions times the metadata retained.
-func (f *Follower) quietRewinds(ctx context.Context) bool {
+func (f *followerEngine) quietRewinds(ctx context.Context) bool {
 	for {
 		select {
 		case <-f.rewind:
@@ -945,11 +823,11 @@ func checkRecords(recs []metadata.Record, from int64) error {
 }
 
 // pause logs err and waits out the next backoff delay; false if ctx ended.
-func (f *Follower) pause(ctx context.Context, attempt *int, what string, err error) bool {
+func (f *followerEngine) pause(ctx context.Context, attempt *int, what string, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	f.cfg.Logger.Warn("activetier: "+what+" failed; retrying", "err", err)
+	f.log.Warn("activetier: "+what+" failed; retrying", "err", err)
 	d := f.jitter.delay(f.cfg.Backoff, *attempt)
 	*attempt++
 	return sleep(ctx, f.cfg.Clock, d) == nil

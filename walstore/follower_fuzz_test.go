@@ -145,9 +145,9 @@ func fuzzFollower(t *testing.T, input []byte) {
 	follows := func(tp metadata.TopicPartition) bool { return tp == fuzzTPs[0] || tp == fuzzTPs[1] }
 	f, err := walstore.NewNode(walstore.NodeConfig{
 		BrokerID: 2, Store: &fuzzStore{ObjectStore: store, w: w}, Log: &fuzzLog{Log: meta, w: w},
-		Local:    &fuzzLocal{LocalLog: memstore.NewLocalLog(), w: w, follows: follows},
-		Follower: walstore.FollowerConfig{Backoff: walstore.Backoff{Initial: time.Millisecond, Max: 50 * time.Millisecond}},
-		Logger:   quiet,
+		Local:   &fuzzLocal{LocalLog: memstore.NewLocalLog(), w: w, follows: follows},
+		Backoff: walstore.Backoff{Initial: time.Millisecond, Max: 50 * time.Millisecond},
+		Logger:  quiet,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -29,10 +29,10 @@ func TestFollowerReadsTenPartitionsOfOneObjectWithOneGet(t *testing.T) {
 	// Not hedged: a GET slow on a busy machine would be sent twice.
 	var f *walstore.Node
 	for i := range 10 {
-		f = r2.StartFollowerConfig(tpN(i), walstore.NodeConfig{Follower: walstore.FollowerConfig{Hedge: walstore.HedgeConfig{Disabled: true}}})
+		f = r2.StartFollowerConfig(tpN(i), walstore.NodeConfig{FetchHedge: walstore.HedgeConfig{Disabled: true}})
 	}
 	before := c.Gets(r1.Store.Local().Bucket)
-	l := r1.StartLeader(walstore.LeaderConfig{Interval: 50 * time.Millisecond})
+	l := r1.StartLeader(walstore.NodeConfig{Interval: 50 * time.Millisecond})
 	for i := range 10 {
 		r1.BecomeLeader(ctx, tpN(i), 1, -1)
 	}
@@ -64,7 +64,7 @@ func TestFollowerBootstrapsEmptyReplicaFromMetadata(t *testing.T) {
 			r1, r2 := c.AddBroker(1, "az1"), c.AddBroker(2, "az2")
 			c.SetReplicas(clustertest.TP, 1, 2)
 			c.SetLeader(clustertest.TP, 1, 3)
-			l := r1.StartLeader(walstore.LeaderConfig{})
+			l := r1.StartLeader(walstore.NodeConfig{})
 			require.NoError(t, r1.Local.Truncate(ctx, clustertest.TP, start))
 			r1.BecomeLeader(ctx, clustertest.TP, 3, -1)
 			r1.Produce(ctx, clustertest.TP, 3, start, start+49, 10)
@@ -86,29 +86,29 @@ func TestFollowerBootstrapsEmptyReplicaFromMetadata(t *testing.T) {
 func TestFollowerRejectsInvalidConfig(t *testing.T) {
 	c := clustertest.New(t, clustertest.Mem(), 1)
 	b := c.AddBroker(1, "az1")
-	base := func() walstore.FollowerConfig {
-		return walstore.FollowerConfig{Store: b.Store, Log: c.Meta, Local: b.Local}
+	base := func() walstore.NodeConfig {
+		return walstore.NodeConfig{Store: b.Store, Log: c.Meta, Local: b.Local}
 	}
 	tests := []struct {
 		field string
-		mod   func(*walstore.FollowerConfig)
+		mod   func(*walstore.NodeConfig)
 	}{
-		{"Store", func(c *walstore.FollowerConfig) { c.Store = nil }},
-		{"Log", func(c *walstore.FollowerConfig) { c.Log = nil }},
-		{"Local", func(c *walstore.FollowerConfig) { c.Local = nil }},
-		{"BrokerID", func(c *walstore.FollowerConfig) { c.BrokerID = -1 }},
-		{"FetchConcurrency", func(c *walstore.FollowerConfig) { c.FetchConcurrency = -1 }},
-		{"Readahead", func(c *walstore.FollowerConfig) { c.Readahead = -1 }},
-		{"PollInterval", func(c *walstore.FollowerConfig) { c.PollInterval = -time.Second }},
-		{"Hedge", func(c *walstore.FollowerConfig) { c.Hedge.Budget = -1 }},
-		{"Hedge", func(c *walstore.FollowerConfig) { c.Hedge.Quantile = 1.5 }},
-		{"Hedge", func(c *walstore.FollowerConfig) { c.Hedge.Min, c.Hedge.Max = time.Second, time.Millisecond }},
+		{"Store", func(c *walstore.NodeConfig) { c.Store = nil }},
+		{"Log", func(c *walstore.NodeConfig) { c.Log = nil }},
+		{"Local", func(c *walstore.NodeConfig) { c.Local = nil }},
+		{"BrokerID", func(c *walstore.NodeConfig) { c.BrokerID = -1 }},
+		{"FetchConcurrency", func(c *walstore.NodeConfig) { c.FetchConcurrency = -1 }},
+		{"Readahead", func(c *walstore.NodeConfig) { c.Readahead = -1 }},
+		{"PollInterval", func(c *walstore.NodeConfig) { c.PollInterval = -time.Second }},
+		{"FetchHedge", func(c *walstore.NodeConfig) { c.FetchHedge.Budget = -1 }},
+		{"FetchHedge", func(c *walstore.NodeConfig) { c.FetchHedge.Quantile = 1.5 }},
+		{"FetchHedge", func(c *walstore.NodeConfig) { c.FetchHedge.Min, c.FetchHedge.Max = time.Second, time.Millisecond }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
 			cfg := base()
 			tt.mod(&cfg)
-			_, err := walstore.NewFollower(cfg)
+			_, err := walstore.NewNode(cfg)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.field)
 		})
@@ -122,7 +122,7 @@ func TestFollowerBoundsHeldEntriesAndStillConverges(t *testing.T) {
 	tp := clustertest.TP
 	c.SetReplicas(tp, 1, 2, 3)
 	c.SetLeader(tp, 1, 5)
-	r1.StartLeader(walstore.LeaderConfig{})
+	r1.StartLeader(walstore.NodeConfig{})
 	require.NoError(t, r1.Local.Truncate(ctx, tp, 100))
 	r1.BecomeLeader(ctx, tp, 5, -1)
 	r1.Produce(ctx, tp, 5, 100, 149, 10)
@@ -134,13 +134,13 @@ func TestFollowerBoundsHeldEntriesAndStillConverges(t *testing.T) {
 
 	// R2 publishes ten epoch-6 objects R3 cannot apply before the gap
 	// 110-149 is republished; R3 may hold only three entries.
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader(walstore.NodeConfig{})
 	r2.BecomeLeader(ctx, tp, 6, -1)
 	for off := int64(150); off < 250; off += 10 {
 		r2.Produce(ctx, tp, 6, off, off+9, 10)
 		require.NoError(t, r2.Node.WaitDurable(ctx, tp, 6, off+9))
 	}
-	f3 := r3.StartFollowerConfig(tp, walstore.NodeConfig{Follower: walstore.FollowerConfig{MaxHeld: 3}})
+	f3 := r3.StartFollowerConfig(tp, walstore.NodeConfig{MaxHeld: 3})
 	require.Eventually(t, func() bool { return f3.Stats().Follower.Evicted > 0 }, 10*time.Second, time.Millisecond)
 	assert.LessOrEqual(t, f3.Stats().Follower.Held, 3)
 	require.NoError(t, r2.Node.Republish(ctx, tp, 110))
@@ -154,7 +154,7 @@ func TestFollowerStopsAppendingWhenItsBrokerLeads(t *testing.T) {
 	tp := clustertest.TP
 	c.SetReplicas(tp, 1, 2)
 	c.SetLeader(tp, 1, 1)
-	r1.StartLeader(walstore.LeaderConfig{})
+	r1.StartLeader(walstore.NodeConfig{})
 	r1.BecomeLeader(ctx, tp, 1, -1)
 
 	// R2's follower can never fetch: every GET fails, so entries stay
@@ -187,7 +187,7 @@ func TestFollowerHedgesAroundABucketThatStopsAnswering(t *testing.T) {
 	tp := clustertest.TP
 	c.SetReplicas(tp, 1, 2, 3)
 	c.SetLeader(tp, 1, 5)
-	r1.StartLeader(walstore.LeaderConfig{})
+	r1.StartLeader(walstore.NodeConfig{})
 	require.NoError(t, r1.Local.Truncate(ctx, tp, 100))
 	r1.BecomeLeader(ctx, tp, 5, -1)
 	r1.Produce(ctx, tp, 5, 100, 149, 10)
@@ -203,12 +203,12 @@ func TestFollowerHedgesAroundABucketThatStopsAnswering(t *testing.T) {
 		}
 		return clustertest.Fault{}
 	})
-	f3 := r3.StartFollowerConfig(tp, walstore.NodeConfig{Follower: walstore.FollowerConfig{HedgeAfter: 50 * time.Millisecond, FetchTimeout: time.Hour}})
+	f3 := r3.StartFollowerConfig(tp, walstore.NodeConfig{HedgeAfter: 50 * time.Millisecond, FetchTimeout: time.Hour})
 	require.Eventually(t, func() bool { return c.Gets(dead) > 0 }, 10*time.Second, time.Millisecond)
 
 	// R2 leads and republishes into AZ2: R3 uses that copy without waiting
 	// for the hung request.
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader(walstore.NodeConfig{})
 	r2.BecomeLeader(ctx, tp, 6, 100)
 	clustertest.RequireConverges(t, r3, r2, tp)
 	assert.Zero(t, f3.Stats().Follower.FetchErrors, "the hung request is still hanging, not failed")
@@ -224,7 +224,7 @@ func TestFollowerHedgesASlowGET(t *testing.T) {
 	tp := clustertest.TP
 	c.SetReplicas(tp, 1, 2)
 	c.SetLeader(tp, 1, 1)
-	r1.StartLeader(walstore.LeaderConfig{})
+	r1.StartLeader(walstore.NodeConfig{})
 	r1.BecomeLeader(ctx, tp, 1, -1)
 	r1.Produce(ctx, tp, 1, 0, 49, 10)
 	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 1, 49))
@@ -236,9 +236,7 @@ func TestFollowerHedgesASlowGET(t *testing.T) {
 		}
 		return clustertest.Fault{}
 	})
-	f := r2.StartFollowerConfig(tp, walstore.NodeConfig{Follower: walstore.FollowerConfig{
-		HedgeAfter: time.Hour, FetchTimeout: time.Hour, Hedge: walstore.HedgeConfig{Max: 10 * time.Millisecond},
-	}})
+	f := r2.StartFollowerConfig(tp, walstore.NodeConfig{HedgeAfter: time.Hour, FetchTimeout: time.Hour, FetchHedge: walstore.HedgeConfig{Max: 10 * time.Millisecond}})
 	clustertest.RequireConverges(t, r2, r1, tp)
 	st := f.Stats().Follower
 	// Later GETs may be hedged too on a busy machine; the hung one was.

@@ -18,39 +18,8 @@ import (
 // incarnation are found by Sweep. The decisions are the core's
 // (leadcore); the store and log calls are made here.
 
-// RecordProgress records that a follower has applied a partition up to,
-// not including, p.EndOffset (its log end offset), and that the last
-// record it holds has epoch p.LastEpoch (-1: it holds none): what Kafka's
-// fetch request carries. The broker relays it from the follower; the
-// engine judges it as Kafka's leader does. A follower whose last epoch is
-// not one of this leader's log, or whose log runs past the end of that
-// epoch here, may still truncate: only what it holds of this leader's log
-// counts, and garbage collection never deletes what it may still need;
-// nor is a follower credited past the end of what was appended here. The
-// latest report is what the follower holds, even if lower than an earlier
-// one (it lost its log); one whose last epoch is not in this log
-// withdraws its credit until it reports again, truncated.
-//
-// A follower of this leadership whose log end is below what this
-// leadership's entries still reach (what was collected, or published
-// before it became a follower) is republished for, from its log end, in
-// the background: one republish at a time per partition, from the lowest
-// such follower up to where they are reached again, never twice for what
-// it covers. The broker need not notice.
-//
-// Reports for a partition this engine does not lead, of a follower it
-// does not have, or with negative values (but LastEpoch -1) are ignored,
-// and reports are forgotten when a new leadership begins.
-//
-// A report whose last epoch is an earlier one than the leadership's is
-// judged against the local log's epochs (LocalLog.Epochs). That read
-// waits at most RequestTimeout; one that fails, or does not answer, or
-// whose earlier call given up on has not returned, leaves the report
-// unjudged and the partition reported failing until a report is judged
-// again (Health.Partitions). A report that comes while a transition of
-// the partition, or a read of the engine's, is calling the log is
-// ignored: the next one counts.
-func (l *Leader) RecordProgress(p Progress) {
+// RecordProgress is Node.RecordProgress of the leader side.
+func (l *leaderEngine) RecordProgress(p Progress) {
 	l.mu.Lock()
 	need := l.core.NeedLineage(p.Partition, p.LastEpoch)
 	l.mu.Unlock()
@@ -78,20 +47,15 @@ func (l *Leader) RecordProgress(p Progress) {
 	})
 }
 
-// ReportTiered records that tp's records below offset are in long-term
-// storage or past retention, so the WAL copy is no longer needed for them.
-// Until a mark is reported for a partition, only follower progress gates
-// the deletion of its objects.
-func (l *Leader) ReportTiered(tp metadata.TopicPartition, offset int64) {
+// ReportTiered is Node.ReportTiered of the leader side.
+func (l *leaderEngine) ReportTiered(tp metadata.TopicPartition, offset int64) {
 	l.mu.Lock()
 	l.core.Tiered(tp, offset)
 	l.mu.Unlock()
 }
 
-// CollectGarbage deletes every tracked object whose sections are all safe
-// to delete and returns how many it deleted. Deletes are idempotent, so a
-// failed call is simply repeated; objects stay tracked until deleted.
-func (l *Leader) CollectGarbage(ctx context.Context) (int, error) {
+// CollectGarbage is Node.CollectGarbage of the leader side.
+func (l *leaderEngine) CollectGarbage(ctx context.Context) (int, error) {
 	l.mu.Lock()
 	refs := l.core.Collect(l.cfg.Clock.Now())
 	l.mu.Unlock()
@@ -107,19 +71,15 @@ func (l *Leader) CollectGarbage(ctx context.Context) (int, error) {
 	return len(refs), nil
 }
 
-// MetadataLowMarks returns, per metadata partition this leader has
-// published to, the lowest offset it still needs kept: the oldest message
-// naming an object not yet collected, or else its latest epoch markers.
-// The log may be trimmed below the minimum of every leader's mark (see
-// TrimMetadata).
-func (l *Leader) MetadataLowMarks() map[int32]int64 {
+// MetadataLowMarks is Node.MetadataLowMarks of the leader side.
+func (l *leaderEngine) MetadataLowMarks() map[int32]int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.core.LowMarks()
 }
 
 // TrimMetadata trims each metadata partition below the lowest of the marks
-// every publishing leader reported (Leader.MetadataLowMarks). Pass the marks
+// every publishing leader reported (Node.MetadataLowMarks). Pass the marks
 // of all leaders that publish to the log: a partition is trimmed only below
 // what every one of them no longer needs. With Kafka, a short retention.ms
 // on the topic is the usual alternative.
@@ -140,20 +100,8 @@ func TrimMetadata(ctx context.Context, log metadata.Log, marks ...map[int32]int6
 	return nil
 }
 
-// Sweep deletes objects under this broker's key prefix in its own bucket
-// that the collector does not track and that are older than age: uploads
-// whose acknowledgement was lost, a hedged upload's losing copy, and
-// objects of a previous incarnation of the broker. Choose age well above
-// the longest a follower may lag. Whatever age says, it never deletes an
-// object a leadership of this engine still means to publish: one stored
-// while the metadata log refuses its entries, a republish copy whose
-// entries are being published, or one stored since the oldest upload
-// attempt still in flight began (as the store's clock and the engine's
-// tell), which that attempt may yet report.
-// Objects the store lists outside that bucket and prefix (a store that
-// breaks the List contract) are never deleted; Sweep then also returns an
-// error matching ErrContractViolation.
-func (l *Leader) Sweep(ctx context.Context, age time.Duration) (int, error) {
+// Sweep is Node.Sweep of the leader side.
+func (l *leaderEngine) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	local := l.cfg.Store.Local()
 	prefix := l.mgr.keyPrefix()
 	infos, err := l.cfg.Store.List(ctx, local.Bucket, prefix)

@@ -35,7 +35,7 @@ func TestAdversaryInSyncChurnWhileAppending(t *testing.T) {
 	tp := clustertest.TP
 	c.SetReplicas(tp, 1, 2, 3, 4)
 	c.SetLeader(tp, 1, 1)
-	leader.StartLeader(walstore.LeaderConfig{})
+	leader.StartLeader(walstore.NodeConfig{})
 	ctx := context.Background()
 	leader.BecomeLeader(ctx, tp, 1, -1)
 	f2.StartFollower(tp)
@@ -150,7 +150,7 @@ func TestAdversarySetInSyncWakesWaiters(t *testing.T) {
 	tp := clustertest.TP
 	c.SetReplicas(tp, 1, 2, 4)
 	c.SetLeader(tp, 1, 1)
-	leader.StartLeader(walstore.LeaderConfig{})
+	leader.StartLeader(walstore.NodeConfig{})
 	ctx := context.Background()
 	leader.BecomeLeader(ctx, tp, 1, -1)
 	f2.StartFollower(tp)
@@ -197,7 +197,7 @@ func TestAdversarySameEpochReleadKeepsHighWatermark(t *testing.T) {
 	tp := clustertest.TP
 	c.SetReplicas(tp, 1, 2)
 	c.SetLeader(tp, 1, 1)
-	leader.StartLeader(walstore.LeaderConfig{})
+	leader.StartLeader(walstore.NodeConfig{})
 	ctx := context.Background()
 	leader.BecomeLeader(ctx, tp, 1, -1)
 	f2.StartFollower(tp)

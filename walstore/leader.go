@@ -18,7 +18,7 @@ import (
 // Errors returned by the leader engine, to be tested with errors.Is.
 var (
 	// ErrBufferFull: Append would take the buffered bytes past
-	// LeaderConfig.BufferBytes and the overflow policy is Reject.
+	// NodeConfig.BufferBytes and the overflow policy is Reject.
 	ErrBufferFull = errors.New("walstore: leader buffer full")
 	// ErrNotLeader: Append or Republish for a partition this engine was not
 	// told it leads (see BecomeLeader).
@@ -44,141 +44,6 @@ const (
 	// fail the produce request or fall back to ordinary replication.
 	Reject
 )
-
-// LeaderConfig configures a Leader. Zero durations and sizes mean the
-// documented default; negative ones are rejected.
-type LeaderConfig struct {
-	// BrokerID is this broker's id. Must be >= 0.
-	BrokerID int32
-	// Store writes to this broker's AZ's bucket. Required.
-	Store storage.ObjectStore
-	// Log carries the metadata. Required.
-	Log metadata.Log
-	// Local is read when republishing after a failover. Required.
-	Local storage.LocalLog
-	// KeyPrefix is prepended to object keys.
-	KeyPrefix string
-	// Codec for sections. Default none.
-	Codec metadata.Codec
-	// Interval is the longest a batch waits before its object is cut.
-	// Default 100ms.
-	Interval time.Duration
-	// ObjectBytes is the size at which an object is cut early. Default 4 MiB.
-	ObjectBytes int
-	// MaxPartitions caps the partitions in one object. Default 1000.
-	MaxPartitions int
-	// BufferBytes bounds the batch bytes appended but not yet published:
-	// buffered, uploading, or stored and waiting for the metadata log.
-	// Default 64 MiB.
-	BufferBytes int
-	// Overflow is the policy when BufferBytes is reached. Default Block.
-	Overflow Overflow
-	// MaxInflight bounds concurrent uploads. Default 4.
-	MaxInflight int
-	// Backoff paces retries of uploads and publishes.
-	Backoff Backoff
-	// DegradedAfter is how long an upload or a metadata publish may go
-	// without succeeding, whether its attempts fail or never return, before
-	// the engine reports itself degraded (the broker's cue to fall back to
-	// ordinary replication). Default 5s.
-	DegradedAfter time.Duration
-	// RequestTimeout bounds one attempt of a PUT or of a metadata append;
-	// an attempt that runs out counts as a transient failure and is
-	// retried. It bounds the engine's LocalLog calls too, whether or not
-	// the log observes its context: each Read of a republish, the Epochs
-	// and EndOffset its leaderships read to take their partitions up, and
-	// the Epochs RecordProgress reads to judge a report. Default 10s.
-	RequestTimeout time.Duration
-	// Hedge is when an object upload that has not answered is attempted
-	// again alongside it (once per object; see HedgeConfig). Each attempt
-	// stores the same bytes under a fresh key, only if no object has it,
-	// so none overwrites another; only the first to succeed is published,
-	// and the other's object, if it lands, is named by no entry and
-	// deleted by Sweep. Hedging is on by default.
-	Hedge HedgeConfig
-	// OnHealth, if set, is called when the engine becomes degraded or
-	// recovers, and when a led partition begins or stops failing (see
-	// Health.Partitions), with the health then. It must not block.
-	OnHealth func(Health)
-	// MarkerRefresh is how often the epoch markers of every led partition
-	// are published again, so that trimming the metadata log never leaves a
-	// restarted follower without them. Default 30s.
-	MarkerRefresh time.Duration
-	// GCInterval is how often Run collects garbage. Default 1s.
-	GCInterval time.Duration
-	// RetainFor keeps every object at least this long after its entries
-	// were published, even once every follower has applied it. Direct
-	// readers (package directread) serve consumers from the objects and
-	// trail the followers by their poll interval and a GET; an object
-	// deleted before they read it sends them back to the broker
-	// (directread.GoneError). Storage for the extra time is the price: at
-	// S3 Express One Zone's storage rate, keeping 10 s of a 100 MB/s
-	// stream costs well under a dollar a month. Default 0: an object goes
-	// as soon as every follower applied it and the tiered mark passed it.
-	RetainFor time.Duration
-	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
-	Clock Clock
-	Seed  uint64
-	// Logger receives the engine's logs. Default slog.Default().
-	Logger *slog.Logger
-}
-
-func (c *LeaderConfig) validate() error {
-	switch {
-	case c.BrokerID < 0:
-		return fmt.Errorf("walstore: LeaderConfig.BrokerID %d is negative", c.BrokerID)
-	case c.Store == nil:
-		return errors.New("walstore: LeaderConfig.Store is required")
-	case c.Log == nil:
-		return errors.New("walstore: LeaderConfig.Log is required")
-	case c.Local == nil:
-		return errors.New("walstore: LeaderConfig.Local is required")
-	case c.Log.Partitions() <= 0:
-		return fmt.Errorf("walstore: LeaderConfig.Log: %w", &DependencyError{Dependency: "metadata.Log.Partitions",
-			Err: fmt.Errorf("%w: %d partitions", ErrContractViolation, c.Log.Partitions())})
-	case !c.Codec.Valid():
-		return fmt.Errorf("walstore: LeaderConfig.Codec %v is not a known codec", c.Codec)
-	case c.Overflow != Block && c.Overflow != Reject:
-		return fmt.Errorf("walstore: LeaderConfig.Overflow %d is not Block or Reject", c.Overflow)
-	}
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"Interval", int64(c.Interval)}, {"ObjectBytes", int64(c.ObjectBytes)},
-		{"MaxPartitions", int64(c.MaxPartitions)}, {"BufferBytes", int64(c.BufferBytes)},
-		{"MaxInflight", int64(c.MaxInflight)}, {"DegradedAfter", int64(c.DegradedAfter)},
-		{"MarkerRefresh", int64(c.MarkerRefresh)}, {"GCInterval", int64(c.GCInterval)}, {"RetainFor", int64(c.RetainFor)},
-		{"RequestTimeout", int64(c.RequestTimeout)}, {"Backoff.Initial", int64(c.Backoff.Initial)}, {"Backoff.Max", int64(c.Backoff.Max)},
-	} {
-		if f.v < 0 {
-			return fmt.Errorf("walstore: LeaderConfig.%s %d is negative", f.name, f.v)
-		}
-	}
-	c.Interval = orDefault(c.Interval, 100*time.Millisecond)
-	c.ObjectBytes = orDefault(c.ObjectBytes, 4<<20)
-	c.MaxPartitions = orDefault(c.MaxPartitions, 1000)
-	c.BufferBytes = orDefault(c.BufferBytes, 64<<20)
-	c.MaxInflight = orDefault(c.MaxInflight, 4)
-	c.DegradedAfter = orDefault(c.DegradedAfter, 5*time.Second)
-	c.MarkerRefresh = orDefault(c.MarkerRefresh, 30*time.Second)
-	c.GCInterval = orDefault(c.GCInterval, time.Second)
-	c.RequestTimeout = orDefault(c.RequestTimeout, 10*time.Second)
-	c.Backoff = c.Backoff.withDefaults()
-	if _, err := c.Hedge.policy("LeaderConfig"); err != nil {
-		return err
-	}
-	if c.ObjectBytes > c.BufferBytes {
-		return fmt.Errorf("walstore: LeaderConfig.ObjectBytes %d exceeds BufferBytes %d", c.ObjectBytes, c.BufferBytes)
-	}
-	if c.Clock == nil {
-		c.Clock = wallClock{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return nil
-}
 
 func orDefault[T int | time.Duration](v, def T) T {
 	if v == 0 {
@@ -211,21 +76,24 @@ type Health struct {
 	FailingPartitions int
 }
 
-// Leader is the leader-side engine: it buffers the batches the broker
+// leaderEngine is the leader-side engine: it buffers the batches the broker
 // appends, cuts them into combined objects, uploads several at a time,
 // and publishes each partition's entries in offset order once their object
-// is stored. Most brokers use it through a Node; create it with NewLeader
-// and drive it with Run.
+// is stored. It is a Node's leader side: the Node validates its
+// configuration, makes it and drives it with Run, and documents the
+// calls brokers make.
 //
 // The protocol is a leadcore.Core, a state machine without I/O; the
-// Leader feeds it the broker's calls and the results of the work it hands
-// out, and performs that work: encoding, uploads (several at once, each
+// engine feeds it the broker's calls and the results of the work it
+// hands out, and performs that work: encoding, uploads (several at once, each
 // attempt bounded by RequestTimeout and retried after the core's backoff),
 // metadata appends, local-log reads and deletes.
-type Leader struct {
-	cfg    LeaderConfig
-	mgr    *Manager
-	locals *localCalls // the LocalLog calls, shared with the follower engine in a Node
+type leaderEngine struct {
+	cfg      *NodeConfig // validated by NewNode; the leader side's fields
+	log      *slog.Logger
+	onHealth func(Health) // the Node's: either side's health news is its
+	mgr      *Manager
+	locals   *localCalls // the LocalLog calls, shared with the follower engine in a Node
 
 	ran      atomic.Bool // Run was called
 	reportMu sync.Mutex  // serializes OnHealth calls; taken before mu
@@ -315,14 +183,13 @@ func (o *opCtl) wait(ctx context.Context, clock Clock) bool {
 	}
 }
 
-// NewLeader validates cfg and returns a Leader. Nothing runs until Run.
-func NewLeader(cfg LeaderConfig) (*Leader, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
+// newLeaderEngine returns the leader side of a Node configured by cfg, which
+// NewNode has validated. Nothing runs until Run.
+func newLeaderEngine(cfg *NodeConfig, onHealth func(Health)) (*leaderEngine, error) {
+	logger := cfg.Logger.With("engine", "leader")
 	mgr, err := NewManager(ManagerConfig{
 		Store: cfg.Store, BrokerID: cfg.BrokerID, KeyPrefix: cfg.KeyPrefix,
-		Codec: cfg.Codec, Seed: cfg.Seed, Clock: cfg.Clock, Logger: cfg.Logger,
+		Codec: cfg.Codec, Seed: cfg.Seed, Clock: cfg.Clock, Logger: logger,
 	})
 	if err != nil {
 		return nil, err
@@ -330,14 +197,14 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 	// Cut objects wait for upload within BufferBytes; as many bytes of
 	// free buffers serve the next cuts.
 	objects := bufpool.New(cfg.BufferBytes)
-	hp, _ := cfg.Hedge.policy("LeaderConfig") // checked by validate
+	hp, _ := cfg.UploadHedge.policy("UploadHedge") // checked by NewNode
 	core, err := leadcore.New(leadcore.Config{
 		BrokerID: cfg.BrokerID, MetadataPartitions: cfg.Log.Partitions(), Codec: cfg.Codec,
 		Interval: cfg.Interval, ObjectBytes: cfg.ObjectBytes, MaxPartitions: cfg.MaxPartitions,
 		BufferBytes: cfg.BufferBytes, MaxInflight: cfg.MaxInflight, DegradedAfter: cfg.DegradedAfter,
 		MarkerRefresh: cfg.MarkerRefresh, GCInterval: cfg.GCInterval, RetainFor: cfg.RetainFor,
 		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max, Seed: cfg.Seed ^ 0x1eade7, Hedge: hp,
-		Logger:    cfg.Logger,
+		Logger:    logger,
 		Violation: contractViolation,
 		NoAnswer: func(what string, d time.Duration) error {
 			return fmt.Errorf("walstore: %s: %w", what, &DependencyError{Dependency: dependencyOf(what), Err: &noAnswerError{d: d}})
@@ -348,8 +215,8 @@ func NewLeader(cfg LeaderConfig) (*Leader, error) {
 		mgr.Close()
 		return nil, fmt.Errorf("walstore: leader: %w", err)
 	}
-	return &Leader{
-		cfg: cfg, mgr: mgr, core: core, objects: objects, locals: newLocalCalls(cfg.Clock),
+	return &leaderEngine{
+		cfg: cfg, log: logger, onHealth: onHealth, mgr: mgr, core: core, objects: objects, locals: newLocalCalls(cfg.Clock),
 		ops:     make(map[uint64]*opCtl),
 		calls:   make(map[uint64]chan error),
 		done:    make(chan struct{}),
@@ -387,7 +254,7 @@ func notify(ch chan struct{}) {
 }
 
 // step feeds the core one event and performs what it hands out.
-func (l *Leader) step(event func(c *leadcore.Core, now time.Time)) {
+func (l *leaderEngine) step(event func(c *leadcore.Core, now time.Time)) {
 	l.mu.Lock()
 	event(l.core, l.cfg.Clock.Now())
 	changed := l.takeLocked()
@@ -401,7 +268,7 @@ func (l *Leader) step(event func(c *leadcore.Core, now time.Time)) {
 // wakes waiters, starts the requests' goroutines, routes retries and
 // cancellations. It reports whether the health changed; the caller then
 // calls report, outside mu.
-func (l *Leader) takeLocked() bool {
+func (l *leaderEngine) takeLocked() bool {
 	if !l.running || !l.core.HasReady() {
 		return false
 	}
@@ -452,7 +319,7 @@ func (l *Leader) takeLocked() bool {
 }
 
 // directLocked routes rd's retries, cancellations and finished calls.
-func (l *Leader) directLocked(rd leadcore.Ready) {
+func (l *leaderEngine) directLocked(rd leadcore.Ready) {
 	for _, r := range rd.Retries {
 		if op := l.ops[r.ID]; op != nil {
 			op.send(r.At)
@@ -475,7 +342,7 @@ func (l *Leader) directLocked(rd leadcore.Ready) {
 
 // spawnLocked runs f on a goroutine of Run's, with a context the core can
 // cancel as request id.
-func (l *Leader) spawnLocked(id uint64, f func(ctx context.Context, op *opCtl)) {
+func (l *leaderEngine) spawnLocked(id uint64, f func(ctx context.Context, op *opCtl)) {
 	ctx, cancel := context.WithCancel(l.ctx)
 	op := &opCtl{ctx: ctx, cancel: cancel, next: make(chan time.Time, 1)}
 	l.ops[id] = op
@@ -495,7 +362,7 @@ func (l *Leader) spawnLocked(id uint64, f func(ctx context.Context, op *opCtl)) 
 // retrying makes attempts of a request until one succeeds, the core stops
 // it, or Run ends; each attempt's result goes to the core. hold, if not
 // nil, is released when it stops making attempts.
-func (l *Leader) retrying(id uint64, what string, try func(context.Context) error, result func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind), hold *objectHold) {
+func (l *leaderEngine) retrying(id uint64, what string, try func(context.Context) error, result func(c *leadcore.Core, now time.Time, err error, kind leadcore.Kind), hold *objectHold) {
 	l.spawnLocked(id, func(ctx context.Context, op *opCtl) {
 		if hold != nil {
 			defer hold.release()
@@ -520,14 +387,14 @@ func (l *Leader) retrying(id uint64, what string, try func(context.Context) erro
 
 // startEncode cuts the builder outside the lock, so that Append never
 // waits for an object to be encoded.
-func (l *Leader) startEncode(e leadcore.Encode) {
+func (l *leaderEngine) startEncode(e leadcore.Encode) {
 	l.spawnLocked(e.ID, func(context.Context, *opCtl) {
 		objs, err := e.Builder.Cut(nil)
 		l.step(func(c *leadcore.Core, now time.Time) { c.Encoded(now, e.ID, objs, err) })
 	})
 }
 
-func (l *Leader) startUpload(u leadcore.Upload) {
+func (l *leaderEngine) startUpload(u leadcore.Upload) {
 	var ref metadata.ObjectRef
 	var hold *objectHold
 	if u.What == leadcore.WhatUpload {
@@ -550,7 +417,7 @@ func (l *Leader) startUpload(u leadcore.Upload) {
 // startHedge makes a hedged attempt of an upload in flight, on a goroutine
 // of its own: the store's client sends it on another connection than the
 // attempt it hedges. It ends with the upload, whichever attempt wins.
-func (l *Leader) startHedge(h leadcore.Hedge) {
+func (l *leaderEngine) startHedge(h leadcore.Hedge) {
 	op := l.ops[h.ID]
 	if op == nil || op.hold == nil {
 		return // the upload is over: its attempts returned
@@ -578,7 +445,7 @@ func (l *Leader) startHedge(h leadcore.Hedge) {
 	}()
 }
 
-func (l *Leader) startPublish(p leadcore.Publish) {
+func (l *leaderEngine) startPublish(p leadcore.Publish) {
 	var off int64
 	l.retrying(p.ID, leadcore.WhatPublish, func(ctx context.Context) (err error) {
 		if off, err = l.cfg.Log.Append(ctx, p.Partition, p.Data); err != nil {
@@ -590,7 +457,7 @@ func (l *Leader) startPublish(p leadcore.Publish) {
 	}, nil)
 }
 
-func (l *Leader) startRead(r leadcore.LocalRead) {
+func (l *leaderEngine) startRead(r leadcore.LocalRead) {
 	l.spawnLocked(r.ID, func(ctx context.Context, _ *opCtl) {
 		var res leadcore.LocalResult
 		switch r.What {
@@ -626,14 +493,14 @@ func (l *Leader) startRead(r leadcore.LocalRead) {
 // refused at once while an earlier call of tp that was given up on has
 // not returned (see localCalls), so a log that hangs costs one goroutine
 // per partition. what says what the call is for, in its error.
-func (l *Leader) local(ctx context.Context, tp metadata.TopicPartition, what, dep string, fn func(ctx context.Context) error) error {
+func (l *leaderEngine) local(ctx context.Context, tp metadata.TopicPartition, what, dep string, fn func(ctx context.Context) error) error {
 	return attempt(ctx, l.cfg.RequestTimeout, what, dep, func(ctx context.Context) error {
 		return l.locals.do(ctx, tp, dep, fn)
 	})
 }
 
 // localHeld is local for a caller that holds tp already.
-func (l *Leader) localHeld(ctx context.Context, tp metadata.TopicPartition, what, dep string, fn func(ctx context.Context) error) error {
+func (l *leaderEngine) localHeld(ctx context.Context, tp metadata.TopicPartition, what, dep string, fn func(ctx context.Context) error) error {
 	return attempt(ctx, l.cfg.RequestTimeout, what, dep, func(ctx context.Context) error {
 		return l.locals.call(ctx, tp, dep, fn)
 	})
@@ -641,7 +508,7 @@ func (l *Leader) localHeld(ctx context.Context, tp metadata.TopicPartition, what
 
 // epochs reads tp's epoch entries for the engine's background work (see
 // local); held says the caller holds tp.
-func (l *Leader) epochs(ctx context.Context, tp metadata.TopicPartition, what string, held bool) ([]storage.EpochEntry, error) {
+func (l *leaderEngine) epochs(ctx context.Context, tp metadata.TopicPartition, what string, held bool) ([]storage.EpochEntry, error) {
 	local := l.local
 	if held {
 		local = l.localHeld
@@ -659,7 +526,7 @@ func (l *Leader) epochs(ctx context.Context, tp metadata.TopicPartition, what st
 
 // localEnd reads tp's log end for the engine's background work (see
 // local).
-func (l *Leader) localEnd(ctx context.Context, tp metadata.TopicPartition) (int64, error) {
+func (l *leaderEngine) localEnd(ctx context.Context, tp metadata.TopicPartition) (int64, error) {
 	var end int64 // set by the call, read only if it returned
 	err := l.local(ctx, tp, "walstore: reading the local log's end offset", "LocalLog.EndOffset", func(context.Context) (err error) {
 		end, err = l.cfg.Local.EndOffset(tp)
@@ -671,7 +538,7 @@ func (l *Leader) localEnd(ctx context.Context, tp metadata.TopicPartition) (int6
 	return end, nil
 }
 
-func (l *Leader) startDelete(d leadcore.Delete) {
+func (l *leaderEngine) startDelete(d leadcore.Delete) {
 	l.spawnLocked(d.ID, func(ctx context.Context, _ *opCtl) {
 		err := l.mgr.Delete(ctx, d.Refs)
 		if err != nil {
@@ -689,7 +556,7 @@ func (l *Leader) startDelete(d leadcore.Delete) {
 // and always of the current health, so that two goroutines that saw the
 // health change never deliver their news out of order: the last report
 // is always the engine's health.
-func (l *Leader) report() {
+func (l *leaderEngine) report() {
 	l.reportMu.Lock()
 	defer l.reportMu.Unlock()
 	l.mu.Lock()
@@ -697,34 +564,14 @@ func (l *Leader) report() {
 	changed := !sameHealth(h, l.reported)
 	l.reported = h
 	l.mu.Unlock()
-	if changed && l.cfg.OnHealth != nil {
-		l.cfg.OnHealth(h)
+	if changed && l.onHealth != nil {
+		l.onHealth(h)
 	}
 }
 
-// BecomeLeader makes this engine tp's leader at epoch, with followers as
-// its follower brokers, and returns once Append accepts tp's batches. The
-// broker's local log must already hold epoch in its epoch cache, starting
-// at its end offset, as Kafka's makeLeader leaves it. In the background
-// the engine then publishes tp's epoch lineage as markers and, if
-// republishFrom >= 0, republishes the local log from that offset (see
-// Republish), retrying until done or the leadership ends.
-//
-// If the engine already leads tp (it never resigned since), the
-// leadership continues at the new epoch: data appended at the old epoch and
-// not yet published is published at the new one, since it is the same log.
-// Calling it again at the same epoch only updates the followers.
-// Otherwise a new leadership begins: its durable offset starts at
-// republishFrom, or at the log end if republishFrom is negative (the
-// broker says every follower holds the log up to there).
-//
-// It validates its arguments before it reads the log end, and a refusal
-// (ErrStaleEpoch, ErrStopped, invalid followers, a LocalLog.EndOffset that
-// fails, or does not answer before ctx ends, or whose earlier call given
-// up on has not returned) changes nothing. Failures of what it then does
-// in the background are retried, and reported meanwhile as tp's failure
-// (Health.Partitions, PartitionError).
-func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
+// BecomeLeader is Node.BecomeLeader of the leader side: it validates its
+// arguments before it reads the log end, and a refusal changes nothing.
+func (l *leaderEngine) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
 	}
@@ -747,7 +594,7 @@ func (l *Leader) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 
 // checkLeader validates BecomeLeader's arguments, before anything is
 // read or changed for it.
-func (l *Leader) checkLeader(tp metadata.TopicPartition, epoch int32, followers []int32) error {
+func (l *leaderEngine) checkLeader(tp metadata.TopicPartition, epoch int32, followers []int32) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.stopped {
@@ -759,7 +606,7 @@ func (l *Leader) checkLeader(tp metadata.TopicPartition, epoch int32, followers 
 
 // endOffset reads tp's log end for a leadership to begin at, as long as
 // ctx allows; the caller holds tp's local-log calls.
-func (l *Leader) endOffset(ctx context.Context, tp metadata.TopicPartition) (int64, error) {
+func (l *leaderEngine) endOffset(ctx context.Context, tp metadata.TopicPartition) (int64, error) {
 	var leo int64 // set by the call, read only if it returned
 	err := l.locals.call(ctx, tp, "LocalLog.EndOffset", func(context.Context) (err error) {
 		leo, err = l.cfg.Local.EndOffset(tp)
@@ -773,7 +620,7 @@ func (l *Leader) endOffset(ctx context.Context, tp metadata.TopicPartition) (int
 
 // begin makes the engine tp's leader, its log ending at leo, or changes
 // nothing and returns why not.
-func (l *Leader) begin(tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64) error {
+func (l *leaderEngine) begin(tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64) error {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
@@ -789,7 +636,7 @@ func (l *Leader) begin(tp metadata.TopicPartition, epoch int32, followers []int3
 }
 
 // isStopped reports whether Run has returned, or is returning.
-func (l *Leader) isStopped() bool {
+func (l *leaderEngine) isStopped() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.stopped
@@ -799,26 +646,12 @@ func (l *Leader) isStopped() bool {
 // is withheld from publication, and WaitDurable calls waiting for it
 // return an error matching ErrNotLeader. Resigning a partition the engine
 // does not lead does nothing.
-func (l *Leader) Resign(tp metadata.TopicPartition) {
+func (l *leaderEngine) Resign(tp metadata.TopicPartition) {
 	l.step(func(c *leadcore.Core, now time.Time) { c.Resign(now, tp) })
 }
 
-// Append queues one batch of tp for upload. The broker appends the batch
-// to its local log first; the batch's Data must not be modified until the
-// engine has uploaded it (WaitDurable tells when). Batches must continue
-// one another: the first one of a leadership starts at the local log's end
-// offset when BecomeLeader was called, each next one right after the last,
-// all with the leadership's epoch; anything else is storage.ErrInvalidBatch, and
-// the batch is not queued. A partition the engine does not lead is
-// ErrNotLeader; one no BecomeLeader would take (see
-// metadata.TopicPartition.Validate) also matches the reason, such as
-// metadata.ErrInvalidTopicName. When the buffer is full, Append blocks
-// (Overflow Block) until space frees, or returns ErrBufferFull (Overflow
-// Reject). A blocked Append gives up when ctx ends, fails with
-// ErrNotLeader when the leadership it waits in ends (even if another
-// begins at once), and with ErrStopped when Run ends; the batch is then
-// not queued.
-func (l *Leader) Append(ctx context.Context, tp metadata.TopicPartition, b storage.Batch) error {
+// Append is Node.Append of the leader side.
+func (l *leaderEngine) Append(ctx context.Context, tp metadata.TopicPartition, b storage.Batch) error {
 	var waitedIn uint64 // the leadership a blocked Append waits in
 	for {
 		l.mu.Lock()
@@ -883,27 +716,16 @@ func refusal(err error) error {
 	return err
 }
 
-// DurableOffset returns the offset below which tp's log is stored in
-// object storage and its metadata published by this engine's current
-// leadership (or was on every follower when it began), or -1 if the engine
-// does not lead tp.
-func (l *Leader) DurableOffset(tp metadata.TopicPartition) int64 {
+// DurableOffset is Node.DurableOffset of the leader side.
+func (l *leaderEngine) DurableOffset(tp metadata.TopicPartition) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_, durable, _, _ := l.core.Leadership(tp)
 	return durable
 }
 
-// WaitDurable blocks until tp's data up to and including offset, appended
-// at epoch, is stored and published (the acks-on-upload mode), or ctx
-// ends. epoch is the epoch of the batch that holds offset, as given to
-// Append: it binds the wait to the leadership that accepted the records.
-// The wait fails with an error matching ErrNotLeader unless the engine's
-// current leadership of tp is that one, and if that leadership ends
-// before the offset is durable, whether before the call or during it:
-// data accepted under a leadership that ended is never published by it,
-// and a later leadership may hold other records at the same offsets.
-func (l *Leader) WaitDurable(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64) error {
+// WaitDurable is Node.WaitDurable of the leader side.
+func (l *leaderEngine) WaitDurable(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64) error {
 	return l.waitFor(ctx, tp, epoch, offset, "durable", func(c *leadcore.Core) (int64, error) {
 		_, durable, failed, _ := c.Leadership(tp)
 		return durable, failed
@@ -914,7 +736,7 @@ func (l *Leader) WaitDurable(ctx context.Context, tp metadata.TopicPartition, ep
 // leadership of tp that accepts appends at epoch, waking on sig. It fails
 // with ErrNotLeader if that leadership is not the current one, or ends,
 // and with reached's error when the offset can never be reached.
-func (l *Leader) waitFor(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64, what string, reached func(*leadcore.Core) (int64, error), sig *signal) error {
+func (l *leaderEngine) waitFor(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64, what string, reached func(*leadcore.Core) (int64, error), sig *signal) error {
 	var gen uint64
 	for {
 		l.mu.Lock()
@@ -943,13 +765,13 @@ func (l *Leader) waitFor(ctx context.Context, tp metadata.TopicPartition, epoch 
 
 // Health returns the engine's health: whether it is degraded, and the
 // led partitions whose replication a failure has stopped.
-func (l *Leader) Health() Health {
+func (l *leaderEngine) Health() Health {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.healthLocked()
 }
 
-func (l *Leader) healthLocked() Health {
+func (l *leaderEngine) healthLocked() Health {
 	h := l.core.Health()
 	parts, n := l.failing.list()
 	return Health{Degraded: h.Degraded, Since: h.Since, Err: h.Err, Partitions: parts, FailingPartitions: n}
@@ -958,7 +780,7 @@ func (l *Leader) healthLocked() Health {
 // PartitionError returns why the engine's leadership of tp does not
 // replicate it, a *PartitionError, or nil if it does (or the engine does
 // not lead tp).
-func (l *Leader) PartitionError(tp metadata.TopicPartition) error {
+func (l *leaderEngine) PartitionError(tp metadata.TopicPartition) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e := l.failing.get(tp); e != nil {
@@ -968,7 +790,7 @@ func (l *Leader) PartitionError(tp metadata.TopicPartition) error {
 }
 
 // snapshot returns the engine's counters; see Stats.
-func (l *Leader) snapshot() LeaderStats {
+func (l *leaderEngine) snapshot() LeaderStats {
 	l.mu.Lock()
 	s, h := l.core.Stats(), l.healthLocked()
 	l.mu.Unlock()
@@ -991,7 +813,7 @@ func (l *Leader) snapshot() LeaderStats {
 // remains in the broker's log. Call it once: a second call, while the
 // first runs or after it returned, returns at once an error wrapping
 // ErrStopped and changes nothing.
-func (l *Leader) Run(ctx context.Context) error {
+func (l *leaderEngine) Run(ctx context.Context) error {
 	if !l.ran.CompareAndSwap(false, true) {
 		return fmt.Errorf("walstore: leader: Run called twice: %w", ErrStopped)
 	}
@@ -1024,7 +846,7 @@ func (l *Leader) Run(ctx context.Context) error {
 
 // stop waits for Run's goroutines, wakes every caller waiting to find the
 // engine stopped, and releases its resources.
-func (l *Leader) stop() {
+func (l *leaderEngine) stop() {
 	l.mu.Lock()
 	l.running, l.stopped = false, true
 	l.mu.Unlock()
@@ -1039,19 +861,13 @@ func (l *Leader) stop() {
 }
 
 // release frees the encoders and builders.
-func (l *Leader) release() {
+func (l *leaderEngine) release() {
 	l.mgr.Close()
 	l.core.Close()
 }
 
-// Republish copies tp's local log from offset from to its end into this
-// broker's own bucket and publishes it at the current epoch, for followers
-// that could not read the previous leader's objects (an AZ outage) or that
-// start empty (a reassignment). Records keep their original epochs; the
-// entries name this leader's epoch as publisher. It returns when all of it
-// is published, or ctx ends, or the leadership does; the work is done by
-// Run.
-func (l *Leader) Republish(ctx context.Context, tp metadata.TopicPartition, from int64) error {
+// Republish is Node.Republish of the leader side.
+func (l *leaderEngine) Republish(ctx context.Context, tp metadata.TopicPartition, from int64) error {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()

@@ -43,10 +43,8 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 			var healths []walstore.Health
 			const bound = 10_000
 			r1.Start(walstore.NodeConfig{
-				Leader: walstore.LeaderConfig{
-					BufferBytes: bound, ObjectBytes: 4_000, Overflow: overflow,
-					DegradedAfter: 20 * time.Millisecond,
-				},
+				BufferBytes: bound, ObjectBytes: 4_000, Overflow: overflow,
+				DegradedAfter: 20 * time.Millisecond,
 				OnHealth: func(h walstore.Health) {
 					mu.Lock()
 					healths = append(healths, h)
@@ -122,7 +120,7 @@ func TestLeaderPublishesInOffsetOrderWhenUploadsFinishOutOfOrder(t *testing.T) {
 		}
 		return clustertest.Fault{}
 	})
-	r1.StartLeader(walstore.LeaderConfig{Interval: time.Millisecond})
+	r1.StartLeader(walstore.NodeConfig{Interval: time.Millisecond})
 	r1.BecomeLeader(ctx, a, 1, -1)
 	r1.BecomeLeader(ctx, b, 1, -1)
 
@@ -153,34 +151,34 @@ func TestLeaderPublishesInOffsetOrderWhenUploadsFinishOutOfOrder(t *testing.T) {
 func TestLeaderRejectsInvalidConfig(t *testing.T) {
 	c := clustertest.New(t, clustertest.Mem(), 1)
 	b := c.AddBroker(1, "az1")
-	base := func() walstore.LeaderConfig {
-		return walstore.LeaderConfig{Store: b.Store, Log: c.Meta, Local: b.Local}
+	base := func() walstore.NodeConfig {
+		return walstore.NodeConfig{Store: b.Store, Log: c.Meta, Local: b.Local}
 	}
 	tests := []struct {
 		field string
-		mod   func(*walstore.LeaderConfig)
+		mod   func(*walstore.NodeConfig)
 	}{
-		{"Store", func(c *walstore.LeaderConfig) { c.Store = nil }},
-		{"Log", func(c *walstore.LeaderConfig) { c.Log = nil }},
-		{"Local", func(c *walstore.LeaderConfig) { c.Local = nil }},
-		{"BrokerID", func(c *walstore.LeaderConfig) { c.BrokerID = -1 }},
-		{"Codec", func(c *walstore.LeaderConfig) { c.Codec = 7 }},
-		{"Interval", func(c *walstore.LeaderConfig) { c.Interval = -time.Second }},
-		{"BufferBytes", func(c *walstore.LeaderConfig) { c.BufferBytes = -1 }},
-		{"ObjectBytes", func(c *walstore.LeaderConfig) { c.ObjectBytes, c.BufferBytes = 2<<20, 1<<20 }},
-		{"MaxInflight", func(c *walstore.LeaderConfig) { c.MaxInflight = -3 }},
-		{"Overflow", func(c *walstore.LeaderConfig) { c.Overflow = 9 }},
+		{"Store", func(c *walstore.NodeConfig) { c.Store = nil }},
+		{"Log", func(c *walstore.NodeConfig) { c.Log = nil }},
+		{"Local", func(c *walstore.NodeConfig) { c.Local = nil }},
+		{"BrokerID", func(c *walstore.NodeConfig) { c.BrokerID = -1 }},
+		{"Codec", func(c *walstore.NodeConfig) { c.Codec = 7 }},
+		{"Interval", func(c *walstore.NodeConfig) { c.Interval = -time.Second }},
+		{"BufferBytes", func(c *walstore.NodeConfig) { c.BufferBytes = -1 }},
+		{"ObjectBytes", func(c *walstore.NodeConfig) { c.ObjectBytes, c.BufferBytes = 2<<20, 1<<20 }},
+		{"MaxInflight", func(c *walstore.NodeConfig) { c.MaxInflight = -3 }},
+		{"Overflow", func(c *walstore.NodeConfig) { c.Overflow = 9 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
 			cfg := base()
 			tt.mod(&cfg)
-			_, err := walstore.NewLeader(cfg)
+			_, err := walstore.NewNode(cfg)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.field)
 		})
 	}
-	_, err := walstore.NewLeader(base())
+	_, err := walstore.NewNode(base())
 	require.NoError(t, err)
 }
 
@@ -189,7 +187,7 @@ func TestLeaderAppendErrors(t *testing.T) {
 	c := clustertest.New(t, clustertest.Mem(), 1)
 	r1 := c.AddBroker(1, "az1")
 	c.SetReplicas(clustertest.TP, 1)
-	l := r1.StartLeader(walstore.LeaderConfig{BufferBytes: 1000, ObjectBytes: 1000})
+	l := r1.StartLeader(walstore.NodeConfig{BufferBytes: 1000, ObjectBytes: 1000})
 	err := l.Append(ctx, clustertest.TP, clustertest.MakeBatch(clustertest.TP, 1, 0, 0))
 	assert.ErrorIs(t, err, walstore.ErrNotLeader)
 	r1.BecomeLeader(ctx, clustertest.TP, 1, -1)
@@ -227,10 +225,8 @@ func TestLeaderDegradesWhilePublishingFails(t *testing.T) {
 	log := &flakyLog{Log: c.Meta}
 	l, err := walstore.NewNode(walstore.NodeConfig{
 		BrokerID: 1, Store: r1.Store, Log: log, Local: r1.Local, Logger: discard(),
-		Leader: walstore.LeaderConfig{
-			Interval: time.Millisecond, DegradedAfter: 10 * time.Millisecond,
-			Backoff: walstore.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond},
-		},
+		Interval: time.Millisecond, DegradedAfter: 10 * time.Millisecond,
+		Backoff: walstore.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
@@ -264,7 +260,7 @@ func TestLeaderWithholdsEntriesOnceItsBrokerNoLongerLeads(t *testing.T) {
 		}
 		return clustertest.Fault{}
 	})
-	l := r1.StartLeader(walstore.LeaderConfig{})
+	l := r1.StartLeader(walstore.NodeConfig{})
 	r1.BecomeLeader(ctx, tp, 1, -1)
 	r1.Produce(ctx, tp, 1, 0, 9, 10)
 	require.Eventually(t, func() bool { return l.Stats().Leader.UploadsInFlight == 1 }, 10*time.Second, time.Millisecond)
@@ -294,7 +290,7 @@ func TestLeaderHedgesAnOverstayingPUT(t *testing.T) {
 		}
 		return clustertest.Fault{}
 	})
-	r1.StartLeader(walstore.LeaderConfig{RequestTimeout: time.Hour, DegradedAfter: time.Hour, Hedge: walstore.HedgeConfig{Max: 10 * time.Millisecond}})
+	r1.StartLeader(walstore.NodeConfig{RequestTimeout: time.Hour, DegradedAfter: time.Hour, UploadHedge: walstore.HedgeConfig{Max: 10 * time.Millisecond}})
 	r1.BecomeLeader(ctx, tp, 1, -1)
 	r1.Produce(ctx, tp, 1, 0, 9, 10)
 	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 1, 9))

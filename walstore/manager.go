@@ -91,7 +91,14 @@ func (c *ManagerConfig) validate() error {
 // Manager implements KIP-1176's RemoteWalStorageManager: it copies batches
 // of many partitions into one combined object, fetches and verifies the
 // sections that metadata entries name, and deletes combined objects. It is
-// safe for concurrent use; the leader and follower engines are built on it.
+// safe for concurrent use.
+//
+// A Node's sides are built on it: the follower side fetches through Fetch's
+// code, and garbage collection and Sweep delete through Delete. The leader
+// side uploads through Copy's last step, the conditional Put under a fresh
+// key: it encodes objects itself, as their partitions' batches arrive (the
+// combiner's Builder), rather than all at once as Copy does. Direct readers
+// (package directread) fetch with Fetch.
 type Manager struct {
 	cfg    ManagerConfig
 	jitter *jitter

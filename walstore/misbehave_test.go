@@ -410,9 +410,7 @@ func TestLeaderSurvivesAMisbehavingStoreOrMetadataLog(t *testing.T) {
 					tc.log(mlog)
 				}
 				log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
-				n1 := w.start(1, walstore.NodeConfig{Local: log1, Store: store, Log: mlog, Leader: walstore.LeaderConfig{
-					DegradedAfter: 5 * time.Second, GCInterval: time.Hour,
-				}})
+				n1 := w.start(1, walstore.NodeConfig{Local: log1, Store: store, Log: mlog, DegradedAfter: 5 * time.Second, GCInterval: time.Hour})
 				n2 := w.start(2, walstore.NodeConfig{Local: log2})
 				require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
 				require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, nil, -1)) // no followers: objects are garbage at once

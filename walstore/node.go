@@ -34,47 +34,158 @@ type Progress struct {
 	LastEpoch int32
 }
 
-// NodeConfig configures a Node. The nested engine configurations tune the
-// leader and the follower; their BrokerID, Store, Log, Local, Clock, Seed,
-// Logger, OnHealth and OnApplied are the Node's own and must be left
-// unset there.
+// NodeConfig configures a Node: its dependencies, then how its leader
+// side and its follower side are tuned. Zero durations and sizes mean the
+// documented default; negative ones are rejected by NewNode.
 type NodeConfig struct {
-	// BrokerID is this broker's id. Must be >= 0.
+	// BrokerID is this broker's id; its follower side reads metadata
+	// partition BrokerID % Log.Partitions(). Must be >= 0.
 	BrokerID int32
-	// Store reads and writes the object store from this broker's AZ.
-	// Required.
+	// Store reads and writes the object store from this broker's AZ: the
+	// leader side writes its objects there, the follower side reads the
+	// objects entries name. Required.
 	Store storage.ObjectStore
 	// Log carries the metadata. Required.
 	Log metadata.Log
-	// Local is the broker's log. Required.
+	// Local is the broker's log: the follower side appends to it and
+	// truncates it, the leader side reads it to take partitions up and to
+	// republish. Required.
 	Local storage.LocalLog
-	// Leader and Follower tune the two engines; zero values are their
-	// documented defaults.
-	Leader   LeaderConfig
-	Follower FollowerConfig
 	// OnProgress, if set, is called with a followed partition's progress
-	// after each append, when it starts following, and again every
-	// Follower.ProgressInterval while its log does not change (see
-	// FollowerConfig.OnApplied). The broker delivers it to the Node of
-	// Progress.Leader (RecordProgress), which needs it to collect
-	// garbage, to advance the high watermark and to republish what a
-	// follower lacks. It is called on the engine's goroutine and must not
-	// block.
+	// after each append and truncation, once the partition starts from its
+	// local log, when its leader or epoch changes, and again every
+	// ProgressInterval while its log does not change (a follower that
+	// holds everything appends nothing, nor does one that nothing
+	// continues, and its leader must still learn where it is). The broker
+	// delivers it to the Node of Progress.Leader (RecordProgress), which
+	// needs it to collect garbage, to advance the high watermark and to
+	// republish what a follower lacks. It is called on the engine's
+	// goroutine and must not block.
 	OnProgress func(Progress)
 	// OnHealth, if set, is called with the Node's health (Node.Health)
 	// when it changes: the leader side becomes degraded or recovers (see
-	// LeaderConfig.DegradedAfter), or a partition begins or stops failing
-	// on either side (Health.Partitions). Calls are made one at a time,
-	// the last with the current health. It must not block, nor call the
-	// Node's transitions.
+	// DegradedAfter), or a partition begins or stops failing on either
+	// side (Health.Partitions). Calls are made one at a time, the last
+	// with the current health. It must not block, nor call the Node's
+	// transitions.
 	OnHealth func(Health)
 	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
 	Clock Clock
 	Seed  uint64
 	// Logger receives the node's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Backoff paces retries of uploads, publishes, fetches and metadata
+	// reads.
+	Backoff Backoff
+
+	// The leader side: how appended batches become objects and entries.
+
+	// KeyPrefix is prepended to object keys.
+	KeyPrefix string
+	// Codec for sections. Default none.
+	Codec metadata.Codec
+	// Interval is the longest a batch waits before its object is cut.
+	// Default 100ms.
+	Interval time.Duration
+	// ObjectBytes is the size at which an object is cut early. Default 4 MiB.
+	ObjectBytes int
+	// MaxPartitions caps the partitions in one object. Default 1000.
+	MaxPartitions int
+	// BufferBytes bounds the batch bytes appended but not yet published:
+	// buffered, uploading, or stored and waiting for the metadata log.
+	// Default 64 MiB.
+	BufferBytes int
+	// Overflow is the policy when BufferBytes is reached. Default Block.
+	Overflow Overflow
+	// MaxInflight bounds concurrent uploads. Default 4.
+	MaxInflight int
+	// DegradedAfter is how long an upload or a metadata publish may go
+	// without succeeding, whether its attempts fail or never return, before
+	// the Node reports itself degraded (the broker's cue to fall back to
+	// ordinary replication). Default 5s.
+	DegradedAfter time.Duration
+	// RequestTimeout bounds one attempt of a PUT or of a metadata append;
+	// an attempt that runs out counts as a transient failure and is
+	// retried. It bounds the leader side's LocalLog calls too, whether or
+	// not the log observes its context: each Read of a republish, the
+	// Epochs and EndOffset BecomeLeader reads to take its partition up,
+	// and the Epochs RecordProgress reads to judge a report. Default 10s.
+	RequestTimeout time.Duration
+	// UploadHedge is when an object upload that has not answered is
+	// attempted again alongside it (once per object; see HedgeConfig).
+	// Each attempt stores the same bytes under a fresh key, only if no
+	// object has it, so none overwrites another; only the first to succeed
+	// is published, and the other's object, if it lands, is named by no
+	// entry and deleted by Sweep. Hedging is on by default.
+	UploadHedge HedgeConfig
+	// MarkerRefresh is how often the epoch markers of every led partition
+	// are published again, so that trimming the metadata log never leaves a
+	// restarted follower without them. Default 30s.
+	MarkerRefresh time.Duration
+	// GCInterval is how often Run collects garbage. Default 1s.
+	GCInterval time.Duration
+	// RetainFor keeps every object at least this long after its entries
+	// were published, even once every follower has applied it. Direct
+	// readers (package directread) serve consumers from the objects and
+	// trail the followers by their poll interval and a GET; an object
+	// deleted before they read it sends them back to the broker
+	// (directread.GoneError). Storage for the extra time is the price: at
+	// S3 Express One Zone's storage rate, keeping 10 s of a 100 MB/s
+	// stream costs well under a dollar a month. Default 0: an object goes
+	// as soon as every follower applied it and the tiered mark passed it.
+	RetainFor time.Duration
+
+	// The follower side: how entries are read, fetched and appended.
+
+	// FetchConcurrency bounds concurrent GETs. Default 8.
+	FetchConcurrency int
+	// HedgeAfter is how long a fetch may go unanswered before its bucket
+	// is treated as backing off: entries it holds may then be fetched from
+	// copies in other buckets (a republishing leader's), rather than wait
+	// for a request to an unreachable AZ to time out. Default 1s.
+	HedgeAfter time.Duration
+	// FetchHedge is when a ranged GET that has not answered is sent again
+	// to the same bucket. Hedging is on by default.
+	FetchHedge HedgeConfig
+	// FetchTimeout bounds one fetch (a ranged GET, and the per-section
+	// reads it falls back to). Default 30s.
+	FetchTimeout time.Duration
+	// LocalTimeout bounds each LocalLog call the follower side makes
+	// (Append, Truncate, Read, EndOffset, Epochs), whether or not the log
+	// observes its context: the engine appends on one goroutine, so a
+	// partition whose log stops answering would otherwise hold up every
+	// other. One that runs out counts as a failure of that partition's
+	// log, which rests; a call that has still not returned is left
+	// running, and the partition's later calls fail at once until it
+	// returns (see LocalLog). Each call has at least LocalTimeout and at
+	// most LocalTimeout/64 more: calls made in quick succession share one
+	// deadline, which spares a timer per append. Default 30s.
+	LocalTimeout time.Duration
+	// CoalesceGap: see ManagerConfig.CoalesceGap.
+	CoalesceGap int64
+	// Readahead is how many entries per partition are fetched ahead of the
+	// one being applied. Default 16.
+	Readahead int
+	// ReadBatch is how many metadata records one read asks for. Default 256.
+	ReadBatch int
+	// MaxHeld bounds the entries held in memory waiting for a gap to
+	// fill or a marker to arrive. Past it, the entries furthest ahead of
+	// their partition's log end are forgotten, and the retained metadata
+	// is read again once the follower has nothing else to do. Default
+	// 100,000 (tens of MB).
+	MaxHeld int
+	// PollInterval is the pause after a metadata read that found nothing
+	// and did not wait itself. Default 10ms.
+	PollInterval time.Duration
+	// ProgressInterval is how often a partition whose log does not change
+	// reports its progress again (OnProgress): what it costs is a report
+	// per followed partition per interval; what it bounds is how long a
+	// leader that missed a report (made before it knew the follower)
+	// takes to learn where the follower is. Default 1s.
+	ProgressInterval time.Duration
 }
 
+// validate checks c and applies its defaults.
 func (c *NodeConfig) validate() error {
 	switch {
 	case c.BrokerID < 0:
@@ -85,22 +196,65 @@ func (c *NodeConfig) validate() error {
 		return errors.New("walstore: NodeConfig.Log is required")
 	case c.Local == nil:
 		return errors.New("walstore: NodeConfig.Local is required")
+	case c.Log.Partitions() <= 0:
+		return fmt.Errorf("walstore: NodeConfig.Log: %w", &DependencyError{Dependency: "metadata.Log.Partitions",
+			Err: fmt.Errorf("%w: %d partitions", ErrContractViolation, c.Log.Partitions())})
+	case !c.Codec.Valid():
+		return fmt.Errorf("walstore: NodeConfig.Codec %v is not a known codec", c.Codec)
+	case c.Overflow != Block && c.Overflow != Reject:
+		return fmt.Errorf("walstore: NodeConfig.Overflow %d is not Block or Reject", c.Overflow)
 	}
-	lc, fc := &c.Leader, &c.Follower
 	for _, f := range []struct {
 		name string
-		set  bool
+		v    int64
 	}{
-		{"Leader.BrokerID", lc.BrokerID != 0}, {"Leader.Store", lc.Store != nil}, {"Leader.Log", lc.Log != nil},
-		{"Leader.Local", lc.Local != nil}, {"Leader.Clock", lc.Clock != nil}, {"Leader.Seed", lc.Seed != 0},
-		{"Leader.Logger", lc.Logger != nil}, {"Leader.OnHealth", lc.OnHealth != nil},
-		{"Follower.BrokerID", fc.BrokerID != 0}, {"Follower.Store", fc.Store != nil}, {"Follower.Log", fc.Log != nil},
-		{"Follower.Local", fc.Local != nil}, {"Follower.Clock", fc.Clock != nil}, {"Follower.Seed", fc.Seed != 0},
-		{"Follower.Logger", fc.Logger != nil}, {"Follower.OnApplied", fc.OnApplied != nil}, {"Follower.OnHealth", fc.OnHealth != nil},
+		{"Backoff.Initial", int64(c.Backoff.Initial)}, {"Backoff.Max", int64(c.Backoff.Max)},
+		{"Interval", int64(c.Interval)}, {"ObjectBytes", int64(c.ObjectBytes)},
+		{"MaxPartitions", int64(c.MaxPartitions)}, {"BufferBytes", int64(c.BufferBytes)},
+		{"MaxInflight", int64(c.MaxInflight)}, {"DegradedAfter", int64(c.DegradedAfter)},
+		{"MarkerRefresh", int64(c.MarkerRefresh)}, {"GCInterval", int64(c.GCInterval)}, {"RetainFor", int64(c.RetainFor)},
+		{"RequestTimeout", int64(c.RequestTimeout)},
+		{"FetchConcurrency", int64(c.FetchConcurrency)}, {"Readahead", int64(c.Readahead)},
+		{"ReadBatch", int64(c.ReadBatch)}, {"PollInterval", int64(c.PollInterval)},
+		{"MaxHeld", int64(c.MaxHeld)}, {"HedgeAfter", int64(c.HedgeAfter)},
+		{"FetchTimeout", int64(c.FetchTimeout)}, {"LocalTimeout", int64(c.LocalTimeout)}, {"ProgressInterval", int64(c.ProgressInterval)},
 	} {
-		if f.set {
-			return fmt.Errorf("walstore: NodeConfig.%s is the node's own: leave it unset", f.name)
+		if f.v < 0 {
+			return fmt.Errorf("walstore: NodeConfig.%s %d is negative", f.name, f.v)
 		}
+	}
+	c.Backoff = c.Backoff.withDefaults()
+	c.Interval = orDefault(c.Interval, 100*time.Millisecond)
+	c.ObjectBytes = orDefault(c.ObjectBytes, 4<<20)
+	c.MaxPartitions = orDefault(c.MaxPartitions, 1000)
+	c.BufferBytes = orDefault(c.BufferBytes, 64<<20)
+	c.MaxInflight = orDefault(c.MaxInflight, 4)
+	c.DegradedAfter = orDefault(c.DegradedAfter, 5*time.Second)
+	c.MarkerRefresh = orDefault(c.MarkerRefresh, 30*time.Second)
+	c.GCInterval = orDefault(c.GCInterval, time.Second)
+	c.RequestTimeout = orDefault(c.RequestTimeout, 10*time.Second)
+	c.FetchConcurrency = orDefault(c.FetchConcurrency, 8)
+	c.Readahead = orDefault(c.Readahead, 16)
+	c.ReadBatch = orDefault(c.ReadBatch, 256)
+	c.MaxHeld = orDefault(c.MaxHeld, 100_000)
+	c.HedgeAfter = orDefault(c.HedgeAfter, time.Second)
+	c.FetchTimeout = orDefault(c.FetchTimeout, 30*time.Second)
+	c.LocalTimeout = orDefault(c.LocalTimeout, 30*time.Second)
+	c.PollInterval = orDefault(c.PollInterval, 10*time.Millisecond)
+	c.ProgressInterval = orDefault(c.ProgressInterval, time.Second)
+	if c.ObjectBytes > c.BufferBytes {
+		return fmt.Errorf("walstore: NodeConfig.ObjectBytes %d exceeds BufferBytes %d", c.ObjectBytes, c.BufferBytes)
+	}
+	for _, h := range []struct {
+		name string
+		cfg  HedgeConfig
+	}{{"UploadHedge", c.UploadHedge}, {"FetchHedge", c.FetchHedge}} {
+		if _, err := h.cfg.policy(h.name); err != nil {
+			return err
+		}
+	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -151,7 +305,7 @@ func (c *NodeConfig) validate() error {
 //     transitions of a partition one after another, and those of
 //     different partitions independently; a transition waits for its
 //     turn, and for a local-log call of its partition in flight (an
-//     append, up to FollowerConfig.LocalTimeout), only as long as its
+//     append, up to NodeConfig.LocalTimeout), only as long as its
 //     context allows. A broker calls the transitions of one partition
 //     one at a time, in the order its controller decided them; if two
 //     race, the Node runs them in some order, each all or nothing.
@@ -166,8 +320,8 @@ func (c *NodeConfig) validate() error {
 //     been made; the broker may call again.
 type Node struct {
 	cfg      NodeConfig
-	leader   *Leader
-	follower *Follower
+	leader   *leaderEngine
+	follower *followerEngine
 
 	// locals holds a partition for each transition, which thereby runs
 	// alone among the partition's transitions and local-log calls, and
@@ -268,22 +422,17 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, roles: make(map[metadata.TopicPartition]RoleState)}
-	lc, fc := cfg.Leader, cfg.Follower
-	lc.BrokerID, lc.Store, lc.Log, lc.Local = cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local
-	lc.Clock, lc.Seed, lc.Logger = cfg.Clock, cfg.Seed, cfg.Logger.With("engine", "leader")
-	fc.BrokerID, fc.Store, fc.Log, fc.Local = cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local
-	fc.Clock, fc.Seed, fc.Logger, fc.OnApplied = cfg.Clock, cfg.Seed^0xf0110e, cfg.Logger.With("engine", "follower"), cfg.OnProgress
+	var onHealth func(Health)
 	if cfg.OnHealth != nil {
-		// Either engine's news is the Node's: OnHealth gets the health of
+		// Either side's news is the Node's: OnHealth gets the health of
 		// both.
-		lc.OnHealth = func(Health) { n.reportHealth() }
-		fc.OnHealth = lc.OnHealth
+		onHealth = func(Health) { n.reportHealth() }
 	}
-	l, err := NewLeader(lc)
+	l, err := newLeaderEngine(&n.cfg, onHealth)
 	if err != nil {
 		return nil, err
 	}
-	f, err := NewFollower(fc)
+	f, err := newFollowerEngine(&n.cfg, onHealth)
 	if err != nil {
 		l.release()
 		return nil, err
@@ -362,12 +511,21 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 // BecomeLeader makes this broker tp's leader at epoch, with followers as
 // the partition's follower brokers, and returns once appends are accepted:
 // the follower side has stopped (no append of its own to tp is in flight),
-// and the leader side has begun (see Leader.BecomeLeader for what it
-// publishes and republishes in the background, and for republishFrom:
-// the lowest offset some follower may lack, or -1 if every follower holds
-// the whole log). Calling it again at a later epoch without a role change
-// in between continues the same leadership; at the same epoch it updates
-// the followers.
+// and the leader side has begun. The broker's local log must already hold
+// epoch in its epoch cache, starting at its end offset, as Kafka's
+// makeLeader leaves it. In the background the Node then publishes tp's
+// epoch lineage as markers and, if republishFrom >= 0 (the lowest offset
+// some follower may lack; -1 if every follower holds the whole log),
+// republishes the local log from that offset (see Republish), retrying
+// until done or the leadership ends; failures of that work are reported
+// meanwhile as tp's failure (Health.Partitions, PartitionError).
+//
+// Calling it again at a later epoch without a role change in between
+// continues the same leadership: data appended at the old epoch and not
+// yet published is published at the new one, since it is the same log.
+// At the same epoch it updates the followers. Otherwise a new leadership
+// begins: its durable offset starts at republishFrom, or at the log end
+// if republishFrom is negative.
 //
 // It is refused, and tp goes on as it was (see Node), for invalid
 // arguments (this broker among the followers, a negative id or epoch), an
@@ -473,65 +631,139 @@ func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) erro
 	})
 }
 
-// Append queues a batch of a partition this broker leads; see
-// Leader.Append. Before Run it is accepted while the buffer has room;
-// after Run has returned it fails with ErrStopped. Concurrently with a
-// transition of tp, the leadership in effect when it is made accepts it,
-// or it fails with ErrNotLeader; one blocked on a full buffer fails with
-// ErrNotLeader when the leadership it waits in ends. ctx bounds only the
-// wait for buffer space.
+// Append queues one batch of tp for upload. The broker appends the batch
+// to its local log first; the batch's Data must not be modified until the
+// engine has uploaded it (WaitDurable tells when). Batches must continue
+// one another: the first one of a leadership starts at the local log's end
+// offset when BecomeLeader was called, each next one right after the last,
+// all with the leadership's epoch; anything else is storage.ErrInvalidBatch, and
+// the batch is not queued. A partition the Node does not lead is
+// ErrNotLeader; one no BecomeLeader would take (see
+// metadata.TopicPartition.Validate) also matches the reason, such as
+// metadata.ErrInvalidTopicName. When the buffer is full, Append blocks
+// (Overflow Block) until space frees, or returns ErrBufferFull (Overflow
+// Reject). A blocked Append gives up when ctx ends, fails with
+// ErrNotLeader when the leadership it waits in ends (even if another
+// begins at once), and with ErrStopped when Run ends; the batch is then
+// not queued.
+//
+// Before Run it is accepted while the buffer has room; after Run has
+// returned it fails with ErrStopped. Concurrently with a transition of tp,
+// the leadership in effect when it is made accepts it, or it fails with
+// ErrNotLeader. ctx bounds only the wait for buffer space.
 func (n *Node) Append(ctx context.Context, tp metadata.TopicPartition, b storage.Batch) error {
 	return n.leader.Append(ctx, tp, b)
 }
 
-// WaitDurable waits until tp's data up to and including offset, appended
-// at epoch, is stored and published (acks-on-upload); see
-// Leader.WaitDurable. It fails with ErrNotLeader once the leadership that
-// accepted the data ends, even if another begins (a transition made
-// concurrently ends it or not, all or nothing), and with ErrStopped after
-// Run has returned; with a context that has ended, it returns nil if the
-// data is durable, and the context's error otherwise.
+// WaitDurable blocks until tp's data up to and including offset, appended
+// at epoch, is stored and published (the acks-on-upload mode), or ctx
+// ends. epoch is the epoch of the batch that holds offset, as given to
+// Append: it binds the wait to the leadership that accepted the records.
+// The wait fails with an error matching ErrNotLeader unless the Node's
+// current leadership of tp is that one, and if that leadership ends
+// before the offset is durable, whether before the call or during it:
+// data accepted under a leadership that ended is never published by it,
+// and a later leadership may hold other records at the same offsets.
+//
+// A transition made concurrently ends the leadership or not, all or
+// nothing. After Run has returned the wait fails with ErrStopped; with a
+// context that has ended, it returns nil if the data is durable, and the
+// context's error otherwise.
 func (n *Node) WaitDurable(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64) error {
 	return n.leader.WaitDurable(ctx, tp, epoch, offset)
 }
 
-// DurableOffset returns the offset below which tp's log is durable in this
-// broker's leadership, or -1 if the broker does not lead tp.
+// DurableOffset returns the offset below which tp's log is stored in
+// object storage and its metadata published by this Node's current
+// leadership (or was on every follower when it began), or -1 if the Node
+// does not lead tp.
 func (n *Node) DurableOffset(tp metadata.TopicPartition) int64 {
 	return n.leader.DurableOffset(tp)
 }
 
-// Republish copies tp's local log from offset from into this broker's
-// bucket and publishes it, for followers that cannot read the earlier
-// objects (an AZ outage); see Leader.Republish.
+// Republish copies tp's local log from offset from to its end into this
+// broker's own bucket and publishes it at the current epoch, for followers
+// that could not read the previous leader's objects (an AZ outage) or that
+// start empty (a reassignment). Records keep their original epochs; the
+// entries name this leader's epoch as publisher. It returns when all of it
+// is published, or ctx ends, or the leadership does; the work is done by
+// Run.
 func (n *Node) Republish(ctx context.Context, tp metadata.TopicPartition, from int64) error {
 	return n.leader.Republish(ctx, tp, from)
 }
 
-// RecordProgress takes a follower's progress, delivered by the broker
-// from that follower's OnProgress; see Leader.RecordProgress.
+// RecordProgress records that a follower has applied a partition up to,
+// not including, p.EndOffset (its log end offset), and that the last
+// record it holds has epoch p.LastEpoch (-1: it holds none): what Kafka's
+// fetch request carries. The broker relays it from the follower; the
+// engine judges it as Kafka's leader does. A follower whose last epoch is
+// not one of this leader's log, or whose log runs past the end of that
+// epoch here, may still truncate: only what it holds of this leader's log
+// counts, and garbage collection never deletes what it may still need;
+// nor is a follower credited past the end of what was appended here. The
+// latest report is what the follower holds, even if lower than an earlier
+// one (it lost its log); one whose last epoch is not in this log
+// withdraws its credit until it reports again, truncated.
+//
+// A follower of this leadership whose log end is below what this
+// leadership's entries still reach (what was collected, or published
+// before it became a follower) is republished for, from its log end, in
+// the background: one republish at a time per partition, from the lowest
+// such follower up to where they are reached again, never twice for what
+// it covers. The broker need not notice.
+//
+// Reports for a partition this Node does not lead, of a follower it
+// does not have, or with negative values (but LastEpoch -1) are ignored,
+// and reports are forgotten when a new leadership begins.
+//
+// A report whose last epoch is an earlier one than the leadership's is
+// judged against the local log's epochs (LocalLog.Epochs). That read
+// waits at most RequestTimeout; one that fails, or does not answer, or
+// whose earlier call given up on has not returned, leaves the report
+// unjudged and the partition reported failing until a report is judged
+// again (Health.Partitions). A report that comes while a transition of
+// the partition, or a read of the Node's, is calling the log is
+// ignored: the next one counts.
 func (n *Node) RecordProgress(p Progress) { n.leader.RecordProgress(p) }
 
 // ReportTiered records that tp's records below offset are in long-term
-// storage or past retention; see Leader.ReportTiered.
+// storage or past retention, so the WAL copy is no longer needed for them.
+// Until a mark is reported for a partition, only follower progress gates
+// the deletion of its objects.
 func (n *Node) ReportTiered(tp metadata.TopicPartition, offset int64) {
 	n.leader.ReportTiered(tp, offset)
 }
 
-// CollectGarbage deletes this broker's objects that every follower has
-// applied; Run does it every LeaderConfig.GCInterval.
+// CollectGarbage deletes every tracked object whose sections are all safe
+// to delete and returns how many it deleted. Deletes are idempotent, so a
+// failed call is simply repeated; objects stay tracked until deleted.
+// Run does it every GCInterval.
 func (n *Node) CollectGarbage(ctx context.Context) (int, error) {
 	return n.leader.CollectGarbage(ctx)
 }
 
-// Sweep deletes this broker's objects older than age that no leadership
-// of this Node still needs; see Leader.Sweep.
+// Sweep deletes objects under this broker's key prefix in its own bucket
+// that the collector does not track and that are older than age: uploads
+// whose acknowledgement was lost, a hedged upload's losing copy, and
+// objects of a previous incarnation of the broker. Choose age well above
+// the longest a follower may lag. Whatever age says, it never deletes an
+// object a leadership of this Node still means to publish: one stored
+// while the metadata log refuses its entries, a republish copy whose
+// entries are being published, or one stored since the oldest upload
+// attempt still in flight began (as the store's clock and the Node's
+// tell), which that attempt may yet report.
+// Objects the store lists outside that bucket and prefix (a store that
+// breaks the List contract) are never deleted; Sweep then also returns an
+// error matching ErrContractViolation.
 func (n *Node) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	return n.leader.Sweep(ctx, age)
 }
 
-// MetadataLowMarks returns, per metadata partition, the lowest offset this
-// broker still needs kept; see Leader.MetadataLowMarks and TrimMetadata.
+// MetadataLowMarks returns, per metadata partition this leader has
+// published to, the lowest offset it still needs kept: the oldest message
+// naming an object not yet collected, or else its latest epoch markers.
+// The log may be trimmed below the minimum of every leader's mark (see
+// TrimMetadata).
 func (n *Node) MetadataLowMarks() map[int32]int64 { return n.leader.MetadataLowMarks() }
 
 // Health returns the Node's health: the leader side's judgement of its

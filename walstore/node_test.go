@@ -30,14 +30,12 @@ func TestNewNodeRejectsInvalidConfig(t *testing.T) {
 		{"Log", func(c *walstore.NodeConfig) { c.Log = nil }},
 		{"Local", func(c *walstore.NodeConfig) { c.Local = nil }},
 		{"BrokerID", func(c *walstore.NodeConfig) { c.BrokerID = -1 }},
-		{"Leader.BrokerID", func(c *walstore.NodeConfig) { c.Leader.BrokerID = 3 }},
-		{"Leader.Store", func(c *walstore.NodeConfig) { c.Leader.Store = c.Store }},
-		{"Leader.OnHealth", func(c *walstore.NodeConfig) { c.Leader.OnHealth = func(walstore.Health) {} }},
-		{"Follower.Local", func(c *walstore.NodeConfig) { c.Follower.Local = c.Local }},
-		{"Follower.OnApplied", func(c *walstore.NodeConfig) { c.Follower.OnApplied = func(walstore.Progress) {} }},
-		{"Follower.OnHealth", func(c *walstore.NodeConfig) { c.Follower.OnHealth = func(walstore.Health) {} }},
-		{"Interval", func(c *walstore.NodeConfig) { c.Leader.Interval = -time.Second }},
-		{"Readahead", func(c *walstore.NodeConfig) { c.Follower.Readahead = -1 }},
+		{"Interval", func(c *walstore.NodeConfig) { c.Interval = -time.Second }},
+		{"Readahead", func(c *walstore.NodeConfig) { c.Readahead = -1 }},
+		{"Backoff.Max", func(c *walstore.NodeConfig) { c.Backoff.Max = -1 }},
+		{"UploadHedge", func(c *walstore.NodeConfig) { c.UploadHedge.Quantile = 2 }},
+		{"FetchHedge", func(c *walstore.NodeConfig) { c.FetchHedge.Burst = -1 }},
+		{"ProgressInterval", func(c *walstore.NodeConfig) { c.ProgressInterval = -time.Second }},
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			cfg := base()

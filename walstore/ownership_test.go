@@ -188,14 +188,14 @@ func bufferOwnership(t *testing.T, hedge walstore.HedgeConfig) (leader *walstore
 	leaderStore := store(1)
 	leaderLog := memstore.NewLocalLog()
 	leader = w.start(1, walstore.NodeConfig{Store: leaderStore, Local: leaderLog,
-		Leader: walstore.LeaderConfig{Interval: time.Millisecond, ObjectBytes: 2 << 10, MaxInflight: 3, GCInterval: 5 * time.Millisecond, Hedge: hedge}})
+		Interval: time.Millisecond, ObjectBytes: 2 << 10, MaxInflight: 3, GCInterval: 5 * time.Millisecond, UploadHedge: hedge})
 	var followerStores []*holdingStore
 	var followerLogs []*memstore.LocalLog
 	for _, id := range []int32{2, 3} {
 		s, local := store(id), memstore.NewLocalLog()
 		followerStores, followerLogs = append(followerStores, s), append(followerLogs, local)
 		n := w.start(id, walstore.NodeConfig{Store: s, Local: holdingLog{LocalLog: local, v: v},
-			Follower: walstore.FollowerConfig{FetchConcurrency: 3, Readahead: 4, CoalesceGap: 1 << 10, Hedge: hedge}})
+			FetchConcurrency: 3, Readahead: 4, CoalesceGap: 1 << 10, FetchHedge: hedge})
 		followers = append(followers, n)
 		for p := range partitions {
 			require.NoError(t, n.BecomeFollower(t.Context(), metadata.TopicPartition{Topic: "t", Partition: int32(p)}, 1, 1))

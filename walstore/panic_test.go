@@ -54,7 +54,7 @@ func panicWhileAppending(t *testing.T) {
 	require.NoError(t, err)
 	log1 := memstore.NewLocalLog()
 	leader, err := walstore.NewNode(walstore.NodeConfig{BrokerID: 1, Store: store1, Log: meta, Local: log1, Logger: discard(),
-		Leader: walstore.LeaderConfig{Interval: time.Millisecond}})
+		Interval: time.Millisecond})
 	require.NoError(t, err)
 	follower, err := walstore.NewNode(walstore.NodeConfig{BrokerID: 2, Store: store2, Log: meta, Local: panickingLog{memstore.NewLocalLog()}, Logger: discard()})
 	require.NoError(t, err)

@@ -44,7 +44,7 @@ func TestPermanentRefusalDegradesAtOnce(t *testing.T) {
 		store.refuse.Store(true)
 		local := memstore.NewLocalLog()
 		n := w.start(1, walstore.NodeConfig{Store: store, Local: local,
-			Leader: walstore.LeaderConfig{Interval: time.Millisecond, DegradedAfter: time.Hour}})
+			Interval: time.Millisecond, DegradedAfter: time.Hour})
 		require.NoError(t, local.AssignEpoch(tp, 1, 0))
 		require.NoError(t, n.BecomeLeader(ctx, tp, 1, []int32{2}, -1))
 		b := storage.Batch{Epoch: 1, FirstOffset: 0, LastOffset: 0, MaxTimestamp: 1, Data: []byte("x")}

@@ -70,15 +70,15 @@ func (w *world) start(id int32, cfg walstore.NodeConfig) *walstore.Node {
 	if cfg.Local == nil {
 		cfg.Local = memstore.NewLocalLog()
 	}
-	if cfg.Leader.Interval == 0 {
-		cfg.Leader.Interval = 10 * time.Millisecond
+	if cfg.Interval == 0 {
+		cfg.Interval = 10 * time.Millisecond
 	}
 	fast := walstore.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}
-	if cfg.Leader.Backoff == (walstore.Backoff{}) {
-		cfg.Leader.Backoff = fast
+	if cfg.Backoff == (walstore.Backoff{}) {
+		cfg.Backoff = fast
 	}
-	if cfg.Follower.Backoff == (walstore.Backoff{}) {
-		cfg.Follower.Backoff = fast
+	if cfg.Backoff == (walstore.Backoff{}) {
+		cfg.Backoff = fast
 	}
 	cfg.Logger = discard()
 	cfg.OnProgress = func(p walstore.Progress) {
@@ -165,7 +165,7 @@ func TestRegressionReelectionPublishesWhatWasAcknowledged(t *testing.T) {
 				cfg := walstore.NodeConfig{Local: log1, Store: gatedStore{w.store(1), gate}}
 				if !tc.uploading {
 					close(gate)
-					cfg.Leader.Interval = time.Minute // nothing is cut before the re-election
+					cfg.Interval = time.Minute // nothing is cut before the re-election
 				}
 				n1 := w.start(1, cfg)
 				n2 := w.start(2, walstore.NodeConfig{Local: log2})
@@ -343,7 +343,7 @@ func TestRegressionGCKeepsObjectsThroughAPlacementFlap(t *testing.T) {
 		ctx := t.Context()
 		w := newWorld(t)
 		log1, log2 := memstore.NewLocalLog(), memstore.NewLocalLog()
-		n1 := w.start(1, walstore.NodeConfig{Local: log1, Leader: walstore.LeaderConfig{GCInterval: time.Hour}})
+		n1 := w.start(1, walstore.NodeConfig{Local: log1, GCInterval: time.Hour})
 		require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
 		require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
 		produce(t, n1, log1, tpA, 1, 0, 9)
@@ -483,9 +483,8 @@ func TestRegressionProgressOfRecordsToBeTruncatedIsNotCredited(t *testing.T) {
 		ctx := t.Context()
 		w := newWorld(t)
 		log1, log2, log3 := memstore.NewLocalLog(), memstore.NewLocalLog(), memstore.NewLocalLog()
-		noGC := walstore.LeaderConfig{GCInterval: time.Hour}
-		n1 := w.start(1, walstore.NodeConfig{Local: log1, Leader: noGC})
-		n2 := w.start(2, walstore.NodeConfig{Local: log2, Leader: noGC})
+		n1 := w.start(1, walstore.NodeConfig{Local: log1, GCInterval: time.Hour})
+		n2 := w.start(2, walstore.NodeConfig{Local: log2, GCInterval: time.Hour})
 
 		// Broker 1 leads epoch 1 and publishes 0-69; broker 2 replicated
 		// only 0-49 when it is elected at epoch 2 from 50.
@@ -607,8 +606,8 @@ func TestRegressionHangingDependencyDegradedNamesItAndRecovers(t *testing.T) {
 				var mu sync.Mutex
 				var healths []walstore.Health
 				cfg := walstore.NodeConfig{
-					Local:  log1,
-					Leader: walstore.LeaderConfig{DegradedAfter: 5 * time.Second, RequestTimeout: time.Second},
+					Local:         log1,
+					DegradedAfter: 5 * time.Second, RequestTimeout: time.Second,
 					OnHealth: func(hl walstore.Health) {
 						mu.Lock()
 						healths = append(healths, hl)

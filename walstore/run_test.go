@@ -20,16 +20,6 @@ func TestRunTwiceIsRefused(t *testing.T) {
 		name string
 		make func(t *testing.T, b *clustertest.Broker) interface{ Run(context.Context) error }
 	}{
-		{"Leader", func(t *testing.T, b *clustertest.Broker) interface{ Run(context.Context) error } {
-			l, err := walstore.NewLeader(walstore.LeaderConfig{Store: b.Store, Log: b.C.Meta, Local: b.Local})
-			require.NoError(t, err)
-			return l
-		}},
-		{"Follower", func(t *testing.T, b *clustertest.Broker) interface{ Run(context.Context) error } {
-			f, err := walstore.NewFollower(walstore.FollowerConfig{Store: b.Store, Log: b.C.Meta, Local: b.Local})
-			require.NoError(t, err)
-			return f
-		}},
 		{"Node", func(t *testing.T, b *clustertest.Broker) interface{ Run(context.Context) error } {
 			n, err := walstore.NewNode(walstore.NodeConfig{Store: b.Store, Log: b.C.Meta, Local: b.Local})
 			require.NoError(t, err)

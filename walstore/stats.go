@@ -40,7 +40,7 @@ type LeaderStats struct {
 }
 
 // Stats returns a snapshot of the engine's counters.
-func (l *Leader) Stats() LeaderStats { return l.snapshot() }
+func (l *leaderEngine) Stats() LeaderStats { return l.snapshot() }
 
 // FollowerCounters are a follower engine's running totals, as its core
 // keeps them.
@@ -59,7 +59,7 @@ type FollowerStats struct {
 }
 
 // Stats returns a snapshot of the engine's counters.
-func (f *Follower) Stats() FollowerStats {
+func (f *followerEngine) Stats() FollowerStats {
 	f.mu.Lock()
 	c := f.stats
 	lag := make(map[metadata.TopicPartition]int64, len(f.lag))

@@ -59,7 +59,7 @@ func TestStopReplicaWaitsForTheAppendInFlight(t *testing.T) {
 					store, err := cluster.Store(az)
 					require.NoError(t, err)
 					n, err := walstore.NewNode(walstore.NodeConfig{BrokerID: id, Store: store, Log: meta, Local: local, Logger: discard(),
-						Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond}})
+						Interval: 10 * time.Millisecond})
 					require.NoError(t, err)
 					return n
 				}

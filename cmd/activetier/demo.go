@@ -87,7 +87,7 @@ const (
 	maxDemoBrokers    = 100
 	maxDemoBatchBytes = 1 << 20 // Kafka's default max.request.size
 	// maxDemoObjectBytes is the leaders' upload buffer, walstore's default
-	// LeaderConfig.BufferBytes, which the demo keeps: an object is cut from
+	// NodeConfig.BufferBytes, which the demo keeps: an object is cut from
 	// buffered batches, so it cannot be larger.
 	maxDemoObjectBytes = 64 << 20
 )

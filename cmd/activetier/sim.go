@@ -230,8 +230,7 @@ func (b *simBroker) start() error {
 	var err error
 	b.node, err = walstore.NewNode(walstore.NodeConfig{
 		BrokerID: b.id, Store: b.store, Log: s.log, Local: b.local,
-		Leader:     walstore.LeaderConfig{Codec: s.cfg.codec, Interval: s.cfg.interval, ObjectBytes: s.cfg.objectBytes, Backoff: backoff},
-		Follower:   walstore.FollowerConfig{Backoff: backoff},
+		Codec: s.cfg.codec, Interval: s.cfg.interval, ObjectBytes: s.cfg.objectBytes, Backoff: backoff,
 		OnProgress: b.onProgress,
 		Seed:       s.cfg.seed + uint64(b.id), Logger: s.cfg.logger.With("broker", b.id),
 	})

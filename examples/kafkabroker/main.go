@@ -200,7 +200,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	b, err := broker.New(broker.Config{
 		ID: int32(o.id), AZ: o.az, Kafka: kl, Control: cl, Log: log, Logger: logger,
 		Controller: o.controller, ReplicaLagTime: o.lagTime,
-		Node: walstore.NodeConfig{Store: store, Log: meta, Leader: walstore.LeaderConfig{Interval: o.interval}},
+		Node: walstore.NodeConfig{Store: store, Log: meta, Interval: o.interval},
 	})
 	if err != nil {
 		kl.Close()

@@ -43,7 +43,7 @@ func main() {
 		logs[id] = memstore.NewLocalLog()
 		nodes[id], err = walstore.NewNode(walstore.NodeConfig{
 			BrokerID: id, Store: store, Log: meta, Local: logs[id],
-			Leader: walstore.LeaderConfig{Interval: 20 * time.Millisecond},
+			Interval: 20 * time.Millisecond,
 			// A broker delivers a follower's progress to the leader, as
 			// Kafka's fetch request carries it; here, in process.
 			OnProgress: func(p walstore.Progress) { nodes[p.Leader].RecordProgress(p) },

@@ -217,7 +217,7 @@ func run(ctx context.Context, o options, w io.Writer) (*result, error) {
 	onProgress := func(p walstore.Progress) { leader.RecordProgress(p) }
 	leader, err = walstore.NewNode(walstore.NodeConfig{
 		BrokerID: leaderBroker.id, Store: leaderBroker.store, Log: meta, Local: leaderBroker.log,
-		Leader: walstore.LeaderConfig{Interval: o.interval},
+		Interval: o.interval,
 	})
 	if err != nil {
 		return nil, err

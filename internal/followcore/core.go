@@ -17,7 +17,7 @@ import (
 )
 
 // Config configures a Core. Every field but Seed and Logger must be set;
-// walstore's FollowerConfig documents their meaning and defaults.
+// walstore's NodeConfig documents their meaning and defaults.
 type Config struct {
 	BrokerID         int32
 	Readahead        int

@@ -9,7 +9,7 @@
 // may delete.
 //
 // A Core has no goroutines, locks, channels or clock, and does no I/O. Its
-// caller (walstore.Leader, or a simulation) feeds it events, each with the
+// caller (walstore's leader engine, or a simulation) feeds it events, each with the
 // time it happened: the broker's calls (BecomeLeader, Append, Resign,
 // Progress, ...), Tick when a WakeAt it asked for has come, and the results
 // of the work it handed out. The work comes out of Ready: objects to

@@ -116,7 +116,7 @@ func (c *Core) CheckLeader(tp metadata.TopicPartition, epoch int32, followers []
 }
 
 // BecomeLeader makes the engine tp's leader at epoch with followers, the
-// local log ending at leo; see walstore.Leader.BecomeLeader for the
+// local log ending at leo; see walstore.Node.BecomeLeader for the
 // protocol. Errors do not change anything.
 func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64) error {
 	followers, err := c.CheckLeader(tp, epoch, followers)

@@ -48,8 +48,8 @@ func TestNodeDegradesWhileKafkaRejectsAndRecovers(t *testing.T) {
 			var reports []walstore.Health
 			n, err := walstore.NewNode(walstore.NodeConfig{
 				BrokerID: 1, Store: store, Log: l, Local: local,
-				Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond, DegradedAfter: 2 * time.Second,
-					Backoff: walstore.Backoff{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond}},
+				Interval: 10 * time.Millisecond, DegradedAfter: 2 * time.Second,
+				Backoff: walstore.Backoff{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond},
 				OnHealth: func(h walstore.Health) {
 					mu.Lock()
 					reports = append(reports, h)

@@ -43,7 +43,7 @@ type Config struct {
 	// catching up with its leader's log end before the leader asks the
 	// controller to take it out of the in-sync set (Kafka's
 	// replica.lag.time.max.ms). At least 2s and twice
-	// Node.Follower.ProgressInterval, how often a follower whose log does
+	// Node.ProgressInterval, how often a follower whose log does
 	// not change reports again. Default 30s.
 	ReplicaLagTime time.Duration
 	// MaxFetchBytes bounds the record bytes of one Fetch answer, whatever
@@ -161,9 +161,9 @@ func New(cfg Config) (*Broker, error) {
 	if cfg.ReplicaLagTime == 0 {
 		cfg.ReplicaLagTime = 30 * time.Second
 	}
-	if cfg.ReplicaLagTime < max(minReplicaLagTime, 2*cfg.Node.Follower.ProgressInterval) {
-		return nil, fmt.Errorf("broker: ReplicaLagTime %v is below %v or twice Node.Follower.ProgressInterval %v",
-			cfg.ReplicaLagTime, minReplicaLagTime, cfg.Node.Follower.ProgressInterval)
+	if cfg.ReplicaLagTime < max(minReplicaLagTime, 2*cfg.Node.ProgressInterval) {
+		return nil, fmt.Errorf("broker: ReplicaLagTime %v is below %v or twice Node.ProgressInterval %v",
+			cfg.ReplicaLagTime, minReplicaLagTime, cfg.Node.ProgressInterval)
 	}
 	if cfg.ProgressInterval == 0 {
 		cfg.ProgressInterval = 10 * time.Millisecond

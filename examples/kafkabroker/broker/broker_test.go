@@ -113,7 +113,7 @@ func (c *testCluster) startBroker(t *testing.T, id int32, controller string) *Br
 	cl, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	b, err := New(Config{ID: id, AZ: az, Kafka: kl, Control: cl, Log: c.logs[id], Controller: controller, ReplicaLagTime: c.lagTime, MaxFetchBytes: c.maxFetch,
-		Node: walstore.NodeConfig{Store: store, Log: c.meta, Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond}}})
+		Node: walstore.NodeConfig{Store: store, Log: c.meta, Interval: 10 * time.Millisecond}})
 	require.NoError(t, err)
 	bctx, stop := context.WithCancel(c.ctx)
 	done := make(chan struct{})

@@ -153,7 +153,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // reporter sends this broker's follower progress to each partition's
 // leader and takes the high watermark it answers with. It reports a
 // partition whenever the Node's OnProgress names it (after each append,
-// and again every Follower.ProgressInterval while its log does not
+// and again every NodeConfig.ProgressInterval while its log does not
 // change, as Kafka's follower fetches even when nothing is new: the
 // leader takes a follower it has not heard from for ReplicaLagTime out of
 // the in-sync set), after a role change, and every ProgressInterval

@@ -37,7 +37,7 @@ import (
 // a replica that lacks a record the leader acknowledged.
 
 // minReplicaLagTime bounds ReplicaLagTime from below: a follower whose log
-// does not change reports again every Follower.ProgressInterval of its
+// does not change reports again every NodeConfig.ProgressInterval of its
 // Node (1s by default), and must not look lagging between two reports.
 const minReplicaLagTime = 2 * time.Second
 

@@ -143,15 +143,12 @@ type Broker struct {
 // progress to the leaders' Nodes as a broker's fetch path would.
 func (b *Broker) Start(cfg walstore.NodeConfig) *walstore.Node {
 	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local = b.ID, b.Store, b.C.Meta, b.Local
-	if cfg.Leader.Interval == 0 {
-		cfg.Leader.Interval = 5 * time.Millisecond
+	if cfg.Interval == 0 {
+		cfg.Interval = 5 * time.Millisecond
 	}
 	fast := walstore.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}
-	if cfg.Leader.Backoff == (walstore.Backoff{}) {
-		cfg.Leader.Backoff = fast
-	}
-	if cfg.Follower.Backoff == (walstore.Backoff{}) {
-		cfg.Follower.Backoff = fast
+	if cfg.Backoff == (walstore.Backoff{}) {
+		cfg.Backoff = fast
 	}
 	cfg.Seed = uint64(b.ID)
 	cfg.OnProgress = func(p walstore.Progress) {
@@ -174,11 +171,10 @@ func (b *Broker) Start(cfg walstore.NodeConfig) *walstore.Node {
 	return n
 }
 
-// StartLeader starts b's Node with cfg as its leader's tuning, if it is
-// not running.
-func (b *Broker) StartLeader(cfg walstore.LeaderConfig) *walstore.Node {
+// StartLeader starts b's Node with cfg's tuning, if it is not running.
+func (b *Broker) StartLeader(cfg walstore.NodeConfig) *walstore.Node {
 	if b.Node == nil {
-		b.Start(walstore.NodeConfig{Leader: cfg})
+		b.Start(cfg)
 	}
 	return b.Node
 }

@@ -39,7 +39,7 @@ func RunScenarios(t *testing.T, b Backend) {
 // uploadOldEpoch has r1 lead TP at epoch 5 from offset 100 and upload
 // [100, last] in batches of 10, waiting until all is published.
 func uploadOldEpoch(t *testing.T, ctx context.Context, r1 *Broker, last int64) {
-	r1.StartLeader(walstore.LeaderConfig{})
+	r1.StartLeader(walstore.NodeConfig{})
 	require.NoError(t, r1.Local.Truncate(ctx, TP, 100)) // the log starts at 100
 	r1.BecomeLeader(ctx, TP, 5, -1)
 	r1.Produce(ctx, TP, 5, 100, last, 10)
@@ -78,7 +78,7 @@ func Scenario1AZLoss(t *testing.T, b Backend) {
 	r1.Stop()
 	require.NoError(t, c.Objects.SetOutage("az1", true))
 
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader(walstore.NodeConfig{})
 	r2.BecomeLeader(ctx, TP, 6, 120)
 	r2.Produce(ctx, TP, 6, 150, 189, 10)
 	f3 := r3.StartFollower(TP)
@@ -106,7 +106,7 @@ func Scenario2NewReplicaAfterAZLoss(t *testing.T, b Backend) {
 
 	r3 := c.AddBroker(3, "az3")
 	c.SetReplicas(TP, 2, 3)
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader(walstore.NodeConfig{})
 	r2.BecomeLeader(ctx, TP, 6, 100)
 	r2.Produce(ctx, TP, 6, 150, 179, 10)
 	r3.StartFollower(TP)
@@ -134,7 +134,7 @@ func Scenario3ZombieLeader(t *testing.T, b Backend) {
 	RequireConverges(t, r3, r1, TP)
 
 	// R2 becomes leader at epoch 6; R1 is never told and keeps going.
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader(walstore.NodeConfig{})
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r1.Produce(ctx, TP, 5, 150, 199, 10)
 	require.NoError(t, r1.Node.WaitDurable(ctx, TP, 5, 199), "the zombie's uploads succeed")
@@ -161,7 +161,7 @@ func Scenario4RepublishAfterNewerEpoch(t *testing.T, b Backend) {
 	r1.Stop()
 	require.NoError(t, c.Objects.SetOutage("az1", true))
 
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader(walstore.NodeConfig{})
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r2.Produce(ctx, TP, 6, 150, 189, 10)
 	require.NoError(t, r2.Node.WaitDurable(ctx, TP, 6, 189))
@@ -182,7 +182,7 @@ func Scenario5AnnouncedTwice(t *testing.T, b Backend) {
 
 	// A clean leader change: AZ1 stays up, yet R2 republishes everything.
 	r1.Stop()
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader(walstore.NodeConfig{})
 	r2.BecomeLeader(ctx, TP, 6, 100)
 	f3 := r3.StartFollower(TP)
 
@@ -207,7 +207,7 @@ func Scenario6DivergentTail(t *testing.T, b Backend) {
 	r2.Preload(TP, 5, 100, 149, 10)
 	r1.Stop()
 
-	r2.StartLeader(walstore.LeaderConfig{})
+	r2.StartLeader(walstore.NodeConfig{})
 	r2.BecomeLeader(ctx, TP, 6, -1)
 	r2.Produce(ctx, TP, 6, 150, 179, 10)
 	f3 := r3.StartFollower(TP)

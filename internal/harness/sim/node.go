@@ -18,11 +18,11 @@ import (
 
 // The engines' settings the simulation leaves at walstore's defaults.
 const (
-	requestTimeout = 10 * time.Second // LeaderConfig.RequestTimeout
-	fetchTimeout   = 30 * time.Second // FollowerConfig.FetchTimeout
-	hedgeAfter     = time.Second      // FollowerConfig.HedgeAfter
-	maxHeld        = 100_000          // FollowerConfig.MaxHeld
-	reportInterval = time.Second      // FollowerConfig.ProgressInterval
+	requestTimeout = 10 * time.Second // NodeConfig.RequestTimeout
+	fetchTimeout   = 30 * time.Second // NodeConfig.FetchTimeout
+	hedgeAfter     = time.Second      // NodeConfig.HedgeAfter
+	maxHeld        = 100_000          // NodeConfig.MaxHeld
+	reportInterval = time.Second      // NodeConfig.ProgressInterval
 )
 
 // simNode is one incarnation of a broker's engines: a leadcore.Core and a
@@ -62,7 +62,7 @@ type simNode struct {
 	failEnd    map[metadata.TopicPartition]bool
 	failEpochs map[metadata.TopicPartition]time.Time
 	// failing is the leader side's partitions that a failure stopped, as
-	// walstore.Leader keeps them from the core's Failures for Health.
+	// walstore.Node keeps them from the core's Failures for Health.
 	failing map[metadata.TopicPartition]error
 	// blocked are Appends waiting for buffer space (the Block overflow
 	// policy); the adversary makes them.

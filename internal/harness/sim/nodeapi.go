@@ -16,7 +16,7 @@ import (
 )
 
 // The rest of walstore.Node's calls that the adversary makes, mirrored on
-// a simNode as walstore.Leader performs them: waits naming an epoch,
+// a simNode as walstore.Node performs them: waits naming an epoch,
 // Appends that wait for buffer space, Health's failing partitions, Sweep.
 // Each Weaken flag here undoes, in this mirror, one fix of the library;
 // the model (model.go) must catch each.
@@ -37,7 +37,7 @@ type contractWait struct {
 	done       func(error)
 }
 
-// wait is walstore.Leader.WaitDurable (or WaitReplicated) of offset,
+// wait is walstore.Node.WaitDurable (or WaitReplicated) of offset,
 // appended at epoch: it fails with ErrNotLeader unless the leadership
 // that accepts appends at epoch is the current one and lasts until the
 // offset is reached. Weaken.Late answers it from whatever leadership of
@@ -104,7 +104,7 @@ type blockedAppend struct {
 	done  func(error)
 }
 
-// appendBlocking is walstore.Leader.Append with the Block overflow
+// appendBlocking is walstore.Node.Append with the Block overflow
 // policy: a full buffer makes it wait for space, and it fails with
 // ErrNotLeader when the leadership it waits in ends. done is called when
 // it returns.
@@ -153,7 +153,7 @@ func (n *simNode) retryBlocked(space, ended bool) {
 }
 
 // leadNews takes what the leader core's Ready says besides its requests:
-// failing partitions (walstore.Leader keeps them for Health), waits and
+// failing partitions (walstore.Node keeps them for Health), waits and
 // blocked Appends to wake. Weaken.Health drops the failures, as a Node
 // whose Health did not list the leader side's partitions would.
 func (n *simNode) leadNews(rd leadcore.Ready) {
@@ -252,7 +252,7 @@ func (n *simNode) metaAppend(p leadcore.Publish) (int64, error) {
 	return off, err
 }
 
-// sweep is walstore.Leader.Sweep: it lists the broker's own objects,
+// sweep is walstore.Node.Sweep: it lists the broker's own objects,
 // asks the core which it may delete, and deletes them at once; the model
 // judges each first.
 func (n *simNode) sweep(age time.Duration) {

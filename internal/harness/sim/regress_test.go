@@ -75,7 +75,7 @@ func TestSimSeed2DataOfAnEarlierLeadershipIsNotPublishedUnderANewEpoch(t *testin
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
-		r := startRegressLeader(t, func(c *walstore.LeaderConfig) { c.MaxInflight = 1 })
+		r := startRegressLeader(t, func(c *walstore.NodeConfig) { c.MaxInflight = 1 })
 		defer r.stop()
 		cluster, meta, local, l := r.cluster, r.meta, r.local, r.n
 		produce := func(epoch int32, first, last int64) {
@@ -172,7 +172,7 @@ func TestSimSeed11FollowerProgressIsForgottenAtANewEpoch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
 		tp := metadata.TopicPartition{Topic: "t", Partition: 0}
-		r := startRegressLeader(t, func(c *walstore.LeaderConfig) { c.GCInterval = time.Hour })
+		r := startRegressLeader(t, func(c *walstore.NodeConfig) { c.GCInterval = time.Hour })
 		defer r.stop()
 		local, l := r.local, r.n
 		produce := func(epoch int32, first, last int64) {
@@ -266,7 +266,7 @@ type regressLeader struct {
 
 // startRegressLeader starts it; tune, if not nil, adjusts the engine's
 // configuration first.
-func startRegressLeader(t *testing.T, tune func(*walstore.LeaderConfig)) *regressLeader {
+func startRegressLeader(t *testing.T, tune func(*walstore.NodeConfig)) *regressLeader {
 	t.Helper()
 	cluster, err := memstore.NewCluster(memstore.ClusterConfig{Buckets: map[string]string{"az1": "bucket-az1"}})
 	require.NoError(t, err)
@@ -276,9 +276,9 @@ func startRegressLeader(t *testing.T, tune func(*walstore.LeaderConfig)) *regres
 	require.NoError(t, err)
 	local := memstore.NewLocalLog()
 	cfg := walstore.NodeConfig{BrokerID: 1, Store: store, Log: meta, Local: local, Logger: quiet(),
-		Leader: walstore.LeaderConfig{Interval: 10 * time.Millisecond}}
+		Interval: 10 * time.Millisecond}
 	if tune != nil {
-		tune(&cfg.Leader)
+		tune(&cfg)
 	}
 	n, err := walstore.NewNode(cfg)
 	require.NoError(t, err)

@@ -336,8 +336,8 @@ type params struct {
 	maxRecords     int
 	largeP         float64
 	ackP           float64
-	leader         walstore.LeaderConfig
-	follower       walstore.FollowerConfig
+	leader         walstore.NodeConfig
+	follower       walstore.NodeConfig
 	// getHedge and putHedge are the followers' and leaders' hedging.
 	getHedge, putHedge hedge.Policy
 	disorder           disorder
@@ -363,7 +363,7 @@ func drawParams(rng *rand.Rand, cfg Config) params {
 	p.maxRecords = choose(rng, 1, 5, 20)
 	p.largeP = choose(rng, 0, 0.02, 0.1)
 	p.ackP = choose(rng, 0, 0.1, 0.5)
-	p.leader = walstore.LeaderConfig{
+	p.leader = walstore.NodeConfig{
 		Interval:      choose[time.Duration](rng, 2, 10, 50, 200) * time.Millisecond,
 		ObjectBytes:   choose(rng, 2<<10, 16<<10, 256<<10),
 		MaxPartitions: choose(rng, 1, 2, 1000),
@@ -376,7 +376,7 @@ func drawParams(rng *rand.Rand, cfg Config) params {
 		Overflow:      walstore.Reject,
 	}
 	p.leader.BufferBytes = p.leader.ObjectBytes * choose(rng, 4, 64)
-	p.follower = walstore.FollowerConfig{
+	p.follower = walstore.NodeConfig{
 		FetchConcurrency: 1 + rng.IntN(8),
 		Readahead:        choose(rng, 1, 4, 16),
 		ReadBatch:        choose(rng, 1, 8, 256),
