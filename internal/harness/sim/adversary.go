@@ -8,6 +8,7 @@ import (
 
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/walstore"
 )
 
 // adversary is a broker that keeps walstore.Node's contract to the
@@ -125,8 +126,8 @@ func (a *adversary) attack(kind int) {
 	case attackStaleLead:
 		if f := a.follower(tp, sr); f != nil {
 			r := f.node.role(tp)
-			w.tracef("attack: b%d BecomeLeader(%s) at epoch %d, which it follows", f.id, tp, r.epoch)
-			_ = f.node.tryBecomeLeader(tp, r.epoch, f.followersOf(tp), -1)
+			w.tracef("attack: b%d BecomeLeader(%s) at epoch %d, which it follows", f.id, tp, r.Epoch)
+			_ = f.node.tryBecomeLeader(tp, r.Epoch, f.followersOf(tp), -1)
 		}
 	case attackBadReplicas:
 		if f := a.follower(tp, sr); f != nil {
@@ -245,7 +246,7 @@ func (a *adversary) follower(tp metadata.TopicPartition, sr *rand.Rand) *broker 
 	ps := a.w.parts[tp]
 	var fs []*broker
 	for _, id := range ps.replicas {
-		if b := a.w.brokers[id]; id != ps.leader && b.up && b.node != nil && b.node.role(tp).role == roleFollower {
+		if b := a.w.brokers[id]; id != ps.leader && b.up && b.node != nil && b.node.role(tp).Role == walstore.Following {
 			fs = append(fs, b)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/walstore"
 )
 
 // broker is one simulated broker: its store, its local log, its own view of
@@ -44,15 +45,6 @@ type viewEntry struct {
 	epoch    int32
 }
 
-// role is what a broker's view makes it for tp: leader, follower or nothing.
-type role int
-
-const (
-	roleNone role = iota
-	roleLeader
-	roleFollower
-)
-
 // followersOf returns the replicas the broker believes follow tp's leader.
 func (b *broker) followersOf(tp metadata.TopicPartition) []int32 {
 	v := b.view[tp]
@@ -68,17 +60,19 @@ func (b *broker) followersOf(tp metadata.TopicPartition) []int32 {
 // follows reports whether the broker believes it follows tp and has not
 // paused replicating it.
 func (b *broker) follows(tp metadata.TopicPartition) bool {
-	return roleIn(b.id, b.view[tp]) == roleFollower && !b.paused[tp]
+	return roleIn(b.id, b.view[tp]) == walstore.Following && !b.paused[tp]
 }
 
-func roleIn(id int32, v viewEntry) role {
+// roleIn is what a broker's view makes it for tp: leader, follower or
+// nothing.
+func roleIn(id int32, v viewEntry) walstore.Role {
 	switch {
 	case v.leader == id:
-		return roleLeader
+		return walstore.Leading
 	case slices.Contains(v.replicas, id):
-		return roleFollower
+		return walstore.Following
 	}
-	return roleNone
+	return walstore.NoRole
 }
 
 // refMode reports whether the reference follower follows instead of the
@@ -101,23 +95,23 @@ func (b *broker) setView(tp metadata.TopicPartition, v viewEntry) {
 	}
 	v.replicas = slices.Clone(v.replicas)
 	b.view[tp] = v
-	if after == roleFollower && before != roleFollower {
+	if after == walstore.Following && before != walstore.Following {
 		b.since[tp]++
 	}
 	paused := b.paused[tp]
-	if after != roleFollower {
+	if after != walstore.Following {
 		delete(b.paused, tp)
 	}
-	if b.node == nil || paused && after == roleFollower {
+	if b.node == nil || paused && after == walstore.Following {
 		return
 	}
 	switch {
-	case after == roleFollower:
-		if before != roleFollower && b.follower != nil {
+	case after == walstore.Following:
+		if before != walstore.Following && b.follower != nil {
 			b.follower.followsAgain(tp)
 		}
 		b.becomeFollower(tp, v)
-	case after == roleNone && before != roleNone:
+	case after == walstore.NoRole && before != walstore.NoRole:
 		b.node.stopReplica(tp)
 	}
 }
@@ -179,7 +173,7 @@ func (b *broker) start() {
 	// a broker restarting learns its roles before it fetches: a message it
 	// read first would count as handled for a partition it then ignored.
 	for _, tp := range b.w.tps {
-		if v := b.view[tp]; roleIn(b.id, v) == roleFollower {
+		if v := b.view[tp]; roleIn(b.id, v) == walstore.Following {
 			n.becomeFollower(tp, v.epoch, v.leader)
 		}
 	}
@@ -206,7 +200,7 @@ func (b *broker) stopRef() {
 // role is the reference follower's view of the broker's role for tp.
 func (b *broker) role(tp metadata.TopicPartition) (since uint64, leader int32, ok bool) {
 	v := b.view[tp]
-	return b.since[tp], v.leader, roleIn(b.id, v) == roleFollower && !b.paused[tp]
+	return b.since[tp], v.leader, roleIn(b.id, v) == walstore.Following && !b.paused[tp]
 }
 
 // halt stops the broker's engines, as a crash would.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
 )
 
 // model is the reference model of walstore.Node's broker contract, for
@@ -57,7 +58,7 @@ type model struct {
 
 // nodeTP is one partition's contract state at one node.
 type nodeTP struct {
-	role    roleState
+	role    walstore.RoleState
 	lead    *leadModel // the current leadership, nil if none
 	lastLed int32      // the last epoch of an ended leadership, -1 if none
 }
@@ -116,7 +117,7 @@ func (m *model) of(n *simNode, tp metadata.TopicPartition) *nodeTP {
 	}
 	st := parts[tp]
 	if st == nil {
-		st = &nodeTP{role: noRoleState, lastLed: -1}
+		st = &nodeTP{role: noRole, lastLed: -1}
 		parts[tp] = st
 	}
 	return st
@@ -128,11 +129,11 @@ func (m *model) refusal(n *simNode, st *nodeTP, c call) string {
 	switch c.name {
 	case "BecomeLeader":
 		switch {
-		case in.role == roleFollower && c.epoch <= in.epoch:
-			return fmt.Sprintf("epoch %d is not above epoch %d, which it follows", c.epoch, in.epoch)
-		case in.role == roleLeader && c.epoch < in.epoch:
-			return fmt.Sprintf("epoch %d is below epoch %d, which it leads", c.epoch, in.epoch)
-		case in.role != roleLeader && c.epoch <= st.lastLed:
+		case in.Role == walstore.Following && c.epoch <= in.Epoch:
+			return fmt.Sprintf("epoch %d is not above epoch %d, which it follows", c.epoch, in.Epoch)
+		case in.Role == walstore.Leading && c.epoch < in.Epoch:
+			return fmt.Sprintf("epoch %d is below epoch %d, which it leads", c.epoch, in.Epoch)
+		case in.Role != walstore.Leading && c.epoch <= st.lastLed:
 			return fmt.Sprintf("epoch %d is not above epoch %d, which it led", c.epoch, st.lastLed)
 		case slices.Contains(c.followers, n.b.id):
 			return "the broker is among its followers"
@@ -160,12 +161,12 @@ func (m *model) transition(n *simNode, tp metadata.TopicPartition, c call, err e
 		return
 	}
 	if err != nil {
-		var te *transitionError
+		var te *walstore.TransitionError
 		switch {
 		case !errors.As(err, &te):
 			m.w.violate(KindBadTransition, "%s failed without saying what is in effect: %v", what, err)
-		case te.inEffect != before:
-			m.w.violate(KindBadTransition, "%s was refused saying %s is in effect; it was %s", what, te.inEffect, before)
+		case te.InEffect != before:
+			m.w.violate(KindBadTransition, "%s was refused saying %s is in effect; it was %s", what, te.InEffect, before)
 		case n.role(tp) != before:
 			m.w.violate(KindBadTransition, "%s was refused, yet Role says %s; it was %s", what, n.role(tp), before)
 		}
@@ -181,13 +182,13 @@ func (m *model) transition(n *simNode, tp metadata.TopicPartition, c call, err e
 			st.lead.epochs = append(st.lead.epochs, c.epoch)
 		}
 		st.lead.gen, _, _, _ = n.lc.Leadership(tp)
-		st.role = roleState{role: roleLeader, epoch: c.epoch, leader: n.b.id}
+		st.role = walstore.RoleState{Role: walstore.Leading, Epoch: c.epoch, Leader: n.b.id}
 	case "BecomeFollower":
 		m.endLead(n, tp, st)
-		st.role = roleState{role: roleFollower, epoch: c.epoch, leader: c.leader}
+		st.role = walstore.RoleState{Role: walstore.Following, Epoch: c.epoch, Leader: c.leader}
 	default:
 		m.endLead(n, tp, st)
-		st.role = noRoleState
+		st.role = noRole
 	}
 	if n.role(tp) != st.role {
 		m.w.violate(KindBadTransition, "%s took effect, yet Role says %s, not %s", what, n.role(tp), st.role)
@@ -213,25 +214,25 @@ func (m *model) endLead(n *simNode, tp metadata.TopicPartition, st *nodeTP) {
 }
 
 // checkCores checks that the cores do what role says of tp.
-func (m *model) checkCores(n *simNode, tp metadata.TopicPartition, want roleState, when string) {
+func (m *model) checkCores(n *simNode, tp metadata.TopicPartition, want walstore.RoleState, when string) {
 	_, _, _, leads := n.lc.Leadership(tp)
 	follows := n.following[tp]
-	got := roleNone
+	got := walstore.NoRole
 	switch {
 	case leads && follows:
 		m.w.violate(KindBadTransition, "b%d both leads and follows %s %s", n.b.id, tp, when)
 		return
 	case leads:
-		got = roleLeader
+		got = walstore.Leading
 	case follows:
-		got = roleFollower
+		got = walstore.Following
 	}
-	if m.w.refMode() && want.role == roleFollower && got == roleNone {
+	if m.w.refMode() && want.Role == walstore.Following && got == walstore.NoRole {
 		return // the reference follower follows instead
 	}
 	switch {
-	case got == want.role:
-	case got == roleNone:
+	case got == want.Role:
+	case got == walstore.NoRole:
 		m.w.violate(KindRoleLost, "b%d neither leads nor follows %s %s, yet %s is in effect", n.b.id, tp, when, want)
 	default:
 		m.w.violate(KindBadTransition, "b%d's cores have %s %v %s, yet %s is in effect", n.b.id, tp, got, when, want)

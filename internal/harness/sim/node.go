@@ -54,7 +54,7 @@ type simNode struct {
 	// roles are the roles in effect (walstore.Node.Role); following are
 	// the partitions the follower core was told to follow and not to
 	// stop, what the cores really do, for the model to compare.
-	roles     map[metadata.TopicPartition]roleState
+	roles     map[metadata.TopicPartition]walstore.RoleState
 	following map[metadata.TopicPartition]bool
 	// failEnd and failEpochs make the local log's EndOffset (as a
 	// transition reads it) fail once, and Epochs (as the leader core
@@ -120,7 +120,7 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 		return nil, err
 	}
 	n := &simNode{w: w, b: b, inc: inc, lc: lc, inst: inst, ops: make(map[uint64]*leadOp), lag: make(map[metadata.TopicPartition]int64),
-		roles: make(map[metadata.TopicPartition]roleState), following: make(map[metadata.TopicPartition]bool),
+		roles: make(map[metadata.TopicPartition]walstore.RoleState), following: make(map[metadata.TopicPartition]bool),
 		failEnd: make(map[metadata.TopicPartition]bool), failEpochs: make(map[metadata.TopicPartition]time.Time),
 		failing: make(map[metadata.TopicPartition]error), unpublished: make(map[metadata.ObjectRef]unpublishedObject),
 		opRefs: make(map[uint64][]metadata.ObjectRef), lastReport: make(map[metadata.TopicPartition]progressKey)}
@@ -174,61 +174,22 @@ func (n *simNode) halt() {
 	}
 }
 
-// roleState is walstore.RoleState: a partition's role at a node, as the
-// last transition that took effect left it.
-type roleState struct {
-	role   role
-	epoch  int32 // -1 for roleNone
-	leader int32 // -1 for roleNone
-}
-
-var noRoleState = roleState{role: roleNone, epoch: -1, leader: -1}
-
-func (r roleState) String() string {
-	switch r.role {
-	case roleLeader:
-		return fmt.Sprintf("leading at epoch %d", r.epoch)
-	case roleFollower:
-		return fmt.Sprintf("following b%d at epoch %d", r.leader, r.epoch)
-	}
-	return "neither leading nor following"
-}
-
-// transitionError is walstore.TransitionError: a transition that did not
-// take effect, and the role it says is still in effect.
-type transitionError struct {
-	name     string
-	tp       metadata.TopicPartition
-	inEffect roleState
-	err      error
-}
-
-func (e *transitionError) Error() string {
-	return fmt.Sprintf("%s %s did not take effect; still %s: %v", e.name, e.tp, e.inEffect, e.err)
-}
-
-func (e *transitionError) Unwrap() error { return e.err }
-
-// errStaleEpoch and errCancelled are walstore.ErrStaleEpoch and a context
-// that ended while the transition waited.
-var (
-	errStaleEpoch = errors.New("stale epoch")
-	errCancelled  = errors.New("context ended while waiting for the follower engine")
-)
+// errCancelled is a context that ended while the transition waited.
+var errCancelled = errors.New("context ended while waiting for the follower engine")
 
 // role returns tp's role at the node: walstore.Node.Role.
-func (n *simNode) role(tp metadata.TopicPartition) roleState {
+func (n *simNode) role(tp metadata.TopicPartition) walstore.RoleState {
 	if r, ok := n.roles[tp]; ok {
 		return r
 	}
-	return noRoleState
+	return noRole
 }
 
 // transition is walstore.Node.transition: do validates, prepares and, only
 // if nothing can fail any more, changes the cores, returning the new role;
 // or it returns an error, and the role in effect stays as it was.
 // The model, if the run has one, judges the call and its result.
-func (n *simNode) transition(c call, tp metadata.TopicPartition, do func(in roleState) (roleState, error)) (err error) {
+func (n *simNode) transition(c call, tp metadata.TopicPartition, do func(in walstore.RoleState) (walstore.RoleState, error)) (err error) {
 	if n.w.model != nil {
 		defer func() { n.w.model.transition(n, tp, c, err) }()
 	}
@@ -236,9 +197,9 @@ func (n *simNode) transition(c call, tp metadata.TopicPartition, do func(in role
 	out, err := do(in)
 	n.drive()
 	if err != nil {
-		return &transitionError{name: c.name, tp: tp, inEffect: n.role(tp), err: err}
+		return &walstore.TransitionError{Transition: c.name, Partition: tp, InEffect: n.role(tp), Err: err}
 	}
-	if out.role == roleNone {
+	if out.Role == walstore.NoRole {
 		delete(n.roles, tp)
 	} else {
 		n.roles[tp] = out
@@ -282,12 +243,12 @@ func (n *simNode) becomeLeader(tp metadata.TopicPartition, epoch int32, follower
 func (n *simNode) tryBecomeLeader(tp metadata.TopicPartition, epoch int32, followers []int32, from int64) error {
 	weak := n.w.cfg.Weaken
 	c := call{name: "BecomeLeader", epoch: epoch, leader: n.b.id, followers: followers, endFails: n.failEnd[tp]}
-	return n.transition(c, tp, func(in roleState) (roleState, error) {
+	return n.transition(c, tp, func(in walstore.RoleState) (walstore.RoleState, error) {
 		if weak.Refused {
 			n.unfollow(tp)
 		}
-		if in.role == roleFollower && epoch <= in.epoch && !weak.Late {
-			return in, fmt.Errorf("%w: epoch %d is not above epoch %d, which b%d leads", errStaleEpoch, epoch, in.epoch, in.leader)
+		if in.Role == walstore.Following && epoch <= in.Epoch && !weak.Late {
+			return in, fmt.Errorf("%w: epoch %d is not above epoch %d, which b%d leads", walstore.ErrStaleEpoch, epoch, in.Epoch, in.Leader)
 		}
 		if _, err := n.lc.CheckLeader(tp, epoch, followers); err != nil {
 			return in, err
@@ -300,7 +261,7 @@ func (n *simNode) tryBecomeLeader(tp metadata.TopicPartition, epoch int32, follo
 			return in, err
 		}
 		n.unfollow(tp)
-		return roleState{role: roleLeader, epoch: epoch, leader: n.b.id}, nil
+		return walstore.RoleState{Role: walstore.Leading, Epoch: epoch, Leader: n.b.id}, nil
 	})
 }
 
@@ -320,7 +281,7 @@ func (n *simNode) becomeFollower(tp metadata.TopicPartition, epoch, leader int32
 // leaves the partition neither led nor followed.
 func (n *simNode) tryBecomeFollower(tp metadata.TopicPartition, epoch, leader int32, cancelled bool) error {
 	c := call{name: "BecomeFollower", epoch: epoch, leader: leader, cancelled: cancelled}
-	return n.transition(c, tp, func(in roleState) (roleState, error) {
+	return n.transition(c, tp, func(in walstore.RoleState) (walstore.RoleState, error) {
 		if n.w.cfg.Weaken.Cancelled {
 			n.lc.Resign(n.w.clock, tp)
 		}
@@ -332,17 +293,17 @@ func (n *simNode) tryBecomeFollower(tp metadata.TopicPartition, epoch, leader in
 		}
 		n.following[tp] = true
 		n.lc.Resign(n.w.clock, tp)
-		return roleState{role: roleFollower, epoch: epoch, leader: leader}, nil
+		return walstore.RoleState{Role: walstore.Following, Epoch: epoch, Leader: leader}, nil
 	})
 }
 
 // stopReplica is walstore.Node.StopReplica: neither side acts on tp any
 // more. It cannot be refused.
 func (n *simNode) stopReplica(tp metadata.TopicPartition) {
-	_ = n.transition(call{name: "StopReplica", epoch: -1, leader: -1}, tp, func(roleState) (roleState, error) {
+	_ = n.transition(call{name: "StopReplica", epoch: -1, leader: -1}, tp, func(walstore.RoleState) (walstore.RoleState, error) {
 		n.unfollow(tp)
 		n.lc.Resign(n.w.clock, tp)
-		return noRoleState, nil
+		return noRole, nil
 	})
 }
 
@@ -762,3 +723,7 @@ func (b *broker) append(inst *followerInst, tp metadata.TopicPartition, batches 
 	b.w.stats.Applied += len(batches)
 	return b.log.EndOffset(tp)
 }
+
+// noRole is what walstore.Node.Role says of a partition it neither leads
+// nor follows.
+var noRole = walstore.RoleState{Role: walstore.NoRole, Epoch: -1, Leader: -1}
