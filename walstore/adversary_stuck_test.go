@@ -404,3 +404,187 @@ func TestStuckCallIsReportedUntilItReturns(t *testing.T) {
 		})
 	}
 }
+
+// Many partitions stuck at once, on both sides, besides partitions
+// failing in their engine only and stuck partitions the Node has no role
+// for: Health lists the first MaxFailingListed of them all in order, each
+// once, and counts each failing partition once, whether its engine
+// reports it too or not; OnHealth's last report says the same. As the
+// calls return, the count falls with them, and the Node ends healthy.
+func TestStuckManyPartitionsAreCountedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const led, followed, fresh, failing = 12, 10, 3, 2
+		w := newWorld(t)
+		local, log2 := newStuckLocal(), memstore.NewLocalLog()
+		watch := &healthWatch{}
+		n := w.start(1, walstore.NodeConfig{Local: local, OnHealth: watch.record})
+		n2 := w.start(2, walstore.NodeConfig{Local: log2})
+		named := func(topic string, count int) []metadata.TopicPartition {
+			var tps []metadata.TopicPartition
+			for i := range count {
+				tps = append(tps, metadata.TopicPartition{Topic: topic, Partition: int32(i)})
+			}
+			return tps
+		}
+		// Topics sorted so that each kind has partitions among the first
+		// listed.
+		ledTPs, followedTPs := named("b-led", led), named("a-followed", followed)
+		freshTPs, failingTPs := named("0-fresh", fresh), named("a-failing", failing)
+		for _, tp := range slices.Concat(ledTPs, failingTPs) {
+			require.NoError(t, local.AssignEpoch(tp, 1, 0))
+			require.NoError(t, n.BecomeLeader(t.Context(), tp, 1, []int32{2}, -1))
+			require.NoError(t, n2.BecomeFollower(t.Context(), tp, 1, 1))
+			produce(t, n, local.LocalLog, tp, 1, 0, 9)
+		}
+		for _, tp := range followedTPs {
+			require.NoError(t, log2.AssignEpoch(tp, 1, 0))
+			require.NoError(t, n2.BecomeLeader(t.Context(), tp, 1, []int32{1}, -1))
+			require.NoError(t, n.BecomeFollower(t.Context(), tp, 1, 2))
+		}
+		settle(time.Minute)
+		require.True(t, n.Health().Healthy(), "%v", n.Health().Partitions)
+
+		var releases []func()
+		t.Cleanup(func() {
+			for _, r := range releases {
+				r()
+			}
+		})
+		// Led: Republishes whose Reads hang, all at once.
+		var wg sync.WaitGroup
+		for _, tp := range ledTPs {
+			releases = append(releases, local.hang("Read", tp))
+			wg.Go(func() {
+				err := n.Republish(within(t, time.Minute), tp, 0)
+				assert.ErrorIs(t, err, storage.ErrUnavailable, "%s", tp)
+			})
+		}
+		wg.Wait()
+		// Followed: Appends that hang, met one after another.
+		for _, tp := range followedTPs {
+			releases = append(releases, local.hang("Append", tp))
+			produce(t, n2, log2, tp, 1, 0, 9)
+		}
+		// No role: BecomeLeaders whose EndOffset hangs.
+		for _, tp := range freshTPs {
+			releases = append(releases, local.hang("EndOffset", tp))
+			require.NoError(t, local.AssignEpoch(tp, 1, 0))
+			err := n.BecomeLeader(within(t, time.Minute), tp, 1, []int32{2}, -1)
+			requireDependencyError(t, err, "LocalLog.EndOffset", context.DeadlineExceeded)
+		}
+		// Failing in the engine only: Epochs fails, the leadership cannot
+		// publish its markers.
+		for _, tp := range failingTPs {
+			local.fail("Epochs", tp, errStuckTest)
+			require.NoError(t, local.AssignEpoch(tp, 2, 10))
+			require.NoError(t, n.BecomeLeader(t.Context(), tp, 2, []int32{2}, -1))
+		}
+		settle(10 * time.Minute)
+		for _, tp := range followedTPs {
+			require.Equal(t, 1, local.met("Append", tp), "%s's Append hangs", tp)
+		}
+
+		want := slices.Concat(followedTPs, failingTPs, ledTPs) // in partition order
+		slices.SortFunc(want, metadata.TopicPartition.Compare)
+		check := func(want []metadata.TopicPartition) {
+			t.Helper()
+			synctest.Wait()
+			h := n.Health()
+			requireConsistent(t, n, h)
+			require.Equal(t, len(want), h.FailingPartitions, "%v", partitionsOf(h))
+			var listed []metadata.TopicPartition
+			for _, e := range h.Partitions {
+				listed = append(listed, e.Partition)
+			}
+			assert.Equal(t, want[:min(len(want), walstore.MaxFailingListed)], listed)
+			for _, tp := range want {
+				assert.Error(t, n.PartitionError(tp), "%s", tp)
+			}
+			for _, tp := range freshTPs {
+				assert.NoError(t, n.PartitionError(tp), "%s has no role", tp)
+			}
+			last := watch.last(t)
+			assert.Equal(t, h.FailingPartitions, last.FailingPartitions, "OnHealth's last report")
+			assert.Equal(t, partitionsOf(h), partitionsOf(last), "OnHealth's last report")
+		}
+		check(want)
+
+		// The calls return, a kind at a time.
+		for i, r := range releases {
+			r()
+			if i == led-1 || i == led+followed-1 || i == len(releases)-1 {
+				settle(10 * time.Minute)
+				var still []metadata.TopicPartition
+				for _, tp := range want {
+					switch {
+					case slices.Contains(ledTPs, tp) && i < led-1,
+						slices.Contains(followedTPs, tp) && i < led+followed-1,
+						slices.Contains(failingTPs, tp):
+						still = append(still, tp)
+					}
+				}
+				check(still)
+			}
+		}
+		for _, tp := range failingTPs {
+			local.fail("Epochs", tp, nil)
+		}
+		settle(10 * time.Minute)
+		requireAllHealthy(t, n, watch, slices.Concat(ledTPs, followedTPs, freshTPs, failingTPs)...)
+		watch.check(t)
+	})
+}
+
+// Health is one snapshot, however the Node's state moves under it: while
+// a leadership's Epochs, read to judge a follower's progress, hangs past
+// RequestTimeout and returns, again and again (the partition stuck, then
+// failing in its engine too, then neither), every Health read meanwhile
+// counts what it lists: never fewer failing partitions than listed, nor
+// a partition listed while it says healthy. It runs on the wall clock,
+// since the race it looks for is between goroutines, not timers.
+func TestStuckHealthIsOneSnapshot(t *testing.T) {
+	w := newWorld(t)
+	local := newStuckLocal()
+	watch := &healthWatch{}
+	n := w.start(1, walstore.NodeConfig{Local: local, OnHealth: watch.record,
+		RequestTimeout: time.Millisecond})
+	require.NoError(t, local.AssignEpoch(tpA, 1, 0))
+	require.NoError(t, n.BecomeLeader(t.Context(), tpA, 1, []int32{2}, -1))
+	require.NoError(t, local.AssignEpoch(tpA, 2, 0))
+	require.NoError(t, n.BecomeLeader(t.Context(), tpA, 2, []int32{2}, -1))
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var bad atomic.Pointer[walstore.Health]
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				h := n.Health()
+				if h.FailingPartitions < len(h.Partitions) || len(h.Partitions) != min(h.FailingPartitions, walstore.MaxFailingListed) {
+					bad.CompareAndSwap(nil, &h)
+				}
+				_ = n.PartitionError(tpA)
+			}
+		})
+	}
+	progress := walstore.Progress{Partition: tpA, Leader: 1, Follower: 2, EndOffset: 0, LastEpoch: 1}
+	for i := 0; i < 100 && bad.Load() == nil; i++ {
+		release := local.hang("Epochs", tpA)
+		n.RecordProgress(progress) // gives up on the call after RequestTimeout
+		release()
+		for n.PartitionError(tpA) != nil && bad.Load() == nil {
+			n.RecordProgress(progress) // refused while stuck; then judged, and cleared
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if h := bad.Load(); h != nil {
+		t.Fatalf("a Health that does not count what it lists: %d failing, listed %v", h.FailingPartitions, partitionsOf(*h))
+	}
+	watch.check(t)
+}

@@ -260,12 +260,21 @@ func (f *followerEngine) unfollowLocked(now time.Time, tp metadata.TopicPartitio
 func (f *followerEngine) Health() Health {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.healthLocked()
+	return f.healthLocked(nil)
 }
 
-func (f *followerEngine) healthLocked() Health {
-	parts, n := f.failing.list()
+// healthLocked is the engine's health, but for the partitions in except
+// (see failing.list); f.mu held.
+func (f *followerEngine) healthLocked(except map[metadata.TopicPartition]bool) Health {
+	parts, n := f.failing.list(except)
 	return Health{Partitions: parts, FailingPartitions: n}
+}
+
+// healthExcept is Health but for the partitions in except.
+func (f *followerEngine) healthExcept(except map[metadata.TopicPartition]bool) Health {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.healthLocked(except)
 }
 
 // PartitionError returns why the engine does not replicate tp, a
@@ -293,7 +302,7 @@ func (f *followerEngine) reportHealth() {
 	news := f.healthNews
 	var h Health
 	if news {
-		h, f.healthNews = f.healthLocked(), false
+		h, f.healthNews = f.healthLocked(nil), false
 	}
 	f.mu.Unlock()
 	if news {

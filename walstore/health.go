@@ -102,21 +102,24 @@ func (s *failing) get(tp metadata.TopicPartition) *PartitionError {
 }
 
 // list returns copies of up to MaxFailingListed failures, in partition
-// order, and how many there are.
-func (s *failing) list() ([]*PartitionError, int) {
-	if len(s.parts) == 0 {
-		return nil, 0
-	}
+// order, and how many there are, leaving out the partitions in except
+// (which the Node lists for a stuck call instead).
+func (s *failing) list(except map[metadata.TopicPartition]bool) ([]*PartitionError, int) {
 	all := make([]*PartitionError, 0, len(s.parts))
-	for _, e := range s.parts {
-		all = append(all, e)
+	for tp, e := range s.parts {
+		if !except[tp] {
+			all = append(all, e)
+		}
+	}
+	if len(all) == 0 {
+		return nil, 0
 	}
 	first := firstFailing(all)
 	for i, e := range first {
 		c := *e
 		first[i] = &c
 	}
-	return first, len(s.parts)
+	return first, len(all)
 }
 
 // firstFailing sorts es by partition and role and keeps the first

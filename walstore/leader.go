@@ -560,7 +560,7 @@ func (l *leaderEngine) report() {
 	l.reportMu.Lock()
 	defer l.reportMu.Unlock()
 	l.mu.Lock()
-	h := l.healthLocked()
+	h := l.healthLocked(nil)
 	changed := !sameHealth(h, l.reported)
 	l.reported = h
 	l.mu.Unlock()
@@ -768,12 +768,22 @@ func (l *leaderEngine) waitFor(ctx context.Context, tp metadata.TopicPartition, 
 func (l *leaderEngine) Health() Health {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.healthLocked()
+	return l.healthLocked(nil)
 }
 
-func (l *leaderEngine) healthLocked() Health {
+// healthExcept is Health but for the partitions in except (see
+// failing.list).
+func (l *leaderEngine) healthExcept(except map[metadata.TopicPartition]bool) Health {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.healthLocked(except)
+}
+
+// healthLocked is the engine's health, but for the partitions in except;
+// l.mu held.
+func (l *leaderEngine) healthLocked(except map[metadata.TopicPartition]bool) Health {
 	h := l.core.Health()
-	parts, n := l.failing.list()
+	parts, n := l.failing.list(except)
 	return Health{Degraded: h.Degraded, Since: h.Since, Err: h.Err, Partitions: parts, FailingPartitions: n}
 }
 
@@ -792,7 +802,7 @@ func (l *leaderEngine) PartitionError(tp metadata.TopicPartition) error {
 // snapshot returns the engine's counters; see Stats.
 func (l *leaderEngine) snapshot() LeaderStats {
 	l.mu.Lock()
-	s, h := l.core.Stats(), l.healthLocked()
+	s, h := l.core.Stats(), l.healthLocked(nil)
 	l.mu.Unlock()
 	return LeaderStats{
 		Appends: s.Appends, AppendedBytes: s.AppendedBytes, BufferedBytes: s.BufferedBytes,

@@ -771,42 +771,44 @@ func (n *Node) MetadataLowMarks() map[int32]int64 { return n.leader.MetadataLowM
 // replication a failure has stopped on either side (Partitions,
 // FailingPartitions; see PartitionError).
 func (n *Node) Health() Health {
-	h, fh := n.leader.Health(), n.follower.Health()
-	stuck, counted := n.stuckFailures()
+	// A partition with a stuck call is listed as stuck, whatever its
+	// engine says meanwhile, so that its entry stays the same while the
+	// call runs. The stuck partitions are taken first, and each engine
+	// then counts and lists its failing partitions but for those, each in
+	// one look: the engines move on meanwhile, and a partition an engine
+	// reports only between two looks of one Health must not be counted
+	// twice, nor not at all.
+	stuck, except := n.stuckFailures()
+	h, fh := n.leader.healthExcept(except), n.follower.healthExcept(except)
 	if fh.FailingPartitions == 0 && len(stuck) == 0 {
 		return h
 	}
 	// Each side lists its first partitions: the first of all are among
-	// them. A partition with a stuck call is listed as stuck, whatever
-	// its engine says meanwhile, so that its entry stays the same while
-	// the call runs.
-	listed := slices.Concat(h.Partitions, fh.Partitions)
-	listed = slices.DeleteFunc(listed, func(e *PartitionError) bool {
-		return slices.ContainsFunc(stuck, func(s *PartitionError) bool { return s.Partition == e.Partition })
-	})
-	h.Partitions = firstFailing(append(listed, stuck...))
-	h.FailingPartitions += fh.FailingPartitions + len(stuck) - counted
+	// them.
+	h.Partitions = firstFailing(slices.Concat(h.Partitions, fh.Partitions, stuck))
+	h.FailingPartitions += fh.FailingPartitions + len(stuck)
 	return h
 }
 
 // stuckFailures returns the partitions this Node leads or follows whose
-// local-log call was given up on and has not returned: every other call
-// of such a partition is refused until that one returns, so its
-// replication has stopped, even when the call given up on was the
-// broker's own (a Republish whose context ended) and no engine retries
-// anything. counted is how many of them an engine reports too.
-func (n *Node) stuckFailures() (stuck []*PartitionError, counted int) {
+// local-log call was given up on and has not returned, and the set of
+// them (nil if none): every other call of such a partition is refused
+// until that one returns, so its replication has stopped, even when the
+// call given up on was the broker's own (a Republish whose context
+// ended) and no engine retries anything.
+func (n *Node) stuckFailures() (stuck []*PartitionError, set map[metadata.TopicPartition]bool) {
 	for _, s := range n.locals.stuckCalls() {
 		role := n.Role(s.tp).Role
 		if role == NoRole {
 			continue
 		}
-		if n.leader.PartitionError(s.tp) != nil || n.follower.PartitionError(s.tp) != nil {
-			counted++
+		if set == nil {
+			set = make(map[metadata.TopicPartition]bool)
 		}
+		set[s.tp] = true
 		stuck = append(stuck, s.failure(role))
 	}
-	return stuck, counted
+	return stuck, set
 }
 
 // PartitionError returns why this broker does not replicate tp, in the
