@@ -259,7 +259,17 @@ type stuckNode struct {
 
 func newStuckNode(t *testing.T, following bool) *stuckNode {
 	s := &stuckNode{w: newWorld(t), local: newStuckLocal(), log2: memstore.NewLocalLog(), watch: &healthWatch{}}
-	s.n = s.w.start(1, walstore.NodeConfig{Local: s.local, OnHealth: s.watch.record})
+	// OnHealth may read the Node's health: it must not deadlock with the
+	// call that reports it.
+	var self atomic.Pointer[walstore.Node]
+	s.n = s.w.start(1, walstore.NodeConfig{Local: s.local, OnHealth: func(h walstore.Health) {
+		s.watch.record(h)
+		if n := self.Load(); n != nil {
+			_ = n.Health()
+			_ = n.PartitionError(tpA)
+		}
+	}})
+	self.Store(s.n)
 	s.n2 = s.w.start(2, walstore.NodeConfig{Local: s.log2})
 	leader, follower, leaderLog, id, other := s.n, s.n2, s.local.LocalLog, int32(1), int32(2)
 	if following {
@@ -398,6 +408,8 @@ func TestStuckCallIsReportedUntilItReturns(t *testing.T) {
 
 				release()
 				settle(time.Minute)
+				requireAllHealthy(t, s.n, s.watch, tpA, tpB)
+				require.NoError(t, s.n.StopReplica(t.Context(), tpA), "once the call returned")
 				requireAllHealthy(t, s.n, s.watch, tpA, tpB)
 				s.watch.check(t)
 			})
@@ -587,4 +599,94 @@ func TestStuckHealthIsOneSnapshot(t *testing.T) {
 		t.Fatalf("a Health that does not count what it lists: %d failing, listed %v", h.FailingPartitions, partitionsOf(*h))
 	}
 	watch.check(t)
+}
+
+// A call stuck before Run (a BecomeLeader of a followed partition whose
+// EndOffset hangs) is reported before Run, while Run runs (the follower
+// engine's calls of it refused meanwhile, and counted once), and after
+// Run has returned; a call stuck as Run ends (an Append the follower
+// engine gives up on when its context ends) is reported after Run too.
+// When the calls return after Run, StopReplica succeeds, as documented,
+// and the partition's failure ends with its role, as OnHealth's last report
+// says too. A failure recorded before Run ended stayed listed after
+// StopReplica, which the engines, stopped, no longer performed.
+func TestStuckAroundRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		log1, local := memstore.NewLocalLog(), newStuckLocal()
+		watch := &healthWatch{}
+		n1 := w.start(1, walstore.NodeConfig{Local: log1})
+		n, err := walstore.NewNode(walstore.NodeConfig{BrokerID: 2, Store: w.store(2), Log: w.meta, Local: local,
+			Logger: discard(), OnHealth: watch.record, OnProgress: n1.RecordProgress})
+		require.NoError(t, err)
+		for _, tp := range []metadata.TopicPartition{tpA, tpB} {
+			require.NoError(t, log1.AssignEpoch(tp, 1, 0))
+			require.NoError(t, n1.BecomeLeader(t.Context(), tp, 1, []int32{2}, -1))
+			require.NoError(t, n.BecomeFollower(t.Context(), tp, 1, 1))
+		}
+		// Before Run.
+		releaseEnd := local.hang("EndOffset", tpA)
+		t.Cleanup(releaseEnd)
+		require.NoError(t, local.AssignEpoch(tpA, 2, 0))
+		err = n.BecomeLeader(within(t, time.Second), tpA, 2, []int32{1}, -1)
+		requireDependencyError(t, err, "LocalLog.EndOffset", context.DeadlineExceeded)
+		requireStuck(t, n, watch, tpA, walstore.Following, "LocalLog.EndOffset", 1)
+
+		runCtx, stop := context.WithCancel(t.Context())
+		defer stop()
+		ran := make(chan error, 1)
+		go func() { ran <- n.Run(runCtx) }()
+		settle(time.Minute)
+		requireStuck(t, n, watch, tpA, walstore.Following, "LocalLog.EndOffset", 1)
+
+		// tpC led, its markers failing for good.
+		local.fail("Epochs", tpC, errStuckTest)
+		require.NoError(t, local.AssignEpoch(tpC, 1, 0))
+		require.NoError(t, n.BecomeLeader(t.Context(), tpC, 1, []int32{1}, -1))
+		settle(time.Minute)
+		requireStuck(t, n, watch, tpA, walstore.Following, "LocalLog.EndOffset", 2)
+
+		releaseAppend := local.hang("Append", tpB)
+		t.Cleanup(releaseAppend)
+		produce(t, n1, log1, tpB, 1, 0, 9)
+		settle(time.Second) // the engine waits for the Append
+		stop()
+		require.NoError(t, returnsWithin(t, time.Minute, "Run", func() error { return <-ran }))
+		synctest.Wait()
+		requireStuck(t, n, watch, tpA, walstore.Following, "LocalLog.EndOffset", 3)
+		requireStuck(t, n, watch, tpB, walstore.Following, "LocalLog.Append", 3)
+
+		releaseEnd()
+		releaseAppend()
+		synctest.Wait()
+		// tpB's call, given up on as Run ended, returned; nobody retries
+		// tpA's load or tpC's markers after Run, so their engines' failures
+		// stay as Run left them, until their roles end.
+		require.NoError(t, n.PartitionError(tpB))
+		assert.Equal(t, 2, n.Health().FailingPartitions, "%v", partitionsOf(n.Health()))
+		for _, tp := range []metadata.TopicPartition{tpA, tpB, tpC} {
+			require.NoError(t, n.StopReplica(t.Context(), tp), "%s after Run", tp)
+			assert.NoError(t, n.PartitionError(tp), "%s has no role", tp)
+		}
+		requireAllHealthy(t, n, watch, tpA, tpB, tpC)
+		watch.check(t)
+	})
+}
+
+// PartitionError of a partition the Node has never seen, or could never
+// have a role for, is nil, stuck calls elsewhere or not.
+func TestStuckPartitionErrorOfUnknownPartitions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStuckNode(t, true)
+		release := s.local.hang("Append", tpA)
+		t.Cleanup(release)
+		produce(t, s.n2, s.log2, tpA, 1, 10, 19)
+		settle(time.Minute)
+		requireStuck(t, s.n, s.watch, tpA, walstore.Following, "LocalLog.Append", 1)
+		for _, tp := range []metadata.TopicPartition{
+			{Topic: "unknown", Partition: 3}, {}, {Topic: "t", Partition: -1}, {Topic: tpA.Topic, Partition: tpA.Partition, TopicID: [16]byte{1}},
+		} {
+			assert.NoError(t, s.n.PartitionError(tp), "%+v", tp)
+		}
+	})
 }

@@ -254,6 +254,18 @@ func (f *followerEngine) unfollowLocked(now time.Time, tp metadata.TopicPartitio
 	f.mu.Unlock()
 }
 
+// forgetFailure drops tp's failure, for a role that ends once Run has
+// returned, and reports the change.
+func (f *followerEngine) forgetFailure(tp metadata.TopicPartition) {
+	f.mu.Lock()
+	delete(f.lag, tp)
+	if f.failing.update(tp, time.Time{}, nil) {
+		f.healthNews = true
+	}
+	f.mu.Unlock()
+	f.reportHealth()
+}
+
 // Health returns the engine's health: the followed partitions whose
 // replication a failure of the local log has stopped. A follower is never
 // Degraded: an unreachable bucket or metadata log is waited out.

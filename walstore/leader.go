@@ -763,6 +763,18 @@ func (l *leaderEngine) waitFor(ctx context.Context, tp metadata.TopicPartition, 
 	}
 }
 
+// forgetFailure drops tp's failure, for a leadership that ends once Run
+// has returned (the core's own news is no longer taken), and reports the
+// change.
+func (l *leaderEngine) forgetFailure(tp metadata.TopicPartition) {
+	l.mu.Lock()
+	changed := l.failing.update(tp, time.Time{}, nil)
+	l.mu.Unlock()
+	if changed {
+		l.report()
+	}
+}
+
 // Health returns the engine's health: whether it is degraded, and the
 // led partitions whose replication a failure has stopped.
 func (l *leaderEngine) Health() Health {

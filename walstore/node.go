@@ -613,7 +613,8 @@ func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, e
 // not returned (it may still append); after that nothing can fail: it
 // stops following tp and resigns its leadership. After Run has returned it
 // succeeds at once, but for that refusal: nothing is in flight, and
-// nothing will be.
+// nothing will be. Either way tp's failure, if it had one, ends with its
+// role (Health, PartitionError, OnHealth).
 func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) error {
 	return n.transition(ctx, "StopReplica", tp, func(in RoleState) (RoleState, error) {
 		if err := tp.Validate(); err != nil {
@@ -625,6 +626,10 @@ func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) erro
 			return nil
 		})
 		if errors.Is(err, ErrStopped) {
+			// The engines no longer act on tp, nor would they clear its
+			// failure: the role ends, and its failure with it.
+			n.follower.forgetFailure(tp)
+			n.leader.forgetFailure(tp)
 			err = nil
 		}
 		return noRole, err
