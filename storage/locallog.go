@@ -48,9 +48,11 @@ import (
 // transition, its context's error. The call is left running, and until
 // it returns the partition's other calls, and its transitions, fail at
 // once with such an error rather than pile up behind it: at most one
-// call per partition is ever left running. The partition is reported
-// failing meanwhile (walstore's Health.Partitions), and works again once the call
-// returns; what a call that was given up on returns is dropped, and the
+// call per partition is ever left running. The partition, if the Node
+// leads or follows it, is reported failing meanwhile (walstore's
+// Health.Partitions; one it has no role for, say a first BecomeLeader
+// whose EndOffset hung, only refuses its transitions), and works again
+// once the call returns; what a call that was given up on returns is dropped, and the
 // follower engine reads the partition's state from the log again.
 type LocalLog interface {
 	// EndOffset returns the offset the next record of tp will get.
