@@ -585,7 +585,7 @@ func TestStuckHealthIsOneSnapshot(t *testing.T) {
 		})
 	}
 	progress := walstore.Progress{Partition: tpA, Leader: 1, Follower: 2, EndOffset: 0, LastEpoch: 1}
-	for i := 0; i < 100 && bad.Load() == nil; i++ {
+	for i := 0; i < 50 && bad.Load() == nil; i++ {
 		release := local.hang("Epochs", tpA)
 		n.RecordProgress(progress) // gives up on the call after RequestTimeout
 		release()
