@@ -674,7 +674,8 @@ func TestStuckAroundRun(t *testing.T) {
 }
 
 // PartitionError of a partition the Node has never seen, or could never
-// have a role for, is nil, stuck calls elsewhere or not.
+// have a role for, is nil while another is stuck; and a stuck partition's
+// report, changed by its caller, is not the Node's.
 func TestStuckPartitionErrorOfUnknownPartitions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStuckNode(t, true)
@@ -682,6 +683,13 @@ func TestStuckPartitionErrorOfUnknownPartitions(t *testing.T) {
 		t.Cleanup(release)
 		produce(t, s.n2, s.log2, tpA, 1, 10, 19)
 		settle(time.Minute)
+		requireStuck(t, s.n, s.watch, tpA, walstore.Following, "LocalLog.Append", 1)
+		// What Health and PartitionError return is the caller's.
+		h := s.n.Health()
+		h.Partitions[0].Role, h.Partitions[0].Err = walstore.NoRole, nil
+		var pe *walstore.PartitionError
+		require.ErrorAs(t, s.n.PartitionError(tpA), &pe)
+		pe.Role, pe.Err = walstore.NoRole, nil
 		requireStuck(t, s.n, s.watch, tpA, walstore.Following, "LocalLog.Append", 1)
 		for _, tp := range []metadata.TopicPartition{
 			{Topic: "unknown", Partition: 3}, {}, {Topic: "t", Partition: -1}, {Topic: tpA.Topic, Partition: tpA.Partition, TopicID: [16]byte{1}},
