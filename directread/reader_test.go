@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/directread"
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/internal/harness/clustertest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -256,23 +257,18 @@ func TestReaderUnavailableAfter(t *testing.T) {
 	ctx := context.Background()
 	leader.Produce(ctx, tp, 1, 0, 19, 10)
 	require.NoError(t, leader.Node.WaitReplicated(ctx, tp, 1, 19))
-	var down atomic.Bool
-	c.SetFault(func(op clustertest.Op, bucket string) clustertest.Fault {
-		if op == clustertest.OpGet && bucket == "bucket-az1" && down.Load() {
-			return clustertest.Fault{Err: fmt.Errorf("az1 is down: %w", storage.ErrUnavailable)}
-		}
-		return clustertest.Fault{}
-	})
+	down := faults.NewOutage(storage.ErrUnavailable)
+	c.SetFault(faults.On(func(r faults.Request) bool { return r.Op.IsGet() }, down))
 	start := map[metadata.TopicPartition]int64{tp: 0}
 
-	down.Store(true)
-	time.AfterFunc(50*time.Millisecond, func() { down.Store(false) })
+	down.SetDown("bucket-az1", true)
+	time.AfterFunc(50*time.Millisecond, func() { down.SetDown("bucket-az1", false) })
 	r, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: start, UnavailableAfter: time.Minute})
 	require.NoError(t, err)
 	defer r.Close()
 	clustertest.RequireSameLog(t, leader.Local.Batches(tp), poll(t, r, tps, 20)[tp])
 
-	down.Store(true)
+	down.SetDown("bucket-az1", true)
 	r2, err := directread.New(directread.Config{Log: c.Meta, Stores: c.Stores(), Partitions: start, UnavailableAfter: 100 * time.Millisecond})
 	require.NoError(t, err)
 	defer r2.Close()

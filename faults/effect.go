@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -44,7 +45,7 @@ func (e Effect) Before(req Request) error {
 	if e.Err == nil || e.AfterApply {
 		return nil
 	}
-	return &Error{Request: req, Err: e.Err}
+	return &Error{Request: kept(req), Err: e.Err}
 }
 
 // After returns the error that fails req after it took effect, or nil.
@@ -52,7 +53,15 @@ func (e Effect) After(req Request) error {
 	if e.Err == nil || !e.AfterApply {
 		return nil
 	}
-	return &Error{Request: req, AfterApply: true, Err: e.Err}
+	return &Error{Request: kept(req), AfterApply: true, Err: e.Err}
+}
+
+// kept is req as an Error keeps it: without the caller's body, which a
+// store must not retain, and with its own copy of the refs.
+func kept(req Request) Request {
+	req.Body = nil
+	req.Refs = slices.Clone(req.Refs)
+	return req
 }
 
 // CorruptBytes changes one byte of b in place, as e.Corrupt says: the
@@ -68,7 +77,7 @@ func (e Effect) CorruptBytes(b []byte) {
 
 // Error is a failure an Injector caused. It wraps the Effect's error.
 type Error struct {
-	// Request is the operation that failed.
+	// Request is the operation that failed, without a Put's body.
 	Request Request
 	// AfterApply says the operation took effect before it failed.
 	AfterApply bool

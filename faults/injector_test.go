@@ -153,3 +153,15 @@ func FuzzCorruptBytes(f *testing.F) {
 		assert.Equal(t, want, diff(b, got))
 	})
 }
+
+// An Error keeps neither a Put's body nor the caller's slice of refs.
+func TestErrorRetainsNothing(t *testing.T) {
+	body := []byte("body")
+	refs := []metadata.ObjectRef{{Bucket: "b1", Key: "k"}}
+	var fe *faults.Error
+	require.ErrorAs(t, faults.Effect{Err: errA}.Before(faults.Request{Op: faults.OpPut, Body: body}), &fe)
+	assert.Nil(t, fe.Request.Body)
+	require.ErrorAs(t, faults.Effect{Err: errA, AfterApply: true}.After(faults.Request{Op: faults.OpDelete, Refs: refs}), &fe)
+	refs[0].Key = "changed"
+	assert.Equal(t, "k", fe.Request.Refs[0].Key)
+}

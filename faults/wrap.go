@@ -14,7 +14,8 @@ import (
 type Option func(*wrapper)
 
 // WithWait sets how a wrapper serves an Effect's delay: wait returns once
-// d has passed, or with an error (ctx's) that fails the operation. The
+// d has passed, or with an error (ctx's) that fails the operation. It is
+// called for every operation, with d zero for one not delayed. The
 // default waits on the wall clock until d passes or ctx is done; a
 // simulation that keeps its own clock records d instead.
 func WithWait(wait func(ctx context.Context, d time.Duration) error) Option {
@@ -38,6 +39,9 @@ func newWrapper(inj Injector, opts []Option) wrapper {
 
 // sleep waits d on the wall clock, cut short by ctx.
 func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -52,10 +56,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 // or the error that fails it before it runs.
 func (w wrapper) begin(ctx context.Context, req Request) (Effect, error) {
 	e := w.inj.Inject(ctx, req)
-	if e.Delay > 0 {
-		if err := w.wait(ctx, e.Delay); err != nil {
-			return e, fmt.Errorf("faults: %s: waiting out an injected delay of %v: %w", req, e.Delay, err)
-		}
+	if err := w.wait(ctx, e.Delay); err != nil {
+		return e, fmt.Errorf("faults: %s: waiting out an injected delay of %v: %w", req, e.Delay, err)
 	}
 	return e, e.Before(req)
 }

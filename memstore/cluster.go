@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/storage"
 )
@@ -22,7 +24,8 @@ type ClusterConfig struct {
 	// ever waits.
 	Profile Profile
 	// Seed seeds the source of every random choice the cluster makes:
-	// latencies, fault rates, corrupted bytes, List order. A run on a
+	// latencies and List order (the injectors AddFault adds draw from
+	// their own sources). A run on a
 	// simulated clock with a fixed seed replays exactly as long as the
 	// requests arrive in the same order.
 	Seed uint64
@@ -42,10 +45,12 @@ type Cluster struct {
 	buckets map[string]*bucket
 	byAZ    map[string]*bucket
 
-	// mu guards rng, faults and every bucket's outage state.
-	mu     sync.Mutex
-	rng    *rand.Rand
-	faults []*Fault
+	// faults decides each request's injected fate.
+	faults faults.Set
+
+	// mu guards rng and every bucket's outage state.
+	mu  sync.Mutex
+	rng *rand.Rand
 
 	// spare keeps the memory of a few deleted objects for Put to reuse,
 	// so that a store whose objects come and go (a leader's garbage
@@ -152,30 +157,18 @@ func (c *Cluster) SetOutage(az string, down bool) error {
 	return nil
 }
 
-// AddFault validates f and applies it to every later request of the
-// cluster until remove is called. f.Match runs with the cluster's lock
-// held: it must not call the cluster's methods.
-func (c *Cluster) AddFault(f Fault) (remove func(), err error) {
-	if err := f.validate(); err != nil {
-		return nil, err
-	}
-	p := &f
-	c.mu.Lock()
-	c.faults = append(c.faults, p)
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.faults = slices.DeleteFunc(c.faults, func(q *Fault) bool { return q == p })
-	}, nil
+// AddFault puts every later request of the cluster's stores to inj, once
+// per request as S3 would count them (see Store.Delete and Store.List),
+// until remove is called. Several injectors combine as faults.Any
+// combines them; an injected delay adds to the request's latency, and an
+// outage still fails the request first. inj runs outside the cluster's
+// lock, and may call its methods.
+func (c *Cluster) AddFault(inj faults.Injector) (remove func()) {
+	return c.faults.Add(inj)
 }
 
-// ClearFaults removes every fault.
-func (c *Cluster) ClearFaults() {
-	c.mu.Lock()
-	c.faults = nil
-	c.mu.Unlock()
-}
+// ClearFaults removes every injector AddFault added.
+func (c *Cluster) ClearFaults() { c.faults.Clear() }
 
 // Stats returns the cluster's counters. The snapshot is exact when no
 // request is in flight; taken during requests, each counter is exact but
@@ -201,32 +194,19 @@ func (c *Cluster) ResetStats() {
 type admission struct {
 	latency time.Duration
 	outage  <-chan struct{}
-	effect  effect
+	effect  faults.Effect
 }
 
 // admit decides one request's fate: unavailable at once if its bucket is
-// down, otherwise its latency and the effect of the faults matching it.
-func (c *Cluster) admit(b *bucket, req Request, size int64) (admission, error) {
+// down, otherwise its latency and what the injected faults do to it.
+func (c *Cluster) admit(ctx context.Context, b *bucket, req faults.Request, size int64) (admission, error) {
+	eff := c.faults.Inject(ctx, req)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b.down {
 		return admission{}, fmt.Errorf("bucket %s of AZ %s is down: %w", b.name, b.az, storage.ErrUnavailable)
 	}
-	a := admission{outage: b.outage}
-	for _, f := range c.faults {
-		if f.Match != nil && !f.Match(req) {
-			continue
-		}
-		if f.Rate > 0 && f.Rate < 1 && c.rng.Float64() >= f.Rate {
-			continue
-		}
-		a.effect.delay += f.Delay
-		a.effect.corrupt = a.effect.corrupt || f.Corrupt
-		if a.effect.err == nil && f.Err != nil {
-			a.effect.err, a.effect.afterApply = f.Err, f.AfterApply
-		}
-	}
-	a.latency = a.effect.delay
+	a := admission{outage: b.outage, effect: eff, latency: eff.Delay}
 	if c.waits {
 		a.latency += c.profile.latency(req.Op).sample(size, c.rng.NormFloat64())
 		if req.StoreAZ != req.AZ {
@@ -235,16 +215,6 @@ func (c *Cluster) admit(b *bucket, req Request, size int64) (admission, error) {
 		}
 	}
 	return a, nil
-}
-
-// corrupt changes one byte of data, chosen by the seeded source.
-func (c *Cluster) corrupt(data []byte) {
-	if len(data) == 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	data[c.rng.IntN(len(data))] ^= byte(1 + c.rng.IntN(255))
 }
 
 // shuffle puts infos in a seeded random order, so that no caller comes

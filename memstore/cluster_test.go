@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -126,8 +127,7 @@ func TestLatencyWaits(t *testing.T) {
 	require.NoError(t, s1.Delete(ctx, []metadata.ObjectRef{ref}))
 	assert.Equal(t, []time.Duration{3 * ms}, clock.Waits(), "DELETE")
 
-	remove, err := c.AddFault(memstore.Fault{Match: isOp(memstore.OpPut), Delay: 100 * ms})
-	require.NoError(t, err)
+	remove := c.AddFault(faults.On(faults.IsOp(faults.OpPut), faults.Delay(100*ms)))
 	_, err = s1.Put(ctx, "slow", nil)
 	require.NoError(t, err)
 	assert.Equal(t, []time.Duration{105 * ms}, clock.Waits(), "a PUT slowed down by a fault")
@@ -169,10 +169,6 @@ func TestSameSeedReplays(t *testing.T) {
 	waitsC, keysC := run(8)
 	assert.NotEqual(t, waitsA, waitsC, "another seed gives other latencies")
 	assert.NotEqual(t, keysA, keysC, "another seed gives another List order")
-}
-
-func isOp(op memstore.Op) func(memstore.Request) bool {
-	return func(r memstore.Request) bool { return r.Op == op }
 }
 
 func TestOutage(t *testing.T) {
@@ -263,13 +259,9 @@ func TestInjectedErrors(t *testing.T) {
 	require.NoError(t, err)
 
 	// Only GETs of keys under wal/ made by the store in az2 fail.
-	remove, err := c.AddFault(memstore.Fault{
-		Match: func(r memstore.Request) bool {
-			return r.Op == memstore.OpGet && r.StoreAZ == az2 && strings.HasPrefix(r.Key, "wal/")
-		},
-		Err: storage.ErrUnavailable,
-	})
-	require.NoError(t, err)
+	remove := c.AddFault(faults.On(func(r faults.Request) bool {
+		return r.Op.IsGet() && r.StoreAZ == az2 && strings.HasPrefix(r.Key, "wal/")
+	}, faults.Fail(storage.ErrUnavailable)))
 	_, err = s2.GetRange(ctx, ref, 0, 1)
 	require.ErrorIs(t, err, storage.ErrUnavailable)
 	assert.ErrorContains(t, err, "wal/1", "the error names the key")
@@ -283,8 +275,7 @@ func TestInjectedErrors(t *testing.T) {
 
 	// A custom error survives wrapping.
 	throttled := errors.New("SlowDown")
-	_, err = c.AddFault(memstore.Fault{Match: isOp(memstore.OpDelete), Err: throttled})
-	require.NoError(t, err)
+	c.AddFault(faults.On(faults.IsOp(faults.OpDelete), faults.Fail(throttled)))
 	require.ErrorIs(t, s1.Delete(ctx, []metadata.ObjectRef{ref}), throttled)
 	c.ClearFaults()
 	require.NoError(t, s1.Delete(ctx, []metadata.ObjectRef{ref}))
@@ -295,8 +286,7 @@ func TestInjectedErrorRate(t *testing.T) {
 	c, s1, _ := newCluster(t, memstore.ClusterConfig{Seed: seed})
 	ref, err := s1.Put(t.Context(), "k", []byte("v"))
 	require.NoError(t, err)
-	_, err = c.AddFault(memstore.Fault{Match: isOp(memstore.OpGet), Rate: rate, Err: storage.ErrUnavailable})
-	require.NoError(t, err)
+	c.AddFault(faults.On(faults.IsOp(faults.OpGetRange), faults.Rate(rate, seed, faults.Fail(storage.ErrUnavailable))))
 	c.ResetStats()
 	failed := 0
 	for range n {
@@ -312,9 +302,8 @@ func TestInjectedErrorRate(t *testing.T) {
 
 func TestErrorAfterApply(t *testing.T) {
 	c, s1, _ := newCluster(t, memstore.ClusterConfig{})
-	remove, err := c.AddFault(memstore.Fault{Match: isOp(memstore.OpPut), Err: storage.ErrUnavailable, AfterApply: true})
-	require.NoError(t, err)
-	_, err = s1.Put(t.Context(), "k", []byte("v"))
+	remove := c.AddFault(faults.On(faults.IsOp(faults.OpPut), faults.FailAfter(storage.ErrUnavailable)))
+	_, err := s1.Put(t.Context(), "k", []byte("v"))
 	require.ErrorIs(t, err, storage.ErrUnavailable, "the response was lost")
 	remove()
 	_, err = s1.Put(t.Context(), "k", []byte("v"))
@@ -326,8 +315,7 @@ func TestCorruptGet(t *testing.T) {
 	want := bytes.Repeat([]byte("0123456789"), 100)
 	ref, err := s1.Put(t.Context(), "k", want)
 	require.NoError(t, err)
-	remove, err := c.AddFault(memstore.Fault{Match: isOp(memstore.OpGet), Corrupt: true})
-	require.NoError(t, err)
+	remove := c.AddFault(faults.On(faults.IsOp(faults.OpGetRange), faults.Corrupt(5)))
 	for range 20 {
 		got, err := s2.GetRange(t.Context(), ref, 100, 500)
 		require.NoError(t, err, "a corrupted GET succeeds")
@@ -343,25 +331,6 @@ func TestCorruptGet(t *testing.T) {
 	got, err := s2.GetRange(t.Context(), ref, 0, int64(len(want)))
 	require.NoError(t, err)
 	assert.Equal(t, want, got, "corruption is of the bytes returned, never of the object")
-}
-
-func TestFaultValidation(t *testing.T) {
-	c, _, _ := newCluster(t, memstore.ClusterConfig{})
-	cases := []struct {
-		name  string
-		fault memstore.Fault
-		want  string
-	}{
-		{"no effect", memstore.Fault{}, "no effect"},
-		{"rate above 1", memstore.Fault{Rate: 1.5, Err: storage.ErrUnavailable}, "Fault.Rate"},
-		{"negative rate", memstore.Fault{Rate: -0.1, Err: storage.ErrUnavailable}, "Fault.Rate"},
-		{"negative delay", memstore.Fault{Delay: -time.Second}, "Fault.Delay"},
-		{"after apply without error", memstore.Fault{AfterApply: true, Delay: time.Second}, "Fault.AfterApply"},
-	}
-	for _, tc := range cases {
-		_, err := c.AddFault(tc.fault)
-		assert.ErrorContains(t, err, tc.want, tc.name)
-	}
 }
 
 // TestAccounting runs a known sequence of requests and checks every
@@ -480,12 +449,40 @@ func TestConcurrentFaultsAndOutages(t *testing.T) {
 	wg.Go(func() {
 		for i := range 100 {
 			assert.NoError(t, c.SetOutage(az1, i%2 == 0))
-			remove, err := c.AddFault(memstore.Fault{Rate: 0.1, Err: storage.ErrUnavailable})
-			assert.NoError(t, err)
+			remove := c.AddFault(faults.Rate(0.1, uint64(i), faults.Fail(storage.ErrUnavailable)))
 			_ = c.Stats()
 			remove()
 		}
 		assert.NoError(t, c.SetOutage(az1, false))
 	})
 	wg.Wait()
+}
+
+// An injector sees the requests S3 would: a Delete of 2500 keys is three,
+// and so is a List of 2500 objects; each Delete request carries its keys.
+func TestFaultsPerRequest(t *testing.T) {
+	c, s1, _ := newCluster(t, memstore.ClusterConfig{})
+	ctx := t.Context()
+	refs := make([]metadata.ObjectRef, 2500)
+	for i := range refs {
+		ref, err := s1.Put(ctx, fmt.Sprintf("k%04d", i), []byte("v"))
+		require.NoError(t, err)
+		refs[i] = ref
+	}
+	var seen []faults.Request
+	c.AddFault(faults.Func(func(_ context.Context, r faults.Request) faults.Effect {
+		seen = append(seen, r)
+		return faults.Effect{}
+	}))
+	_, err := s1.List(ctx, bucket1, "k")
+	require.NoError(t, err)
+	require.NoError(t, s1.Delete(ctx, refs))
+	var ops []faults.Op
+	var keys []int
+	for _, r := range seen {
+		ops = append(ops, r.Op)
+		keys = append(keys, len(r.Refs))
+	}
+	assert.Equal(t, []faults.Op{faults.OpList, faults.OpList, faults.OpList, faults.OpDelete, faults.OpDelete, faults.OpDelete}, ops)
+	assert.Equal(t, []int{0, 0, 0, 1000, 1000, 500}, keys)
 }

@@ -15,11 +15,12 @@
 // long-poll without a goroutine per reader, Close wakes them with
 // metadata.ErrClosed.
 //
-// Everything random — latencies, fault rates, which byte a corrupted GET
-// changes, List order — comes from one PCG source seeded by
-// ClusterConfig.Seed, and every wait goes through the injected Clock. On a
-// simulated clock, with one seed and the same order of requests, a run
-// replays exactly.
+// Everything random the cluster decides — latencies and List order —
+// comes from one PCG source seeded by ClusterConfig.Seed, and every wait
+// goes through the injected Clock; the injectors of package faults that
+// decide fault rates and corrupted bytes are seeded on their own. On a
+// simulated clock, with the seeds and the order of requests the same, a
+// run replays exactly.
 //
 // # What it models
 //
@@ -33,9 +34,14 @@
 //     keys, a List one per 1000 objects listed. List order is a seeded
 //     shuffle: S3 Express directory buckets do not sort, so no caller may
 //     depend on an order.
-//   - Faults (Cluster.AddFault): errors by predicate and rate, errors after
-//     the request took effect (a lost response: the retried Put then finds
-//     its key taken), slowdowns, and GETs returning one corrupted byte.
+//   - Faults (Cluster.AddFault): a faults.Injector consulted once per
+//     request, as S3 would see it (a Delete of 2500 keys in one bucket is
+//     three requests): errors by predicate and rate, errors after the
+//     request took effect (a lost response: the retried Put then finds its
+//     key taken), slowdowns added to the request's latency, and GETs
+//     returning one corrupted byte. faults.WrapStore, which sees calls
+//     rather than requests, serves stores that have no requests of their
+//     own to show.
 //   - Outages (Cluster.SetOutage): a whole AZ's bucket unreachable, failing
 //     requests already in flight as well as new ones, then coming back with
 //     its objects intact.

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/activetier/activetier/faults"
 )
 
 // Latency is the lognormal latency distribution of one kind of request.
@@ -78,15 +80,15 @@ func (p Profile) Validate() error {
 	return nil
 }
 
-func (p Profile) latency(op Op) Latency {
+func (p Profile) latency(op faults.Op) Latency {
 	switch op {
-	case OpGet:
+	case faults.OpGetRange, faults.OpReadRange:
 		return p.Get
-	case OpPut:
+	case faults.OpPut:
 		return p.Put
-	case OpDelete:
+	case faults.OpDelete:
 		return p.Delete
-	case OpList:
+	case faults.OpList:
 		return p.List
 	}
 	return Latency{}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/faults"
 )
 
 // TestLatencyDistribution checks the sampled latencies against the model's
@@ -26,20 +28,20 @@ func TestLatencyDistribution(t *testing.T) {
 	const ms = time.Millisecond
 	cases := []struct {
 		profile string
-		op      Op
+		op      faults.Op
 		size    int64
 		median  time.Duration // the model's median at this size
 		sigma   float64
 	}{
 		// 4 KiB GET: p50 2.5 ms, p99 9.3 ms.
-		{"s3express", OpGet, 4096, 2500*time.Microsecond + 10*ms*4096/(1<<20), 0.57},
+		{"s3express", faults.OpGetRange, 4096, 2500*time.Microsecond + 10*ms*4096/(1<<20), 0.57},
 		// 1 MB PUT ≈ 15 ms; 5 MB ≈ 55 ms.
-		{"s3express", OpPut, 1_000_000, 6500*time.Microsecond + 10*ms*1_000_000/(1<<20), 0.24},
-		{"s3express", OpPut, 5_000_000, 6500*time.Microsecond + 10*ms*5_000_000/(1<<20), 0.24},
+		{"s3express", faults.OpPut, 1_000_000, 6500*time.Microsecond + 10*ms*1_000_000/(1<<20), 0.24},
+		{"s3express", faults.OpPut, 5_000_000, 6500*time.Microsecond + 10*ms*5_000_000/(1<<20), 0.24},
 		// GET p99 ≈ 113 ms.
-		{"s3standard", OpGet, 4096, 27*ms + time.Second*4096/90_000_000, 0.62},
+		{"s3standard", faults.OpGetRange, 4096, 27*ms + time.Second*4096/90_000_000, 0.62},
 		// 500 KiB PUT p99 ≈ 137 ms.
-		{"s3standard", OpPut, 500 << 10, 60*ms + 10*ms, 0.29},
+		{"s3standard", faults.OpPut, 500 << 10, 60*ms + 10*ms, 0.29},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/%s/%d", c.profile, c.op, c.size), func(t *testing.T) {

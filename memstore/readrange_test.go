@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -75,9 +76,7 @@ func TestDeletedMemoryReuse(t *testing.T) {
 	require.NoError(t, err)
 	readA, err := local.GetRange(ctx, refA, 0, int64(len(a)))
 	require.NoError(t, err)
-	remove, err := c.AddFault(memstore.Fault{Err: storage.ErrUnavailable, AfterApply: true,
-		Match: func(r memstore.Request) bool { return r.Op == memstore.OpPut }})
-	require.NoError(t, err)
+	remove := c.AddFault(faults.On(faults.IsOp(faults.OpPut), faults.FailAfter(storage.ErrUnavailable)))
 	kept := bytes.Repeat([]byte{'k'}, 100_000)
 	_, err = local.Put(ctx, "kept", kept)
 	require.ErrorIs(t, err, storage.ErrUnavailable, "the Put took effect, then failed")

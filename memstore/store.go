@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )
@@ -45,8 +46,8 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) (metadata.Obje
 	data := s.c.spare.Get(len(body))[:len(body)]
 	copy(data, body)
 	stored := false
-	req := Request{Op: OpPut, StoreAZ: s.local.az, AZ: s.local.az, Bucket: s.local.name, Key: key, Length: int64(len(body))}
-	err := s.do(ctx, s.local, req, int64(len(body)), func(effect) (int64, error) {
+	req := faults.Request{Op: faults.OpPut, StoreAZ: s.local.az, AZ: s.local.az, Bucket: s.local.name, Key: key, Length: int64(len(body)), Body: body}
+	err := s.do(ctx, s.local, req, int64(len(body)), func(faults.Effect) (int64, error) {
 		b := s.local
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -100,17 +101,19 @@ func (s *Store) get(ctx context.Context, ref metadata.ObjectRef, offset, length 
 	if offset < 0 || length <= 0 || offset > (1<<63-1)-length {
 		return nil, fmt.Errorf("memstore: GET %s range [%d, +%d): %w", ref, offset, length, storage.ErrInvalidRange)
 	}
-	req := Request{Op: OpGet, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Key: ref.Key, Offset: offset, Length: length}
+	op := faults.OpGetRange
+	if dst != nil {
+		op = faults.OpReadRange
+	}
+	req := faults.Request{Op: op, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Key: ref.Key, Offset: offset, Length: length}
 	var out []byte
-	err = s.do(ctx, b, req, length, func(eff effect) (int64, error) {
+	err = s.do(ctx, b, req, length, func(eff faults.Effect) (int64, error) {
 		var err error
 		out, err = b.read(ref, offset, length, dst)
 		if err != nil {
 			return 0, err
 		}
-		if eff.corrupt {
-			s.c.corrupt(out)
-		}
+		eff.CorruptBytes(out)
 		return length, nil
 	})
 	if err != nil {
@@ -126,24 +129,24 @@ func (s *Store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: DELETE of %d objects: %w", len(refs), err)
 	}
-	byBucket := make(map[*bucket][]string)
+	byBucket := make(map[*bucket][]metadata.ObjectRef)
 	for _, ref := range refs {
 		b, err := s.bucket(ref.Bucket)
 		if err != nil {
 			return fmt.Errorf("memstore: DELETE %s: %w", ref, err)
 		}
-		byBucket[b] = append(byBucket[b], ref.Key)
+		byBucket[b] = append(byBucket[b], ref)
 	}
 	var errs []error
 	for _, b := range slices.SortedFunc(maps.Keys(byBucket), func(x, y *bucket) int { return strings.Compare(x.name, y.name) }) {
 		for batch := range slices.Chunk(byBucket[b], maxBatch) {
-			req := Request{Op: OpDelete, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Keys: batch}
-			err := s.do(ctx, b, req, 0, func(effect) (int64, error) {
+			req := faults.Request{Op: faults.OpDelete, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Refs: batch}
+			err := s.do(ctx, b, req, 0, func(faults.Effect) (int64, error) {
 				b.mu.Lock()
 				defer b.mu.Unlock()
-				for _, k := range batch {
-					if obj, ok := b.objects[k]; ok {
-						delete(b.objects, k)
+				for _, ref := range batch {
+					if obj, ok := b.objects[ref.Key]; ok {
+						delete(b.objects, ref.Key)
 						// Reads copy out under b.mu, so no one holds it.
 						s.c.spare.Put(obj.data)
 					}
@@ -173,9 +176,9 @@ func (s *Store) List(ctx context.Context, bucketName, prefix string) ([]storage.
 		return nil, fmt.Errorf("memstore: LIST %s/%s*: %w", bucketName, prefix, err)
 	}
 	var infos []storage.ObjectInfo
-	req := Request{Op: OpList, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Key: prefix}
+	req := faults.Request{Op: faults.OpList, StoreAZ: s.local.az, AZ: b.az, Bucket: b.name, Key: prefix}
 	for page := 0; page == 0 || page*maxBatch < len(infos); page++ {
-		err := s.do(ctx, b, req, 0, func(effect) (int64, error) {
+		err := s.do(ctx, b, req, 0, func(faults.Effect) (int64, error) {
 			if page == 0 {
 				infos = b.list(prefix)
 			}
@@ -237,27 +240,27 @@ func (s *Store) bucket(name string) (*bucket, error) {
 }
 
 // do makes one request to bucket b: it counts it, waits out its latency
-// (cut short by ctx or by the bucket going down), applies the faults that
-// match it, and runs apply, which performs the request and returns the
-// bytes it sends back.
-func (s *Store) do(ctx context.Context, b *bucket, req Request, size int64, apply func(effect) (int64, error)) error {
+// (cut short by ctx or by the bucket going down) and the delay the
+// injected faults add, fails it as they say, and runs apply, which
+// performs the request and returns the bytes it sends back.
+func (s *Store) do(ctx context.Context, b *bucket, req faults.Request, size int64, apply func(faults.Effect) (int64, error)) error {
 	cross := b.az != s.local.az
 	st := &b.stats
 	switch req.Op {
-	case OpPut:
+	case faults.OpPut:
 		st.puts.Add(1)
 		st.bytesUp.Add(req.Length)
-	case OpGet:
+	case faults.OpGetRange, faults.OpReadRange:
 		st.gets.Add(1)
-	case OpDelete:
+	case faults.OpDelete:
 		st.deletes.Add(1)
-		st.deleteKeys.Add(int64(len(req.Keys)))
-	case OpList:
+		st.deleteKeys.Add(int64(len(req.Refs)))
+	case faults.OpList:
 		st.lists.Add(1)
 	}
 	if cross {
 		st.crossRequests.Add(1)
-		if req.Op == OpPut {
+		if req.Op == faults.OpPut {
 			st.crossBytes.Add(req.Length)
 		}
 	}
@@ -266,7 +269,7 @@ func (s *Store) do(ctx context.Context, b *bucket, req Request, size int64, appl
 		return err
 	}
 
-	a, err := s.c.admit(b, req, size)
+	a, err := s.c.admit(ctx, b, req, size)
 	if err != nil {
 		return fail(fmt.Errorf("memstore: %s: %w", describe(req), err))
 	}
@@ -279,9 +282,8 @@ func (s *Store) do(ctx context.Context, b *bucket, req Request, size int64, appl
 			return fail(fmt.Errorf("memstore: %s: bucket %s of AZ %s went down: %w", describe(req), b.name, b.az, storage.ErrUnavailable))
 		}
 	}
-	injected := a.effect.err
-	if injected != nil && !a.effect.afterApply {
-		return fail(fmt.Errorf("memstore: %s: injected fault: %w", describe(req), injected))
+	if err := a.effect.Before(req); err != nil {
+		return fail(fmt.Errorf("memstore: %w", err))
 	}
 	down, err := apply(a.effect)
 	if err != nil {
@@ -291,21 +293,22 @@ func (s *Store) do(ctx context.Context, b *bucket, req Request, size int64, appl
 	if cross {
 		st.crossBytes.Add(down)
 	}
-	if injected != nil {
-		return fail(fmt.Errorf("memstore: %s: injected fault after the request took effect: %w", describe(req), injected))
+	if err := a.effect.After(req); err != nil {
+		return fail(fmt.Errorf("memstore: %w", err))
 	}
 	return nil
 }
 
-// describe names a request in errors: verb, bucket, key or prefix, range.
-func describe(r Request) string {
+// describe names a request in errors: S3's verb, bucket, key or prefix,
+// range.
+func describe(r faults.Request) string {
 	switch r.Op {
-	case OpGet:
+	case faults.OpGetRange, faults.OpReadRange:
 		return fmt.Sprintf("GET %s/%s range [%d, +%d)", r.Bucket, r.Key, r.Offset, r.Length)
-	case OpDelete:
-		return fmt.Sprintf("DELETE %d keys in %s (first %q)", len(r.Keys), r.Bucket, r.Keys[0])
-	case OpList:
+	case faults.OpDelete:
+		return fmt.Sprintf("DELETE %d keys in %s (first %q)", len(r.Refs), r.Bucket, r.Refs[0].Key)
+	case faults.OpList:
 		return fmt.Sprintf("LIST %s/%s*", r.Bucket, r.Key)
 	}
-	return fmt.Sprintf("%s %s/%s", r.Op, r.Bucket, r.Key)
+	return fmt.Sprintf("PUT %s/%s", r.Bucket, r.Key)
 }

@@ -3,13 +3,13 @@ package walstore_test
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/internal/harness/clustertest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -159,12 +159,7 @@ func TestFollowerStopsAppendingWhenItsBrokerLeads(t *testing.T) {
 
 	// R2's follower can never fetch: every GET fails, so entries stay
 	// pending until R2 takes over.
-	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
-		if op == clustertest.OpGet {
-			return clustertest.Fault{Err: storage.ErrUnavailable}
-		}
-		return clustertest.Fault{}
-	})
+	c.SetFault(faults.On(func(r faults.Request) bool { return r.Op.IsGet() }, faults.Fail(storage.ErrUnavailable)))
 	f := r2.StartFollower(tp)
 	r1.Produce(ctx, tp, 1, 0, 49, 10)
 	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 1, 49))
@@ -197,12 +192,7 @@ func TestFollowerHedgesAroundABucketThatStopsAnswering(t *testing.T) {
 
 	// AZ1 silently drops traffic: its GETs never answer.
 	dead := r1.Store.Local().Bucket
-	c.SetFault(func(op clustertest.Op, bucket string) clustertest.Fault {
-		if bucket == dead {
-			return clustertest.Fault{Delay: time.Hour}
-		}
-		return clustertest.Fault{}
-	})
+	c.SetFault(faults.On(func(r faults.Request) bool { return r.Bucket == dead }, faults.Delay(time.Hour)))
 	f3 := r3.StartFollowerConfig(tp, walstore.NodeConfig{HedgeAfter: 50 * time.Millisecond, FetchTimeout: time.Hour})
 	require.Eventually(t, func() bool { return c.Gets(dead) > 0 }, 10*time.Second, time.Millisecond)
 
@@ -229,13 +219,7 @@ func TestFollowerHedgesASlowGET(t *testing.T) {
 	r1.Produce(ctx, tp, 1, 0, 49, 10)
 	require.NoError(t, r1.Node.WaitDurable(ctx, tp, 1, 49))
 
-	var gets atomic.Int64
-	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
-		if op == clustertest.OpGet && gets.Add(1) == 1 {
-			return clustertest.Fault{Delay: time.Hour}
-		}
-		return clustertest.Fault{}
-	})
+	c.SetFault(faults.Once(faults.On(func(r faults.Request) bool { return r.Op.IsGet() }, faults.Delay(time.Hour))))
 	f := r2.StartFollowerConfig(tp, walstore.NodeConfig{HedgeAfter: time.Hour, FetchTimeout: time.Hour, FetchHedge: walstore.HedgeConfig{Max: 10 * time.Millisecond}})
 	clustertest.RequireConverges(t, r2, r1, tp)
 	st := f.Stats().Follower

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/internal/harness/clustertest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -33,12 +34,7 @@ func TestLeaderBackpressureBoundsMemoryAndLosesNothing(t *testing.T) {
 			c.SetLeader(clustertest.TP, 1, 1)
 
 			// The store is down for writes: every PUT fails.
-			c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
-				if op == clustertest.OpPut {
-					return clustertest.Fault{Err: storage.ErrUnavailable}
-				}
-				return clustertest.Fault{}
-			})
+			c.SetFault(faults.On(faults.IsOp(faults.OpPut), faults.Fail(storage.ErrUnavailable)))
 			var mu sync.Mutex
 			var healths []walstore.Health
 			const bound = 10_000
@@ -113,13 +109,7 @@ func TestLeaderPublishesInOffsetOrderWhenUploadsFinishOutOfOrder(t *testing.T) {
 	c.SetLeader(b, 1, 1)
 
 	// The first object's PUT is slow; later ones are not.
-	var puts atomic.Int64
-	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
-		if op == clustertest.OpPut && puts.Add(1) == 1 {
-			return clustertest.Fault{Delay: time.Second}
-		}
-		return clustertest.Fault{}
-	})
+	c.SetFault(faults.Once(faults.On(faults.IsOp(faults.OpPut), faults.Delay(time.Second))))
 	r1.StartLeader(walstore.NodeConfig{Interval: time.Millisecond})
 	r1.BecomeLeader(ctx, a, 1, -1)
 	r1.BecomeLeader(ctx, b, 1, -1)
@@ -254,12 +244,12 @@ func TestLeaderWithholdsEntriesOnceItsBrokerNoLongerLeads(t *testing.T) {
 	c.SetReplicas(tp, 1, 2)
 	c.SetLeader(tp, 1, 1)
 	release := make(chan struct{})
-	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
-		if op == clustertest.OpPut {
+	c.SetFault(faults.Func(func(_ context.Context, r faults.Request) faults.Effect {
+		if r.Op == faults.OpPut {
 			<-release // the upload is in flight when leadership is lost
 		}
-		return clustertest.Fault{}
-	})
+		return faults.Effect{}
+	}))
 	l := r1.StartLeader(walstore.NodeConfig{})
 	r1.BecomeLeader(ctx, tp, 1, -1)
 	r1.Produce(ctx, tp, 1, 0, 9, 10)
@@ -283,13 +273,7 @@ func TestLeaderHedgesAnOverstayingPUT(t *testing.T) {
 	tp := clustertest.TP
 	c.SetReplicas(tp, 1, 2)
 	c.SetLeader(tp, 1, 1)
-	var puts atomic.Int64
-	c.SetFault(func(op clustertest.Op, _ string) clustertest.Fault {
-		if op == clustertest.OpPut && puts.Add(1) == 1 {
-			return clustertest.Fault{Delay: time.Hour}
-		}
-		return clustertest.Fault{}
-	})
+	c.SetFault(faults.Once(faults.On(faults.IsOp(faults.OpPut), faults.Delay(time.Hour))))
 	r1.StartLeader(walstore.NodeConfig{RequestTimeout: time.Hour, DegradedAfter: time.Hour, UploadHedge: walstore.HedgeConfig{Max: 10 * time.Millisecond}})
 	r1.BecomeLeader(ctx, tp, 1, -1)
 	r1.Produce(ctx, tp, 1, 0, 9, 10)

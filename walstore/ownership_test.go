@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/internal/harness/clustertest"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
@@ -170,14 +171,14 @@ func TestBufferOwnership(t *testing.T) {
 func bufferOwnership(t *testing.T, hedge walstore.HedgeConfig) (leader *walstore.Node, followers []*walstore.Node) {
 	const partitions, batches, perBatch = 6, 60, 3
 	w := newWorld(t)
-	for _, f := range []memstore.Fault{
-		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpPut }, Rate: 0.15, Err: storage.ErrUnavailable},
-		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpPut }, Rate: 0.1, Err: storage.ErrUnavailable, AfterApply: true},
-		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpGet }, Rate: 0.1, Err: storage.ErrUnavailable},
-		{Match: func(r memstore.Request) bool { return r.Op == memstore.OpGet }, Rate: 0.05, Corrupt: true},
+	puts, gets := faults.IsOp(faults.OpPut), func(r faults.Request) bool { return r.Op.IsGet() }
+	for _, inj := range []faults.Injector{
+		faults.On(puts, faults.Rate(0.15, 1, faults.Fail(storage.ErrUnavailable))),
+		faults.On(puts, faults.Rate(0.1, 2, faults.FailAfter(storage.ErrUnavailable))),
+		faults.On(gets, faults.Rate(0.1, 3, faults.Fail(storage.ErrUnavailable))),
+		faults.On(gets, faults.Rate(0.05, 4, faults.Corrupt(5))),
 	} {
-		_, err := w.objects.AddFault(f)
-		require.NoError(t, err)
+		w.objects.AddFault(inj)
 	}
 	v := &violations{}
 	store := func(id int32) *holdingStore {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -58,121 +59,21 @@ type memObjects struct{ c *memstore.Cluster }
 func (m memObjects) Store(az string) (storage.ObjectStore, error) { return m.c.Store(az) }
 func (m memObjects) SetOutage(az string, down bool) error         { return m.c.SetOutage(az, down) }
 
-// Op names an ObjectStore method, for faults.
-type Op string
-
-// The operations a Fault sees.
-const (
-	OpPut    Op = "put"
-	OpGet    Op = "get"
-	OpDelete Op = "delete"
-	OpList   Op = "list"
-)
-
-// Fault decides what happens to one request of a broker's store: an added
-// delay, an error instead of the request, or (for a GET) a flipped byte in
-// what it returns. The zero Fault changes nothing.
-type Fault struct {
-	Delay   time.Duration
-	Err     error
-	Corrupt bool
-}
-
-// faultyStore wraps a broker's store to inject the cluster's faults and
-// count GETs per bucket, whatever the backend.
-type faultyStore struct {
-	storage.ObjectStore
-	c *Cluster
-}
-
-// newFaultyStore returns s behind the cluster's faults: a
+// brokerStore returns s, a broker's store, behind the cluster's faults
+// (SetFault), counting its GETs per bucket whatever the backend: a
 // storage.RangeReader, whose ReadRange meets the faults GetRange does,
 // when s is one, so that the brokers' followers read as they would from
 // s.
-func newFaultyStore(s storage.ObjectStore, c *Cluster) storage.ObjectStore {
-	f := faultyStore{s, c}
-	if rr, ok := s.(storage.RangeReader); ok {
-		return faultyRangeStore{f, rr}
-	}
-	return f
+func (c *Cluster) brokerStore(s storage.ObjectStore) storage.ObjectStore {
+	return faults.WrapStore(s, faults.Any(faults.Func(c.countGet), &c.faults))
 }
 
-// faultyRangeStore is a faultyStore over a storage.RangeReader.
-type faultyRangeStore struct {
-	faultyStore
-	rr storage.RangeReader
-}
-
-func (s faultyRangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
-	f, err := s.fault(ctx, OpGet, ref.Bucket)
-	if err != nil {
-		return 0, err
+// countGet counts a GET, before any fault decides its fate.
+func (c *Cluster) countGet(_ context.Context, r faults.Request) faults.Effect {
+	if r.Op.IsGet() {
+		c.mu.Lock()
+		c.gets[r.Bucket]++
+		c.mu.Unlock()
 	}
-	n, err := s.rr.ReadRange(ctx, ref, offset, dst)
-	if err == nil && f.Corrupt {
-		corrupt(dst[:n])
-	}
-	return n, err
-}
-
-// corrupt flips a bit of b, as a Fault's Corrupt does to what a GET
-// returns.
-func corrupt(b []byte) {
-	if len(b) > 0 {
-		b[len(b)/2] ^= 0x40
-	}
-}
-
-func (s faultyStore) fault(ctx context.Context, op Op, bucket string) (Fault, error) {
-	s.c.mu.Lock()
-	fn := s.c.fault
-	if op == OpGet {
-		s.c.gets[bucket]++
-	}
-	s.c.mu.Unlock()
-	if fn == nil {
-		return Fault{}, nil
-	}
-	f := fn(op, bucket)
-	if f.Delay > 0 {
-		select {
-		case <-ctx.Done():
-			return f, ctx.Err()
-		case <-time.After(f.Delay):
-		}
-	}
-	return f, f.Err
-}
-
-func (s faultyStore) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
-	if _, err := s.fault(ctx, OpPut, s.Local().Bucket); err != nil {
-		return metadata.ObjectRef{}, err
-	}
-	return s.ObjectStore.Put(ctx, key, body)
-}
-
-func (s faultyStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
-	f, err := s.fault(ctx, OpGet, ref.Bucket)
-	if err != nil {
-		return nil, err
-	}
-	b, err := s.ObjectStore.GetRange(ctx, ref, offset, length)
-	if err == nil && f.Corrupt {
-		corrupt(b)
-	}
-	return b, err
-}
-
-func (s faultyStore) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
-	if _, err := s.fault(ctx, OpDelete, s.Local().Bucket); err != nil {
-		return err
-	}
-	return s.ObjectStore.Delete(ctx, refs)
-}
-
-func (s faultyStore) List(ctx context.Context, bucket, prefix string) ([]storage.ObjectInfo, error) {
-	if _, err := s.fault(ctx, OpList, bucket); err != nil {
-		return nil, err
-	}
-	return s.ObjectStore.List(ctx, bucket, prefix)
+	return faults.Effect{}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -32,8 +33,10 @@ type Cluster struct {
 	replicas map[metadata.TopicPartition][]int32
 	leaders  map[metadata.TopicPartition]leadership
 	brokers  map[int32]*Broker
-	fault    func(Op, string) Fault
 	gets     map[string]int64
+
+	// faults decides the fate of every request of every broker's store.
+	faults faults.Set
 }
 
 type leadership struct {
@@ -61,12 +64,13 @@ func New(t *testing.T, b Backend, metaPartitions int32) *Cluster {
 	return c
 }
 
-// SetFault installs fn to decide the fate of every request of every
-// broker's store (nil removes it).
-func (c *Cluster) SetFault(fn func(op Op, bucket string) Fault) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.fault = fn
+// SetFault puts every later request of every broker's store to inj, in
+// place of the injector set before (nil sets none).
+func (c *Cluster) SetFault(inj faults.Injector) {
+	c.faults.Clear()
+	if inj != nil {
+		c.faults.Add(inj)
+	}
 }
 
 // Gets returns how many GETs brokers have made to bucket.
@@ -80,7 +84,7 @@ func (c *Cluster) Gets(bucket string) int64 {
 func (c *Cluster) AddBroker(id int32, az string) *Broker {
 	store, err := c.Objects.Store(az)
 	require.NoError(c.T, err)
-	b := &Broker{C: c, ID: id, AZ: az, Store: newFaultyStore(store, c), Local: NewRecordingLog(), following: make(map[metadata.TopicPartition]leadership)}
+	b := &Broker{C: c, ID: id, AZ: az, Store: c.brokerStore(store), Local: NewRecordingLog(), following: make(map[metadata.TopicPartition]leadership)}
 	c.mu.Lock()
 	c.brokers[id] = b
 	c.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/walstore"
 )
@@ -226,7 +227,7 @@ func Scenario7CorruptRange(t *testing.T, b Backend) {
 	r1, r3 := c.AddBroker(1, "az1"), c.AddBroker(3, "az3")
 	c.SetReplicas(TP, 1, 3)
 	c.SetLeader(TP, 1, 5)
-	c.SetFault(func(op Op, _ string) Fault { return Fault{Corrupt: op == OpGet} })
+	c.SetFault(faults.On(func(r faults.Request) bool { return r.Op.IsGet() }, faults.Corrupt(7)))
 	uploadOldEpoch(t, ctx, r1, 149)
 	f3 := r3.StartFollower(TP)
 	require.Eventually(t, func() bool { return f3.Stats().Follower.Corrupt >= 3 }, 10*time.Second, time.Millisecond)

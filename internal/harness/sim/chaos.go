@@ -8,7 +8,9 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/storage"
 )
 
 // chaos is the simulated network between brokers and buckets: it decides
@@ -18,9 +20,12 @@ import (
 // n-th identical request gets the n-th draw. Two requests racing at the
 // same simulated instant therefore get the same draws whichever goes first,
 // which keeps one scheduling accident from reshuffling every later latency
-// as a shared sequential source would. memstore keeps the buckets, the
-// outages and the accounting; its own latency model and faults, which draw
-// from one source in arrival order, are not used.
+// as a shared sequential source would. It reaches the stores as each
+// broker's faults.Injector (simStore.Inject), which names the request; its
+// effect's delay is the request's whole latency, which the simulation
+// schedules rather than waits. memstore keeps the buckets, the outages and
+// the accounting; its own latency model and its faults, which draw from
+// one source in arrival order, are not used.
 type chaos struct {
 	seed    uint64
 	profile memstore.Profile
@@ -30,23 +35,16 @@ type chaos struct {
 	seen   map[uint64]uint64
 }
 
-// fault is one injected store fault, as memstore.Fault describes them.
+// fault is one injected store fault: what a faults.Rate over a
+// faults.On would be, drawn from the request's own draws.
 type fault struct {
-	op         memstore.Op
+	op         faults.Op
 	bucket     string // "" for every bucket
 	rate       float64
 	err        bool
 	afterApply bool
 	delay      time.Duration
 	corrupt    bool
-}
-
-// verdict is what happens to one request.
-type verdict struct {
-	latency    time.Duration
-	err        bool
-	afterApply bool
-	corrupt    uint64 // when nonzero, which byte to change (mod length) and how
 }
 
 func newChaos(seed uint64, profile memstore.Profile) *chaos {
@@ -111,48 +109,57 @@ func (d *draws) normal() float64 {
 	return math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2)
 }
 
+// The kinds of request as identity names them: the values the draws were
+// first keyed with, kept so that a seed keeps its run.
+const (
+	idPut uint64 = iota + 1
+	idGet
+	idDelete
+)
+
 // decide returns the fate of a request of kind op to bucket, from or to a
-// store in another AZ if cross, moving size bytes, named by id.
-func (c *chaos) decide(op memstore.Op, bucket string, cross bool, size int64, id uint64) verdict {
+// store in another AZ if cross, moving size bytes, named by id: its
+// latency as the delay, storage.ErrUnavailable for a fault's error.
+func (c *chaos) decide(op faults.Op, bucket string, cross bool, size int64, id uint64) faults.Effect {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.seen[id]
 	c.seen[id] = n + 1
 	d := draws{state: identity(c.seed, id, n)}
-	var v verdict
+	var v faults.Effect
 	l := latencyOf(c.profile, op)
 	median := float64(l.Median) + float64(l.PerMiB)*float64(size)/(1<<20)
 	z := d.normal()
 	if median > 0 {
-		v.latency = time.Duration(median * math.Exp(l.Sigma*z))
+		v.Delay = time.Duration(median * math.Exp(l.Sigma*z))
 	}
 	x := d.float()
 	if cross && c.profile.CrossAZMax > 0 {
-		v.latency += c.profile.CrossAZMin + time.Duration(x*float64(c.profile.CrossAZMax-c.profile.CrossAZMin))
+		v.Delay += c.profile.CrossAZMin + time.Duration(x*float64(c.profile.CrossAZMax-c.profile.CrossAZMin))
 	}
 	for _, f := range c.faults {
 		u := d.float() // drawn for every fault, matching or not
 		if f.op != op || f.bucket != "" && f.bucket != bucket || u >= f.rate {
 			continue
 		}
-		v.latency += f.delay
+		v.Delay += f.delay
 		if f.corrupt {
-			v.corrupt = d.next() | 1
+			v.Corrupt = d.next() | 1
 		}
-		if f.err && !v.err {
-			v.err, v.afterApply = true, f.afterApply
+		if f.err && v.Err == nil {
+			v.Err, v.AfterApply = storage.ErrUnavailable, f.afterApply
 		}
 	}
 	return v
 }
 
-func latencyOf(p memstore.Profile, op memstore.Op) memstore.Latency {
+func latencyOf(p memstore.Profile, op faults.Op) memstore.Latency {
 	switch op {
-	case memstore.OpGet:
+	case faults.OpGetRange, faults.OpReadRange:
 		return p.Get
-	case memstore.OpPut:
+	case faults.OpPut:
 		return p.Put
-	case memstore.OpDelete:
+	case faults.OpDelete:
 		return p.Delete
 	}
 	return p.List

@@ -224,7 +224,7 @@ func (w *world) startReader(rr *rand.Rand, later bool) {
 		return
 	}
 	pseudo := &broker{w: w, id: readerID(n), az: az}
-	pseudo.store = &simStore{Store: st, w: w, b: pseudo}
+	pseudo.store = newSimStore(st, w, pseudo)
 	mgr, err := newFetcher(pseudo)
 	if err != nil {
 		w.violate(KindHarness, "reader %d: %v", n, err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -108,7 +109,7 @@ func (w *world) setup() error {
 		if err != nil {
 			return err
 		}
-		b.store = &simStore{Store: st, w: w, b: b}
+		b.store = newSimStore(st, w, b)
 		w.brokers[id] = b
 		w.ids = append(w.ids, id)
 	}
@@ -339,18 +340,18 @@ func (w *world) addFault(sr *rand.Rand) {
 	}
 	switch sr.IntN(6) {
 	case 0:
-		f.op, f.err, f.afterApply = memstore.OpPut, true, sr.IntN(3) == 0
+		f.op, f.err, f.afterApply = faults.OpPut, true, sr.IntN(3) == 0
 	case 1:
-		f.op, f.err = memstore.OpGet, true
+		f.op, f.err = faults.OpGetRange, true
 	case 2:
-		f.op, f.delay = memstore.OpGet, time.Duration(10+sr.IntN(1000))*time.Millisecond
+		f.op, f.delay = faults.OpGetRange, time.Duration(10+sr.IntN(1000))*time.Millisecond
 	case 3:
-		f.op, f.delay = memstore.OpPut, time.Duration(10+sr.IntN(2000))*time.Millisecond
+		f.op, f.delay = faults.OpPut, time.Duration(10+sr.IntN(2000))*time.Millisecond
 	case 4:
-		f.op, f.corrupt = memstore.OpGet, true
+		f.op, f.corrupt = faults.OpGetRange, true
 		f.rate = choose(sr, 0.05, 0.3, 1)
 	case 5:
-		f.op, f.err, f.afterApply = memstore.OpDelete, true, sr.IntN(2) == 0
+		f.op, f.err, f.afterApply = faults.OpDelete, true, sr.IntN(2) == 0
 	}
 	d := time.Duration(100+sr.IntN(4000)) * time.Millisecond
 	desc := fmt.Sprintf("%s fault on %q: rate %.2f, error %v (after it took effect %v), delay %v, corrupt %v, for %v",

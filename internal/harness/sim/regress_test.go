@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -142,10 +143,9 @@ func TestSimSeed3DurableOffsetWaitsForTheRepublish(t *testing.T) {
 
 		// The republish's object is large and slow to store; new data's
 		// objects are small and quick.
-		_, err := cluster.AddFault(memstore.Fault{Delay: 10 * time.Second, Match: func(r memstore.Request) bool {
-			return r.Op == memstore.OpPut && r.Length > 200
-		}})
-		require.NoError(t, err)
+		cluster.AddFault(faults.On(func(r faults.Request) bool {
+			return r.Op == faults.OpPut && r.Length > 200
+		}, faults.Delay(10*time.Second)))
 		require.NoError(t, local.AssignEpoch(tp, 2, 100))
 		require.NoError(t, l.BecomeLeader(ctx, tp, 2, []int32{2}, 0))
 		time.Sleep(time.Second) // the markers are out, the republish is stuck

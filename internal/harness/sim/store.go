@@ -10,25 +10,61 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )
 
 // simStore is a broker's memstore.Store behind the simulated network:
-// chaos decides each request's latency and faults, and every stored
-// object's sections are recorded (so the checks know which records object
-// storage holds), and every delete is judged against what followers still
-// need before it is carried out. Requests do not wait: the simNode that
-// makes one schedules its result for when its latency has passed. GETs
-// are made through a walstore.Manager (its coalescing and verification are
-// the engines'), which calls GetRange; lat collects their latencies.
+// chaos, as the store's faults.Injector, decides each request's latency
+// and faults, and every stored object's sections are recorded (so the
+// checks know which records object storage holds), and every delete is
+// judged against what followers still need before it is carried out.
+// Requests do not wait: the simNode that makes one schedules its result
+// for when its latency has passed. GETs are made through a
+// walstore.Manager (its coalescing and verification are the engines'),
+// which calls GetRange: that goes through faults.WrapStore, whose delays
+// lat collects.
 type simStore struct {
 	*memstore.Store
 	w *world
 	b *broker
+	// faulty is Store behind the store's Inject, for GETs.
+	faulty storage.ObjectStore
 	// lat are the latencies of the GETs since the last take.
 	lat []time.Duration
+}
+
+func newSimStore(st *memstore.Store, w *world, b *broker) *simStore {
+	s := &simStore{Store: st, w: w, b: b}
+	s.faulty = faults.WrapStore(st, s, faults.WithWait(func(_ context.Context, d time.Duration) error {
+		s.lat = append(s.lat, d)
+		return nil
+	}))
+	return s
+}
+
+// Inject is the broker's faults.Injector: chaos decides the request's
+// fate from its identity, which is what it carries (the body's or the
+// objects' content, the range) and not when it comes.
+func (s *simStore) Inject(_ context.Context, r faults.Request) faults.Effect {
+	local := s.Local().Bucket
+	switch r.Op {
+	case faults.OpPut:
+		return s.w.chaos.decide(r.Op, r.Bucket, false, r.Length, identity(idPut, uint64(s.b.id), xxhash.Sum64(r.Body)))
+	case faults.OpGetRange, faults.OpReadRange:
+		ref := metadata.ObjectRef{AZ: r.AZ, Bucket: r.Bucket, Key: r.Key}
+		id := identity(idGet, uint64(s.b.id), s.w.objectID(ref), uint64(r.Offset), uint64(r.Length))
+		return s.w.chaos.decide(faults.OpGetRange, r.Bucket, r.Bucket != local, r.Length, id)
+	case faults.OpDelete:
+		parts := []uint64{idDelete, uint64(s.b.id)}
+		for _, ref := range r.Refs {
+			parts = append(parts, s.w.objectID(ref))
+		}
+		return s.w.chaos.decide(r.Op, r.Bucket, r.Bucket != local, 0, identity(parts...))
+	}
+	return faults.Effect{}
 }
 
 // object is one stored combined object.
@@ -50,11 +86,12 @@ type storedSection struct {
 // performs it when that has passed.
 func (s *simStore) put(key string, body []byte) (time.Duration, func() (metadata.ObjectRef, error)) {
 	sum := xxhash.Sum64(body)
-	bucket := s.Local().Bucket
-	v := s.w.chaos.decide(memstore.OpPut, bucket, false, int64(len(body)), identity(uint64(memstore.OpPut), uint64(s.b.id), sum))
-	return v.latency, func() (metadata.ObjectRef, error) {
-		if v.err && !v.afterApply {
-			return metadata.ObjectRef{}, fmt.Errorf("sim: PUT %s/%s: injected fault: %w", bucket, key, storage.ErrUnavailable)
+	local := s.Local()
+	req := faults.Request{Op: faults.OpPut, StoreAZ: local.AZ, AZ: local.AZ, Bucket: local.Bucket, Key: key, Length: int64(len(body)), Body: body}
+	v := s.Inject(context.Background(), req)
+	return v.Delay, func() (metadata.ObjectRef, error) {
+		if err := v.Before(req); err != nil {
+			return metadata.ObjectRef{}, err
 		}
 		ref, err := s.Store.Put(context.Background(), key, body)
 		if err != nil {
@@ -73,8 +110,8 @@ func (s *simStore) put(key string, body []byte) (time.Duration, func() (metadata
 			}
 			s.w.tracef("b%d stored %s:%s", s.b.id, ref, b.String())
 		}
-		if v.err {
-			return metadata.ObjectRef{}, fmt.Errorf("sim: PUT %s/%s: injected fault after the object was stored: %w", bucket, key, storage.ErrUnavailable)
+		if err := v.After(req); err != nil {
+			return metadata.ObjectRef{}, err
 		}
 		return ref, nil
 	}
@@ -85,18 +122,9 @@ func (s *simStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset,
 	if !s.w.knownBucket(ref.Bucket) || length <= 0 {
 		return s.Store.GetRange(ctx, ref, offset, length) // refused before any request
 	}
-	id := identity(uint64(memstore.OpGet), uint64(s.b.id), s.w.objectID(ref), uint64(offset), uint64(length))
-	v := s.w.chaos.decide(memstore.OpGet, ref.Bucket, ref.Bucket != s.Local().Bucket, length, id)
-	s.lat = append(s.lat, v.latency)
-	if v.err {
-		return nil, fmt.Errorf("sim: GET %s: injected fault: %w", ref, storage.ErrUnavailable)
-	}
-	data, err := s.Store.GetRange(ctx, ref, offset, length)
+	data, err := s.faulty.GetRange(ctx, ref, offset, length)
 	if errors.Is(err, storage.ErrNotFound) {
 		s.w.stats.NotFound++
-	}
-	if err == nil && v.corrupt != 0 && len(data) > 0 {
-		data[v.corrupt%uint64(len(data))] ^= byte(1 + (v.corrupt>>32)%255)
 	}
 	return data, err
 }
@@ -131,15 +159,12 @@ func (s *simStore) takeLatency(parallel int) time.Duration {
 // that performs it when that has passed. It is judged now, as the
 // collector decided it, against the followers and logs of this moment.
 func (s *simStore) delete(refs []metadata.ObjectRef) (time.Duration, func() error) {
-	parts := []uint64{uint64(memstore.OpDelete), uint64(s.b.id)}
-	for _, r := range refs {
-		parts = append(parts, s.w.objectID(r))
-	}
-	v := s.w.chaos.decide(memstore.OpDelete, refs[0].Bucket, refs[0].Bucket != s.Local().Bucket, 0, identity(parts...))
+	req := faults.Request{Op: faults.OpDelete, StoreAZ: s.Local().AZ, AZ: refs[0].AZ, Bucket: refs[0].Bucket, Refs: refs}
+	v := s.Inject(context.Background(), req)
 	s.w.judgeDelete(s.b, refs)
-	return v.latency, func() error {
-		if v.err && !v.afterApply {
-			return fmt.Errorf("sim: DELETE of %d objects: injected fault: %w", len(refs), storage.ErrUnavailable)
+	return v.Delay, func() error {
+		if err := v.Before(req); err != nil {
+			return err
 		}
 		if s.w.cfg.Verbose {
 			s.w.tracef("b%d deletes %v", s.b.id, refs)
@@ -148,10 +173,7 @@ func (s *simStore) delete(refs []metadata.ObjectRef) (time.Duration, func() erro
 		if err := s.Store.Delete(context.Background(), refs); err != nil {
 			return err
 		}
-		if v.err {
-			return fmt.Errorf("sim: DELETE of %d objects: injected fault after they were deleted: %w", len(refs), storage.ErrUnavailable)
-		}
-		return nil
+		return v.After(req)
 	}
 }
 

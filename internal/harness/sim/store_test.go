@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -21,7 +22,7 @@ func TestSimStoreReadRangeMeetsTheChaos(t *testing.T) {
 	st, err := c.Store(azName(0))
 	require.NoError(t, err)
 	w := &world{chaos: newChaos(1, memstore.Profile{}), objects: make(map[metadata.ObjectRef]*object)}
-	s := &simStore{Store: st, w: w, b: &broker{w: w, id: 1}}
+	s := newSimStore(st, w, &broker{w: w, id: 1})
 	var rr storage.RangeReader = s
 	body := []byte("0123456789abcdef")
 	ref, err := st.Put(ctx, "k", body)
@@ -34,12 +35,12 @@ func TestSimStoreReadRangeMeetsTheChaos(t *testing.T) {
 	_, err = rr.ReadRange(ctx, ref, 0, nil)
 	require.ErrorIs(t, err, storage.ErrInvalidRange)
 
-	remove := w.chaos.add(&fault{op: memstore.OpGet, rate: 1, err: true})
+	remove := w.chaos.add(&fault{op: faults.OpGetRange, rate: 1, err: true})
 	_, err = rr.ReadRange(ctx, ref, 0, dst)
 	require.ErrorIs(t, err, storage.ErrUnavailable, "the injected fault")
 	remove()
 
-	w.chaos.add(&fault{op: memstore.OpGet, rate: 1, corrupt: true})
+	w.chaos.add(&fault{op: faults.OpGetRange, rate: 1, corrupt: true})
 	n, err = rr.ReadRange(ctx, ref, 0, dst)
 	require.NoError(t, err)
 	require.Equal(t, len(body), n)
