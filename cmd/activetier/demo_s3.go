@@ -26,6 +26,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
 	"github.com/activetier/activetier/storage"
@@ -157,8 +158,10 @@ type s3Objects struct {
 	azOf     map[string]string // by bucket
 	counters requestCounters
 
+	// outage holds the buckets of the AZ the demo took down.
+	outage *faults.Outage
+
 	mu     sync.Mutex
-	down   map[string]bool // by bucket
 	stores []*s3express.Store
 }
 
@@ -196,9 +199,9 @@ func openS3Objects(ctx context.Context, o *s3DemoOptions, azs []string) (*s3Obje
 	}
 	s := &s3Objects{
 		endpoint: o.endpoint, azs: azs, cfg: cfg,
-		opts: s3express.Options{Buckets: buckets, KeyPrefix: prefix, S3Compatible: o.compatible},
-		azOf: make(map[string]string, len(buckets)),
-		down: make(map[string]bool),
+		opts:   s3express.Options{Buckets: buckets, KeyPrefix: prefix, S3Compatible: o.compatible},
+		azOf:   make(map[string]string, len(buckets)),
+		outage: faults.NewOutage(storage.ErrUnavailable),
 	}
 	for az, b := range buckets {
 		s.azOf[b] = az
@@ -310,16 +313,8 @@ func (s *s3Objects) setOutage(az string) error {
 	if !ok {
 		return fmt.Errorf("no AZ %q (want one of %s)", az, strings.Join(s.azs, ", "))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.down[bucket] = true
+	s.outage.SetDown(bucket, true)
 	return nil
-}
-
-func (s *s3Objects) isDown(bucket string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.down[bucket]
 }
 
 func (s *s3Objects) requests() requestCounts { return s.counters.load() }
@@ -410,7 +405,7 @@ func (c *accountingClient) Do(r *http.Request) (*http.Response, error) {
 		// Nothing else is a request of the run's workload.
 		return c.next.Do(r)
 	}
-	if bucket := c.s.bucketOf(r.URL); bucket != "" && c.s.isDown(bucket) {
+	if bucket := c.s.bucketOf(r.URL); bucket != "" && c.s.outage.Down(bucket) {
 		counts.failed.Add(1)
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("AZ %s is down (simulated outage): bucket %s refused", c.s.azOf[bucket], bucket)}
 	}

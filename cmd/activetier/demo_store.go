@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/activetier/activetier/costmodel"
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/fsstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -268,13 +268,13 @@ type storeCalls struct {
 	// (Cloud Storage deletes one object per request) instead of one.
 	deletePerObject bool
 	counters        requestCounters
-
-	mu   sync.Mutex
-	down map[string]bool // by bucket
+	// outage refuses the calls to the bucket of the AZ the demo took
+	// down.
+	outage *faults.Outage
 }
 
 func newStoreCalls(azs []string, buckets map[string]string, deletePerObject bool) *storeCalls {
-	return &storeCalls{azs: azs, buckets: buckets, deletePerObject: deletePerObject, down: make(map[string]bool)}
+	return &storeCalls{azs: azs, buckets: buckets, deletePerObject: deletePerObject, outage: faults.NewOutage(errOutage)}
 }
 
 func (c *storeCalls) setOutage(az string) error {
@@ -282,16 +282,8 @@ func (c *storeCalls) setOutage(az string) error {
 	if !ok {
 		return fmt.Errorf("no AZ %q (want one of %s)", az, strings.Join(c.azs, ", "))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.down[b] = true
+	c.outage.SetDown(b, true)
 	return nil
-}
-
-func (c *storeCalls) isDown(bucket string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.down[bucket]
 }
 
 func (c *storeCalls) requests() requestCounts { return c.counters.load() }
@@ -299,9 +291,9 @@ func (c *storeCalls) requests() requestCounts { return c.counters.load() }
 // countingStore is a broker's store on a --store backend: it counts each
 // call as the request an object store would bill (a Delete call as one
 // request, or one per object where the store deletes them one by one; a
-// store's own retries are not seen), and refuses calls to a bucket whose
-// AZ is down, as if the store had become unreachable, with
-// storage.ErrUnavailable.
+// store's own retries are not seen). Below it, the calls' outage refuses
+// those to a bucket whose AZ is down, as if the store had become
+// unreachable, with storage.ErrUnavailable: they count as failed.
 type countingStore struct {
 	next storage.ObjectStore
 	c    *storeCalls
@@ -316,10 +308,6 @@ func (c *countingStore) Put(ctx context.Context, key string, body []byte) (metad
 	n := &c.c.counters
 	n.puts.Add(1)
 	n.bytesUp.Add(int64(len(body)))
-	if c.c.isDown(c.next.Local().Bucket) {
-		n.failed.Add(1)
-		return metadata.ObjectRef{}, fmt.Errorf("Put %s/%s: %w", c.next.Local().Bucket, key, errOutage)
-	}
 	ref, err := c.next.Put(ctx, key, body)
 	if err != nil {
 		n.failed.Add(1)
@@ -329,7 +317,7 @@ func (c *countingStore) Put(ctx context.Context, key string, body []byte) (metad
 
 func (c *countingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
 	var b []byte
-	err := c.get(ref, func() (n int, err error) {
+	err := c.get(func() (n int, err error) {
 		b, err = c.next.GetRange(ctx, ref, offset, length)
 		return len(b), err
 	})
@@ -339,14 +327,10 @@ func (c *countingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, of
 	return b, nil
 }
 
-// get counts one GET, which read makes unless its AZ is down.
-func (c *countingStore) get(ref metadata.ObjectRef, read func() (int, error)) error {
+// get counts one GET, which read makes.
+func (c *countingStore) get(read func() (int, error)) error {
 	n := &c.c.counters
 	n.gets.Add(1)
-	if c.c.isDown(ref.Bucket) {
-		n.failed.Add(1)
-		return fmt.Errorf("GetRange %s: %w", ref, errOutage)
-	}
 	got, err := read()
 	if err != nil {
 		n.failed.Add(1)
@@ -356,10 +340,11 @@ func (c *countingStore) get(ref metadata.ObjectRef, read func() (int, error)) er
 	return nil
 }
 
-// newCountingStore returns next behind a countingStore: a
-// storage.RangeReader when next is one, so that the demo's followers
-// read into pooled buffers as they would from next.
+// newCountingStore returns next behind the calls' outage and a
+// countingStore: a storage.RangeReader when next is one, so that the
+// demo's followers read into pooled buffers as they would from next.
 func newCountingStore(next storage.ObjectStore, c *storeCalls) storage.ObjectStore {
+	next = faults.WrapStore(next, c.outage)
 	s := &countingStore{next: next, c: c}
 	if rr, ok := next.(storage.RangeReader); ok {
 		return &countingRangeStore{s, rr}
@@ -375,7 +360,7 @@ type countingRangeStore struct {
 
 func (c *countingRangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
 	var n int
-	err := c.get(ref, func() (int, error) {
+	err := c.get(func() (int, error) {
 		var err error
 		n, err = c.rr.ReadRange(ctx, ref, offset, dst)
 		return n, err
@@ -393,12 +378,6 @@ func (c *countingStore) Delete(ctx context.Context, refs []metadata.ObjectRef) e
 	} else {
 		n.deletes.Add(1)
 	}
-	for _, r := range refs {
-		if c.c.isDown(r.Bucket) {
-			n.failed.Add(1)
-			return fmt.Errorf("Delete %s: %w", r, errOutage)
-		}
-	}
 	err := c.next.Delete(ctx, refs)
 	if err != nil {
 		n.failed.Add(1)
@@ -409,10 +388,6 @@ func (c *countingStore) Delete(ctx context.Context, refs []metadata.ObjectRef) e
 func (c *countingStore) List(ctx context.Context, bucket, prefix string) ([]storage.ObjectInfo, error) {
 	n := &c.c.counters
 	n.lists.Add(1)
-	if c.c.isDown(bucket) {
-		n.failed.Add(1)
-		return nil, fmt.Errorf("List %s: %w", bucket, errOutage)
-	}
 	infos, err := c.next.List(ctx, bucket, prefix)
 	if err != nil {
 		n.failed.Add(1)
