@@ -62,6 +62,30 @@ func (w wrapper) begin(ctx context.Context, req Request) (Effect, error) {
 	return e, e.Before(req)
 }
 
+// do makes the operation req names: it decides its fate, waits out its
+// delay, and runs op unless the fate fails it first or after. The effect
+// is returned for a read to corrupt what op returned.
+func do[T any](ctx context.Context, w wrapper, req Request, op func() (T, error)) (T, Effect, error) {
+	var zero T
+	e, err := w.begin(ctx, req)
+	if err != nil {
+		return zero, e, err
+	}
+	v, err := op()
+	if err != nil {
+		return zero, e, err
+	}
+	if err := e.After(req); err != nil {
+		return zero, e, err
+	}
+	return v, e, nil
+}
+
+// none adapts an operation that returns only an error to do.
+func none(op func() error) func() (struct{}, error) {
+	return func() (struct{}, error) { return struct{}{}, op() }
+}
+
 // WrapStore returns s behind inj: every operation of s is first put to
 // inj, which may delay it, fail it before or after it runs, or change a
 // byte of what a GET returns. The result is a storage.RangeReader when s
@@ -97,18 +121,8 @@ func (s *store) Local() metadata.ObjectRef { return s.s.Local() }
 func (s *store) Put(ctx context.Context, key string, body []byte) (metadata.ObjectRef, error) {
 	local := s.s.Local()
 	req := Request{Op: OpPut, StoreAZ: local.AZ, AZ: local.AZ, Bucket: local.Bucket, Key: key, Length: int64(len(body)), Body: body}
-	e, err := s.w.begin(ctx, req)
-	if err != nil {
-		return metadata.ObjectRef{}, err
-	}
-	ref, err := s.s.Put(ctx, key, body)
-	if err != nil {
-		return metadata.ObjectRef{}, err
-	}
-	if err := e.After(req); err != nil {
-		return metadata.ObjectRef{}, err
-	}
-	return ref, nil
+	ref, _, err := do(ctx, s.w, req, func() (metadata.ObjectRef, error) { return s.s.Put(ctx, key, body) })
+	return ref, err
 }
 
 func (s *store) get(op Op, ref metadata.ObjectRef, offset, length int64) Request {
@@ -116,42 +130,26 @@ func (s *store) get(op Op, ref metadata.ObjectRef, offset, length int64) Request
 }
 
 func (s *store) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
-	req := s.get(OpGetRange, ref, offset, length)
-	e, err := s.w.begin(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	b, err := s.s.GetRange(ctx, ref, offset, length)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.After(req); err != nil {
-		return nil, err
-	}
-	if e.Corrupt != 0 {
+	b, e, err := do(ctx, s.w, s.get(OpGetRange, ref, offset, length), func() ([]byte, error) {
+		return s.s.GetRange(ctx, ref, offset, length)
+	})
+	if err == nil && e.Corrupt != 0 {
 		b = slices.Clone(b)
 		e.CorruptBytes(b)
 	}
-	return b, nil
+	return b, err
 }
 
 // ReadRange corrupts dst itself: it is the caller's, and written only
 // before ReadRange returns.
 func (s *rangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
-	req := s.get(OpReadRange, ref, offset, int64(len(dst)))
-	e, err := s.w.begin(ctx, req)
-	if err != nil {
-		return 0, err
+	n, e, err := do(ctx, s.w, s.get(OpReadRange, ref, offset, int64(len(dst))), func() (int, error) {
+		return s.rr.ReadRange(ctx, ref, offset, dst)
+	})
+	if err == nil {
+		e.CorruptBytes(dst[:n])
 	}
-	n, err := s.rr.ReadRange(ctx, ref, offset, dst)
-	if err != nil {
-		return n, err
-	}
-	if err := e.After(req); err != nil {
-		return 0, err
-	}
-	e.CorruptBytes(dst[:n])
-	return n, nil
+	return n, err
 }
 
 func (s *store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
@@ -159,30 +157,14 @@ func (s *store) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 	if len(refs) > 0 {
 		req.AZ, req.Bucket = refs[0].AZ, refs[0].Bucket
 	}
-	e, err := s.w.begin(ctx, req)
-	if err != nil {
-		return err
-	}
-	if err := s.s.Delete(ctx, refs); err != nil {
-		return err
-	}
-	return e.After(req)
+	_, _, err := do(ctx, s.w, req, none(func() error { return s.s.Delete(ctx, refs) }))
+	return err
 }
 
 func (s *store) List(ctx context.Context, bucket, prefix string) ([]storage.ObjectInfo, error) {
 	req := Request{Op: OpList, StoreAZ: s.s.Local().AZ, Bucket: bucket, Key: prefix}
-	e, err := s.w.begin(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	infos, err := s.s.List(ctx, bucket, prefix)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.After(req); err != nil {
-		return nil, err
-	}
-	return infos, nil
+	infos, _, err := do(ctx, s.w, req, func() ([]storage.ObjectInfo, error) { return s.s.List(ctx, bucket, prefix) })
+	return infos, err
 }
 
 // WrapLog returns l behind inj, as WrapStore does for an object store.
@@ -204,67 +186,35 @@ func (l *log) Close() error      { return l.l.Close() }
 
 func (l *log) Append(ctx context.Context, partition int32, value []byte) (int64, error) {
 	req := Request{Op: OpLogAppend, Partition: partition, Length: int64(len(value))}
-	e, err := l.w.begin(ctx, req)
-	if err != nil {
-		return 0, err
-	}
-	off, err := l.l.Append(ctx, partition, value)
-	if err != nil {
-		return 0, err
-	}
-	if err := e.After(req); err != nil {
-		return 0, err
-	}
-	return off, nil
+	off, _, err := do(ctx, l.w, req, func() (int64, error) { return l.l.Append(ctx, partition, value) })
+	return off, err
 }
 
 func (l *log) Read(ctx context.Context, partition int32, from int64, max int) ([]metadata.Record, error) {
 	req := Request{Op: OpLogRead, Partition: partition, Offset: from, Length: int64(max)}
-	e, err := l.w.begin(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := l.l.Read(ctx, partition, from, max)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.After(req); err != nil {
-		return nil, err
-	}
-	if e.Corrupt != 0 && len(recs) > 0 {
+	recs, e, err := do(ctx, l.w, req, func() ([]metadata.Record, error) { return l.l.Read(ctx, partition, from, max) })
+	if err == nil && e.Corrupt != 0 && len(recs) > 0 {
 		recs = slices.Clone(recs)
 		r := &recs[e.Corrupt%uint64(len(recs))]
 		r.Value = slices.Clone(r.Value)
 		e.CorruptBytes(r.Value)
 	}
-	return recs, nil
+	return recs, err
 }
 
 func (l *log) Watermarks(ctx context.Context, partition int32) (low, high int64, err error) {
 	req := Request{Op: OpLogWatermarks, Partition: partition}
-	e, err := l.w.begin(ctx, req)
-	if err != nil {
-		return 0, 0, err
-	}
-	if low, high, err = l.l.Watermarks(ctx, partition); err != nil {
-		return 0, 0, err
-	}
-	if err := e.After(req); err != nil {
-		return 0, 0, err
-	}
-	return low, high, nil
+	marks, _, err := do(ctx, l.w, req, func() ([2]int64, error) {
+		low, high, err := l.l.Watermarks(ctx, partition)
+		return [2]int64{low, high}, err
+	})
+	return marks[0], marks[1], err
 }
 
 func (l *log) Trim(ctx context.Context, partition int32, before int64) error {
 	req := Request{Op: OpLogTrim, Partition: partition, Offset: before}
-	e, err := l.w.begin(ctx, req)
-	if err != nil {
-		return err
-	}
-	if err := l.l.Trim(ctx, partition, before); err != nil {
-		return err
-	}
-	return e.After(req)
+	_, _, err := do(ctx, l.w, req, none(func() error { return l.l.Trim(ctx, partition, before) }))
+	return err
 }
 
 // WrapLocal returns l behind inj, as WrapStore does for an object store.
@@ -283,78 +233,36 @@ var _ storage.LocalLog = (*local)(nil)
 
 func (l *local) EndOffset(tp metadata.TopicPartition) (int64, error) {
 	req := Request{Op: OpLocalEndOffset, TopicPartition: tp}
-	e, err := l.w.begin(context.Background(), req)
-	if err != nil {
-		return 0, err
-	}
-	off, err := l.l.EndOffset(tp)
-	if err != nil {
-		return 0, err
-	}
-	if err := e.After(req); err != nil {
-		return 0, err
-	}
-	return off, nil
+	off, _, err := do(context.Background(), l.w, req, func() (int64, error) { return l.l.EndOffset(tp) })
+	return off, err
 }
 
 func (l *local) Epochs(tp metadata.TopicPartition) ([]storage.EpochEntry, error) {
 	req := Request{Op: OpLocalEpochs, TopicPartition: tp}
-	e, err := l.w.begin(context.Background(), req)
-	if err != nil {
-		return nil, err
-	}
-	entries, err := l.l.Epochs(tp)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.After(req); err != nil {
-		return nil, err
-	}
-	return entries, nil
+	entries, _, err := do(context.Background(), l.w, req, func() ([]storage.EpochEntry, error) { return l.l.Epochs(tp) })
+	return entries, err
 }
 
 func (l *local) Append(ctx context.Context, tp metadata.TopicPartition, batches []storage.Batch) error {
 	req := Request{Op: OpLocalAppend, TopicPartition: tp}
-	e, err := l.w.begin(ctx, req)
-	if err != nil {
-		return err
-	}
-	if err := l.l.Append(ctx, tp, batches); err != nil {
-		return err
-	}
-	return e.After(req)
+	_, _, err := do(ctx, l.w, req, none(func() error { return l.l.Append(ctx, tp, batches) }))
+	return err
 }
 
 func (l *local) Truncate(ctx context.Context, tp metadata.TopicPartition, offset int64) error {
 	req := Request{Op: OpLocalTruncate, TopicPartition: tp, Offset: offset}
-	e, err := l.w.begin(ctx, req)
-	if err != nil {
-		return err
-	}
-	if err := l.l.Truncate(ctx, tp, offset); err != nil {
-		return err
-	}
-	return e.After(req)
+	_, _, err := do(ctx, l.w, req, none(func() error { return l.l.Truncate(ctx, tp, offset) }))
+	return err
 }
 
 func (l *local) Read(ctx context.Context, tp metadata.TopicPartition, from int64, maxBytes int) ([]storage.Batch, error) {
 	req := Request{Op: OpLocalRead, TopicPartition: tp, Offset: from, Length: int64(maxBytes)}
-	e, err := l.w.begin(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	batches, err := l.l.Read(ctx, tp, from, maxBytes)
-	if err != nil {
-		return nil, err
-	}
-	if err := e.After(req); err != nil {
-		return nil, err
-	}
-	if e.Corrupt != 0 && len(batches) > 0 {
+	batches, e, err := do(ctx, l.w, req, func() ([]storage.Batch, error) { return l.l.Read(ctx, tp, from, maxBytes) })
+	if err == nil && e.Corrupt != 0 && len(batches) > 0 {
 		batches = slices.Clone(batches)
 		b := &batches[e.Corrupt%uint64(len(batches))]
 		b.Data = slices.Clone(b.Data)
 		e.CorruptBytes(b.Data)
 	}
-	return batches, nil
+	return batches, err
 }
