@@ -77,7 +77,7 @@ func tryRunSeed(cfg Config) (res *Result, err error) {
 }
 
 func replayCommand(seed uint64, test string) string {
-	return fmt.Sprintf("ACTIVETIER_SIM_FIRST_SEED=%d ACTIVETIER_SIM_SEEDS=1 go test ./internal/sim -run '^%s$' -v", seed, test)
+	return fmt.Sprintf("ACTIVETIER_SIM_FIRST_SEED=%d ACTIVETIER_SIM_SEEDS=1 go test ./internal/harness/sim -run '^%s$' -v", seed, test)
 }
 
 // report fails t with a run's violations, its shape, the end of its trace
