@@ -75,10 +75,9 @@
 //     the objects, fenced as a follower is, never skipping an offset.
 //   - internal/leadcore, internal/followcore and internal/readcore: the
 //     leader's, the follower's and the direct reader's protocol as state
-//     machines without goroutines, clock or I/O (the leader's and the
-//     follower's take events and hand out work through a Ready, as
-//     etcd-io/raft's RawNode; the reader's takes metadata and fetched
-//     ranges and says what to fetch); walstore's Leader and Follower and
+//     machines without goroutines, clock or I/O (each takes events and
+//     hands out work through a Ready, acknowledged with Advance, as
+//     etcd-io/raft's RawNode); walstore's Leader and Follower and
 //     directread's Reader are their drivers.
 //   - memstore: in-memory ObjectStore, metadata.Log and LocalLog, with
 //     latency profiles, fault injection and request accounting: the default

@@ -288,11 +288,13 @@ func (r *Reader) Poll(ctx context.Context) (Fetch, error) {
 // transient reports a fetch that failed and will be retried.
 func (r *Reader) serve(ctx context.Context) (f Fetch, transient bool) {
 	r.mu.Lock()
-	wants, pauses := r.core.Plan()
+	r.core.Plan()
+	plan := r.take()
 	r.mu.Unlock()
-	for _, p := range pauses {
+	for _, p := range plan.Pauses {
 		f.Errors = append(f.Errors, pauseError(p))
 	}
+	wants := plan.Fetches
 	if len(wants) == 0 {
 		return f, false
 	}
@@ -305,18 +307,25 @@ func (r *Reader) serve(ctx context.Context) (f Fetch, transient bool) {
 		if errors.Is(res.Err, ErrNoStore) {
 			res.Outcome = followcore.Gone
 		}
-		batches, retry := r.core.Fetched(now, w, res)
-		for _, b := range batches {
-			f.Batches = append(f.Batches, Batch{Partition: w.Entry.Partition, Batch: b})
-			r.stats.Batches++
-			r.stats.Bytes += uint64(len(b.Data))
-		}
-		if res.Err != nil && !retry {
-			r.cfg.Logger.Warn("directread: section cannot be read", "partition", w.Entry.Partition.String(), "err", res.Err)
-		}
-		transient = transient || retry
+		r.core.Fetched(now, w, res)
 	}
-	return f, transient
+	rd := r.take()
+	for _, y := range rd.Yields {
+		f.Batches = append(f.Batches, Batch{Partition: y.Partition, Batch: y.Batch})
+		r.stats.Batches++
+		r.stats.Bytes += uint64(len(y.Batch.Data))
+	}
+	for _, g := range rd.GivenUp {
+		r.cfg.Logger.Warn("directread: section cannot be read", "partition", g.Entry.Partition.String(), "err", g.Err)
+	}
+	return f, rd.Retry
+}
+
+// take takes the core's Ready and acknowledges it; r.mu held.
+func (r *Reader) take() readcore.Ready {
+	rd := r.core.Ready()
+	r.core.Advance()
+	return rd
 }
 
 // pauseError is the error a paused partition reports.
@@ -437,11 +446,12 @@ type metaRead struct {
 // core asks to read again (Core.Round) are read from there.
 func (r *Reader) readMetadata(ctx context.Context) error {
 	r.mu.Lock()
-	_, rewinds := r.core.Round()
-	want := r.core.WantWatermarks()
+	r.core.Round()
+	round := r.take()
 	r.mu.Unlock()
-	rewound := make(map[int32]bool, len(rewinds))
-	for _, rw := range rewinds {
+	want := round.Watermarks
+	rewound := make(map[int32]bool, len(round.Rewinds))
+	for _, rw := range round.Rewinds {
 		r.cursor[rw.Partition], rewound[rw.Partition] = min(r.cursor[rw.Partition], rw.From), true
 	}
 	reads := make([]metaRead, len(r.meta))

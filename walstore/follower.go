@@ -441,11 +441,14 @@ func (f *followerEngine) locked(fn func()) {
 }
 
 // drive performs what the core asks until it asks for no more local-log
-// work, and returns when it wants a Tick.
+// work, and returns when it wants a Tick. Each turn takes the core's
+// Ready and acknowledges it (Advance) before performing it: the answers
+// it feeds the core meanwhile make the next one.
 func (f *followerEngine) drive(ctx context.Context, wg *sync.WaitGroup, results chan<- fetchDone) time.Time {
 	yield := false
 	for {
 		rd := f.core.Ready()
+		f.core.Advance()
 		// Counters first: an append below must find the messages that led
 		// to it counted.
 		f.mu.Lock()

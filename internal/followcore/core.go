@@ -100,9 +100,11 @@ type Core struct {
 	// allocation otherwise.
 	free []*pendingEntry
 
-	// out is the Ready being filled; handed the one last handed out,
-	// whose arrays out takes over at the next Ready.
+	// out is the Ready being filled since the last Advance; handed the
+	// one Advance last acknowledged, whose arrays out takes over at the
+	// next Advance. lastWake is the WakeAt that Advance acknowledged.
 	out, handed Ready
+	lastWake    time.Time
 	Counters
 }
 
@@ -282,6 +284,7 @@ func (c *Core) id() uint64 {
 // one the core has is an error; the same epoch again changes nothing.
 func (c *Core) Follow(now time.Time, tp metadata.TopicPartition, epoch, leader int32) error {
 	c.now = now
+	defer c.step()
 	switch err := tp.Validate(); {
 	case err != nil:
 		return err
@@ -317,6 +320,7 @@ func (c *Core) Follow(now time.Time, tp metadata.TopicPartition, epoch, leader i
 // perform are ignored.
 func (c *Core) Unfollow(now time.Time, tp metadata.TopicPartition) {
 	c.now = now
+	defer c.step()
 	p, ok := c.parts[tp]
 	if !ok {
 		return
@@ -337,8 +341,12 @@ func (c *Core) Unfollow(now time.Time, tp metadata.TopicPartition) {
 // driver must not perform it.
 func (c *Core) Pending(id uint64) bool { return c.ops[id] != nil }
 
-// Tick tells the core the time.
-func (c *Core) Tick(now time.Time) { c.now = now }
+// Tick tells the core the time, and does what falls due by then:
+// retries whose backoff ended, hedges, rests that ended, reports due.
+func (c *Core) Tick(now time.Time) {
+	c.now = now
+	c.step()
+}
 
 // load asks for p's local state.
 func (c *Core) load(p *part) {
@@ -363,6 +371,7 @@ func (c *Core) answer(id uint64) *part {
 // Loaded answers Load id with the partition's local state, or err.
 func (c *Core) Loaded(now time.Time, id uint64, st LocalState, err error) {
 	c.now = now
+	defer c.step()
 	p := c.answer(id)
 	if p == nil {
 		return
@@ -487,6 +496,7 @@ func (c *Core) truncate(p *part, kind opKind, to int64, atBatch bool) {
 // and now ends at end; or err.
 func (c *Core) Truncated(now time.Time, id uint64, to, end int64, err error) {
 	c.now = now
+	defer c.step()
 	p := c.answer(id)
 	if p == nil {
 		return
@@ -531,6 +541,7 @@ func (c *Core) Truncated(now time.Time, id uint64, to, end int64, err error) {
 // reached through republished entries.
 func (c *Core) Records(now time.Time, recs []metadata.Record) {
 	c.now = now
+	defer c.step()
 	for _, r := range recs {
 		m, err := metadata.DecodeMessage(r.Value)
 		if err != nil {
@@ -678,6 +689,7 @@ func (c *Core) learnEpoch(p *part) {
 // Appended answers Append id: the local log now ends at end, or err.
 func (c *Core) Appended(now time.Time, id uint64, end int64, err error) {
 	c.now = now
+	defer c.step()
 	p := c.answer(id)
 	if p == nil {
 		return
@@ -747,6 +759,7 @@ func (c *Core) report(p *part) {
 // may still succeed: that one is awaited instead.
 func (c *Core) Fetched(now time.Time, id uint64, results []Result) {
 	c.now = now
+	defer c.step()
 	i := slices.IndexFunc(c.rounds, func(r *round) bool { return r.id == id })
 	if i < 0 {
 		return

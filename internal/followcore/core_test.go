@@ -46,3 +46,25 @@ func TestNewRejects(t *testing.T) {
 		require.Error(t, err, name)
 	}
 }
+
+// TestReadyOutlivesItsAdvance checks the hand-off a driver relies on: a
+// Ready's slices stay as they were through its Advance while the driver
+// feeds the core the answers, and the next Ready holds only what those
+// answers brought.
+func TestReadyOutlivesItsAdvance(t *testing.T) {
+	c, err := New(testConfig())
+	require.NoError(t, err)
+	require.NoError(t, c.Follow(t0, tp(0), 1, 2))
+	require.NoError(t, c.Follow(t0, tp(1), 1, 2))
+	require.True(t, c.HasReady())
+	rd := c.Ready()
+	c.Advance()
+	require.Len(t, rd.Loads, 2)
+	for _, l := range rd.Loads {
+		c.Loaded(t0, l.ID, LocalState{EndOffset: 5}, nil)
+	}
+	require.Equal(t, []Load{{ID: 1, Partition: tp(0)}, {ID: 2, Partition: tp(1)}}, rd.Loads)
+	next := c.Ready()
+	require.Empty(t, next.Loads)
+	require.Len(t, next.Progress, 2, "each partition reports where its log starts")
+}

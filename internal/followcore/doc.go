@@ -7,13 +7,21 @@
 // the current time: Follow and Unfollow (role changes), Records (metadata
 // read from the broker's metadata partition), Fetched (the outcome of a
 // fetch round), Loaded, Appended and Truncated (the local log's answers)
-// and Tick (time passing). What the core wants done comes out of Ready:
-// local-log loads, truncations and appends, fetch rounds, a request to
-// read the metadata again from its start, the progress to report to
-// leaders, and the time at which it wants a Tick. Every request carries an
-// id; its answer comes back as an event with that id. Advance tells the
-// core the Ready was taken. The model is etcd-io/raft's RawNode and its
-// Ready/Advance hand-off.
+// and Tick (time passing). Each event ends with a step that does all the
+// work the core's state then allows, and gathers what the core wants done
+// in a Ready: local-log loads, truncations and appends, fetch rounds and
+// their cancellations, a request to read the metadata again from its
+// start, the progress to report to leaders, the appends made and lags
+// changed, and the time at which it wants a Tick. The hand-off is
+// etcd-io/raft's RawNode's: Ready returns what was gathered since the last
+// Advance without changing anything (two calls give the same Ready),
+// HasReady says whether there is anything new (requests, news, or a WakeAt
+// other than the one last acknowledged), and Advance acknowledges the
+// Ready, whose requests are then the driver's to perform. A driver's loop
+// is thin: take the Ready, Advance, perform it, feeding the answers back
+// as events. Every request carries an id; its answer comes back as an
+// event with that id. A Ready's slices stay valid until the Advance after
+// its own, which reuses their arrays.
 //
 // The same events in the same order give the same Ready, byte for byte:
 // the core iterates only over slices in an order its events fix, and its
@@ -35,7 +43,8 @@
 // loaded, records, fetched, appended, truncated, tick, ...) with the time
 // in milliseconds as at= and the id of the request it answers as id=, and
 // below each command's "----" is the Ready the core hands out afterwards,
-// as DescribeReady renders it, or what an inspection (stats, releases,
+// as DescribeReady renders it (taken with Ready and Advance, the
+// hand-off checked on the way), or what an inspection (stats, releases,
 // latency) shows. The commands are listed on scriptEnv.handle in
 // harness_test.go. To change a script, edit its commands and run
 // "go test ./internal/followcore -run TestScripts -rewrite", which writes

@@ -231,7 +231,15 @@ func play(t *testing.T, in []byte) string {
 			c.Tick(now)
 		}
 		rd := c.Ready()
-		out.WriteString(DescribeReady(rd, t0))
+		text := DescribeReady(rd, t0)
+		out.WriteString(text)
+		if !c.HasReady() && !rd.Empty() {
+			t.Fatalf("HasReady is false for a Ready asking for:\n%s", text)
+		}
+		c.Advance()
+		if after := c.Ready(); c.HasReady() || !after.Empty() {
+			t.Fatalf("a Ready after Advance asks for more than:\n%s", text)
+		}
 		if c.Held > cfg.MaxHeld {
 			t.Fatalf("%d entries held, more than MaxHeld %d", c.Held, cfg.MaxHeld)
 		}

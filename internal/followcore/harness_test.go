@@ -90,7 +90,8 @@ type scriptEnv struct {
 }
 
 // handle runs one command and returns its output: for an event, the Ready
-// the core hands out afterwards, as DescribeReady renders it.
+// the core hands out afterwards, as DescribeReady renders it, taken as a
+// driver takes it (take).
 //
 //	new [max-held=N] [hedge]                  a core of testConfig
 //	entry name=X p= first= last= epoch= bucket= key= pos= [writer=]
@@ -226,7 +227,26 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	default:
 		d.Fatalf(t, "unknown command %q", d.Cmd)
 	}
-	return DescribeReady(c.Ready(), t0)
+	return DescribeReady(take(t, c), t0)
+}
+
+// take takes c's Ready as a driver does, Ready and then Advance, and
+// checks the handshake on the way: Ready changes nothing (a second call
+// renders the same), HasReady says whether it holds anything new, and
+// after Advance nothing is left but the WakeAt acknowledged.
+func take(t testing.TB, c *Core) Ready {
+	t.Helper()
+	rd := c.Ready()
+	text := DescribeReady(rd, t0)
+	require.Equal(t, text, DescribeReady(c.Ready(), t0), "a second Ready differs from the first")
+	require.Equal(t, !rd.Empty() || !rd.WakeAt.Equal(c.lastWake), c.HasReady(), "HasReady for:\n%s", text)
+	c.Advance()
+	require.False(t, c.HasReady(), "HasReady after Advance")
+	after := c.Ready()
+	require.True(t, after.Empty(), "a Ready after Advance asks for more:\n%s", DescribeReady(after, t0))
+	require.Equal(t, rd.WakeAt, after.WakeAt)
+	require.Equal(t, text, DescribeReady(rd, t0), "Advance changed the Ready it acknowledged")
+	return rd
 }
 
 func inputLines(d *datadriven.TestData) []string {

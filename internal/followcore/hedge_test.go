@@ -38,15 +38,15 @@ func TestHedgeThresholdLearning(t *testing.T) {
 			require.NoError(t, err)
 			now := t0
 			require.NoError(t, c.Follow(now, tp(0), 1, 2))
-			c.Ready()
+			take(t, c)
 			c.Loaded(now, 1, LocalState{}, nil)
-			c.Ready()
+			take(t, c)
 			c.Records(now, []metadata.Record{rec(t, nil, mark(0, 1, 0))})
-			c.Ready()
+			take(t, c)
 			for i := range 25 {
 				e := ent(0, int64(i*10), int64(i*10+9), 1, "a", fmt.Sprintf("k%d", i), 0)
 				c.Records(now, []metadata.Record{rec(t, entries(e))})
-				rd := c.Ready()
+				rd := take(t, c)
 				require.Len(t, rd.Fetches, 1)
 				threshold := cfg.Hedge.Max
 				if i >= 20 {
@@ -55,10 +55,10 @@ func TestHedgeThresholdLearning(t *testing.T) {
 				require.Equal(t, now.Add(min(threshold, cfg.HedgeAfter)), rd.WakeAt, "fetch %d", i)
 				now = now.Add(tc.latency)
 				c.Fetched(now, rd.Fetches[0].ID, []Result{ok(e)})
-				rd = c.Ready()
+				rd = take(t, c)
 				require.Len(t, rd.Appends, 1)
 				c.Appended(now, rd.Appends[0].ID, e.LastOffset+1, nil)
-				c.Ready()
+				take(t, c)
 			}
 			if tc.latency < cfg.Hedge.Max {
 				require.Zero(t, c.Hedges, "every GET answered before its threshold")

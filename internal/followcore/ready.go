@@ -10,7 +10,8 @@ import (
 	"github.com/activetier/activetier/storage"
 )
 
-// Ready is the work the core wants done, handed out by Core.Ready.
+// Ready is the work the core wants done and its news, gathered since
+// the last Core.Advance: taken with Core.Ready, acknowledged with Advance.
 type Ready struct {
 	// Loads asks for partitions' local log state: its end offset and
 	// epochs. Answer each with Core.Loaded.
@@ -33,11 +34,11 @@ type Ready struct {
 	// partition starts from its local log, when its leader changes, and
 	// again every ReportInterval while its log does not change.
 	Progress []Progress
-	// Applied are the appends answered since the last Ready, for the
+	// Applied are the appends answered since the last Advance, for the
 	// replication lag.
 	Applied []Applied
 	// Lags are the partitions whose lag (offsets announced, not yet
-	// applied) changed since the last Ready, with the new value.
+	// applied) changed since the last Advance, with the new value.
 	Lags []Lag
 	// Failures are the partitions whose local log began failing (each
 	// failure sets the partition aside for a backoff), failed again, or
@@ -57,7 +58,7 @@ const maxReused = 4096
 // emptied returns rd without its requests, for the core to fill again:
 // its slices keep their arrays, cleared so that they keep nothing from the
 // collector, unless longer than maxReused. A Ready's slices otherwise grew
-// afresh at every step, a few allocations per partition appended.
+// afresh after every Advance, a few allocations per partition appended.
 func (rd *Ready) emptied() Ready {
 	return Ready{
 		Loads: reused(rd.Loads), Truncates: reused(rd.Truncates), Appends: reused(rd.Appends),

@@ -9,23 +9,44 @@ import (
 	"github.com/activetier/activetier/metadata"
 )
 
-// Ready does all the work the core's state allows at the time of the last
-// event, and hands out what it wants done: every request exactly once.
-// It drops and skips entries fencing rules out, truncates diverged logs,
-// appends fetched entries in offset order, and starts fetches for the
-// entries that come next.
+// Ready returns what the core wants done and what it has to tell,
+// gathered since the last Advance, and when it wants a Tick. It changes
+// nothing: the events did the work (step), so that two calls give the
+// same Ready.
 //
-// The slices of the Ready returned are valid until the next call of
-// Ready, which reuses their arrays: a driver copies what it keeps longer.
+// The slices of a Ready stay valid through its Advance, until the
+// Advance after, which reuses their arrays: a driver calls Advance as
+// soon as it has taken the Ready, performs it, feeding the answers to the
+// core as they come, and copies what it keeps longer.
 func (c *Core) Ready() Ready {
-	c.step()
 	rd := c.out
-	c.out = c.handed.emptied()
-	c.handed = rd
 	rd.WakeAt = c.nextWake()
 	return rd
 }
 
+// HasReady reports whether Ready holds anything new: requests, news, or
+// a WakeAt other than the one Advance last acknowledged.
+func (c *Core) HasReady() bool {
+	return !c.out.Empty() || !c.nextWake().Equal(c.lastWake)
+}
+
+// Advance acknowledges the Ready last returned: its requests are the
+// driver's to perform, and the next Ready holds only what the events
+// after it bring. The driver takes no event between Ready and Advance:
+// what such an event added would be acknowledged unseen.
+func (c *Core) Advance() {
+	c.lastWake = c.nextWake()
+	rd := c.out
+	c.out = c.handed.emptied()
+	c.handed = rd
+}
+
+// step does all the work the core's state allows at the time of the
+// event that ends with it, leaving its requests in c.out: it drops and
+// skips entries fencing rules out, truncates diverged logs, appends
+// fetched entries in offset order, starts fetches for the entries that
+// come next, and hedges fetches that are slow. Every event ends with a
+// step, so that a Ready is what the events decided.
 func (c *Core) step() {
 	c.timers.due(c.now, func(t timer) {
 		if t.p.timerAt.Equal(t.at) {
@@ -435,7 +456,8 @@ func (c *Core) startRounds(want []*pendingEntry) {
 
 // nextWake returns when the core wants a Tick: when the earliest entry
 // the last step passed over for its backoff may be fetched, a hedge or a
-// rest ends, or a re-read of forgotten entries is due.
+// rest ends, or a re-read of forgotten entries is due. It changes
+// nothing.
 func (c *Core) nextWake() time.Time {
 	earliest := c.retryAt
 	if t := c.timers.next(); !t.IsZero() && (earliest.IsZero() || t.Before(earliest)) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/storage"
 )
 
 // Config configures a Core.
@@ -74,6 +73,8 @@ type Core struct {
 	// again.
 	held             int
 	evicted, rewinds uint64
+	// rd is what the events gathered since the last Advance.
+	rd Ready
 }
 
 // Counters are a Core's running totals.
@@ -167,16 +168,17 @@ func New(cfg Config) (*Core, error) {
 	return c, nil
 }
 
-// Round begins a round of metadata reading and returns its number: the
-// high watermarks taken after it and what Learn hands over until the next
-// Round belong to it. It also returns the metadata partitions the driver
-// must read again before reading on, and from where: the records holding
-// the entries of a partition that reached its horizon (entries forgotten
-// at the MaxHeld bound, or yielded before a seek back). The Core's
-// cursors move back with them, and nothing such a partition's next
-// offset rests on is judged gone until they were read to their end
-// again.
-func (c *Core) Round() (uint64, []Rewind) {
+// Round begins a round of metadata reading: the high watermarks taken
+// after it and what Learn hands over until the next Round belong to it.
+// Ready then holds its number, the metadata partitions the driver must
+// read again before reading on, and from where (Ready.Rewinds: the
+// records holding the entries of a partition that reached its horizon,
+// entries forgotten at the MaxHeld bound or yielded before a seek back),
+// and the high watermarks to take before reading (Ready.Watermarks). The
+// Core's cursors move back with the rewinds, and nothing such a
+// partition's next offset rests on is judged gone until they were read
+// to their end again.
+func (c *Core) Round() {
 	c.round++
 	var to map[int32]int64
 	for _, tp := range c.order {
@@ -191,30 +193,29 @@ func (c *Core) Round() (uint64, []Rewind) {
 		p.horizon, p.idle = math.MaxInt64, false
 		p.touch(c.round)
 	}
-	var out []Rewind
+	c.rd.Round = c.round
 	for _, mp := range c.mps {
 		if at, ok := to[mp]; ok {
 			m := c.meta[mp]
 			m.next, m.targetRound, m.atEnd = min(m.next, at), 0, false
-			out = append(out, Rewind{Partition: mp, From: at})
+			c.rd.Rewinds = append(c.rd.Rewinds, Rewind{Partition: mp, From: at})
+			c.rewinds++
 		}
 	}
-	c.rewinds += uint64(len(out))
-	return c.round, out
+	c.rd.Watermarks = c.wantWatermarks(nil)
 }
 
-// WantWatermarks returns the metadata partitions whose high watermark the
-// driver should take in this round, before reading them, and hand over
-// with MetadataRead: none unless a partition waits for a gone judgement
-// (the last Plan found one), and then only those not yet proven read far
-// enough that have no useful high watermark outstanding and whose last
-// read did not find them at their end (an empty read proves as much for
-// free).
-func (c *Core) WantWatermarks() []int32 {
+// wantWatermarks appends to out the metadata partitions whose high
+// watermark the driver should take in this round, before reading them,
+// and hand over with MetadataRead: none unless a partition waits for a
+// gone judgement (the last Plan found one), and then only those not yet
+// proven read far enough that have no useful high watermark outstanding
+// and whose last read did not find them at their end (an empty read
+// proves as much for free).
+func (c *Core) wantWatermarks(out []int32) []int32 {
 	if !c.waiting {
-		return nil
+		return out
 	}
-	var out []int32
 	for _, mp := range c.mps {
 		m := c.meta[mp]
 		if m.proven <= c.waitAfter && !m.atEnd && (m.targetRound == 0 || m.targetRound <= c.waitAfter) {
@@ -423,10 +424,10 @@ type Pause struct {
 	Cause error
 }
 
-// Plan decides every partition, in partition order, and returns the
-// sections to fetch next, at most MaxBytes of them (and at least one if
-// any is due), and the partitions that paused since the last Plan, each
-// reported once.
+// Plan decides every partition, in partition order: Ready then holds the
+// sections to fetch next (Ready.Fetches), at most MaxBytes of them (and
+// at least one if any is due), and the partitions that paused since the
+// last Plan (Ready.Pauses), each reported once.
 //
 // A partition is judged gone at its next offset when the records there
 // were published (a commit past them is known) but no entry it holds
@@ -458,9 +459,7 @@ type Pause struct {
 // partition no longer holds were yielded past, fenced, or failed to
 // fetch. Nothing waits on a round in which every metadata partition was
 // empty, which a busy cluster never has.
-func (c *Core) Plan() ([]Want, []Pause) {
-	var wants []Want
-	var errs []Pause
+func (c *Core) Plan() {
 	budget := c.cfg.MaxBytes
 	proven := c.proven()
 	c.waiting, c.waitAfter = false, 0
@@ -468,7 +467,7 @@ func (c *Core) Plan() ([]Want, []Pause) {
 		p := c.parts[tp]
 		ws := p.plan(budget, c.round)
 		for _, w := range ws {
-			wants = append(wants, w)
+			c.rd.Fetches = append(c.rd.Fetches, w)
 			budget -= w.Entry.Length
 		}
 		// A section planned holds next: nothing to judge (and no scan of
@@ -477,46 +476,55 @@ func (c *Core) Plan() ([]Want, []Pause) {
 			c.waiting, c.waitAfter = true, max(c.waitAfter, p.changed)
 		}
 		if ps := p.takeError(); ps != nil {
-			errs = append(errs, *ps)
+			c.rd.Pauses = append(c.rd.Pauses, *ps)
 		}
 	}
-	return wants, errs
 }
 
 // Fetched hands over the result of fetching w's section at now, which the
 // driver classifies with followcore.OutcomeOf (or as Gone when it has no
-// store for the object's AZ). It returns the batches to yield, in offset
-// order, and whether the fetch should be retried after a backoff. A
-// section that is gone is forgotten, and the partition is judged gone if
-// nothing else describes its next offset; one that keeps failing
-// verification for CorruptFor is too, and one whose store keeps being
-// unavailable for UnavailableFor, if set. Any other failure is retried,
-// another entry for the same offsets first.
-func (c *Core) Fetched(now time.Time, w Want, r followcore.Result) (batches []storage.Batch, retry bool) {
+// store for the object's AZ). Ready then holds the batches to yield, in
+// offset order (Ready.Yields), or, if the fetch should be retried after a
+// backoff, Ready.Retry. A section that is gone is forgotten
+// (Ready.GivenUp), and the partition is judged gone if nothing else
+// describes its next offset; one that keeps failing verification for
+// CorruptFor is too, and one whose store keeps being unavailable for
+// UnavailableFor, if set. Any other failure is retried, another entry
+// for the same offsets first.
+func (c *Core) Fetched(now time.Time, w Want, r followcore.Result) {
 	p := c.parts[w.Entry.Partition]
 	if p == nil {
-		return nil, false
+		return
 	}
 	switch r.Outcome {
 	case followcore.Fetched:
-		return p.apply(w, r.Batches, c.round), false
+		for _, b := range p.apply(w, r.Batches, c.round) {
+			c.rd.Yields = append(c.rd.Yields, Yield{Partition: p.tp, Batch: b})
+		}
+		return
 	case followcore.Gone:
-		p.drop(w.Entry, r.Err, c.round)
-		return nil, false
+		c.giveUp(p, w.Entry, r.Err)
+		return
 	case followcore.Corrupt:
 		if p.keepsFailing(p.corruptSince, now, w.Entry, c.cfg.CorruptFor) {
-			p.drop(w.Entry, r.Err, c.round)
-			return nil, false
+			c.giveUp(p, w.Entry, r.Err)
+			return
 		}
 	case followcore.Unavailable:
 		if c.cfg.UnavailableFor > 0 && p.keepsFailing(p.unavailableSince, now, w.Entry, c.cfg.UnavailableFor) {
-			p.drop(w.Entry, r.Err, c.round)
-			return nil, false
+			c.giveUp(p, w.Entry, r.Err)
+			return
 		}
 	}
 	p.failures[keyOf(&w.Entry)]++
 	p.idle = false
-	return nil, true
+	c.rd.Retry = true
+}
+
+// giveUp forgets e, a section of p that cannot be read, for cause.
+func (c *Core) giveUp(p *partition, e metadata.Entry, cause error) {
+	p.drop(e, cause, c.round)
+	c.rd.GivenUp = append(c.rd.GivenUp, GivenUp{Entry: e, Err: cause})
 }
 
 // Seek makes tp's next batch the one holding offset, and resumes it if a

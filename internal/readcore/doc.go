@@ -7,15 +7,20 @@
 // A Core holds what a reader knows of its partitions: the leader epoch
 // lineage learned from the epoch-start markers, the commits (high
 // watermarks) of each leader epoch, the entries not yet yielded, and what
-// was yielded. The driver hands it the metadata it reads, a round at a
-// time (Round, and the metadata partitions it asks to read again; the
-// high watermarks WantWatermarks asks for; Learn; and MetadataRead, how
-// far each metadata partition was read), asks it what
-// to fetch (Plan: the sections, and up to which offset each may be
-// yielded, and the partitions judged gone), and hands back what each
-// fetch returned (Fetched: the batches to yield, or whether to retry).
-// Seek restarts a partition after a GoneError or TruncatedError, or
-// moves it anywhere. Plan says when records are judged gone and why that
+// was yielded. The driver reaches it with events: Round begins a round
+// of metadata reading, Learn hands it one record read, MetadataRead says
+// how far a metadata partition was read, Plan asks it to decide what to
+// fetch, Fetched hands back what a fetch returned, and Seek restarts a
+// partition after a GoneError or TruncatedError, or moves it anywhere.
+// What the events decide is gathered in a Ready, the model being
+// etcd-io/raft's RawNode: Ready returns it without changing anything,
+// HasReady says whether there is any, and Advance acknowledges it. It
+// holds the round begun, the metadata partitions to read again from
+// where, and the high watermarks to take before reading (after Round);
+// the sections to fetch, up to which offset each may be yielded, and the
+// partitions judged gone or truncated (after Plan); and the batches to
+// yield, the sections given up, and whether to retry after a backoff
+// (after Fetched). Plan says when records are judged gone and why that
 // is sound however busy the metadata log is.
 //
 // The entries held are bounded (Config.MaxHeld): past the bound those
@@ -34,12 +39,13 @@
 // The interaction tests are scripts, testdata/*.txt, in the format of
 // github.com/cockroachdb/datadriven, as etcd-io/raft's are: each subtest
 // starts a core reading one partition with "new", then plays the driver's
-// calls a command each (round, learn with the message's markers, entries
+// events a command each (round, learn with the message's markers, entries
 // and commits as its input lines, read for MetadataRead, plan, fetched),
-// and below each command's "----" is what the call returned: for plan,
-// the sections and pauses as DescribePlan renders them. The commands are
-// listed on scriptEnv.handle in script_test.go. To change a script, edit
-// its commands and run "go test ./internal/readcore -run TestScripts
-// -rewrite", which writes what the core does now below each command; read
-// the diff before you commit it.
+// and below each command's "----" is what came of it: for round, plan and
+// fetched, the Ready the core hands out afterwards, as DescribeReady
+// renders it. The commands are listed on scriptEnv.handle in
+// script_test.go. To change a script, edit its commands and run
+// "go test ./internal/readcore -run TestScripts -rewrite", which writes
+// what the core does now below each command; read the diff before you
+// commit it.
 package readcore

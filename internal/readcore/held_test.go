@@ -33,8 +33,8 @@ func (d *metaDriver) publish(m *metadata.Message) { d.log = append(d.log, m) }
 
 // round is one round of metadata reading.
 func (d *metaDriver) round() {
-	_, rewinds := d.c.Round()
-	for _, rw := range rewinds {
+	d.c.Round()
+	for _, rw := range d.take().Rewinds {
 		require.Equal(d.t, int32(0), rw.Partition)
 		d.cursor = min(d.cursor, rw.From)
 	}
@@ -56,24 +56,34 @@ func (d *metaDriver) round() {
 func (d *metaDriver) serve() bool {
 	progressed := false
 	for {
-		wants, pauses := d.c.Plan()
-		d.pauses = append(d.pauses, pauses...)
-		progressed = progressed || len(pauses) > 0
-		if len(wants) == 0 {
+		d.c.Plan()
+		rd := d.take()
+		d.pauses = append(d.pauses, rd.Pauses...)
+		progressed = progressed || len(rd.Pauses) > 0
+		if len(rd.Fetches) == 0 {
 			return progressed
 		}
-		for _, w := range wants {
+		for _, w := range rd.Fetches {
 			e := w.Entry
 			r := followcore.Result{Entry: e, Batches: []storage.Batch{{Epoch: e.RecordEpoch, FirstOffset: e.FirstOffset, LastOffset: e.LastOffset,
 				Data: []byte(fmt.Sprintf("%d-%d", e.FirstOffset, e.LastOffset))}}}
 			if d.gone[e.Object.Key] {
 				r = followcore.Result{Entry: e, Outcome: followcore.Gone, Err: storage.ErrNotFound}
 			}
-			batches, _ := d.c.Fetched(time.Time{}, w, r)
-			d.yielded = append(d.yielded, batches...)
-			progressed = progressed || len(batches) > 0
+			d.c.Fetched(time.Time{}, w, r)
+			for _, y := range d.take().Yields {
+				d.yielded = append(d.yielded, y.Batch)
+				progressed = true
+			}
 		}
 	}
+}
+
+// take takes the Core's Ready, as a driver does.
+func (d *metaDriver) take() Ready {
+	rd := d.c.Ready()
+	d.c.Advance()
+	return rd
 }
 
 // until drives rounds until tp's next offset is at least next or a

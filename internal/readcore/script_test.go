@@ -44,20 +44,23 @@ var scriptErrs = map[string]error{
 //	new start= [metadata=(MP, ...)] [unavailable-for=D] [violation]
 //	                          a core reading orders-0 from start
 //	round                     begins a round: its number, the rewinds
-//	                          asked for, and WantWatermarks
+//	                          asked for, and the high watermarks wanted
 //	learn mp= rec=            one message; one part a line:
 //	    marker epoch= start= | entry epoch= publisher= first= last= key=
 //	    commit epoch= offset= | other (an entry of another partition)
 //	read mp= from= next= [high=] [at-end]   MetadataRead
-//	plan                      Plan, as DescribePlan renders it, and
-//	                          whether a partition waits for a proof
+//	plan                      Plan, and whether a partition waits for
+//	                          a proof
 //	fetched [want=I] [at=D] [err=E] [batches=(E:F-L, ...)]
-//	                          the answer to want I of the last plan:
-//	                          what it yields, and whether to retry
+//	                          the answer to fetch I of the last plan:
+//	                          what it yields, gives up, and whether to
+//	                          retry
 //	position                  orders-0's next and committed offsets
 //
 // Errors are not-found, get-not-found, corrupt and unavailable; times are
-// offsets from the start.
+// offsets from the start. The output of round, plan and fetched is the
+// Ready the core hands out afterwards, as DescribeReady renders it, taken
+// as a driver takes it (take).
 func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	if d.Cmd == "new" {
 		var start int64
@@ -87,18 +90,8 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 	c := e.c
 	switch d.Cmd {
 	case "round":
-		n, rewinds := c.Round()
-		var b strings.Builder
-		fmt.Fprintf(&b, "round %d\n", n)
-		for _, rw := range rewinds {
-			fmt.Fprintf(&b, "rewind %d from %d\n", rw.Partition, rw.From)
-		}
-		if ws := c.WantWatermarks(); ws == nil {
-			b.WriteString("watermarks none\n")
-		} else {
-			fmt.Fprintf(&b, "watermarks %v\n", ws)
-		}
-		return b.String()
+		c.Round()
+		return DescribeReady(take(t, c))
 	case "learn":
 		var mp int32
 		var rec int64
@@ -119,9 +112,10 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 			return fmt.Sprintf("error: %v\n", err)
 		}
 	case "plan":
-		wants, pauses := c.Plan()
-		e.wants = wants
-		out := DescribePlan(wants, pauses)
+		c.Plan()
+		rd := take(t, c)
+		e.wants = rd.Fetches
+		out := DescribeReady(rd)
 		if c.waiting {
 			out += "waiting for a proof\n"
 		}
@@ -152,13 +146,8 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 				r.Batches = append(r.Batches, b)
 			}
 		}
-		batches, retry := c.Fetched(now, w, r)
-		var b strings.Builder
-		for _, bt := range batches {
-			fmt.Fprintf(&b, "yield %d:%d-%d\n", bt.Epoch, bt.FirstOffset, bt.LastOffset)
-		}
-		fmt.Fprintf(&b, "retry=%v\n", retry)
-		return b.String()
+		c.Fetched(now, w, r)
+		return DescribeReady(take(t, c))
 	case "position":
 		next, committed, ok := c.Position(tp)
 		return fmt.Sprintf("next %d committed %d ok=%v\n", next, committed, ok)
@@ -166,6 +155,21 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		d.Fatalf(t, "unknown command %q", d.Cmd)
 	}
 	return ""
+}
+
+// take takes c's Ready as a driver does, Ready and then Advance, and
+// checks the handshake on the way: Ready changes nothing, HasReady says
+// whether it holds anything, and nothing is left after Advance.
+func take(t *testing.T, c *Core) Ready {
+	t.Helper()
+	rd := c.Ready()
+	text := DescribeReady(rd)
+	require.Equal(t, text, DescribeReady(c.Ready()), "a second Ready differs from the first")
+	require.Equal(t, text != "", c.HasReady(), "HasReady for:\n%s", text)
+	c.Advance()
+	require.False(t, c.HasReady(), "HasReady after Advance")
+	require.Equal(t, text, DescribeReady(rd), "Advance changed the Ready it acknowledged")
+	return rd
 }
 
 // t0 is the scripts' start.

@@ -264,7 +264,9 @@ func (r *simReader) poll() {
 	if r.w.done {
 		return
 	}
-	wants, pauses := r.core.Plan()
+	r.core.Plan()
+	rd := r.take()
+	wants, pauses := rd.Fetches, rd.Pauses
 	for _, p := range pauses {
 		r.paused(p)
 	}
@@ -286,16 +288,15 @@ func (r *simReader) poll() {
 
 // fetched hands a fetch's results to the core and yields what it gives.
 func (r *simReader) fetched(wants []readcore.Want, results []followcore.Result, output bool) {
-	transient := false
 	for i, wt := range wants {
-		batches, retry := r.core.Fetched(r.w.clock, wt, results[i])
-
-		for _, b := range batches {
-			r.yield(wt.Entry.Partition, b)
-		}
-		output = output || len(batches) > 0
-		transient = transient || retry
+		r.core.Fetched(r.w.clock, wt, results[i])
 	}
+	rd := r.take()
+	for _, y := range rd.Yields {
+		r.yield(y.Partition, y.Batch)
+	}
+	output = output || len(rd.Yields) > 0
+	transient := rd.Retry
 	switch {
 	case output:
 		r.backoff = readerBackoffMin
@@ -319,8 +320,10 @@ func (r *simReader) readMetadata() {
 	if r.w.done {
 		return
 	}
-	round, rewinds := r.core.Round()
-	for _, rw := range rewinds {
+	r.core.Round()
+	rd := r.take()
+	round := rd.Round
+	for _, rw := range rd.Rewinds {
 		// Read again from rw.From: what was learned from there on is
 		// delivered again, and the cursor waits for it.
 		c := &r.cursors[rw.Partition]
@@ -332,7 +335,7 @@ func (r *simReader) readMetadata() {
 		}
 		r.reads[rw.Partition].redeliver(rw.From)
 	}
-	want := r.core.WantWatermarks()
+	want := rd.Watermarks
 	learned := false
 	for i, rd := range r.reads {
 		mp := int32(i)
@@ -368,6 +371,14 @@ func (r *simReader) readMetadata() {
 		wait = readLatency
 	}
 	r.w.after(wait, r.poll)
+}
+
+// take takes the core's Ready and acknowledges it, as directread's
+// Reader does.
+func (r *simReader) take() readcore.Ready {
+	rd := r.core.Ready()
+	r.core.Advance()
+	return rd
 }
 
 // yield checks a batch the reader yields: it continues what was yielded,

@@ -404,10 +404,15 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// followReady performs the follower core's Ready and reports whether it
-// performed local-log requests, whose answers make a new one.
+// followReady performs the follower core's Ready, if it has one, and
+// reports whether it performed local-log requests, whose answers make a
+// new one.
 func (n *simNode) followReady() bool {
+	if !n.fc.HasReady() {
+		return false
+	}
 	rd := n.fc.Ready()
+	n.fc.Advance()
 	now := n.w.clock
 	if rd.Rewind {
 		n.read.rewind()
