@@ -67,6 +67,10 @@
 //   - combiner: the combined-object format (sections per partition, footer
 //     index, trailer, xxhash64, none/zstd/s2) and the builder that decides
 //     which partitions go into which object and when to cut. No I/O.
+//   - election: the rule a broker's controller elects a partition's leader
+//     by (live and in sync, first or longest, at the next epoch; unclean
+//     only when asked), which the demo, the simulation and the example
+//     broker share. No I/O.
 //   - walstore: the Node (a broker's one entry point: its leader and
 //     follower sides, the high watermark with HighWatermark, SetInSync and
 //     WaitReplicated, and garbage collection) and the Manager (copy, fetch,

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/activetier/activetier/election"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -463,36 +464,38 @@ func (s *sim) shrinkInSync() error {
 	return nil
 }
 
-// elect moves tp, whose leader crashed, to the surviving replica with the
-// longest log (all logs are prefixes of the old leader's, so it has every
-// record any survivor has), as Kafka's controller picks from the ISR. It
-// returns the new leader's republishing job, the new epoch, and how many of
-// the old leader's records the new leader does not have.
+// elect moves tp, whose leader crashed, to a surviving replica by package
+// election's rule, preferring the longest log (all logs are prefixes of
+// the old leader's, so it has every record any survivor has; every
+// survivor is in sync, as the demo's Nodes count it). It returns the new
+// leader's republishing job, the new epoch, and how many of the old
+// leader's records the new leader does not have.
 func (s *sim) elect(ctx context.Context, tp metadata.TopicPartition) (job republishJob, epoch int32, lost int64, err error) {
 	s.mu.Lock()
+	old, replicas := s.leaders[tp], s.replicas[tp]
+	part := election.Partition{Leader: old.broker.id, Epoch: old.epoch}
+	for _, r := range replicas {
+		part.Replicas = append(part.Replicas, election.Replica{ID: r.id, Live: !r.crashed, InSync: true})
+	}
+	s.mu.Unlock()
 	var survivors []*simBroker
-	for _, r := range s.replicas[tp] {
-		if !r.crashed {
+	for i, r := range replicas {
+		if part.Replicas[i].Live {
 			survivors = append(survivors, r)
+			if part.Replicas[i].End, err = r.local.EndOffset(tp); err != nil {
+				return republishJob{}, 0, 0, err
+			}
 		}
 	}
-	old := s.leaders[tp]
-	s.mu.Unlock()
 	if len(survivors) == 0 {
 		return republishJob{}, 0, 0, fmt.Errorf("%s: every replica is in the failed AZ", tp)
 	}
-	var best *simBroker
-	bestEnd := int64(-1)
-	for _, r := range survivors {
-		end, err := r.local.EndOffset(tp)
-		if err != nil {
-			return republishJob{}, 0, 0, err
-		}
-		if end > bestEnd {
-			best, bestEnd = r, end
-		}
+	d, err := election.Elect(part, election.Options{Longest: true})
+	if err != nil {
+		return republishJob{}, 0, 0, fmt.Errorf("%s: %w", tp, err)
 	}
-	epoch = old.epoch + 1
+	best := replicas[slices.IndexFunc(replicas, func(r *simBroker) bool { return r.id == d.Leader })]
+	epoch = d.Epoch
 
 	// The new leader's follower side stops before its log is read: the end
 	// offset read next is where the new epoch starts.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/activetier/activetier/election"
 	"github.com/activetier/activetier/examples/kafkabroker/disklog"
 	"github.com/activetier/activetier/metadata"
 )
@@ -199,16 +200,25 @@ func (v *Cluster) register(info BrokerInfo) error {
 		return fmt.Errorf("broker %d: %w: incarnation %q, live %q", info.ID, ErrStaleIncarnation, info.Incarnation, v.Brokers[i].Incarnation)
 	}
 	if i >= 0 {
-		v.fail(info.ID)
+		if err := v.fail(info.ID); err != nil {
+			return err
+		}
 	}
 	v.Brokers = append(v.Brokers, info)
 	slices.SortFunc(v.Brokers, func(a, b BrokerInfo) int { return cmp.Compare(a.ID, b.ID) })
-	v.forEach(func(pl *Placement) {
-		if pl.Leader < 0 && v.elect(pl, -1) {
+	return v.forEach(func(pl *Placement) error {
+		if pl.Leader >= 0 {
+			return nil
+		}
+		changed, err := v.elect(pl, -1)
+		if err != nil {
+			return err
+		}
+		if changed {
 			pl.PartitionEpoch++
 		}
+		return nil
 	})
-	return nil
 }
 
 // BrokerFailed takes a broker the controller learned is down out of the
@@ -229,7 +239,7 @@ func (c *Controller) BrokerFailed(ctx context.Context, id int32) error {
 			failed = append(failed, b)
 		}
 	}
-	err := c.Update(ctx, func(v *Cluster) { v.fail(id) })
+	err := c.update(ctx, func(v *Cluster) error { return v.fail(id) })
 	if len(failed) > 0 {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -243,51 +253,59 @@ func (c *Controller) BrokerFailed(ctx context.Context, id int32) error {
 }
 
 // fail is BrokerFailed on the view.
-func (v *Cluster) fail(id int32) {
+func (v *Cluster) fail(id int32) error {
 	v.Brokers = slices.DeleteFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == id })
-	v.forEach(func(pl *Placement) {
+	return v.forEach(func(pl *Placement) error {
 		changed := false
 		if slices.Contains(pl.ISR, id) && len(pl.ISR) > 1 {
 			pl.ISR = slices.DeleteFunc(pl.ISR, func(r int32) bool { return r == id })
 			changed = true
 		}
-		if pl.Leader == id && v.elect(pl, id) {
-			changed = true
+		if pl.Leader == id {
+			elected, err := v.elect(pl, id)
+			if err != nil {
+				return err
+			}
+			changed = changed || elected
 		}
 		if changed {
 			pl.PartitionEpoch++
 		}
+		return nil
 	})
 }
 
 // elect makes the first live in-sync replica other than not the leader of
-// pl at the next leader epoch, or none (-1), trying the replicas from the
-// one at pl's partition number so that leaderships spread across
-// brokers. It reports whether pl changed.
-func (v *Cluster) elect(pl *Placement, not int32) bool {
-	leader := int32(-1)
+// pl at the next leader epoch, or none (-1), by package election's rule,
+// trying the replicas from the one at pl's partition number so that
+// leaderships spread across brokers. It reports whether pl changed; an
+// error (no leader epoch left) leaves pl as it was.
+func (v *Cluster) elect(pl *Placement, not int32) (bool, error) {
+	part := election.Partition{Leader: pl.Leader, Epoch: pl.Epoch}
 	for i := range pl.Replicas {
 		r := pl.Replicas[(int(pl.Partition)+i)%len(pl.Replicas)]
-		if r != not && slices.Contains(pl.ISR, r) && slices.ContainsFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == r }) {
-			leader = r
-			break
-		}
+		live := slices.ContainsFunc(v.Brokers, func(b BrokerInfo) bool { return b.ID == r })
+		part.Replicas = append(part.Replicas, election.Replica{ID: r, Live: live, InSync: slices.Contains(pl.ISR, r)})
 	}
-	if leader < 0 && pl.Leader < 0 {
-		return false // still no leader
+	d, err := election.Elect(part, election.Options{Exclude: []int32{not}})
+	if err != nil {
+		return false, err
 	}
-	pl.Leader = leader
-	pl.Epoch++
-	return true
+	pl.Leader, pl.Epoch = d.Leader, d.Epoch
+	return d.Changed, nil
 }
 
-// forEach calls f with every placement of the view.
-func (v *Cluster) forEach(f func(*Placement)) {
+// forEach calls f with every placement of the view, and stops at f's
+// first error, which it returns naming the partition.
+func (v *Cluster) forEach(f func(*Placement) error) error {
 	for ti := range v.Topics {
 		for pi := range v.Topics[ti].Partitions {
-			f(&v.Topics[ti].Partitions[pi])
+			if err := f(&v.Topics[ti].Partitions[pi]); err != nil {
+				return fmt.Errorf("%s: %w", metadata.TopicPartition{Topic: v.Topics[ti].Name, Partition: int32(pi)}, err)
+			}
 		}
 	}
+	return nil
 }
 
 // AlterPartition decides leaders' proposals of in-sync sets, as Kafka's

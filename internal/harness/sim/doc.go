@@ -58,13 +58,15 @@
 //     they are committed, so that the collector keeps objects for the
 //     readers that keep up.
 //
-// Elections are decided by the controller in the driver. The true log of a
-// partition is its leader's log; a new leader is always a replica whose log
-// is a prefix of it (and reaches its start, and every commit any leader
-// published: Kafka's controller elects only in-sync replicas, which hold
-// the log below the high watermark), so the true log only ever loses
-// a suffix and gains records of a newer epoch: a record once out of it
-// never comes back. The new leader republishes from the lowest offset up to
+// Elections are decided by the controller in the driver, by package
+// election's rule, with the choices the rule leaves (which eligible
+// replica, whether the longest, how many epochs skipped) drawn from the
+// seed. The true log of a partition is its leader's log; a new leader is
+// always a replica whose log is a prefix of it (and reaches its start, and
+// every commit any leader published: Kafka's controller elects only
+// in-sync replicas, which hold the log below the high watermark), so the
+// true log only ever loses a suffix and gains records of a newer epoch: a
+// record once out of it never comes back. The new leader republishes from the lowest offset up to
 // which every replica agrees with it (the marker contract's F). Histories
 // where an erased epoch's predecessor comes back (KIP-279's fast failover on
 // an unclean replica) are fencing's TestConvergence's business, not this

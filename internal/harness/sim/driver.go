@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/activetier/activetier/election"
 	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
@@ -414,30 +415,46 @@ func (w *world) electAwayFrom(b *broker, sr *rand.Rand) {
 	}
 }
 
-// elect makes the controller choose a new leader for tp, with a newer
-// epoch, among the replicas that are up, not zombies, and whose log is a
-// prefix of the true log (the current leader's). The old leader resigns,
-// or, if zombie is set, is not told and keeps leading in its own view.
-// allowSame lets the current leader be chosen again (after a restart);
-// keep makes it the choice, republishing its whole log (a reassignment).
+// elect makes the controller choose a new leader for tp by package
+// election's rule, with a newer epoch, among the replicas that are up, not
+// zombies, and in sync: their log is a prefix of the true log (the current
+// leader's) that reaches the committed offset. Within the rule it draws
+// which eligible replica leads, whether the longest log does, and how many
+// epochs it skips, so that every choice the rule allows is explored. The
+// old leader resigns, or, if zombie is set, is not told and keeps leading
+// in its own view: the adversary the rule knows nothing of. allowSame lets
+// the current leader be chosen again (after a restart); keep makes it the
+// choice, republishing its whole log (a reassignment).
 func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSame, keep bool) bool {
 	ps := w.parts[tp]
 	old := w.brokers[ps.leader]
 	truthStart, truth := old.log.snapshot(tp)
-	var cands []*broker
+	part := election.Partition{Leader: ps.leader, Epoch: ps.epoch}
 	for _, id := range ps.replicas {
 		b := w.brokers[id]
-		if _, z := ps.zombies[id]; !b.up || b.node == nil || z || (id == ps.leader && !allowSame) {
-			continue
+		_, z := ps.zombies[id]
+		r := election.Replica{ID: id, Live: b.up && b.node != nil && !z}
+		if r.Live {
+			// In sync, as far as a prefix can be: its log reaches the
+			// true log's start at least (a new replica that has not
+			// bootstrapped yet does not), so the partition's log never
+			// moves backwards, and it holds every record a leader
+			// committed (the in-sync replicas do), so a direct reader's
+			// records are never lost.
+			s, l := b.log.snapshot(tp)
+			r.End = end(s, l)
+			r.InSync = isPrefix(s, l, truthStart, truth) && r.End >= max(truthStart, ps.committed)
 		}
-		// In sync, as far as a prefix can be: its log reaches the true
-		// log's start at least (a new replica that has not bootstrapped
-		// yet does not), so the partition's log never moves backwards,
-		// and it holds every record a leader committed (the in-sync
-		// replicas do), so a direct reader's records are never lost.
-		if s, l := b.log.snapshot(tp); isPrefix(s, l, truthStart, truth) && end(s, l) >= max(truthStart, ps.committed) {
-			cands = append(cands, b)
-		}
+		part.Replicas = append(part.Replicas, r)
+	}
+	var opts election.Options
+	if !allowSame {
+		opts.Exclude = []int32{ps.leader}
+	}
+	cands, err := election.Eligible(part, opts)
+	if err != nil {
+		w.violate(KindHarness, "%s: %v", tp, err)
+		return false
 	}
 	pickLongest := sr.Float64() < 0.7
 	pick := sr.IntN(max(len(cands), 1))
@@ -446,22 +463,26 @@ func (w *world) elect(tp metadata.TopicPartition, sr *rand.Rand, zombie, allowSa
 		w.tracef("%s: no replica can take over from b%d", tp, old.id)
 		return false
 	}
-	n := cands[pick]
+	chosen := cands[pick].ID
 	if keep {
-		if i := slices.Index(cands, old); i >= 0 {
-			n = cands[i]
-		} else {
+		if !slices.ContainsFunc(cands, func(c election.Replica) bool { return c.ID == old.id }) {
 			w.tracef("%s: leader b%d cannot take a new epoch", tp, old.id)
 			return false
 		}
-	} else if pickLongest {
-		for _, c := range cands {
-			if c.log.end(tp) > n.log.end(tp) {
-				n = c
-			}
-		}
+		chosen, pickLongest = old.id, false
 	}
-	epoch := ps.epoch + bump
+	// The drawn replica goes first: the rule elects it, or, preferring
+	// the longest log, it wins the ties.
+	i := slices.IndexFunc(part.Replicas, func(r election.Replica) bool { return r.ID == chosen })
+	first := part.Replicas[i]
+	part.Replicas = slices.Insert(slices.Delete(part.Replicas, i, i+1), 0, first)
+	opts.Longest, opts.Skip = pickLongest, bump-1
+	d, err := election.Elect(part, opts)
+	if err != nil {
+		w.violate(KindHarness, "%s: %v", tp, err)
+		return false
+	}
+	n, epoch := w.brokers[d.Leader], d.Epoch
 	if n != old {
 		// The candidate's follower side stops before its log is judged
 		// again and its end read (where the new epoch starts): until
