@@ -3,6 +3,7 @@ package walstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/activetier/activetier/internal/leadcore"
@@ -56,19 +57,68 @@ func (l *leaderEngine) ReportTiered(tp metadata.TopicPartition, offset int64) {
 
 // CollectGarbage is Node.CollectGarbage of the leader side.
 func (l *leaderEngine) CollectGarbage(ctx context.Context) (int, error) {
-	l.mu.Lock()
-	refs := l.core.Collect(l.cfg.Clock.Now())
-	l.mu.Unlock()
-	if len(refs) == 0 {
-		return 0, nil
+	n, err := l.callCore(ctx, func(c *leadcore.Core, now time.Time, call uint64) { c.CollectGarbage(now, call) })
+	if err != nil {
+		return n, fmt.Errorf("walstore: collecting garbage: %w", err)
 	}
-	if err := l.mgr.Delete(ctx, refs); err != nil {
-		return 0, fmt.Errorf("walstore: collecting garbage: %w", &DependencyError{Dependency: "ObjectStore.Delete", Err: err})
+	return n, nil
+}
+
+// callCore feeds the core a broker's call of garbage collection, event,
+// as soon as Run runs (at once, if it does), and waits for its end in
+// Ready.Calls: its deletes are Run's, as the periodic collection's are. It
+// fails with ctx's error if ctx ends first, the call then fed or not,
+// and with ErrStopped once Run has returned.
+func (l *leaderEngine) callCore(ctx context.Context, event func(c *leadcore.Core, now time.Time, call uint64)) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
 	}
 	l.mu.Lock()
-	l.core.Forget(refs, true)
+	if l.stopped {
+		l.mu.Unlock()
+		return 0, ErrStopped
+	}
+	l.lastCall++
+	id, ch := l.lastCall, make(chan leadcore.CallDone, 1)
+	l.gcCalls[id] = ch
+	changed := false
+	if l.running {
+		event(l.core, l.cfg.Clock.Now(), id)
+		changed = l.takeLocked()
+	} else {
+		l.queued = append(l.queued, queuedCall{id: id, event: event})
+	}
+	done := l.done
 	l.mu.Unlock()
-	return len(refs), nil
+	if changed {
+		l.report()
+	}
+	select {
+	case d := <-ch:
+		return d.Deleted, d.Err
+	case <-ctx.Done():
+	case <-done:
+	}
+	l.mu.Lock()
+	delete(l.gcCalls, id)
+	l.queued = slices.DeleteFunc(l.queued, func(q queuedCall) bool { return q.id == id })
+	l.mu.Unlock()
+	select {
+	case d := <-ch: // it ended meanwhile
+		return d.Deleted, d.Err
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return 0, ErrStopped
+}
+
+// queuedCall is a broker's call of garbage collection made before Run,
+// for Run to feed the core when it starts.
+type queuedCall struct {
+	id    uint64
+	event func(c *leadcore.Core, now time.Time, call uint64)
 }
 
 // MetadataLowMarks is Node.MetadataLowMarks of the leader side.
@@ -100,8 +150,12 @@ func TrimMetadata(ctx context.Context, log metadata.Log, marks ...map[int32]int6
 	return nil
 }
 
-// Sweep is Node.Sweep of the leader side.
+// Sweep is Node.Sweep of the leader side. The listing is the call's
+// own, made before the core is told of it (see Node.Sweep).
 func (l *leaderEngine) Sweep(ctx context.Context, age time.Duration) (int, error) {
+	if l.isStopped() {
+		return 0, ErrStopped
+	}
 	local := l.cfg.Store.Local()
 	prefix := l.mgr.keyPrefix()
 	infos, err := l.cfg.Store.List(ctx, local.Bucket, prefix)
@@ -112,18 +166,12 @@ func (l *leaderEngine) Sweep(ctx context.Context, age time.Duration) (int, error
 	for i, info := range infos {
 		listed[i] = leadcore.Listed{Ref: info.Ref, LastModified: info.LastModified}
 	}
-	l.mu.Lock()
-	refs, foreign := l.core.Sweepable(listed, l.cfg.Clock.Now().Add(-age), local.Bucket, prefix)
-	l.mu.Unlock()
-	if err := l.mgr.Delete(ctx, refs); err != nil {
-		return 0, fmt.Errorf("walstore: sweep: %w", &DependencyError{Dependency: "ObjectStore.Delete", Err: err})
+	cutoff := l.cfg.Clock.Now().Add(-age)
+	n, err := l.callCore(ctx, func(c *leadcore.Core, now time.Time, call uint64) {
+		c.Sweep(now, call, listed, cutoff, local.Bucket, prefix)
+	})
+	if err != nil {
+		return n, fmt.Errorf("walstore: sweep: %w", err)
 	}
-	l.mu.Lock()
-	l.core.Forget(refs, false)
-	l.mu.Unlock()
-	if foreign > 0 {
-		return len(refs), fmt.Errorf("walstore: sweep: %w", &DependencyError{Dependency: "ObjectStore.List",
-			Err: fmt.Errorf("%w: %d objects outside bucket %s and prefix %q; left alone", ErrContractViolation, foreign, local.Bucket, prefix)})
-	}
-	return len(refs), nil
+	return n, nil
 }

@@ -113,6 +113,12 @@ type leaderEngine struct {
 	wakeAt   time.Time             // when Run next ticks the core
 	reported Health                // the health last given to OnHealth
 	failing  failing               // led partitions whose replication stopped
+	// gcCalls are the CollectGarbage and Sweep calls under way, by the
+	// id lastCall gave them; queued are those made before Run, which it
+	// feeds the core when it starts.
+	gcCalls  map[uint64]chan leadcore.CallDone
+	lastCall uint64
+	queued   []queuedCall
 
 	wake                  chan struct{} // wakeAt changed
 	uploadLat, publishLat histogram
@@ -219,6 +225,7 @@ func newLeaderEngine(cfg *NodeConfig, onHealth func(Health)) (*leaderEngine, err
 		cfg: cfg, log: logger, onHealth: onHealth, mgr: mgr, core: core, objects: objects, locals: newLocalCalls(cfg.Clock),
 		ops:     make(map[uint64]*opCtl),
 		calls:   make(map[uint64]chan error),
+		gcCalls: make(map[uint64]chan leadcore.CallDone),
 		done:    make(chan struct{}),
 		wake:    make(chan struct{}, 1),
 		failing: newFailing(Leading),
@@ -336,6 +343,12 @@ func (l *leaderEngine) directLocked(rd leadcore.Ready) {
 		if ch := l.calls[d.ID]; ch != nil {
 			ch <- d.Err
 			delete(l.calls, d.ID)
+		}
+	}
+	for _, d := range rd.Calls {
+		if ch := l.gcCalls[d.Call]; ch != nil {
+			ch <- d
+			delete(l.gcCalls, d.Call)
 		}
 	}
 }
@@ -542,7 +555,10 @@ func (l *leaderEngine) startDelete(d leadcore.Delete) {
 	l.spawnLocked(d.ID, func(ctx context.Context, _ *opCtl) {
 		err := l.mgr.Delete(ctx, d.Refs)
 		if err != nil {
-			err = fmt.Errorf("walstore: collecting garbage: %w", &DependencyError{Dependency: "ObjectStore.Delete", Err: err})
+			err = &DependencyError{Dependency: "ObjectStore.Delete", Err: err}
+			if d.Call == 0 { // a call's error says what it was for
+				err = fmt.Errorf("walstore: collecting garbage: %w", err)
+			}
 		}
 		if ctx.Err() != nil {
 			return
@@ -841,7 +857,12 @@ func (l *leaderEngine) Run(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.running, l.ctx = true, ctx
-	l.core.Start(l.cfg.Clock.Now())
+	now := l.cfg.Clock.Now()
+	l.core.Start(now)
+	for _, q := range l.queued {
+		q.event(l.core, now, q.id)
+	}
+	l.queued = nil
 	changed := l.takeLocked()
 	l.mu.Unlock()
 	if changed {

@@ -741,8 +741,14 @@ func (n *Node) ReportTiered(tp metadata.TopicPartition, offset int64) {
 
 // CollectGarbage deletes every tracked object whose sections are all safe
 // to delete and returns how many it deleted. Deletes are idempotent, so a
-// failed call is simply repeated; objects stay tracked until deleted.
-// Run does it every GCInterval.
+// failed call (a *DependencyError naming ObjectStore.Delete) is simply
+// repeated; objects stay tracked until deleted. Run does it every
+// GCInterval.
+//
+// The delete is Run's, as the periodic collection's is: a call made
+// before Run starts waits for it, and once Run has returned the call
+// fails with ErrStopped. A call whose ctx ends first returns ctx's error;
+// if its delete was under way, the delete goes on within Run.
 func (n *Node) CollectGarbage(ctx context.Context) (int, error) {
 	return n.leader.CollectGarbage(ctx)
 }
@@ -760,6 +766,14 @@ func (n *Node) CollectGarbage(ctx context.Context) (int, error) {
 // Objects the store lists outside that bucket and prefix (a store that
 // breaks the List contract) are never deleted; Sweep then also returns an
 // error matching ErrContractViolation.
+//
+// The delete is Run's, as CollectGarbage's is, with the same errors
+// (ErrStopped once Run has returned, ctx's). The listing is not: Sweep
+// lists the bucket itself, with ctx, before it hands the listing to the
+// engine, even before Run starts. A List only reads, so when it runs
+// orders nothing against the engine's own work, and what it found is
+// judged when the engine takes the call, against the uploads and
+// publishes under way then.
 func (n *Node) Sweep(ctx context.Context, age time.Duration) (int, error) {
 	return n.leader.Sweep(ctx, age)
 }

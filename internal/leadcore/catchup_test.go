@@ -186,7 +186,7 @@ func TestSweepSparesACatchUpCopyBeingPublished(t *testing.T) {
 	for _, f := range []int32{2, 3, 4} {
 		c.Progress(h.now, tpA, f, 150, 1, w.epochs, nil)
 	}
-	c.Forget(c.Collect(h.now), true)
+	c.forget(c.collect(h.now), true)
 
 	w.hold = true
 	c.Progress(h.now, tpA, 2, 100, 1, w.epochs, nil) // it lost 100-149: a catch-up copies them
@@ -199,7 +199,7 @@ func TestSweepSparesACatchUpCopyBeingPublished(t *testing.T) {
 	require.Len(t, w.held, 1, "the publication of the copy's entries")
 
 	h.advance(time.Hour)
-	swept, foreign := c.Sweepable([]Listed{{Ref: copyRef, LastModified: h.now.Add(-time.Hour)}}, h.now, "b1", "")
+	swept, foreign := c.sweepable([]Listed{{Ref: copyRef, LastModified: h.now.Add(-time.Hour)}}, h.now, "b1", "")
 	require.Zero(t, foreign)
 	require.Empty(t, swept, "the copy is still to be published")
 
@@ -223,7 +223,7 @@ func TestCatchUpDoesNotCountItsCollectedCopies(t *testing.T) {
 	for _, f := range []int32{2, 3} {
 		c.Progress(h.now, tpA, f, 150, 1, w.epochs, nil)
 	}
-	c.Forget(c.Collect(h.now), true)
+	c.forget(c.collect(h.now), true)
 
 	w.hold = true
 	c.Progress(h.now, tpA, 2, 0, -1, w.epochs, nil) // it lost its log
@@ -234,9 +234,9 @@ func TestCatchUpDoesNotCountItsCollectedCopies(t *testing.T) {
 	require.Equal(t, []string{"0-49"}, w.republished)
 	c.Progress(h.now, tpA, 2, 50, 1, w.epochs, nil)
 	h.advance(time.Hour)
-	first := c.Collect(h.now)
+	first := c.collect(h.now)
 	require.Len(t, first, 1, "the first copy, applied by every follower")
-	c.Forget(first, true)
+	c.forget(first, true)
 
 	w.hold = false
 	w.release()

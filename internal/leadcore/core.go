@@ -42,7 +42,7 @@ type Config struct {
 	// MarkerRefresh is how often the markers of every led partition are
 	// published again; GCInterval how often garbage is collected.
 	MarkerRefresh, GCInterval time.Duration
-	// SweepUnpublished makes Sweepable offer the objects a leadership
+	// SweepUnpublished makes Sweep offer the objects a leadership
 	// still means to publish (stored while the metadata log refused
 	// their entries), as Sweep did before it kept them. It exists only so that
 	// the simulation can show it catches such a Sweep
@@ -255,10 +255,13 @@ type LocalResult struct {
 	ReadErr   error
 }
 
-// Delete asks the driver to delete objects and report Deleted.
+// Delete asks the driver to delete objects and report Deleted. Call is
+// the broker's call it is for (CollectGarbage, Sweep), or zero for the
+// periodic collection.
 type Delete struct {
 	ID   uint64
 	Refs []metadata.ObjectRef
+	Call uint64
 }
 
 // Hedge asks the driver to make one more attempt of upload ID now,
@@ -275,6 +278,14 @@ type Hedge = Upload
 type Retry struct {
 	ID uint64
 	At time.Time
+}
+
+// CallDone is the end of a broker's call the driver named Call
+// (CollectGarbage, Sweep): how many objects it deleted, or why it failed.
+type CallDone struct {
+	Call    uint64
+	Deleted int
+	Err     error
 }
 
 // TaskDone is the end of a Republish call.
@@ -296,8 +307,10 @@ type Ready struct {
 	// Cancels are requests the core no longer wants: stop retrying them,
 	// and drop their results.
 	Cancels []uint64
-	// Done are Republish calls that finished.
-	Done []TaskDone
+	// Done are Republish calls that finished; Calls the other broker's
+	// calls that did (CollectGarbage, Sweep).
+	Done  []TaskDone
+	Calls []CallDone
 	// DurableChanged: a durable offset advanced, or a leadership ended or
 	// failed: wake WaitDurable callers. SpaceFreed: buffer space freed:
 	// wake blocked Appends. HealthChanged: Degraded changed, or the set
@@ -319,7 +332,7 @@ type Ready struct {
 
 func (rd *Ready) empty() bool {
 	return len(rd.Encodes)+len(rd.Uploads)+len(rd.Publishes)+len(rd.Reads)+len(rd.Deletes)+len(rd.Hedges)+
-		len(rd.Retries)+len(rd.Cancels)+len(rd.Done)+len(rd.UploadLatency)+len(rd.PublishLatency)+len(rd.Failures) == 0 &&
+		len(rd.Retries)+len(rd.Cancels)+len(rd.Done)+len(rd.Calls)+len(rd.UploadLatency)+len(rd.PublishLatency)+len(rd.Failures) == 0 &&
 		!rd.DurableChanged && !rd.SpaceFreed && !rd.HealthChanged && !rd.CommitChanged
 }
 
@@ -365,7 +378,13 @@ type request struct {
 	up            *upload
 	msg           *message
 	task          *task
-	refs          []metadata.ObjectRef // a Delete's
+	// A Delete's: its objects, the broker's call it is for (zero: the
+	// periodic collection), whether they count as collected, and the
+	// call's error should it succeed.
+	refs      []metadata.ObjectRef
+	call      uint64
+	collected bool
+	callErr   error
 }
 
 // Core is the leader's protocol state. It is not safe for concurrent use.

@@ -36,7 +36,11 @@ func DescribeReady(rd Ready, now time.Time) string {
 		line("read %d %s %s from %d", r.ID, readName(r.What), r.Partition, r.From)
 	}
 	for _, d := range rd.Deletes {
-		line("delete %d %d objects", d.ID, len(d.Refs))
+		if d.Call != 0 {
+			line("delete %d %d objects for call %d", d.ID, len(d.Refs), d.Call)
+		} else {
+			line("delete %d %d objects", d.ID, len(d.Refs))
+		}
 	}
 	for _, h := range rd.Hedges {
 		line("hedge %s %d", h.What, h.ID)
@@ -49,6 +53,9 @@ func DescribeReady(rd Ready, now time.Time) string {
 	}
 	for _, d := range rd.Done {
 		line("done %d: %v", d.ID, d.Err)
+	}
+	for _, d := range rd.Calls {
+		line("call %d done: %d deleted, err %v", d.Call, d.Deleted, d.Err)
 	}
 	if rd.DurableChanged {
 		line("durable changed")

@@ -1,6 +1,7 @@
 package leadcore
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -163,10 +164,10 @@ func (g *collector) prune() {
 	}
 }
 
-// Collect returns, in order, the tracked objects published at least
+// collect returns, in order, the tracked objects published at least
 // RetainFor before now whose sections are all safe to delete. They stay
-// tracked until Forget.
-func (c *Core) Collect(now time.Time) []metadata.ObjectRef {
+// tracked until forget.
+func (c *Core) collect(now time.Time) []metadata.ObjectRef {
 	var refs []metadata.ObjectRef
 	keepAfter := now.Add(-c.cfg.RetainFor)
 	for ref, t := range c.gc.objects {
@@ -182,9 +183,9 @@ func (c *Core) Collect(now time.Time) []metadata.ObjectRef {
 	return refs
 }
 
-// Forget stops tracking refs, which are deleted; collected says they were
+// forget stops tracking refs, which are deleted; collected says they were
 // collected (counted) rather than swept.
-func (c *Core) Forget(refs []metadata.ObjectRef, collected bool) {
+func (c *Core) forget(refs []metadata.ObjectRef, collected bool) {
 	for _, ref := range refs {
 		c.mayBeGone(ref)
 		delete(c.gc.objects, ref)
@@ -210,11 +211,53 @@ func (c *Core) collectDue(now time.Time) {
 	if c.gcDelete != 0 {
 		return
 	}
-	if refs := c.Collect(now); len(refs) > 0 {
-		r := c.newRequest(now, whatDelete)
-		r.refs, c.gcDelete = refs, r.id
-		c.rd.Deletes = append(c.rd.Deletes, Delete{ID: r.id, Refs: refs})
+	if refs := c.collect(now); len(refs) > 0 {
+		c.gcDelete = c.deleteFor(now, 0, refs, true, nil)
 	}
+}
+
+// CollectGarbage is the broker's call to collect garbage now, named call
+// by the driver (any id of its own, not zero): the objects the periodic
+// collection would delete now go in one Delete, which names call, and
+// Ready.Calls tells of the call's end once the Delete is answered, at once
+// if there is nothing to delete. It does not wait for a periodic Delete
+// under way, which may name some of the same objects: deletes are
+// idempotent.
+func (c *Core) CollectGarbage(now time.Time, call uint64) {
+	c.deleteFor(now, call, c.collect(now), true, nil)
+}
+
+// Sweep is the broker's call to sweep, named call by the driver as
+// CollectGarbage is: of listed, what a listing of bucket under prefix
+// returned, the objects older than cutoff that no leadership still needs
+// (see sweepable) go in one Delete that names call, and Ready.Calls tells
+// of the call's end once it is answered. Listed objects outside bucket
+// and prefix (a store that breaks the List contract) are left alone, and
+// the call ends with a violation of ObjectStore.List's contract, unless
+// its Delete fails.
+func (c *Core) Sweep(now time.Time, call uint64, listed []Listed, cutoff time.Time, bucket, prefix string) {
+	refs, foreign := c.sweepable(listed, cutoff, bucket, prefix)
+	var err error
+	if foreign > 0 {
+		err = c.cfg.Violation("ObjectStore.List", fmt.Sprintf("%d objects outside bucket %s and prefix %q; left alone", foreign, bucket, prefix))
+	}
+	c.deleteFor(now, call, refs, false, err)
+}
+
+// deleteFor hands out a Delete of refs for call (zero: the periodic
+// collection) and returns its id; collected says whether they are
+// counted as collected once deleted, and err is the call's error if the
+// Delete succeeds. A call with nothing to delete ends at once, and 0 is
+// returned.
+func (c *Core) deleteFor(now time.Time, call uint64, refs []metadata.ObjectRef, collected bool, err error) uint64 {
+	if len(refs) == 0 {
+		c.rd.Calls = append(c.rd.Calls, CallDone{Call: call, Err: err})
+		return 0
+	}
+	r := c.newRequest(now, whatDelete)
+	r.refs, r.call, r.collected, r.callErr = refs, call, collected, err
+	c.rd.Deletes = append(c.rd.Deletes, Delete{ID: r.id, Refs: refs, Call: call})
+	return r.id
 }
 
 // Deleted is the result of Delete id.
@@ -223,7 +266,16 @@ func (c *Core) Deleted(now time.Time, id uint64, err error) {
 	if r == nil {
 		return
 	}
-	c.gcDelete = 0
+	if id == c.gcDelete {
+		c.gcDelete = 0
+	}
+	if r.call != 0 {
+		done := CallDone{Call: r.call, Err: err}
+		if err == nil {
+			done.Deleted, done.Err = len(r.refs), r.callErr
+		}
+		c.rd.Calls = append(c.rd.Calls, done)
+	}
 	if err != nil {
 		// A DELETE that failed may still have deleted some of its objects
 		// (its answer lost, a batch half done): they stay tracked, to be
@@ -235,7 +287,7 @@ func (c *Core) Deleted(now time.Time, id uint64, err error) {
 		}
 		return
 	}
-	c.Forget(r.refs, true)
+	c.forget(r.refs, r.collected)
 }
 
 // Listed is one object a store listing returned.
@@ -244,7 +296,7 @@ type Listed struct {
 	LastModified time.Time
 }
 
-// Sweepable returns, of the objects a listing of bucket under prefix
+// sweepable returns, of the objects a listing of bucket under prefix
 // returned, those older than cutoff that no leadership still needs:
 // untracked (an upload whose acknowledgement was lost, a hedge's losing
 // copy, or a previous incarnation's), or abandoned. An object a live
@@ -253,7 +305,7 @@ type Listed struct {
 // still in flight began, which that attempt may yet report. foreign
 // counts objects outside bucket and prefix (a store that breaks the List
 // contract), which are never swept.
-func (c *Core) Sweepable(listed []Listed, cutoff time.Time, bucket, prefix string) (refs []metadata.ObjectRef, foreign int) {
+func (c *Core) sweepable(listed []Listed, cutoff time.Time, bucket, prefix string) (refs []metadata.ObjectRef, foreign int) {
 	keep := c.unpublished()
 	if at, ok := c.oldestAttempt(); ok && at.Before(cutoff) {
 		cutoff = at

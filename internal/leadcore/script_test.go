@@ -48,7 +48,7 @@ var kinds = map[string]Kind{"other": Other, "permanent": Permanent, "unavailable
 //	resign p=
 //	append p= epoch= first= last= size=
 //	advance by=D                  time passes: a Tick
-//	ready [encode=X] [upload=X] [publish=X]
+//	ready [encode=X] [upload=X] [publish=X] [delete=X]
 //	                              names the first request of each kind X
 //	encode id=                    performs the Encode
 //	stored id= [key=K]            the upload stored, as K or k<n>
@@ -66,6 +66,11 @@ var kinds = map[string]Kind{"other": Other, "permanent": Permanent, "unavailable
 //	collect [after=D]             what may be deleted, kept for forget
 //	forget
 //	sweepable bucket=             one listed object a line: KEY at=D
+//	collect-garbage call= [after=D]
+//	                              the broker's CollectGarbage, named call
+//	sweep call= bucket=           the broker's Sweep of the listing below,
+//	                              as sweepable's; the cutoff is now
+//	deleted id= [fail]            the Delete answered
 //	durable p= | hw p= | leadership p= | replicas p= | need-lineage p= epoch=
 //	stats | lowmarks
 //
@@ -138,8 +143,12 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 				for _, r := range rd.Publishes {
 					ids = append(ids, r.ID)
 				}
+			case "delete":
+				for _, r := range rd.Deletes {
+					ids = append(ids, r.ID)
+				}
 			default:
-				d.Fatalf(t, "ready names encode, upload or publish requests, not %q", arg.Key)
+				d.Fatalf(t, "ready names encode, upload, publish or delete requests, not %q", arg.Key)
 			}
 			if len(ids) == 0 {
 				d.Fatalf(t, "no %s request to name %s", arg.Key, arg.SingleVal(t))
@@ -223,30 +232,36 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		if arg, ok := d.Arg("after"); ok {
 			at = at.Add(duration(t, d, arg.SingleVal(t)))
 		}
-		e.collected = c.Collect(at)
+		e.collected = c.collect(at)
 		return refs(e.collected)
 	case "forget":
-		c.Forget(e.collected, true)
+		c.forget(e.collected, true)
 		e.collected = nil
 	case "sweepable":
 		var bucket string
 		d.ScanArgs(t, "bucket", &bucket)
-		var listed []Listed
-		for _, l := range strings.Split(strings.TrimSpace(d.Input), "\n") {
-			if l = strings.TrimSpace(l); l == "" {
-				continue
-			}
-			_, args := parseLine(t, d, l)
-			key := args[0].Key
-			var at time.Duration
-			for _, a := range args[1:] {
-				require.Equal(t, "at", a.Key, "%s: a listed object is KEY at=D", d.Pos)
-				at = duration(t, d, a.SingleVal(t))
-			}
-			listed = append(listed, Listed{Ref: metadata.ObjectRef{AZ: "az1", Bucket: "b1", Key: key}, LastModified: t0.Add(at)})
-		}
-		rs, foreign := c.Sweepable(listed, h.now, bucket, "")
+		rs, foreign := c.sweepable(listing(t, d), h.now, bucket, "")
 		return refs(rs) + fmt.Sprintf("%d foreign\n", foreign)
+	case "collect-garbage":
+		var call uint64
+		d.ScanArgs(t, "call", &call)
+		at := h.now
+		if arg, ok := d.Arg("after"); ok {
+			at = at.Add(duration(t, d, arg.SingleVal(t)))
+		}
+		c.CollectGarbage(at, call)
+	case "sweep":
+		var call uint64
+		var bucket string
+		d.ScanArgs(t, "call", &call)
+		d.ScanArgs(t, "bucket", &bucket)
+		c.Sweep(h.now, call, listing(t, d), h.now, bucket, "")
+	case "deleted":
+		var err error
+		if d.HasArg("fail") {
+			err = errDown
+		}
+		c.Deleted(h.now, e.id(t, d), err)
 	case "durable":
 		return fmt.Sprintf("%d\n", h.durable(e.partition(t, d)))
 	case "hw":
@@ -421,6 +436,26 @@ func duration(t *testing.T, d *datadriven.TestData, s string) time.Duration {
 		d.Fatalf(t, "%v", err)
 	}
 	return dur
+}
+
+// listing is the command's input as a store's listing: one object a
+// line, KEY at=D, D its last modification after the start.
+func listing(t *testing.T, d *datadriven.TestData) []Listed {
+	var listed []Listed
+	for _, l := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+		if l = strings.TrimSpace(l); l == "" {
+			continue
+		}
+		_, args := parseLine(t, d, l)
+		key := args[0].Key
+		var at time.Duration
+		for _, a := range args[1:] {
+			require.Equal(t, "at", a.Key, "%s: a listed object is KEY at=D", d.Pos)
+			at = duration(t, d, a.SingleVal(t))
+		}
+		listed = append(listed, Listed{Ref: metadata.ObjectRef{AZ: "az1", Bucket: "b1", Key: key}, LastModified: t0.Add(at)})
+	}
+	return listed
 }
 
 func parseLine(t *testing.T, d *datadriven.TestData, line string) (string, []datadriven.CmdArg) {

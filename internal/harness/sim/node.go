@@ -72,11 +72,13 @@ type simNode struct {
 	// has not published, and opRefs the objects of each upload request
 	// (a hedged one stores two); metaDownUntil is the end of the
 	// adversary's metadata outage of this broker; lastReport is each
-	// followed partition's last progress relayed (Weaken.CatchUp).
+	// followed partition's last progress relayed (Weaken.CatchUp);
+	// sweeping is the last Sweep.
 	unpublished   map[metadata.ObjectRef]unpublishedObject
 	opRefs        map[uint64][]metadata.ObjectRef
 	metaDownUntil time.Time
 	lastReport    map[metadata.TopicPartition]progressKey
+	sweeping      sweepCall
 
 	leadWake, followWake wake
 }
@@ -507,8 +509,8 @@ func outcomes(results []followcore.Result) string {
 }
 
 // leadReady performs the leader core's Ready and reports whether it
-// performed requests at once (encodes, local reads), whose results make
-// a new one.
+// performed requests at once (encodes, local reads, a Sweep's deletes),
+// whose results make a new one.
 func (n *simNode) leadReady() bool {
 	rd := n.lc.Ready()
 	n.lc.Advance()
@@ -539,8 +541,17 @@ func (n *simNode) leadReady() bool {
 	for _, r := range rd.Reads {
 		n.lc.Read(now, r.ID, r.What, n.localRead(r))
 	}
+	swept := 0
 	for _, d := range rd.Deletes {
+		if d.Call != 0 {
+			n.sweepDelete(d)
+			swept++
+			continue
+		}
 		n.start(d.ID, func(op *leadOp) { n.delete(op, d) })
+	}
+	for _, d := range rd.Calls {
+		n.swept(d)
 	}
 	for _, r := range rd.Retries {
 		if op := n.ops[r.ID]; op != nil {
@@ -559,7 +570,7 @@ func (n *simNode) leadReady() bool {
 	if !rd.WakeAt.Equal(n.leadWake.at) {
 		n.arm(&n.leadWake, rd.WakeAt, n.lc.Tick)
 	}
-	return len(rd.Encodes)+len(rd.Reads) > 0
+	return len(rd.Encodes)+len(rd.Reads)+swept > 0
 }
 
 // start registers request id and makes its first attempt.

@@ -252,9 +252,9 @@ func (n *simNode) metaAppend(p leadcore.Publish) (int64, error) {
 	return off, err
 }
 
-// sweep is walstore.Node.Sweep: it lists the broker's own objects,
-// asks the core which it may delete, and deletes them at once; the model
-// judges each first.
+// sweep is walstore.Node.Sweep: it lists the broker's own objects and
+// tells the core, whose Delete of those it may delete sweepDelete
+// performs at once.
 func (n *simNode) sweep(age time.Duration) {
 	ctx := context.Background()
 	bucket := n.b.store.Local().Bucket
@@ -268,18 +268,34 @@ func (n *simNode) sweep(age time.Duration) {
 	for i, info := range infos {
 		listed[i] = leadcore.Listed{Ref: info.Ref, LastModified: info.LastModified}
 	}
-	refs, _ := n.lc.Sweepable(listed, n.w.clock.Add(-age), bucket, prefix)
-	n.w.tracef("b%d sweeps %d of %d objects older than %v", n.b.id, len(refs), len(infos), age)
-	if len(refs) == 0 {
-		return
-	}
-	n.w.model.swept(n, refs)
-	n.w.deleted(refs)
-	if err := n.b.store.Store.Delete(ctx, refs); err != nil {
+	n.sweeping = sweepCall{call: n.sweeping.call + 1, listed: len(infos), age: age}
+	n.lc.Sweep(n.w.clock, n.sweeping.call, listed, n.w.clock.Add(-age), bucket, prefix)
+	n.drive()
+}
+
+// sweepCall is the node's last Sweep: its call id, and what the trace
+// says of it.
+type sweepCall struct {
+	call   uint64
+	listed int
+	age    time.Duration
+}
+
+// sweepDelete performs the Delete of a Sweep at once, without faults, as
+// the sweep's store calls always were here; the model judges it first.
+func (n *simNode) sweepDelete(d leadcore.Delete) {
+	n.w.model.swept(n, d.Refs)
+	n.w.deleted(d.Refs)
+	err := n.b.store.Store.Delete(context.Background(), d.Refs)
+	if err != nil {
 		n.w.violate(KindHarness, "b%d sweep: deleting: %v", n.b.id, err)
 	}
-	n.lc.Forget(refs, false)
-	n.drive()
+	n.lc.Deleted(n.w.clock, d.ID, err)
+}
+
+// swept traces the end of Sweep call d.
+func (n *simNode) swept(d leadcore.CallDone) {
+	n.w.tracef("b%d sweeps %d of %d objects older than %v", n.b.id, d.Deleted, n.sweeping.listed, n.sweeping.age)
 }
 
 // idleReport reports whether the follower's progress report p repeats
