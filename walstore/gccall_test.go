@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/faults"
 	"github.com/activetier/activetier/memstore"
-	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
@@ -24,9 +24,14 @@ import (
 // every delete here is a call's.
 
 // gcStore is a store whose Deletes can be made to fail once or to wait
-// for release; it counts the objects deleted.
+// for release, through the tree's fault wrapper; it counts the objects
+// whose Delete it let through.
 type gcStore struct {
 	storage.ObjectStore
+	*gcFaults
+}
+
+type gcFaults struct {
 	failOnce atomic.Bool
 	hold     atomic.Bool
 	release  chan struct{} // closed to let held Deletes go on
@@ -34,44 +39,48 @@ type gcStore struct {
 }
 
 func newGCStore(s storage.ObjectStore) *gcStore {
-	return &gcStore{ObjectStore: s, release: make(chan struct{})}
+	f := &gcFaults{release: make(chan struct{})}
+	return &gcStore{ObjectStore: faults.WrapStore(s, f), gcFaults: f}
 }
 
-func (s *gcStore) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
-	if s.failOnce.CompareAndSwap(true, false) {
-		return errInjected
+func (f *gcFaults) Inject(ctx context.Context, req faults.Request) faults.Effect {
+	if req.Op != faults.OpDelete {
+		return faults.Effect{}
 	}
-	if s.hold.Load() {
+	if f.failOnce.CompareAndSwap(true, false) {
+		return faults.Effect{Err: errInjected}
+	}
+	if f.hold.Load() {
 		select {
-		case <-s.release:
+		case <-f.release:
 		case <-ctx.Done():
-			return ctx.Err()
+			return faults.Effect{Err: ctx.Err()}
 		}
 	}
-	if err := s.ObjectStore.Delete(ctx, refs); err != nil {
-		return err
-	}
-	s.deleted.Add(int64(len(refs)))
-	return nil
+	f.deleted.Add(int64(len(req.Refs)))
+	return faults.Effect{}
 }
 
-// gcNode is a Node over store that has not started Run: run starts it,
-// and stop ends it and waits for Run to return.
+// gcNode is broker 1's Node over a gcStore, in a world of its own, that
+// has not started Run: run starts it, and stop ends it and waits for Run
+// to return.
 type gcNode struct {
 	*walstore.Node
 	local *memstore.LocalLog
 	stop  func()
 }
 
-func newGCNode(t *testing.T, w *world, store storage.ObjectStore) *gcNode {
+func newGCNode(t *testing.T) (*gcNode, *gcStore) {
 	t.Helper()
+	w := newWorld(t)
+	store := newGCStore(w.store(1))
 	local := memstore.NewLocalLog()
 	n, err := walstore.NewNode(walstore.NodeConfig{BrokerID: 1, Store: store, Log: w.meta, Local: local,
 		Logger: discard(), Interval: 10 * time.Millisecond, GCInterval: time.Hour})
 	require.NoError(t, err)
 	g := &gcNode{Node: n, local: local, stop: func() {}}
 	t.Cleanup(func() { g.stop() })
-	return g
+	return g, store
 }
 
 func (g *gcNode) run(t *testing.T) {
@@ -120,9 +129,7 @@ func listed(t *testing.T, store storage.ObjectStore) int {
 // deletes nothing.
 func TestGCCallsBeforeRunWaitForIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t)
-		store := newGCStore(w.store(1))
-		g := newGCNode(t, w, store)
+		g, store := newGCNode(t)
 		orphan(t, store, "a.wal")
 		time.Sleep(time.Hour)
 
@@ -158,9 +165,7 @@ func TestGCCallsBeforeRunWaitForIt(t *testing.T) {
 // it has returned they fail with ErrStopped and delete nothing.
 func TestGCCallsDuringAndAfterRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t)
-		store := newGCStore(w.store(1))
-		g := newGCNode(t, w, store)
+		g, store := newGCNode(t)
 		g.run(t)
 		g.garbage(t, 2)
 		objects := listed(t, store)
@@ -197,9 +202,7 @@ func TestGCCallsDuringAndAfterRun(t *testing.T) {
 // its delete when Run returns fails with ErrStopped.
 func TestGCCallContextEndsWhileItsDeleteIsInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t)
-		store := newGCStore(w.store(1))
-		g := newGCNode(t, w, store)
+		g, store := newGCNode(t)
 		g.run(t)
 		g.garbage(t, 1)
 		store.hold.Store(true)
@@ -241,9 +244,7 @@ func TestGCCallContextEndsWhileItsDeleteIsInFlight(t *testing.T) {
 // deletes them.
 func TestGCCallDeleteFailsOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t)
-		store := newGCStore(w.store(1))
-		g := newGCNode(t, w, store)
+		g, store := newGCNode(t)
 		g.run(t)
 		g.garbage(t, 1)
 
@@ -273,9 +274,7 @@ func TestGCCallDeleteFailsOnce(t *testing.T) {
 // delete everything there is to delete.
 func TestGCCallsConcurrent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t)
-		store := newGCStore(w.store(1))
-		g := newGCNode(t, w, store)
+		g, store := newGCNode(t)
 		g.run(t)
 		g.garbage(t, 3)
 		for _, key := range []string{"a.wal", "b.wal"} {
