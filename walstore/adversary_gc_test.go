@@ -131,44 +131,73 @@ func TestAdversaryGCDeleteHangsThenRunStops(t *testing.T) {
 	})
 }
 
-// Delete answering storage.ErrNotFound (which the contract says it must
-// not, for a missing object), or failing after it took effect: the call
-// fails with a *DependencyError naming ObjectStore.Delete, the objects stay
-// tracked, and the next call finishes the job without error.
-func TestAdversaryGCDeleteNotFoundOrLostAnswer(t *testing.T) {
-	for name, inj := range map[string]faults.Injector{
-		"not-found":   faults.Fail(storage.ErrNotFound),
-		"lost-answer": faults.FailAfter(storage.ErrUnavailable),
-	} {
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				w := newWorld(t)
-				var set faults.Set
-				store := faults.WrapStore(w.store(1), &set)
-				g := newGCNode(t, w, store)
-				orphan(t, store, "a.wal")
-				time.Sleep(10 * time.Minute)
-				g.run(t)
-				g.garbage(t, 1)
+// Delete failing after it took effect: the call fails with a
+// *DependencyError naming ObjectStore.Delete, the objects stay tracked,
+// and the next call finishes the job without error.
+func TestAdversaryGCDeleteLostAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		var set faults.Set
+		store := faults.WrapStore(w.store(1), &set)
+		g := newGCNode(t, w, store)
+		orphan(t, store, "a.wal")
+		time.Sleep(10 * time.Minute)
+		g.run(t)
+		g.garbage(t, 1)
 
-				remove := set.Add(faults.On(faults.IsOp(faults.OpDelete), inj))
-				_, err := g.CollectGarbage(t.Context())
-				requireDependencyError(t, err, "ObjectStore.Delete", nil)
-				var fe *faults.Error
-				require.ErrorAs(t, err, &fe, "the store's own error is kept")
-				_, err = g.Sweep(t.Context(), time.Minute)
-				requireDependencyError(t, err, "ObjectStore.Delete", nil)
-				remove()
+		remove := set.Add(faults.On(faults.IsOp(faults.OpDelete), faults.FailAfter(storage.ErrUnavailable)))
+		_, err := g.CollectGarbage(t.Context())
+		requireDependencyError(t, err, "ObjectStore.Delete", nil)
+		var fe *faults.Error
+		require.ErrorAs(t, err, &fe, "the store's own error is kept")
+		_, err = g.Sweep(t.Context(), time.Minute)
+		requireDependencyError(t, err, "ObjectStore.Delete", nil)
+		remove()
 
-				n, err := g.CollectGarbage(t.Context())
-				require.NoError(t, err)
-				assert.Equal(t, 1, n, "still tracked after the failed call")
-				_, err = g.Sweep(t.Context(), time.Minute)
-				require.NoError(t, err)
-				assert.Zero(t, listed(t, store))
-			})
-		})
-	}
+		n, err := g.CollectGarbage(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, 1, n, "still tracked after the failed call")
+		_, err = g.Sweep(t.Context(), time.Minute)
+		require.NoError(t, err)
+		assert.Zero(t, listed(t, store))
+	})
+}
+
+// Delete answering storage.ErrNotFound, which the contract says a missing
+// object is not: a missing object is gone, which is what the delete was
+// for, so the call succeeds; and a batch so answered is deleted again one
+// object at a time, so that the objects that were there still go.
+func TestAdversaryGCDeleteNotFound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		var set faults.Set
+		store := faults.WrapStore(w.store(1), &set)
+		g := newGCNode(t, w, store)
+		g.run(t)
+		g.garbage(t, 3)
+		require.Equal(t, 3, listed(t, store))
+
+		// Every delete answered ErrNotFound: the call ends, nothing is
+		// tracked any more, though the store kept the objects.
+		remove := set.Add(faults.On(faults.IsOp(faults.OpDelete), faults.Fail(storage.ErrNotFound)))
+		n, err := g.CollectGarbage(t.Context())
+		require.NoError(t, err, "a missing object is not an error")
+		assert.Equal(t, 3, n)
+		assert.Equal(t, 3, listed(t, store), "the store did not delete them")
+		remove()
+
+		// Sweep finds them untracked. Its batch is refused whole, each
+		// object alone goes through.
+		remove = set.Add(faults.On(func(r faults.Request) bool {
+			return r.Op == faults.OpDelete && len(r.Refs) > 1
+		}, faults.Fail(storage.ErrNotFound)))
+		defer remove()
+		time.Sleep(10 * time.Minute)
+		n, err = g.Sweep(t.Context(), time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, 3, n)
+		assert.Zero(t, listed(t, store), "the objects that were there are deleted")
+	})
 }
 
 // prefixBlindStore lists the whole bucket whatever the prefix: a store that
@@ -225,6 +254,7 @@ func TestAdversaryGCRunTwiceAndRunThatNeverRan(t *testing.T) {
 		store := w.store(1)
 		g := newGCNode(t, w, store)
 		g.run(t)
+		synctest.Wait() // the first Run has begun: the second is the one refused
 		require.ErrorIs(t, g.Run(t.Context()), walstore.ErrStopped)
 		g.garbage(t, 1)
 		n, err := g.CollectGarbage(t.Context())
