@@ -848,12 +848,19 @@ func (l *leaderEngine) snapshot() LeaderStats {
 // republishes, refreshes epoch markers and collects garbage. It returns
 // when ctx ends, after its goroutines have stopped, and releases the
 // engine's resources. Data not yet uploaded is dropped from the engine but
-// remains in the broker's log. Call it once: a second call, while the
+// remains in the broker's log. A ctx already ended stops the engine at
+// once. Call it once: a second call, while the
 // first runs or after it returned, returns at once an error wrapping
 // ErrStopped and changes nothing.
 func (l *leaderEngine) Run(ctx context.Context) error {
 	if !l.ran.CompareAndSwap(false, true) {
 		return fmt.Errorf("walstore: leader: Run called twice: %w", ErrStopped)
+	}
+	// A Run whose ctx has already ended starts nothing: the calls queued
+	// for it end with ErrStopped rather than with deletes it cannot make.
+	if ctx.Err() != nil {
+		l.stop()
+		return nil
 	}
 	l.mu.Lock()
 	l.running, l.ctx = true, ctx

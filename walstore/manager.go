@@ -498,12 +498,25 @@ func wrongLength(call string, ref metadata.ObjectRef, offset, length int64, n in
 }
 
 // Delete removes combined objects. Deleting an object that is already gone
-// is not an error, so callers may retry freely.
+// is not an error, so callers may retry freely; nor is a store's
+// ErrNotFound, which the ObjectStore contract forbids for a missing object.
 func (m *Manager) Delete(ctx context.Context, refs []metadata.ObjectRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	if err := m.cfg.Store.Delete(ctx, refs); err != nil {
+	err := m.cfg.Store.Delete(ctx, refs)
+	if errors.Is(err, storage.ErrNotFound) {
+		// The contract makes a missing object no error, and a missing
+		// object is what a delete is for. A store that says otherwise may
+		// have stopped at the first: each object is deleted again alone.
+		err = nil
+		for i := 0; len(refs) > 1 && i < len(refs) && err == nil; i++ {
+			if e := m.cfg.Store.Delete(ctx, refs[i:i+1]); !errors.Is(e, storage.ErrNotFound) {
+				err = e
+			}
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("walstore: delete %d objects: %w", len(refs), err)
 	}
 	return nil
