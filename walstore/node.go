@@ -447,7 +447,8 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 }
 
 // Run drives both engines until ctx ends, then waits for their goroutines
-// and returns nil. Call it once: a second call, while the first runs or
+// and returns nil. A ctx already ended stops them at once, and the
+// garbage collections called before Run end with ErrStopped. Call it once: a second call, while the first runs or
 // after it returned, returns at once an error wrapping ErrStopped and
 // changes nothing.
 func (n *Node) Run(ctx context.Context) error {
