@@ -67,13 +67,17 @@ func New(meta metadata.Log) *Cluster {
 	}
 }
 
-// AddBroker adds broker id in az, with its store and local log; its Node
-// starts with Start.
+// AddBroker adds broker id in az, with its store and local log, in place
+// of any broker id before it; its Node starts with Start.
 func (c *Cluster) AddBroker(id int32, az string, store storage.ObjectStore, local LocalLog) *Broker {
 	b := &Broker{C: c, ID: id, AZ: az, Store: store, Local: local}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.brokers = append(c.brokers, b)
+	if i := slices.IndexFunc(c.brokers, func(o *Broker) bool { return o.ID == id }); i >= 0 {
+		c.brokers[i] = b
+	} else {
+		c.brokers = append(c.brokers, b)
+	}
 	c.byID[id] = b
 	return b
 }
