@@ -46,8 +46,10 @@ type sim struct {
 	objects objectBackend
 	// meta is the metadata log, counting its own traffic; c.Meta is what
 	// the brokers use: meta, wrapped by cfg.wrapLog.
-	meta    *memstore.Log
-	c       *cluster.Cluster
+	meta *memstore.Log
+	c    *cluster.Cluster
+	// brokers and tps are c's, in c's order, held here for the producer's
+	// and the samplers' loops, which index them without c's lock.
 	brokers []*cluster.Broker
 	tps     []metadata.TopicPartition
 }
