@@ -96,6 +96,8 @@
 //   - metadata/kafkalog: metadata.Log on a Kafka topic through franz-go.
 //   - costmodel: prices and the arithmetic of a workload, and a planner.
 //   - cmd/activetier: the demo, bench, inspect and cost commands.
+//   - internal/cluster: the cluster of brokers and its controller that
+//     the demo runs and the test clusters build on.
 //   - internal/harness/clustertest and internal/harness/sim: the seven
 //     failure scenarios over any backend, and the seeded simulation of a
 //     whole cluster.

@@ -3,9 +3,9 @@
 // leader epoch. activetier runs no elections itself (the broker's
 // controller decides, and tells the Nodes with BecomeLeader and
 // BecomeFollower); this package is the decision such a controller makes,
-// written once, for the demo's cluster (cmd/activetier), the simulation's
-// controller (internal/harness/sim) and the example broker's
-// (examples/kafkabroker/broker).
+// written once, for the demo's cluster (internal/cluster, which
+// cmd/activetier runs), the simulation's controller (internal/harness/sim)
+// and the example broker's (examples/kafkabroker/broker).
 //
 // Like fencing and the protocol cores, it does no I/O, starts no
 // goroutines, reads no clock and draws no random numbers: Elect and
@@ -66,7 +66,7 @@
 //     that leaderships spread across brokers; a partition whose in-sync
 //     replicas are all down is left without a leader, at the next epoch,
 //     until one registers again.
-//   - The demo's cluster (cmd/activetier) keeps no in-sync set of its own:
+//   - The demo's cluster (internal/cluster) keeps no in-sync set of its own:
 //     every follower is in its Node's in-sync set until it crashes, so every
 //     live replica holds the high watermark. It elects with Longest,
 //     because its producers use acks=1 and the logs are prefixes of the

@@ -438,9 +438,9 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	if err != nil {
 		return nil, errors.Join(err, s.close())
 	}
-	compared, diffs := s.compare()
+	compared, diffs := s.c.Compare()
 	for _, b := range s.brokers {
-		b.halt()
+		_ = b.Stop() // an error it stopped with is s.close()'s
 	}
 	rep = newDemoReport(o, s, p, meter, produced, drain, fo)
 	rep.DrainTimedOut = timedOut
@@ -493,14 +493,14 @@ func waitCaughtUp(ctx context.Context, s *sim, timeout time.Duration) (time.Dura
 	start := time.Now()
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	reps := s.liveReplicas()
+	reps := s.c.LiveReplicas()
 	next := 0
 	for {
 		if err := s.failed(); err != nil {
 			return 0, false, err
 		}
 		for next < len(reps) {
-			n, err := reps[next].lacks()
+			n, err := reps[next].Lacks()
 			if err != nil {
 				return 0, false, err
 			}
@@ -582,22 +582,22 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 	if b == nil {
 		return 0, nil
 	}
-	end, err := b.local.EndOffset(tp)
+	end, err := b.Local.EndOffset(tp)
 	if err != nil {
 		return 0, err
 	}
 	size := p.batchBytes/2 + p.pick.IntN(p.batchBytes+1)
 	batch := p.gen.batch(epoch, end, now, size)
-	if err := b.local.Append(ctx, tp, []storage.Batch{batch}); err != nil {
-		return 0, fmt.Errorf("broker %d appending to %s: %w", b.id, tp, err)
+	if err := b.Local.Append(ctx, tp, []storage.Batch{batch}); err != nil {
+		return 0, fmt.Errorf("broker %d appending to %s: %w", b.ID, tp, err)
 	}
-	if err := b.node.Append(ctx, tp, batch); err != nil {
+	if err := b.Node.Append(ctx, tp, batch); err != nil {
 		if errors.Is(err, walstore.ErrStopped) || errors.Is(err, walstore.ErrNotLeader) {
 			// The leader crashed between leaderFor and here: the batch
 			// is in its log only, acks=1 data that dies with it.
 			return len(batch.Data), nil
 		}
-		return 0, fmt.Errorf("broker %d producing to %s: %w", b.id, tp, err)
+		return 0, fmt.Errorf("broker %d producing to %s: %w", b.ID, tp, err)
 	}
 	p.sample.add(batch.Data)
 	p.bytes.Add(int64(len(batch.Data)))

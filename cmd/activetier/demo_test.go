@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/internal/cluster"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/storage"
 )
@@ -203,18 +204,18 @@ func TestSimPlacement(t *testing.T) {
 		require.NoError(t, err)
 		led := make(map[int32]int)
 		for _, tp := range s.tps {
-			rs := s.replicas[tp]
+			rs := s.c.Replicas(tp)
 			require.Len(t, rs, tc.rf, "%+v %s", tc, tp)
 			azs := make(map[string]bool)
 			for _, r := range rs {
-				azs[r.az] = true
+				azs[r.AZ] = true
 			}
 			assert.Len(t, azs, tc.rf, "%+v: %s has replicas sharing an AZ", tc, tp)
-			assert.Equal(t, rs[0], s.leaders[tp].broker)
-			led[rs[0].id]++
+			assert.Equal(t, rs[0], s.lastLeader(tp))
+			led[rs[0].ID]++
 		}
 		for _, b := range s.brokers {
-			assert.InDelta(t, float64(tc.partitions)/float64(tc.brokers), led[b.id], 1, "%+v: broker %d leads %d", tc, b.id, led[b.id])
+			assert.InDelta(t, float64(tc.partitions)/float64(tc.brokers), led[b.ID], 1, "%+v: broker %d leads %d", tc, b.ID, led[b.ID])
 		}
 		require.NoError(t, s.close())
 	}
@@ -277,12 +278,12 @@ func TestDiffLogs(t *testing.T) {
 	c.Data[70] ^= 1
 	e := b
 	e.Epoch = 1
-	assert.Empty(t, diffLogs(sliceOf(a, b), sliceOf(a, b)))
-	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(a)), "1 batches, the leader has 2")
-	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(a, c)), "batch 1 (offsets")
-	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(a, c)), "different bytes")
-	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(a, e)), "has epoch 1, the leader's 0")
-	assert.Contains(t, diffLogs(sliceOf(a, b), sliceOf(b, a)), "batch 0 holds offsets")
+	assert.Empty(t, cluster.DiffLogs(sliceOf(a, b), sliceOf(a, b)))
+	assert.Contains(t, cluster.DiffLogs(sliceOf(a, b), sliceOf(a)), "1 batches, the leader has 2")
+	assert.Contains(t, cluster.DiffLogs(sliceOf(a, b), sliceOf(a, c)), "batch 1 (offsets")
+	assert.Contains(t, cluster.DiffLogs(sliceOf(a, b), sliceOf(a, c)), "different bytes")
+	assert.Contains(t, cluster.DiffLogs(sliceOf(a, b), sliceOf(a, e)), "has epoch 1, the leader's 0")
+	assert.Contains(t, cluster.DiffLogs(sliceOf(a, b), sliceOf(b, a)), "batch 0 holds offsets")
 }
 
 func sliceOf(bs ...storage.Batch) []storage.Batch { return bs }

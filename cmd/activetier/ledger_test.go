@@ -162,7 +162,7 @@ func TestSimLedgerMetadataByMessage(t *testing.T) {
 	_, _, err = waitCaughtUp(ctx, s, 10*time.Second)
 	require.NoError(t, err)
 	for _, b := range s.brokers {
-		b.halt()
+		require.NoError(t, b.Stop())
 	}
 	require.NoError(t, s.close())
 

@@ -77,7 +77,7 @@ func serveMetrics(addr string) (*metricsServer, error) {
 func (m *metricsServer) register(meter *metering.Meter, s *sim) error {
 	nodes := make([]promexport.Node, len(s.brokers))
 	for i, b := range s.brokers {
-		nodes[i] = promexport.Node{Broker: strconv.Itoa(int(b.id)), Engine: b.node}
+		nodes[i] = promexport.Node{Broker: strconv.Itoa(int(b.ID)), Engine: b.Node}
 	}
 	c, err := promexport.New(promexport.Config{Meter: meter, Nodes: nodes})
 	if err != nil {

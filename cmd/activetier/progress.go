@@ -142,14 +142,14 @@ func (p *progress) status(prev, cur progressSample) {
 func sampleSim(s *sim, pr *producer) progressSample {
 	ps := progressSample{at: time.Now(), produced: pr.bytes.Load()}
 	for _, b := range s.brokers {
-		ls := b.node.Stats().Leader
+		ls := b.Node.Stats().Leader
 		ps.inflight += ls.UploadsInFlight
 		ps.objects += ls.Objects
-		fs := b.node.Stats().Follower
+		fs := b.Node.Stats().Follower
 		ps.replicated += fs.AppliedBytes
 		ps.lag.Merge(&fs.ApplyLag)
 	}
-	_, ps.behindOffset, _ = s.behind() // a failure here shows in the run's own checks
+	_, ps.behindOffset, _ = s.c.Behind() // a failure here shows in the run's own checks
 	st := s.objects.requests()
 	ps.puts, ps.gets = st.puts, st.gets
 	return ps

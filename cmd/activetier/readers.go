@@ -275,7 +275,7 @@ func (f *readerFleet) hold() {
 	}
 	for tp, mark := range marks {
 		if l, _ := f.s.leaderFor(tp); l != nil {
-			l.node.ReportTiered(tp, mark)
+			l.Node.ReportTiered(tp, mark)
 		}
 	}
 }
@@ -347,7 +347,7 @@ func (f *readerFleet) behind() (int, error) {
 				n++
 				continue
 			}
-			end, err := l.local.EndOffset(tp)
+			end, err := l.Local.EndOffset(tp)
 			if err != nil {
 				return 0, err
 			}
@@ -448,7 +448,7 @@ func (d *demoReader) readFromLeaders(ctx context.Context) {
 		if l == nil {
 			continue
 		}
-		limit := l.node.HighWatermark(tp)
+		limit := l.Node.HighWatermark(tp)
 		if g.ResumeHint > g.Offset && !errors.Is(g, storage.ErrUnavailable) {
 			// Past ResumeHint the objects are readable; after an AZ
 			// went down the next ones are likely in it too, so read
@@ -459,7 +459,7 @@ func (d *demoReader) readFromLeaders(ctx context.Context) {
 			continue
 		}
 		next, now := g.Offset, time.Now()
-		for _, b := range l.local.Batches(tp) {
+		for _, b := range l.Local.Batches(tp) {
 			if b.LastOffset < next {
 				continue
 			}
@@ -468,7 +468,7 @@ func (d *demoReader) readFromLeaders(ctx context.Context) {
 			}
 			d.record(tp, b, now)
 			d.brokerBytes += int64(len(b.Data))
-			if l.az != d.az {
+			if l.AZ != d.az {
 				d.brokerCross += int64(len(b.Data))
 			}
 			next = b.LastOffset + 1
@@ -486,9 +486,7 @@ func (d *demoReader) readFromLeaders(ctx context.Context) {
 // leaderAZ is the AZ of tp's current leader, or of its last one while it
 // has none.
 func (s *sim) leaderAZ(tp metadata.TopicPartition) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.leaders[tp].broker.az
+	return s.lastLeader(tp).AZ
 }
 
 // readerStore counts a reader's GETs, as the backend counts them.
@@ -716,10 +714,7 @@ func (r *readersReport) consistent() *bool {
 
 // leaderLog is the digest of tp's log as its leader has it at the end.
 func (f *readerFleet) leaderLog(tp metadata.TopicPartition) []batchDigest {
-	f.s.mu.Lock()
-	l := f.s.leaders[tp].broker
-	f.s.mu.Unlock()
-	batches := l.local.Batches(tp)
+	batches := f.s.lastLeader(tp).Local.Batches(tp)
 	out := make([]batchDigest, len(batches))
 	for i, b := range batches {
 		out[i] = digestOf(b)

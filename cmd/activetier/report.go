@@ -154,7 +154,7 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produ
 	r.ProducedMBPerSec = float64(r.BytesProduced) / 1e6 / produced.Seconds()
 	var lag, upload walstore.Histogram
 	for _, b := range s.brokers {
-		ls := b.node.Stats().Leader
+		ls := b.Node.Stats().Leader
 		r.Objects += ls.Objects
 		r.ObjectsDeleted += ls.ObjectsDeleted
 		r.UploadRetries += ls.UploadRetries
@@ -163,7 +163,7 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produ
 		if fo != nil {
 			fo.RepublishedEntries += ls.Republished
 		}
-		fs := b.node.Stats().Follower
+		fs := b.Node.Stats().Follower
 		r.BytesReplicated += fs.AppliedBytes
 		r.EntriesApplied += fs.Applied
 		r.Truncations += fs.Truncations

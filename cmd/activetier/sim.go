@@ -1,20 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/activetier/activetier/election"
+	"github.com/activetier/activetier/internal/cluster"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
-	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -37,50 +34,24 @@ type simConfig struct {
 	wrapLog func(metadata.Log) metadata.Log
 }
 
-// sim is a cluster of brokers in one process: each broker has a local log
-// (memstore.LocalLog), a store of its own on the object backend, and runs a
-// walstore Leader for the partitions it leads and a walstore Follower for
-// the others. The sim also plays the controller: it owns the replica
-// assignment and decides leadership and epochs, as Kafka's controller does.
+// sim is the demo's cluster: a cluster.Cluster of brokers in one process,
+// each with a local log (memstore.LocalLog), a store of its own on the
+// object backend and a walstore Node leading some partitions and following
+// the others, and the controller cluster.Cluster plays, which owns the
+// replica assignment and decides leadership and epochs, as Kafka's
+// controller does. The sim adds the demo's placement, tuning and AZ
+// failure.
 type sim struct {
 	cfg     simConfig
 	objects objectBackend
-	// meta is the metadata log, counting its own traffic; log is what the
-	// brokers use: meta, wrapped by cfg.wrapLog.
-	meta    *memstore.Log
-	log     metadata.Log
-	brokers []*simBroker
+	// meta is the metadata log, counting its own traffic; c.Meta is what
+	// the brokers use: meta, wrapped by cfg.wrapLog.
+	meta *memstore.Log
+	c    *cluster.Cluster
+	// brokers and tps are c's, in c's order, held here for the producer's
+	// and the samplers' loops, which index them without c's lock.
+	brokers []*cluster.Broker
 	tps     []metadata.TopicPartition
-
-	mu sync.Mutex
-	// replicas is the fixed assignment; leaders the controller's current
-	// choice; offline the partitions without a leader (during failover).
-	replicas map[metadata.TopicPartition][]*simBroker
-	leaders  map[metadata.TopicPartition]leadership
-	offline  map[metadata.TopicPartition]bool
-
-	// errs receives the error of any engine that stopped by itself.
-	errs chan error
-}
-
-type leadership struct {
-	broker *simBroker
-	epoch  int32
-}
-
-// simBroker is one broker of the sim.
-type simBroker struct {
-	s     *sim
-	id    int32
-	az    string
-	store storage.ObjectStore
-	local *memstore.LocalLog
-	node  *walstore.Node
-
-	stop     context.CancelFunc
-	done     chan struct{}
-	haltOnce sync.Once
-	crashed  bool // under s.mu
 }
 
 // azNames are the demo's AZs unless --buckets names them: az1, az2, ...
@@ -104,16 +75,11 @@ func newSim(cfg simConfig, objects objectBackend) (*sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sim{
-		cfg: cfg, objects: objects, meta: meta, log: meta,
-		replicas: make(map[metadata.TopicPartition][]*simBroker),
-		leaders:  make(map[metadata.TopicPartition]leadership),
-		offline:  make(map[metadata.TopicPartition]bool),
-		errs:     make(chan error, 2*cfg.brokers),
-	}
+	var log metadata.Log = meta
 	if cfg.wrapLog != nil {
-		s.log = cfg.wrapLog(meta)
+		log = cfg.wrapLog(meta)
 	}
+	s := &sim{cfg: cfg, objects: objects, meta: meta, c: cluster.New(log), tps: tps}
 	for i := range cfg.brokers {
 		az := cfg.azs[i%len(cfg.azs)]
 		store, err := objects.store(az)
@@ -121,26 +87,25 @@ func newSim(cfg simConfig, objects objectBackend) (*sim, error) {
 			meta.Close()
 			return nil, err
 		}
-		s.brokers = append(s.brokers, &simBroker{s: s, id: int32(i + 1), az: az, store: store, local: memstore.NewLocalLog()})
+		s.brokers = append(s.brokers, s.c.AddBroker(int32(i+1), az, store, memstore.NewLocalLog()))
 	}
-	s.tps = tps
 	for p, tp := range tps {
 		leader := s.brokers[p%cfg.brokers]
-		replicas := []*simBroker{leader}
-		used := map[string]bool{leader.az: true}
+		replicas := []int32{leader.ID}
+		used := map[string]bool{leader.AZ: true}
 		for k := 1; k < cfg.brokers && len(replicas) < cfg.rf; k++ {
 			b := s.brokers[(p+k)%cfg.brokers]
-			if !used[b.az] {
-				used[b.az] = true
-				replicas = append(replicas, b)
+			if !used[b.AZ] {
+				used[b.AZ] = true
+				replicas = append(replicas, b.ID)
 			}
 		}
 		if len(replicas) < cfg.rf {
 			meta.Close()
 			return nil, fmt.Errorf("cannot place %s: %d replicas in distinct AZs wanted, %d found", tp, cfg.rf, len(replicas))
 		}
-		s.replicas[tp] = replicas
-		s.leaders[tp] = leadership{broker: leader, epoch: 0}
+		s.c.SetReplicas(tp, replicas...)
+		s.c.SetLeader(tp, leader.ID, 0)
 	}
 	return s, nil
 }
@@ -181,28 +146,22 @@ func topicPartitions(topics, partitions int) ([]metadata.TopicPartition, error) 
 	return tps, nil
 }
 
-// start runs every broker's engines and makes each partition's leader
+// start runs every broker's Node and makes each partition's leader
 // publish its first epoch, as brokers do when a topic is created.
 func (s *sim) start(ctx context.Context) error {
+	backoff := walstore.Backoff{Initial: 5 * time.Millisecond, Max: 500 * time.Millisecond}
 	for _, b := range s.brokers {
-		if err := b.start(); err != nil {
+		_, err := b.Start(walstore.NodeConfig{
+			Codec: s.cfg.codec, Interval: s.cfg.interval, ObjectBytes: s.cfg.objectBytes, Backoff: backoff,
+			Seed: s.cfg.seed + uint64(b.ID), Logger: s.cfg.logger.With("broker", b.ID),
+		})
+		if err != nil {
 			return err
 		}
 	}
 	for _, tp := range s.tps {
-		l := s.leaders[tp]
-		if err := l.broker.local.AssignEpoch(tp, l.epoch, 0); err != nil {
+		if err := s.c.StartPartition(ctx, tp); err != nil {
 			return err
-		}
-		if err := l.broker.node.BecomeLeader(ctx, tp, l.epoch, s.followerIDs(tp), -1); err != nil {
-			return fmt.Errorf("broker %d leading %s: %w", l.broker.id, tp, err)
-		}
-		for _, r := range s.replicas[tp] {
-			if r != l.broker {
-				if err := r.node.BecomeFollower(ctx, tp, l.epoch, l.broker.id); err != nil {
-					return fmt.Errorf("broker %d following %s: %w", r.id, tp, err)
-				}
-			}
 		}
 	}
 	return nil
@@ -210,102 +169,20 @@ func (s *sim) start(ctx context.Context) error {
 
 // close stops every broker still running and the metadata log, and returns
 // the errors engines stopped with.
-func (s *sim) close() error {
-	for _, b := range s.brokers {
-		b.halt()
-	}
-	errs := []error{s.log.Close()}
-	for {
-		select {
-		case err := <-s.errs:
-			errs = append(errs, err)
-		default:
-			return errors.Join(errs...)
-		}
-	}
-}
-
-func (b *simBroker) start() error {
-	s := b.s
-	backoff := walstore.Backoff{Initial: 5 * time.Millisecond, Max: 500 * time.Millisecond}
-	var err error
-	b.node, err = walstore.NewNode(walstore.NodeConfig{
-		BrokerID: b.id, Store: b.store, Log: s.log, Local: b.local,
-		Codec: s.cfg.codec, Interval: s.cfg.interval, ObjectBytes: s.cfg.objectBytes, Backoff: backoff,
-		OnProgress: b.onProgress,
-		Seed:       s.cfg.seed + uint64(b.id), Logger: s.cfg.logger.With("broker", b.id),
-	})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.stop, b.done = cancel, make(chan struct{})
-	go func() {
-		defer close(b.done)
-		if err := b.node.Run(ctx); err != nil {
-			s.errs <- fmt.Errorf("broker %d: %w", b.id, err)
-		}
-	}()
-	return nil
-}
-
-// halt stops b's engines, as a crash or a shutdown does; its log remains.
-func (b *simBroker) halt() {
-	b.haltOnce.Do(func() {
-		if b.stop != nil {
-			b.stop()
-			<-b.done
-		}
-	})
-}
+func (s *sim) close() error { return s.c.Close() }
 
 // failed returns an error an engine stopped with by itself, if any: an
 // engine returns early only when it cannot go on (its local log failed).
-func (s *sim) failed() error {
-	select {
-	case err := <-s.errs:
-		return err
-	default:
-		return nil
-	}
-}
-
-// followerIDs is the placement the leaders publish by: a partition's
-// replicas other than its current leader. A crashed replica stays in it,
-// as in Kafka's assignment: it is out of sync, not unassigned.
-func (s *sim) followerIDs(tp metadata.TopicPartition) []int32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.leaders[tp]
-	var ids []int32
-	for _, r := range s.replicas[tp] {
-		if r != l.broker {
-			ids = append(ids, r.id)
-		}
-	}
-	return ids
-}
-
-// onProgress relays a follower's progress to the partition's leader, as
-// Kafka's fetch requests carry it, so the leader's collector can delete
-// objects every follower has applied.
-func (b *simBroker) onProgress(p walstore.Progress) {
-	for _, o := range b.s.brokers {
-		if o.id == p.Leader && o.node != nil {
-			o.node.RecordProgress(p)
-		}
-	}
-}
+func (s *sim) failed() error { return s.c.Failed() }
 
 // leaderFor returns tp's leader for producing, or nil while tp is offline.
-func (s *sim) leaderFor(tp metadata.TopicPartition) (*simBroker, int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.offline[tp] {
-		return nil, 0
-	}
-	l := s.leaders[tp]
-	return l.broker, l.epoch
+func (s *sim) leaderFor(tp metadata.TopicPartition) (*cluster.Broker, int32) { return s.c.Leader(tp) }
+
+// lastLeader returns tp's leader, or while tp is offline the one that
+// crashed.
+func (s *sim) lastLeader(tp metadata.TopicPartition) *cluster.Broker {
+	l, _ := s.c.Leadership(tp)
+	return s.c.Broker(l.Broker)
 }
 
 // failover is what taking an AZ down did.
@@ -335,19 +212,19 @@ type failover struct {
 // republishJob is one new leader's duty after a failover: copy its log of
 // tp from offset from into its own AZ's bucket.
 type republishJob struct {
-	leader    *simBroker
+	leader    *cluster.Broker
 	tp        metadata.TopicPartition
 	epoch     int32
 	from, end int64
 }
 
-// waitDurable waits until b's leadership of tp is durable up to end: its
+// wait waits until j's leadership is durable up to its end: its
 // republish, which BecomeLeader started, is done.
-func (b *simBroker) waitDurable(ctx context.Context, tp metadata.TopicPartition, epoch int32, end int64) error {
-	if end <= 0 {
+func (j republishJob) wait(ctx context.Context) error {
+	if j.end <= 0 {
 		return nil
 	}
-	return b.node.WaitDurable(ctx, tp, epoch, end-1)
+	return j.leader.Node.WaitDurable(ctx, j.tp, j.epoch, j.end-1)
 }
 
 // failAZ takes az's bucket down and crashes its brokers, waits detect (the
@@ -362,25 +239,9 @@ func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, start
 	if err := s.objects.setOutage(az); err != nil {
 		return nil, nil, err
 	}
-	var crashed []*simBroker
-	var moved []metadata.TopicPartition
-	s.mu.Lock()
-	for _, b := range s.brokers {
-		if b.az == az {
-			b.crashed = true
-			crashed = append(crashed, b)
-			fo.CrashedBrokers = append(fo.CrashedBrokers, b.id)
-		}
-	}
-	for _, tp := range s.tps {
-		if s.leaders[tp].broker.crashed {
-			s.offline[tp] = true
-			moved = append(moved, tp)
-		}
-	}
-	s.mu.Unlock()
+	crashed, moved := s.c.Crash(az)
 	for _, b := range crashed {
-		b.halt()
+		fo.CrashedBrokers = append(fo.CrashedBrokers, b.ID)
 	}
 	select {
 	case <-time.After(detect):
@@ -390,17 +251,19 @@ func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, start
 
 	var jobs []republishJob
 	for _, tp := range moved {
-		job, epoch, lost, err := s.elect(ctx, tp)
+		e, err := s.c.Elect(ctx, tp)
 		if err != nil {
 			return nil, nil, err
 		}
-		fo.NewEpoch = max(fo.NewEpoch, epoch)
-		fo.RecordsLost += lost
-		if job.from >= 0 {
-			jobs = append(jobs, job)
+		s.cfg.logger.Info("activetier demo: new leader elected", "partition", tp.String(), "broker", e.Leader.ID, "epoch", e.Epoch,
+			"start_offset", e.Start, "republish_from", e.RepublishFrom, "old_leader", e.OldLeader.ID, "old_leader_end", e.OldEnd)
+		fo.NewEpoch = max(fo.NewEpoch, e.Epoch)
+		fo.RecordsLost += e.Lost()
+		if e.RepublishFrom >= 0 {
+			jobs = append(jobs, republishJob{leader: e.Leader, tp: tp, epoch: e.Epoch, from: e.RepublishFrom, end: e.Start})
 		}
 	}
-	if err := s.shrinkInSync(); err != nil {
+	if err := s.c.ShrinkInSync(); err != nil {
 		return nil, nil, err
 	}
 	fo.PartitionsMoved = len(moved)
@@ -408,7 +271,7 @@ func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, start
 
 	// Each new leader republishes its partitions one after another; the
 	// leaders work in parallel.
-	byLeader := make(map[*simBroker][]republishJob)
+	byLeader := make(map[*cluster.Broker][]republishJob)
 	for _, j := range jobs {
 		byLeader[j.leader] = append(byLeader[j.leader], j)
 	}
@@ -421,8 +284,8 @@ func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, start
 			go func() {
 				defer wg.Done()
 				for _, j := range js {
-					if err := j.leader.waitDurable(ctx, j.tp, j.epoch, j.end); err != nil {
-						errs <- fmt.Errorf("broker %d republishing %s from %d: %w", j.leader.id, j.tp, j.from, err)
+					if err := j.wait(ctx); err != nil {
+						errs <- fmt.Errorf("broker %d republishing %s from %d: %w", j.leader.ID, j.tp, j.from, err)
 						return
 					}
 				}
@@ -434,231 +297,4 @@ func (s *sim) failAZ(ctx context.Context, az string, detect time.Duration, start
 		ch <- <-errs // nil when errs is empty
 	}()
 	return fo, ch, nil
-}
-
-// shrinkInSync drops the crashed brokers from the in-sync set of every
-// partition they replicate, as Kafka's controller shrinks the ISR when a
-// broker's session expires: the high watermark (what acks=all producers
-// and direct readers wait for) then moves on without them.
-func (s *sim) shrinkInSync() error {
-	for _, tp := range s.tps {
-		s.mu.Lock()
-		l := s.leaders[tp].broker
-		var inSync []int32
-		shrunk := false
-		for _, r := range s.replicas[tp] {
-			switch {
-			case r.crashed:
-				shrunk = true
-			case r != l:
-				inSync = append(inSync, r.id)
-			}
-		}
-		s.mu.Unlock()
-		if shrunk {
-			if err := l.node.SetInSync(tp, inSync); err != nil {
-				return fmt.Errorf("broker %d shrinking the in-sync set of %s: %w", l.id, tp, err)
-			}
-		}
-	}
-	return nil
-}
-
-// elect moves tp, whose leader crashed, to a surviving replica by package
-// election's rule, preferring the longest log (all logs are prefixes of
-// the old leader's, so it has every record any survivor has; every
-// survivor is in sync, as the demo's Nodes count it). It returns the new
-// leader's republishing job, the new epoch, and how many of the old
-// leader's records the new leader does not have.
-func (s *sim) elect(ctx context.Context, tp metadata.TopicPartition) (job republishJob, epoch int32, lost int64, err error) {
-	s.mu.Lock()
-	old, replicas := s.leaders[tp], s.replicas[tp]
-	part := election.Partition{Leader: old.broker.id, Epoch: old.epoch}
-	for _, r := range replicas {
-		part.Replicas = append(part.Replicas, election.Replica{ID: r.id, Live: !r.crashed, InSync: true})
-	}
-	s.mu.Unlock()
-	var survivors []*simBroker
-	for i, r := range replicas {
-		if part.Replicas[i].Live {
-			survivors = append(survivors, r)
-			if part.Replicas[i].End, err = r.local.EndOffset(tp); err != nil {
-				return republishJob{}, 0, 0, err
-			}
-		}
-	}
-	if len(survivors) == 0 {
-		return republishJob{}, 0, 0, fmt.Errorf("%s: every replica is in the failed AZ", tp)
-	}
-	d, err := election.Elect(part, election.Options{Longest: true})
-	if err != nil {
-		return republishJob{}, 0, 0, fmt.Errorf("%s: %w", tp, err)
-	}
-	best := replicas[slices.IndexFunc(replicas, func(r *simBroker) bool { return r.id == d.Leader })]
-	epoch = d.Epoch
-
-	// The new leader's follower side stops before its log is read: the end
-	// offset read next is where the new epoch starts.
-	if err := best.node.StopReplica(ctx, tp); err != nil {
-		return republishJob{}, 0, 0, err
-	}
-	end, err := best.local.EndOffset(tp)
-	if err != nil {
-		return republishJob{}, 0, 0, err
-	}
-	// Followers may lack anything from their own log end: the objects
-	// that held it are in the bucket that went down.
-	job = republishJob{leader: best, tp: tp, epoch: epoch, from: -1, end: end}
-	var followers []int32
-	for _, r := range s.replicas[tp] {
-		if r == best {
-			continue
-		}
-		followers = append(followers, r.id)
-		if r.crashed {
-			continue
-		}
-		fend, err := r.local.EndOffset(tp)
-		if err != nil {
-			return republishJob{}, 0, 0, err
-		}
-		if fend < end && (job.from < 0 || fend < job.from) {
-			job.from = fend
-		}
-	}
-	if err := best.local.AssignEpoch(tp, epoch, end); err != nil {
-		return republishJob{}, 0, 0, err
-	}
-	s.mu.Lock()
-	s.leaders[tp] = leadership{broker: best, epoch: epoch}
-	s.mu.Unlock()
-	if err := best.node.BecomeLeader(ctx, tp, epoch, followers, job.from); err != nil {
-		return republishJob{}, 0, 0, fmt.Errorf("broker %d leading %s at epoch %d: %w", best.id, tp, epoch, err)
-	}
-	for _, r := range survivors {
-		if r != best {
-			if err := r.node.BecomeFollower(ctx, tp, epoch, best.id); err != nil {
-				return republishJob{}, 0, 0, err
-			}
-		}
-	}
-	s.mu.Lock()
-	delete(s.offline, tp)
-	s.mu.Unlock()
-
-	oldEnd, err := old.broker.local.EndOffset(tp)
-	if err != nil {
-		return republishJob{}, 0, 0, err
-	}
-	s.cfg.logger.Info("activetier demo: new leader elected", "partition", tp.String(), "broker", best.id, "epoch", epoch,
-		"start_offset", end, "republish_from", job.from, "old_leader", old.broker.id, "old_leader_end", oldEnd)
-	return job, epoch, max(0, oldEnd-end), nil
-}
-
-// replica is one follower's copy of a partition, for the final comparison.
-type replica struct {
-	tp       metadata.TopicPartition
-	leader   *simBroker
-	follower *simBroker
-}
-
-// liveReplicas lists every (partition, follower) pair whose follower has
-// not crashed.
-func (s *sim) liveReplicas() []replica {
-	out := make([]replica, 0, 2*len(s.tps))
-	_ = s.eachLiveReplica(func(r replica) error {
-		out = append(out, r)
-		return nil
-	})
-	return out
-}
-
-// eachLiveReplica calls fn for each pair liveReplicas lists, without
-// building the list, and stops at fn's first error: the progress line
-// samples it every second, and at 100,000 partitions a list a sample was
-// a third of everything the demo allocated, and its garbage collections
-// showed in the lag.
-func (s *sim) eachLiveReplica(fn func(replica) error) error {
-	var buf [8]replica
-	for _, tp := range s.tps {
-		s.mu.Lock()
-		l := s.leaders[tp].broker
-		reps := buf[:0]
-		for _, r := range s.replicas[tp] {
-			if r != l && !r.crashed {
-				reps = append(reps, replica{tp: tp, leader: l, follower: r})
-			}
-		}
-		s.mu.Unlock()
-		for _, r := range reps {
-			if err := fn(r); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// behind returns how many live replicas have not reached their leader's
-// log end offset, and the offsets they lack in total.
-func (s *sim) behind() (replicas int, offsets int64, err error) {
-	err = s.eachLiveReplica(func(r replica) error {
-		n, err := r.lacks()
-		if err != nil {
-			return err
-		}
-		if n != 0 {
-			replicas++
-			offsets += max(0, n)
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	return replicas, offsets, nil
-}
-
-// lacks returns how many offsets r's follower lacks of its leader's log;
-// negative if it has more.
-func (r replica) lacks() (int64, error) {
-	le, err := r.leader.local.EndOffset(r.tp)
-	if err != nil {
-		return 0, err
-	}
-	fe, err := r.follower.local.EndOffset(r.tp)
-	if err != nil {
-		return 0, err
-	}
-	return le - fe, nil
-}
-
-// compare checks every live follower's log against its leader's, batch by
-// batch and byte for byte, and describes the first differences.
-func (s *sim) compare() (compared int, diffs []string) {
-	for _, r := range s.liveReplicas() {
-		compared++
-		if d := diffLogs(r.leader.local.Batches(r.tp), r.follower.local.Batches(r.tp)); d != "" {
-			diffs = append(diffs, fmt.Sprintf("%s: broker %d differs from leader %d: %s", r.tp, r.follower.id, r.leader.id, d))
-		}
-	}
-	return compared, diffs
-}
-
-func diffLogs(want, got []storage.Batch) string {
-	for i := range min(len(want), len(got)) {
-		w, g := want[i], got[i]
-		switch {
-		case w.FirstOffset != g.FirstOffset || w.LastOffset != g.LastOffset:
-			return fmt.Sprintf("batch %d holds offsets %d-%d, the leader's %d-%d", i, g.FirstOffset, g.LastOffset, w.FirstOffset, w.LastOffset)
-		case w.Epoch != g.Epoch:
-			return fmt.Sprintf("batch %d (offsets %d-%d) has epoch %d, the leader's %d", i, g.FirstOffset, g.LastOffset, g.Epoch, w.Epoch)
-		case !bytes.Equal(w.Data, g.Data):
-			return fmt.Sprintf("batch %d (offsets %d-%d) has different bytes", i, g.FirstOffset, g.LastOffset)
-		}
-	}
-	if len(want) != len(got) {
-		return fmt.Sprintf("%d batches, the leader has %d", len(got), len(want))
-	}
-	return ""
 }

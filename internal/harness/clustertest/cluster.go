@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/faults"
+	"github.com/activetier/activetier/internal/cluster"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -22,18 +24,18 @@ import (
 // TP is the partition most scenarios replicate.
 var TP = metadata.TopicPartition{Topic: "orders", Partition: 0}
 
-// Cluster is a test cluster: brokers, placement, the controller's choice
-// of leaders, and the shared backend. Its methods fail the test on error.
+// Cluster is a test cluster: a cluster.Cluster (brokers, placement, the
+// controller's choice of leaders) on a shared backend, whose brokers'
+// stores go through faults the test sets. Its methods fail the test on
+// error.
 type Cluster struct {
+	*cluster.Cluster
 	T       *testing.T
 	Objects Objects
-	Meta    metadata.Log
 
-	mu       sync.Mutex
-	replicas map[metadata.TopicPartition][]int32
-	leaders  map[metadata.TopicPartition]leadership
-	brokers  map[int32]*Broker
-	gets     map[string]int64
+	mu      sync.Mutex
+	brokers map[int32]*Broker
+	gets    map[string]int64
 
 	// faults decides the fate of every request of every broker's store.
 	faults faults.Set
@@ -49,14 +51,16 @@ type leadership struct {
 func New(t *testing.T, b Backend, metaPartitions int32) *Cluster {
 	t.Helper()
 	c := &Cluster{
-		T: t, Objects: b.Objects(t), Meta: b.Log(t, metaPartitions),
-		replicas: make(map[metadata.TopicPartition][]int32),
-		leaders:  make(map[metadata.TopicPartition]leadership),
-		brokers:  make(map[int32]*Broker),
-		gets:     make(map[string]int64),
+		Cluster: cluster.New(b.Log(t, metaPartitions)),
+		T:       t, Objects: b.Objects(t),
+		brokers: make(map[int32]*Broker),
+		gets:    make(map[string]int64),
 	}
 	t.Cleanup(func() {
-		for _, b := range c.brokers {
+		c.mu.Lock()
+		brokers := maps.Clone(c.brokers)
+		c.mu.Unlock()
+		for _, b := range brokers {
 			b.Stop()
 		}
 		c.Meta.Close()
@@ -84,69 +88,30 @@ func (c *Cluster) Gets(bucket string) int64 {
 func (c *Cluster) AddBroker(id int32, az string) *Broker {
 	store, err := c.Objects.Store(az)
 	require.NoError(c.T, err)
-	b := &Broker{C: c, ID: id, AZ: az, Store: c.brokerStore(store), Local: NewRecordingLog(), following: make(map[metadata.TopicPartition]leadership)}
+	local := NewRecordingLog()
+	b := &Broker{Broker: c.Cluster.AddBroker(id, az, c.brokerStore(store), local), C: c, Local: local,
+		following: make(map[metadata.TopicPartition]leadership)}
 	c.mu.Lock()
 	c.brokers[id] = b
 	c.mu.Unlock()
 	return b
 }
 
-// SetReplicas sets tp's replica set.
-func (c *Cluster) SetReplicas(tp metadata.TopicPartition, ids ...int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.replicas[tp] = ids
-}
-
-// SetLeader records the controller's choice of leader and epoch for tp.
-func (c *Cluster) SetLeader(tp metadata.TopicPartition, id, epoch int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.leaders[tp] = leadership{id, epoch}
-}
-
-// Followers is the placement: tp's replicas other than its current leader.
-func (c *Cluster) Followers(tp metadata.TopicPartition) []int32 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []int32
-	for _, id := range c.replicas[tp] {
-		if l, ok := c.leaders[tp]; !ok || l.broker != id {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// node returns the Node of broker id, if it runs.
-func (c *Cluster) node(id int32) *walstore.Node {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if b := c.brokers[id]; b != nil {
-		return b.Node
-	}
-	return nil
-}
-
-// Broker is one broker of a Cluster.
+// Broker is one broker of a Cluster: a cluster.Broker whose local log
+// records every append, and which remembers what it follows.
 type Broker struct {
+	*cluster.Broker
 	C     *Cluster
-	ID    int32
-	AZ    string
-	Store storage.ObjectStore
 	Local *RecordingLog
-	Node  *walstore.Node
 	// following is what the broker follows, at which epoch and leader; a
 	// zombie leader is simply a broker nobody told.
 	following map[metadata.TopicPartition]leadership
-	stop      func()
 }
 
 // Start starts b's Node with cfg's tuning (its wiring is filled in; a 5ms
 // interval and fast retries are the defaults), relaying its followers'
 // progress to the leaders' Nodes as a broker's fetch path would.
 func (b *Broker) Start(cfg walstore.NodeConfig) *walstore.Node {
-	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local = b.ID, b.Store, b.C.Meta, b.Local
 	if cfg.Interval == 0 {
 		cfg.Interval = 5 * time.Millisecond
 	}
@@ -155,29 +120,14 @@ func (b *Broker) Start(cfg walstore.NodeConfig) *walstore.Node {
 		cfg.Backoff = fast
 	}
 	cfg.Seed = uint64(b.ID)
-	cfg.OnProgress = func(p walstore.Progress) {
-		if n := b.C.node(p.Leader); n != nil {
-			n.RecordProgress(p)
-		}
-	}
-	n, err := walstore.NewNode(cfg)
+	n, err := b.Broker.Start(cfg)
 	require.NoError(b.C.T, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	b.C.mu.Lock()
-	b.Node = n
-	b.C.mu.Unlock()
-	b.stop = func() {
-		cancel()
-		require.NoError(b.C.T, <-done)
-	}
 	return n
 }
 
 // StartLeader starts b's Node with cfg's tuning, if it is not running.
 func (b *Broker) StartLeader(cfg walstore.NodeConfig) *walstore.Node {
-	if b.Node == nil {
+	if !b.Running() {
 		b.Start(cfg)
 	}
 	return b.Node
@@ -191,13 +141,11 @@ func (b *Broker) StartFollower(tp metadata.TopicPartition) *walstore.Node {
 
 // StartFollowerConfig is StartFollower with cfg's tuning.
 func (b *Broker) StartFollowerConfig(tp metadata.TopicPartition, cfg walstore.NodeConfig) *walstore.Node {
-	if b.Node == nil {
+	if !b.Running() {
 		b.Start(cfg)
 	}
-	b.C.mu.Lock()
-	l := b.C.leaders[tp]
-	b.C.mu.Unlock()
-	b.Follow(tp, l.epoch, l.broker)
+	l, _ := b.C.Leadership(tp)
+	b.Follow(tp, l.Epoch, l.Broker)
 	return b.Node
 }
 
@@ -209,15 +157,11 @@ func (b *Broker) Follow(tp metadata.TopicPartition, epoch, leader int32) {
 	b.C.mu.Unlock()
 }
 
-// Stop stops b's Node, as a crash would; its local log survives.
+// Stop stops b's Node, as a crash would; its local log survives, and
+// b.Node stays the stopped Node until b starts again.
 func (b *Broker) Stop() {
-	if b.stop == nil {
-		return
-	}
-	b.stop()
-	b.stop = nil
+	require.NoError(b.C.T, b.Broker.Stop())
 	b.C.mu.Lock()
-	b.Node = nil
 	clear(b.following)
 	b.C.mu.Unlock()
 }
@@ -236,14 +180,16 @@ func (b *Broker) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 	delete(b.following, tp)
 	var told []*Broker
 	for _, o := range b.C.brokers {
-		if _, ok := o.following[tp]; ok && o != b && o.Node != nil {
+		if _, ok := o.following[tp]; ok && o != b {
 			told = append(told, o)
 		}
 	}
 	b.C.mu.Unlock()
 	require.NoError(t, b.Node.BecomeLeader(ctx, tp, epoch, b.C.Followers(tp), republishFrom))
 	for _, o := range told {
-		o.Follow(tp, epoch, b.ID)
+		if o.Running() {
+			o.Follow(tp, epoch, b.ID)
+		}
 	}
 }
 
@@ -303,18 +249,7 @@ func RequireConverges(t *testing.T, follower, leader *Broker, tp metadata.TopicP
 }
 
 // SameBatches reports whether two logs are equal byte for byte.
-func SameBatches(a, b []storage.Batch) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].Epoch != b[i].Epoch || a[i].FirstOffset != b[i].FirstOffset ||
-			a[i].LastOffset != b[i].LastOffset || !bytes.Equal(a[i].Data, b[i].Data) {
-			return false
-		}
-	}
-	return true
-}
+func SameBatches(a, b []storage.Batch) bool { return cluster.SameBatches(a, b) }
 
 // RequireSameLog fails the test at the first batch where got differs from
 // want.

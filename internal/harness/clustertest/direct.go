@@ -16,10 +16,8 @@ import (
 // direct reader in another AZ reads them (through the cluster's faults
 // and GET counts).
 func (c *Cluster) Stores() map[string]storage.ObjectStore {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	out := make(map[string]storage.ObjectStore)
-	for _, b := range c.brokers {
+	for _, b := range c.Cluster.Brokers() {
 		// By the AZ the store names in its objects' references, which
 		// a backend may spell otherwise than the broker's AZ (S3
 		// Express's AZ IDs).

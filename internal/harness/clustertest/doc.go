@@ -1,9 +1,14 @@
 // Package clustertest runs a small replicated cluster in one process for
-// tests: brokers in AZs az1..az3, each with a bucket, a local log, and a
-// walstore.Node started on demand, all sharing one metadata
-// log. The backend (object storage and metadata log) is pluggable, so the
-// same scenarios run over memstore, over a real S3 server through
-// s3express, and over Kafka through metadata/kafkalog.
+// tests: brokers in AZs az1..az3, each with a bucket, a local log that
+// records every append, and a walstore.Node started on demand, all sharing
+// one metadata log. The cluster itself (brokers, their Nodes, the
+// controller's placement and leaders, log comparison) is internal/cluster,
+// the one the demo runs; this package adds what tests need on top: a
+// pluggable backend (object storage and metadata log), so the same
+// scenarios run over memstore, over a real S3 server through s3express,
+// and over Kafka through metadata/kafkalog; faults and GET counts on every
+// broker's store; zombie leaders (a broker nobody told); and helpers that
+// fail the test instead of returning errors.
 //
 // It also holds the seven failure scenarios of docs/design.md ("Failure
 // scenarios"), the ones the public KIP-1176 discussion raised, as functions
