@@ -47,7 +47,7 @@ func TestAdversaryGCCallsRaceTransitionsAndStop(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					w := newWorld(t)
 					store := faults.WrapStore(w.store(1), faults.Delay(3*time.Millisecond))
-					g := newGCNode(t, w, store)
+					g := newGCNodeOn(t, w, store)
 					g.run(t)
 					g.garbage(t, 2)
 					orphan(t, store, "a.wal")
@@ -106,7 +106,7 @@ func TestAdversaryGCDeleteHangsThenRunStops(t *testing.T) {
 		w := newWorld(t)
 		var hang faults.Set
 		store := faults.WrapStore(w.store(1), &hang)
-		g := newGCNode(t, w, store)
+		g := newGCNodeOn(t, w, store)
 		orphan(t, store, "a.wal")
 		time.Sleep(10 * time.Minute) // less than GCInterval: every delete is a call's
 		g.run(t)
@@ -139,7 +139,7 @@ func TestAdversaryGCDeleteLostAnswer(t *testing.T) {
 		w := newWorld(t)
 		var set faults.Set
 		store := faults.WrapStore(w.store(1), &set)
-		g := newGCNode(t, w, store)
+		g := newGCNodeOn(t, w, store)
 		orphan(t, store, "a.wal")
 		time.Sleep(10 * time.Minute)
 		g.run(t)
@@ -172,7 +172,7 @@ func TestAdversaryGCDeleteNotFound(t *testing.T) {
 		w := newWorld(t)
 		var set faults.Set
 		store := faults.WrapStore(w.store(1), &set)
-		g := newGCNode(t, w, store)
+		g := newGCNodeOn(t, w, store)
 		g.run(t)
 		g.garbage(t, 3)
 		require.Equal(t, 3, listed(t, store))
@@ -218,7 +218,7 @@ func TestAdversaryGCSweepListMisbehaves(t *testing.T) {
 		var set faults.Set
 		inner := faults.WrapStore(w.store(1), &set)
 		store := prefixBlindStore{inner}
-		g := newGCNode(t, w, store)
+		g := newGCNodeOn(t, w, store)
 		orphan(t, store, "a.wal")
 		_, err := store.Put(t.Context(), "2/theirs.wal", []byte("another broker's"))
 		require.NoError(t, err)
@@ -252,7 +252,7 @@ func TestAdversaryGCRunTwiceAndRunThatNeverRan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
 		store := w.store(1)
-		g := newGCNode(t, w, store)
+		g := newGCNodeOn(t, w, store)
 		g.run(t)
 		synctest.Wait() // the first Run has begun: the second is the one refused
 		require.ErrorIs(t, g.Run(t.Context()), walstore.ErrStopped)
@@ -268,7 +268,7 @@ func TestAdversaryGCRunTwiceAndRunThatNeverRan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
 		store := w.store(1)
-		g := newGCNode(t, w, store)
+		g := newGCNodeOn(t, w, store)
 		orphan(t, store, "a.wal")
 		time.Sleep(time.Hour)
 		collected, swept := make(chan error, 1), make(chan error, 1)
@@ -296,7 +296,7 @@ func TestAdversaryGCSparesWhatAFollowerStillNeeds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld(t)
 		store := w.store(1)
-		g := newGCNode(t, w, store)
+		g := newGCNodeOn(t, w, store)
 		g.run(t)
 		require.NoError(t, g.local.AssignEpoch(tpA, 1, 0))
 		require.NoError(t, g.BecomeLeader(t.Context(), tpA, 1, []int32{2}, -1))

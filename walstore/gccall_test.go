@@ -70,17 +70,26 @@ type gcNode struct {
 	stop  func()
 }
 
+// newGCNode builds broker 1's node over a store whose Deletes the test
+// fails and holds through gcFaults.
 func newGCNode(t *testing.T) (*gcNode, *gcStore) {
 	t.Helper()
 	w := newWorld(t)
 	store := newGCStore(w.store(1))
+	return newGCNodeOn(t, w, store), store
+}
+
+// newGCNodeOn builds broker 1's node over store, collecting garbage only
+// when called (GCInterval is an hour).
+func newGCNodeOn(t *testing.T, w *world, store storage.ObjectStore) *gcNode {
+	t.Helper()
 	local := memstore.NewLocalLog()
 	n, err := walstore.NewNode(walstore.NodeConfig{BrokerID: 1, Store: store, Log: w.meta, Local: local,
 		Logger: discard(), Interval: 10 * time.Millisecond, GCInterval: time.Hour})
 	require.NoError(t, err)
 	g := &gcNode{Node: n, local: local, stop: func() {}}
 	t.Cleanup(func() { g.stop() })
-	return g, store
+	return g
 }
 
 func (g *gcNode) run(t *testing.T) {
