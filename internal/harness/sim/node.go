@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,13 +16,10 @@ import (
 	"github.com/activetier/activetier/walstore"
 )
 
-// The engines' settings the simulation leaves at walstore's defaults.
+// The drivers' timeouts the simulation leaves at walstore's defaults.
 const (
 	requestTimeout = 10 * time.Second // NodeConfig.RequestTimeout
 	fetchTimeout   = 30 * time.Second // NodeConfig.FetchTimeout
-	hedgeAfter     = time.Second      // NodeConfig.HedgeAfter
-	maxHeld        = 100_000          // NodeConfig.MaxHeld
-	reportInterval = time.Second      // NodeConfig.ProgressInterval
 )
 
 // simNode is one incarnation of a broker's engines: a leadcore.Core and a
@@ -111,16 +107,16 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 	w := b.w
 	seed := w.cfg.Seed ^ uint64(b.id)<<40 ^ uint64(inc)<<48
 	name := b.name("node#" + strconv.Itoa(inc))
-	lp := w.p.leader
-	lc, err := leadcore.New(leadcore.Config{
-		BrokerID: b.id, MetadataPartitions: w.meta.Partitions(), Codec: lp.Codec,
-		Interval: lp.Interval, ObjectBytes: lp.ObjectBytes, MaxPartitions: lp.MaxPartitions,
-		BufferBytes: lp.BufferBytes, MaxInflight: lp.MaxInflight, DegradedAfter: lp.DegradedAfter,
-		MarkerRefresh: lp.MarkerRefresh, GCInterval: lp.GCInterval,
-		BackoffInitial: lp.Backoff.Initial, BackoffMax: lp.Backoff.Max, Seed: seed ^ 0x1eade7,
-		Hedge: w.p.putHedge, Logger: w.logger(name).With("engine", "leader"), SweepUnpublished: w.cfg.Weaken.Sweep,
-		SkipCatchUp: w.cfg.Weaken.CatchUp,
-	})
+	// The leader core runs with the drawn leader settings, the follower
+	// core with the drawn follower ones, each completed as a Node
+	// completes its config (walstore.CoreConfigs).
+	lcfg, _, err := walstore.CoreConfigs(b.nodeConfig(w.p.leader, seed, name))
+	if err != nil {
+		return nil, err
+	}
+	lcfg.Hedge = w.p.putHedge
+	lcfg.SweepUnpublished, lcfg.SkipCatchUp = w.cfg.Weaken.Sweep, w.cfg.Weaken.CatchUp
+	lc, err := leadcore.New(lcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -134,12 +130,13 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 		opRefs: make(map[uint64][]metadata.ObjectRef), lastReport: make(map[metadata.TopicPartition]progressKey)}
 	if inst != nil {
 		fp := w.p.follower
-		n.fc, err = followcore.New(followcore.Config{
-			BrokerID: b.id, Readahead: fp.Readahead, MaxHeld: maxHeld, FetchConcurrency: fp.FetchConcurrency,
-			HedgeAfter: hedgeAfter, BackoffInitial: fp.Backoff.Initial, BackoffMax: fp.Backoff.Max,
-			CoalesceGap: cmp.Or(fp.CoalesceGap, walstore.DefaultCoalesceGap), Hedge: w.p.getHedge,
-			ReportInterval: reportInterval, Seed: seed ^ 0xf0110e, Logger: w.logger(name).With("engine", "follower"),
-		})
+		var fcfg followcore.Config
+		_, fcfg, err = walstore.CoreConfigs(b.nodeConfig(fp, seed, name))
+		if err == nil {
+			// The seed the recorded runs replay with.
+			fcfg.Hedge, fcfg.Seed = w.p.getHedge, seed^0xf0110e
+			n.fc, err = followcore.New(fcfg)
+		}
 		if err == nil {
 			n.mgr, err = newFetcher(b)
 		}
@@ -156,6 +153,15 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 	lc.Start(w.clock)
 	n.drive()
 	return n, nil
+}
+
+// nodeConfig is the config of a Node of b with the drawn settings
+// tuning, for walstore.CoreConfigs.
+func (b *broker) nodeConfig(tuning walstore.NodeConfig, seed uint64, name string) walstore.NodeConfig {
+	cfg := tuning
+	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local = b.id, b.store, b.w.meta, b.log
+	cfg.Seed, cfg.Logger = seed, b.w.logger(name)
+	return cfg
 }
 
 // newFetcher returns the Manager that reads and verifies sections for b's
