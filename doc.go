@@ -83,6 +83,9 @@
 //     hands out work through a Ready, acknowledged with Advance, as
 //     etcd-io/raft's RawNode); walstore's Leader and Follower and
 //     directread's Reader are their drivers.
+//   - internal/rolecore: a Node's role transitions as rules over its two
+//     cores (validate, prepare, change only once nothing can fail), which
+//     walstore's Node and the simulation both drive.
 //   - memstore: in-memory ObjectStore, metadata.Log and LocalLog, with
 //     latency profiles, fault injection and request accounting: the default
 //     for tests, examples and the demo.

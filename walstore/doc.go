@@ -38,6 +38,9 @@
 // its own partition only (see storage.LocalLog). The
 // step that cannot be undone, resigning, comes last, when nothing that can
 // fail or wait is left.
+// The order of those steps is internal/rolecore's rules, which the
+// simulation drives too; the Node supplies its engines, locks and
+// contexts to them.
 //
 // Between them the broker appends produced batches (Append, WaitDurable,
 // WaitReplicated, DurableOffset), delivers its followers' progress to the

@@ -124,7 +124,7 @@ type fetchDone struct {
 // which NewNode has validated. Nothing runs until Run.
 func newFollowerEngine(cfg *NodeConfig, onHealth func(Health)) (*followerEngine, error) {
 	logger := cfg.Logger.With("engine", "follower")
-	seed := cfg.Seed ^ 0xf0110e
+	seed := cfg.followerSeed()
 	mgr, err := NewManager(ManagerConfig{
 		Store: cfg.Store, BrokerID: cfg.BrokerID, FetchConcurrency: cfg.FetchConcurrency,
 		CoalesceGap: cfg.CoalesceGap, Seed: seed, Clock: cfg.Clock, Logger: logger,
@@ -132,15 +132,10 @@ func newFollowerEngine(cfg *NodeConfig, onHealth func(Health)) (*followerEngine,
 	if err != nil {
 		return nil, err
 	}
-	hp, _ := cfg.FetchHedge.policy("FetchHedge") // checked by NewNode
-	core, err := followcore.New(followcore.Config{
-		BrokerID: cfg.BrokerID, Readahead: cfg.Readahead, MaxHeld: cfg.MaxHeld,
-		FetchConcurrency: cfg.FetchConcurrency, HedgeAfter: cfg.HedgeAfter,
-		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max,
-		CoalesceGap: cmp.Or(cfg.CoalesceGap, DefaultCoalesceGap), Hedge: hp, ReportInterval: cfg.ProgressInterval,
-		Seed: seed ^ 0xf0110e, Logger: logger,
-		Violation: contractViolation,
-	})
+	_, fc := cfg.coreConfigs()
+	fc.Logger = logger
+	fc.Violation = contractViolation
+	core, err := followcore.New(fc)
 	if err != nil {
 		return nil, fmt.Errorf("walstore: %w", err)
 	}

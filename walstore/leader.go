@@ -203,20 +203,14 @@ func newLeaderEngine(cfg *NodeConfig, onHealth func(Health)) (*leaderEngine, err
 	// Cut objects wait for upload within BufferBytes; as many bytes of
 	// free buffers serve the next cuts.
 	objects := bufpool.New(cfg.BufferBytes)
-	hp, _ := cfg.UploadHedge.policy("UploadHedge") // checked by NewNode
-	core, err := leadcore.New(leadcore.Config{
-		BrokerID: cfg.BrokerID, MetadataPartitions: cfg.Log.Partitions(), Codec: cfg.Codec,
-		Interval: cfg.Interval, ObjectBytes: cfg.ObjectBytes, MaxPartitions: cfg.MaxPartitions,
-		BufferBytes: cfg.BufferBytes, MaxInflight: cfg.MaxInflight, DegradedAfter: cfg.DegradedAfter,
-		MarkerRefresh: cfg.MarkerRefresh, GCInterval: cfg.GCInterval, RetainFor: cfg.RetainFor,
-		BackoffInitial: cfg.Backoff.Initial, BackoffMax: cfg.Backoff.Max, Seed: cfg.Seed ^ 0x1eade7, Hedge: hp,
-		Logger:    logger,
-		Violation: contractViolation,
-		NoAnswer: func(what string, d time.Duration) error {
-			return fmt.Errorf("walstore: %s: %w", what, &DependencyError{Dependency: dependencyOf(what), Err: &noAnswerError{d: d}})
-		},
-		ObjectBuffer: objects.Get,
-	})
+	lc, _ := cfg.coreConfigs()
+	lc.Logger = logger
+	lc.Violation = contractViolation
+	lc.NoAnswer = func(what string, d time.Duration) error {
+		return fmt.Errorf("walstore: %s: %w", what, &DependencyError{Dependency: dependencyOf(what), Err: &noAnswerError{d: d}})
+	}
+	lc.ObjectBuffer = objects.Get
+	core, err := leadcore.New(lc)
 	if err != nil {
 		mgr.Close()
 		return nil, fmt.Errorf("walstore: leader: %w", err)

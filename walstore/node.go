@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/internal/followcore"
+	"github.com/activetier/activetier/internal/rolecore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )
@@ -331,7 +332,10 @@ type Node struct {
 	locals *localCalls
 
 	rolesMu sync.Mutex
-	roles   map[metadata.TopicPartition]RoleState // the roles in effect; NoRole is absent
+	roles   rolecore.Roles // the roles in effect
+	// rules are the transitions' rules, which the Node drives on its
+	// engines (nodeCores).
+	rules rolecore.Rules
 
 	reportMu sync.Mutex // serializes OnHealth calls
 	reported Health     // the health last given to OnHealth
@@ -340,54 +344,33 @@ type Node struct {
 	ran atomic.Bool
 }
 
-// Role is what a Node does for a partition.
-type Role int
+// Role is what a Node does for a partition: NoRole, Leading or
+// Following. It is the type of internal/rolecore, where the transitions'
+// rules are defined once for the Node and the simulation that checks it,
+// under walstore's name.
+type Role = rolecore.Role
 
+// The roles.
 const (
 	// NoRole: the Node neither leads nor follows the partition.
-	NoRole Role = iota
+	NoRole = rolecore.NoRole
 	// Leading: the Node leads the partition.
-	Leading
+	Leading = rolecore.Leading
 	// Following: the Node follows the partition.
-	Following
+	Following = rolecore.Following
 )
 
-// String returns "none", "leading" or "following".
-func (r Role) String() string {
-	switch r {
-	case Leading:
-		return "leading"
-	case Following:
-		return "following"
-	}
-	return "none"
-}
-
 // RoleState is a partition's role at a Node, as the last transition that
-// took effect left it.
-type RoleState struct {
-	Role Role
-	// Epoch is the leader epoch the role is at; -1 for NoRole.
-	Epoch int32
-	// Leader is the partition's leader broker as the role knows it: this
-	// broker while leading; -1 for NoRole.
-	Leader int32
-}
-
-// String says the role in a few words, as TransitionError's message does.
-func (s RoleState) String() string {
-	switch s.Role {
-	case Leading:
-		return fmt.Sprintf("leading at epoch %d", s.Epoch)
-	case Following:
-		return fmt.Sprintf("following broker %d at epoch %d", s.Leader, s.Epoch)
-	}
-	return "neither leading nor following"
-}
+// took effect left it: its Role, the leader Epoch it is at (-1 for
+// NoRole) and the Leader broker as the role knows it (this broker while
+// leading; -1 for NoRole). It is internal/rolecore's, under walstore's
+// name; its String says the role in a few words, as TransitionError's
+// message does.
+type RoleState = rolecore.RoleState
 
 // noRole is the RoleState of a partition the Node neither leads nor
 // follows.
-var noRole = RoleState{Role: NoRole, Epoch: -1, Leader: -1}
+var noRole = rolecore.None
 
 // TransitionError is a transition of a Node (BecomeLeader,
 // BecomeFollower, StopReplica) that did not take effect: it was refused
@@ -421,7 +404,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, roles: make(map[metadata.TopicPartition]RoleState)}
+	n := &Node{cfg: cfg, roles: make(rolecore.Roles), rules: rolecore.Rules{BrokerID: cfg.BrokerID, StaleEpoch: ErrStaleEpoch}}
 	var onHealth func(Health)
 	if cfg.OnHealth != nil {
 		// Either side's news is the Node's: OnHealth gets the health of
@@ -469,10 +452,7 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) Role(tp metadata.TopicPartition) RoleState {
 	n.rolesMu.Lock()
 	defer n.rolesMu.Unlock()
-	if s, ok := n.roles[tp]; ok {
-		return s
-	}
-	return noRole
+	return n.roles.Of(tp)
 }
 
 // transition runs transition name of tp: once it is tp's turn (no other
@@ -500,11 +480,7 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 		return refuse(err)
 	}
 	n.rolesMu.Lock()
-	if out.Role == NoRole {
-		delete(n.roles, tp)
-	} else {
-		n.roles[tp] = out
-	}
+	n.roles.Set(tp, out)
 	n.rolesMu.Unlock()
 	return nil
 }
@@ -541,32 +517,7 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 // cannot fail.
 func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
 	return n.transition(ctx, "BecomeLeader", tp, func(in RoleState) (RoleState, error) {
-		if in.Role == Following && epoch <= in.Epoch {
-			return in, fmt.Errorf("%w: epoch %d is not above epoch %d, which broker %d leads", ErrStaleEpoch, epoch, in.Epoch, in.Leader)
-		}
-		if err := n.leader.checkLeader(tp, epoch, followers); err != nil {
-			return in, err
-		}
-		// Read holding neither engine: only tp waits for it. The
-		// follower engine makes no call of tp meanwhile, so the log end
-		// is still the log's when the leadership begins.
-		leo, err := n.leader.endOffset(ctx, tp)
-		if err == nil {
-			// Answered as ctx ended: it gave up all the same, as it would
-			// a moment later.
-			err = ctx.Err()
-		}
-		if err != nil {
-			return in, err
-		}
-		err = n.follower.withCore(ctx, func(c *followcore.Core, now time.Time) error {
-			if err := n.leader.begin(tp, epoch, followers, republishFrom, leo); err != nil {
-				return err
-			}
-			n.follower.unfollowLocked(now, tp)
-			return nil
-		})
-		return RoleState{Role: Leading, Epoch: epoch, Leader: n.cfg.BrokerID}, err
+		return n.rules.BecomeLeader(&nodeCores{n: n, ctx: ctx}, in, tp, epoch, followers, republishFrom)
 	})
 }
 
@@ -588,19 +539,7 @@ func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epo
 // after it can fail or wait.
 func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, epoch, leader int32) error {
 	return n.transition(ctx, "BecomeFollower", tp, func(in RoleState) (RoleState, error) {
-		err := n.follower.withCore(ctx, func(c *followcore.Core, now time.Time) error {
-			if n.leader.isStopped() {
-				return ErrStopped
-			}
-			// Refused here, it changed nothing. The follower side acts
-			// on tp only once the engine is released, after the resign.
-			if err := c.Follow(now, tp, epoch, leader); err != nil {
-				return err
-			}
-			n.leader.Resign(tp)
-			return nil
-		})
-		return RoleState{Role: Following, Epoch: epoch, Leader: leader}, err
+		return n.rules.BecomeFollower(&nodeCores{n: n, ctx: ctx}, in, tp, epoch, leader)
 	})
 }
 
@@ -618,24 +557,82 @@ func (n *Node) BecomeFollower(ctx context.Context, tp metadata.TopicPartition, e
 // role (Health, PartitionError, OnHealth).
 func (n *Node) StopReplica(ctx context.Context, tp metadata.TopicPartition) error {
 	return n.transition(ctx, "StopReplica", tp, func(in RoleState) (RoleState, error) {
-		if err := tp.Validate(); err != nil {
-			return in, err
-		}
-		err := n.follower.withCore(ctx, func(_ *followcore.Core, now time.Time) error {
-			n.follower.unfollowLocked(now, tp)
-			n.leader.Resign(tp)
-			return nil
-		})
+		out, err := n.rules.StopReplica(&nodeCores{n: n, ctx: ctx}, in, tp)
 		if errors.Is(err, ErrStopped) {
 			// The engines no longer act on tp, nor would they clear its
 			// failure: the role ends, and its failure with it.
 			n.follower.forgetFailure(tp)
 			n.leader.forgetFailure(tp)
-			err = nil
+			return noRole, nil
 		}
-		return noRole, err
+		return out, err
 	})
 }
+
+// nodeCores is how a transition of the Node, with its context, reaches
+// the engines (rolecore.Cores). The caller holds the partition's
+// local-log calls (Node.transition), so the follower engine makes no call
+// of it meanwhile.
+type nodeCores struct {
+	n   *Node
+	ctx context.Context
+	// now is the follower engine's time while Hold holds it.
+	now time.Time
+}
+
+// CheckLeader validates BecomeLeader's arguments; it refuses once Run has
+// returned (ErrStopped).
+func (c *nodeCores) CheckLeader(tp metadata.TopicPartition, epoch int32, followers []int32) error {
+	return c.n.leader.checkLeader(tp, epoch, followers)
+}
+
+// EndOffset reads tp's log end as long as ctx allows. The follower engine
+// makes no call of tp meanwhile, so the log end is still the log's when
+// the leadership begins.
+func (c *nodeCores) EndOffset(tp metadata.TopicPartition) (int64, error) {
+	leo, err := c.n.leader.endOffset(c.ctx, tp)
+	if err == nil {
+		// Answered as ctx ended: it gave up all the same, as it would a
+		// moment later.
+		err = c.ctx.Err()
+	}
+	if err != nil {
+		return 0, err
+	}
+	return leo, nil
+}
+
+// Hold runs change holding the follower engine, which it waits for as
+// long as ctx allows (see followerEngine.withCore); it fails with
+// ErrStopped once Run has returned.
+func (c *nodeCores) Hold(change func() error) error {
+	return c.n.follower.withCore(c.ctx, func(_ *followcore.Core, now time.Time) error {
+		c.now = now
+		return change()
+	})
+}
+
+// Lead begins tp's leadership on the leader engine.
+func (c *nodeCores) Lead(tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64) error {
+	return c.n.leader.begin(tp, epoch, followers, republishFrom, leo)
+}
+
+// Follow makes the follower engine follow tp; it refuses once the leader
+// engine has stopped (ErrStopped). Refused here, it changed nothing; the
+// follower side acts on tp only once the engine is released, after the
+// resign.
+func (c *nodeCores) Follow(tp metadata.TopicPartition, epoch, leader int32) error {
+	if c.n.leader.isStopped() {
+		return ErrStopped
+	}
+	return c.n.follower.core.Follow(c.now, tp, epoch, leader)
+}
+
+// Unfollow stops the follower engine following tp.
+func (c *nodeCores) Unfollow(tp metadata.TopicPartition) { c.n.follower.unfollowLocked(c.now, tp) }
+
+// Resign ends the leader engine's leadership of tp.
+func (c *nodeCores) Resign(tp metadata.TopicPartition) { c.n.leader.Resign(tp) }
 
 // Append queues one batch of tp for upload. The broker appends the batch
 // to its local log first; the batch's Data must not be modified until the

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,18 +10,16 @@ import (
 
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/leadcore"
+	"github.com/activetier/activetier/internal/rolecore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
-// The engines' settings the simulation leaves at walstore's defaults.
+// The drivers' timeouts the simulation leaves at walstore's defaults.
 const (
 	requestTimeout = 10 * time.Second // NodeConfig.RequestTimeout
 	fetchTimeout   = 30 * time.Second // NodeConfig.FetchTimeout
-	hedgeAfter     = time.Second      // NodeConfig.HedgeAfter
-	maxHeld        = 100_000          // NodeConfig.MaxHeld
-	reportInterval = time.Second      // NodeConfig.ProgressInterval
 )
 
 // simNode is one incarnation of a broker's engines: a leadcore.Core and a
@@ -54,8 +51,10 @@ type simNode struct {
 	// roles are the roles in effect (walstore.Node.Role); following are
 	// the partitions the follower core was told to follow and not to
 	// stop, what the cores really do, for the model to compare.
-	roles     map[metadata.TopicPartition]walstore.RoleState
+	roles     rolecore.Roles
 	following map[metadata.TopicPartition]bool
+	// rules are walstore.Node's transitions, weakened as the run says.
+	rules rolecore.Rules
 	// failEnd and failEpochs make the local log's EndOffset (as a
 	// transition reads it) fail once, and Epochs (as the leader core
 	// reads it) fail until the time given: the adversary's doing.
@@ -108,32 +107,36 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 	w := b.w
 	seed := w.cfg.Seed ^ uint64(b.id)<<40 ^ uint64(inc)<<48
 	name := b.name("node#" + strconv.Itoa(inc))
-	lp := w.p.leader
-	lc, err := leadcore.New(leadcore.Config{
-		BrokerID: b.id, MetadataPartitions: w.meta.Partitions(), Codec: lp.Codec,
-		Interval: lp.Interval, ObjectBytes: lp.ObjectBytes, MaxPartitions: lp.MaxPartitions,
-		BufferBytes: lp.BufferBytes, MaxInflight: lp.MaxInflight, DegradedAfter: lp.DegradedAfter,
-		MarkerRefresh: lp.MarkerRefresh, GCInterval: lp.GCInterval,
-		BackoffInitial: lp.Backoff.Initial, BackoffMax: lp.Backoff.Max, Seed: seed ^ 0x1eade7,
-		Hedge: w.p.putHedge, Logger: w.logger(name).With("engine", "leader"), SweepUnpublished: w.cfg.Weaken.Sweep,
-		SkipCatchUp: w.cfg.Weaken.CatchUp,
-	})
+	// The leader core runs with the drawn leader settings, the follower
+	// core with the drawn follower ones, each completed as a Node
+	// completes its config (walstore.CoreConfigs).
+	lcfg, _, err := walstore.CoreConfigs(b.nodeConfig(w.p.leader, seed, name))
+	if err != nil {
+		return nil, err
+	}
+	lcfg.Hedge = w.p.putHedge
+	lcfg.SweepUnpublished, lcfg.SkipCatchUp = w.cfg.Weaken.Sweep, w.cfg.Weaken.CatchUp
+	lc, err := leadcore.New(lcfg)
 	if err != nil {
 		return nil, err
 	}
 	n := &simNode{w: w, b: b, inc: inc, lc: lc, inst: inst, ops: make(map[uint64]*leadOp), lag: make(map[metadata.TopicPartition]int64),
-		roles: make(map[metadata.TopicPartition]walstore.RoleState), following: make(map[metadata.TopicPartition]bool),
+		roles: make(rolecore.Roles), following: make(map[metadata.TopicPartition]bool),
+		rules: rolecore.Rules{BrokerID: b.id, StaleEpoch: walstore.ErrStaleEpoch, Weaken: rolecore.Weakening{
+			UnfollowFirst: w.cfg.Weaken.Refused, AnyEpoch: w.cfg.Weaken.Late, ResignFirst: w.cfg.Weaken.Cancelled,
+		}},
 		failEnd: make(map[metadata.TopicPartition]bool), failEpochs: make(map[metadata.TopicPartition]time.Time),
 		failing: make(map[metadata.TopicPartition]error), unpublished: make(map[metadata.ObjectRef]unpublishedObject),
 		opRefs: make(map[uint64][]metadata.ObjectRef), lastReport: make(map[metadata.TopicPartition]progressKey)}
 	if inst != nil {
 		fp := w.p.follower
-		n.fc, err = followcore.New(followcore.Config{
-			BrokerID: b.id, Readahead: fp.Readahead, MaxHeld: maxHeld, FetchConcurrency: fp.FetchConcurrency,
-			HedgeAfter: hedgeAfter, BackoffInitial: fp.Backoff.Initial, BackoffMax: fp.Backoff.Max,
-			CoalesceGap: cmp.Or(fp.CoalesceGap, walstore.DefaultCoalesceGap), Hedge: w.p.getHedge,
-			ReportInterval: reportInterval, Seed: seed ^ 0xf0110e, Logger: w.logger(name).With("engine", "follower"),
-		})
+		var fcfg followcore.Config
+		_, fcfg, err = walstore.CoreConfigs(b.nodeConfig(fp, seed, name))
+		if err == nil {
+			// The seed the recorded runs replay with.
+			fcfg.Hedge, fcfg.Seed = w.p.getHedge, seed^0xf0110e
+			n.fc, err = followcore.New(fcfg)
+		}
 		if err == nil {
 			n.mgr, err = newFetcher(b)
 		}
@@ -150,6 +153,15 @@ func newSimNode(b *broker, inc int, inst *followerInst) (*simNode, error) {
 	lc.Start(w.clock)
 	n.drive()
 	return n, nil
+}
+
+// nodeConfig is the config of a Node of b with the drawn settings
+// tuning, for walstore.CoreConfigs.
+func (b *broker) nodeConfig(tuning walstore.NodeConfig, seed uint64, name string) walstore.NodeConfig {
+	cfg := tuning
+	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local = b.id, b.store, b.w.meta, b.log
+	cfg.Seed, cfg.Logger = seed, b.w.logger(name)
+	return cfg
 }
 
 // newFetcher returns the Manager that reads and verifies sections for b's
@@ -180,12 +192,7 @@ func (n *simNode) halt() {
 var errCancelled = errors.New("context ended while waiting for the follower engine")
 
 // role returns tp's role at the node: walstore.Node.Role.
-func (n *simNode) role(tp metadata.TopicPartition) walstore.RoleState {
-	if r, ok := n.roles[tp]; ok {
-		return r
-	}
-	return noRole
-}
+func (n *simNode) role(tp metadata.TopicPartition) walstore.RoleState { return n.roles.Of(tp) }
 
 // transition is walstore.Node.transition: do validates, prepares and, only
 // if nothing can fail any more, changes the cores, returning the new role;
@@ -201,11 +208,7 @@ func (n *simNode) transition(c call, tp metadata.TopicPartition, do func(in wals
 	if err != nil {
 		return &walstore.TransitionError{Transition: c.name, Partition: tp, InEffect: n.role(tp), Err: err}
 	}
-	if out.Role == walstore.NoRole {
-		delete(n.roles, tp)
-	} else {
-		n.roles[tp] = out
-	}
+	n.roles.Set(tp, out)
 	return nil
 }
 
@@ -236,34 +239,15 @@ func (n *simNode) becomeLeader(tp metadata.TopicPartition, epoch int32, follower
 	}
 }
 
-// tryBecomeLeader is walstore.Node.BecomeLeader: it refuses a stale epoch
-// and invalid followers, reads the log end, begins the leadership, and
-// only then stops following, which cannot fail. Weaken.Refused stops
+// tryBecomeLeader is walstore.Node.BecomeLeader: the shared rule
+// (rolecore.Rules.BecomeLeader) on the node's cores. Weaken.Refused stops
 // following first, as the Node once did: a refusal after it leaves the
 // partition neither led nor followed. Weaken.Late drops the refusal of an
 // epoch not above the one followed.
 func (n *simNode) tryBecomeLeader(tp metadata.TopicPartition, epoch int32, followers []int32, from int64) error {
-	weak := n.w.cfg.Weaken
 	c := call{name: "BecomeLeader", epoch: epoch, leader: n.b.id, followers: followers, endFails: n.failEnd[tp]}
 	return n.transition(c, tp, func(in walstore.RoleState) (walstore.RoleState, error) {
-		if weak.Refused {
-			n.unfollow(tp)
-		}
-		if in.Role == walstore.Following && epoch <= in.Epoch && !weak.Late {
-			return in, fmt.Errorf("%w: epoch %d is not above epoch %d, which b%d leads", walstore.ErrStaleEpoch, epoch, in.Epoch, in.Leader)
-		}
-		if _, err := n.lc.CheckLeader(tp, epoch, followers); err != nil {
-			return in, err
-		}
-		leo, err := n.endOffset(tp)
-		if err != nil {
-			return in, err
-		}
-		if err := n.lc.BecomeLeader(n.w.clock, tp, epoch, followers, from, leo); err != nil {
-			return in, err
-		}
-		n.unfollow(tp)
-		return walstore.RoleState{Role: walstore.Leading, Epoch: epoch, Leader: n.b.id}, nil
+		return n.rules.BecomeLeader(&simCores{n: n}, in, tp, epoch, followers, from)
 	})
 }
 
@@ -275,39 +259,73 @@ func (n *simNode) becomeFollower(tp metadata.TopicPartition, epoch, leader int32
 	}
 }
 
-// tryBecomeFollower is walstore.Node.BecomeFollower: the follower side
-// follows (a refusal there changes nothing), and the leader side resigns
-// last. cancelled is a context that ends while the transition waits for
-// the follower engine: it gives up having changed nothing.
-// Weaken.Cancelled resigns first, as the Node once did, so that giving up
-// leaves the partition neither led nor followed.
+// tryBecomeFollower is walstore.Node.BecomeFollower: the shared rule
+// (rolecore.Rules.BecomeFollower) on the node's cores. cancelled is a
+// context that ends while the transition waits for the follower engine:
+// it gives up having changed nothing. Weaken.Cancelled resigns first, as
+// the Node once did, so that giving up leaves the partition neither led
+// nor followed.
 func (n *simNode) tryBecomeFollower(tp metadata.TopicPartition, epoch, leader int32, cancelled bool) error {
 	c := call{name: "BecomeFollower", epoch: epoch, leader: leader, cancelled: cancelled}
 	return n.transition(c, tp, func(in walstore.RoleState) (walstore.RoleState, error) {
-		if n.w.cfg.Weaken.Cancelled {
-			n.lc.Resign(n.w.clock, tp)
-		}
-		if cancelled {
-			return in, errCancelled
-		}
-		if err := n.fc.Follow(n.w.clock, tp, epoch, leader); err != nil {
-			return in, err
-		}
-		n.following[tp] = true
-		n.lc.Resign(n.w.clock, tp)
-		return walstore.RoleState{Role: walstore.Following, Epoch: epoch, Leader: leader}, nil
+		return n.rules.BecomeFollower(&simCores{n: n, cancelled: cancelled}, in, tp, epoch, leader)
 	})
 }
 
 // stopReplica is walstore.Node.StopReplica: neither side acts on tp any
 // more. It cannot be refused.
 func (n *simNode) stopReplica(tp metadata.TopicPartition) {
-	_ = n.transition(call{name: "StopReplica", epoch: -1, leader: -1}, tp, func(walstore.RoleState) (walstore.RoleState, error) {
-		n.unfollow(tp)
-		n.lc.Resign(n.w.clock, tp)
-		return noRole, nil
+	_ = n.transition(call{name: "StopReplica", epoch: -1, leader: -1}, tp, func(in walstore.RoleState) (walstore.RoleState, error) {
+		return n.rules.StopReplica(&simCores{n: n}, in, tp)
 	})
 }
+
+// simCores is how a transition reaches the node's cores
+// (rolecore.Cores), as walstore.Node's do: at once, but for a context
+// that ends while it waits for the follower engine (cancelled).
+type simCores struct {
+	n         *simNode
+	cancelled bool
+}
+
+// CheckLeader asks the leader core, as walstore's checkLeader does.
+func (c *simCores) CheckLeader(tp metadata.TopicPartition, epoch int32, followers []int32) error {
+	_, err := c.n.lc.CheckLeader(tp, epoch, followers)
+	return err
+}
+
+// EndOffset reads the broker's log, failing where an attack says so.
+func (c *simCores) EndOffset(tp metadata.TopicPartition) (int64, error) { return c.n.endOffset(tp) }
+
+// Hold gives up, as a context that ends while it waits does, for a
+// cancelled call.
+func (c *simCores) Hold(change func() error) error {
+	if c.cancelled {
+		return errCancelled
+	}
+	return change()
+}
+
+// Lead begins the leadership on the leader core.
+func (c *simCores) Lead(tp metadata.TopicPartition, epoch int32, followers []int32, from, leo int64) error {
+	return c.n.lc.BecomeLeader(c.n.w.clock, tp, epoch, followers, from, leo)
+}
+
+// Follow tells the follower core, and records what it follows for the
+// model.
+func (c *simCores) Follow(tp metadata.TopicPartition, epoch, leader int32) error {
+	if err := c.n.fc.Follow(c.n.w.clock, tp, epoch, leader); err != nil {
+		return err
+	}
+	c.n.following[tp] = true
+	return nil
+}
+
+// Unfollow stops the follower core following tp.
+func (c *simCores) Unfollow(tp metadata.TopicPartition) { c.n.unfollow(tp) }
+
+// Resign ends the leader core's leadership.
+func (c *simCores) Resign(tp metadata.TopicPartition) { c.n.lc.Resign(c.n.w.clock, tp) }
 
 // append is walstore.Node.Append with the Reject overflow policy.
 func (n *simNode) append(tp metadata.TopicPartition, b storage.Batch) error {
@@ -742,4 +760,4 @@ func (b *broker) append(inst *followerInst, tp metadata.TopicPartition, batches 
 
 // noRole is what walstore.Node.Role says of a partition it neither leads
 // nor follows.
-var noRole = walstore.RoleState{Role: walstore.NoRole, Epoch: -1, Leader: -1}
+var noRole = rolecore.None
