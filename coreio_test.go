@@ -16,12 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// cores are the protocol cores: state machines that take events and hand
+// cores are the protocol cores (and rolecore, the rules of the Node's
+// transitions over them): state machines that take events and hand
 // out what is to be done in a Ready, as etcd-io/raft's RawNode does. Their
 // drivers (walstore, directread and the simulation) do every I/O, keep
 // every goroutine and read every clock, so that one core's decisions are
 // the same in a test, in the simulation and in production.
-var cores = []string{"internal/leadcore", "internal/followcore", "internal/readcore"}
+var cores = []string{"internal/leadcore", "internal/followcore", "internal/readcore", "internal/rolecore"}
 
 // ioImports are the standard packages through which code reaches files,
 // the network, the process or other goroutines, or draws randomness no
@@ -50,8 +51,8 @@ var dependencies = map[string][]string{
 //
 // A reader can see the same (the grep finding nothing) with
 //
-//	go list -deps ./internal/leadcore ./internal/followcore ./internal/readcore | grep activetier
-//	grep -rnE --include='*.go' --exclude='*_test.go' '^\s*go |time\.(Now|Sleep|After)|storage\.(ObjectStore|LocalLog|RangeReader)|metadata\.Log[^.]' internal/leadcore internal/followcore internal/readcore
+//	go list -deps ./internal/leadcore ./internal/followcore ./internal/readcore ./internal/rolecore | grep activetier
+//	grep -rnE --include='*.go' --exclude='*_test.go' '^\s*go |time\.(Now|Sleep|After)|storage\.(ObjectStore|LocalLog|RangeReader)|metadata\.Log[^.]' internal/leadcore internal/followcore internal/readcore internal/rolecore
 func TestCoresDoNoIO(t *testing.T) {
 	var violations []string
 	for _, dir := range cores {
