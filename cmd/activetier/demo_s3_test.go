@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -259,7 +260,7 @@ func TestS3ObjectsAccountingAndOutage(t *testing.T) {
 	objs, err := openS3Objects(ctx, o, o.buckets.azs)
 	require.NoError(t, err)
 	t.Cleanup(objs.close)
-	assert.Zero(t, objs.requests(), "checking and creating the buckets is not the run's")
+	assert.Equal(t, requestCounts{outcomes: true}, objs.requests(), "checking and creating the buckets is not the run's")
 	in1, err := objs.store("az1")
 	require.NoError(t, err)
 	in2, err := objs.store("az2")
@@ -274,7 +275,7 @@ func TestS3ObjectsAccountingAndOutage(t *testing.T) {
 	infos, err := in2.List(ctx, ref.Bucket, "a/")
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
-	assert.Equal(t, requestCounts{puts: 1, gets: 1, lists: 1, bytesUp: int64(len(body)), bytesDown: 500}, objs.requests())
+	assert.Equal(t, requestCounts{puts: 1, gets: 1, lists: 1, bytesUp: int64(len(body)), bytesDown: 500, outcomes: true, putsStored: 1}, objs.requests())
 
 	require.NoError(t, objs.setOutage("az1"))
 	_, err = in2.GetRange(ctx, ref, 0, 10)
@@ -285,6 +286,8 @@ func TestS3ObjectsAccountingAndOutage(t *testing.T) {
 	require.ErrorIs(t, in1.Delete(ctx, []metadata.ObjectRef{ref}), storage.ErrUnavailable)
 	after := objs.requests()
 	assert.Equal(t, after.puts-1+after.gets-1+after.deletes, after.failed, "every request to the dead bucket failed, each retry counted")
+	assert.Equal(t, after.puts-1, after.putsFailed)
+	assert.Zero(t, after.givenUp)
 	assert.GreaterOrEqual(t, after.failed, int64(3))
 
 	other, err := in2.Put(ctx, "a/object", body)
@@ -299,6 +302,29 @@ func TestS3ObjectsAccountingAndOutage(t *testing.T) {
 	left, err = objs.cleanup(ctx, false)
 	require.NoError(t, err)
 	assert.Zero(t, left)
+}
+
+// A request that ends after its caller stopped waiting is given up on,
+// whatever the store answered, and not failed; a PUT's success counts as
+// stored once its answer is closed while its caller still waits.
+func TestRequestCountersEnded(t *testing.T) {
+	var c requestCounters
+	live := t.Context()
+	done, cancel := context.WithCancel(live)
+	cancel()
+	refused := errors.New("refused")
+	c.ended(live, true, nil)
+	c.ended(live, true, refused)
+	c.ended(done, true, context.Canceled)
+	c.ended(done, false, refused)
+	c.ended(live, false, refused)
+	c.ended(live, false, nil)
+	for _, ctx := range []context.Context{live, done} {
+		a := &putAnswer{ReadCloser: io.NopCloser(strings.NewReader("")), ctx: ctx, c: &c}
+		require.NoError(t, a.Close())
+		require.NoError(t, a.Close(), "counted once")
+	}
+	assert.Equal(t, requestCounts{outcomes: true, failed: 2, givenUp: 3, putsStored: 2, putsFailed: 1, putsGivenUp: 2}, c.load())
 }
 
 // A missing bucket and an endpoint nobody answers at stop the demo before
