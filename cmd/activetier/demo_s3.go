@@ -369,19 +369,46 @@ func (s *s3Objects) close() {
 // requestCounters are requestCounts being counted.
 type requestCounters struct {
 	puts, gets, deletes, lists, failed, bytesUp, bytesDown atomic.Int64
+	givenUp, putsStored, putsFailed, putsGivenUp           atomic.Int64
 }
 
 func (c *requestCounters) load() requestCounts {
 	return requestCounts{
 		puts: c.puts.Load(), gets: c.gets.Load(), deletes: c.deletes.Load(), lists: c.lists.Load(),
 		failed: c.failed.Load(), bytesUp: c.bytesUp.Load(), bytesDown: c.bytesDown.Load(),
+		outcomes: true, givenUp: c.givenUp.Load(),
+		putsStored: c.putsStored.Load(), putsFailed: c.putsFailed.Load(), putsGivenUp: c.putsGivenUp.Load(),
+	}
+}
+
+// ended counts how a request, a PUT if put, ended: err nil is success;
+// an error once ctx, its caller's, is done is the caller giving up (a
+// cancelled hedge, the engine's own timeout), however the store reported
+// it; any other error is the store's failure.
+func (c *requestCounters) ended(ctx context.Context, put bool, err error) {
+	switch {
+	case err == nil:
+		if put {
+			c.putsStored.Add(1)
+		}
+	case ctx.Err() != nil:
+		c.givenUp.Add(1)
+		if put {
+			c.putsGivenUp.Add(1)
+		}
+	default:
+		c.failed.Add(1)
+		if put {
+			c.putsFailed.Add(1)
+		}
 	}
 }
 
 // accountingClient is a broker store's HTTP client, around the one
 // s3express tuned. Below the SDK's retryer, it sees every attempt: it
-// counts each by its operation (the names S3 bills by), and refuses those
-// to a bucket whose AZ is down.
+// counts each by its operation (the names S3 bills by) and by how it ended
+// (see requestCounters.ended), and refuses those to a bucket whose AZ is
+// down.
 type accountingClient struct {
 	next aws.HTTPClient
 	s    *s3Objects
@@ -389,11 +416,12 @@ type accountingClient struct {
 
 func (c *accountingClient) Do(r *http.Request) (*http.Response, error) {
 	counts := &c.s.counters
-	get := false
+	put, get := false, false
 	switch awsmiddleware.GetOperationName(r.Context()) {
 	case "PutObject":
 		counts.puts.Add(1)
 		counts.bytesUp.Add(bodyBytes(r))
+		put = true
 	case "GetObject", "HeadObject":
 		counts.gets.Add(1)
 		get = true
@@ -406,19 +434,43 @@ func (c *accountingClient) Do(r *http.Request) (*http.Response, error) {
 		return c.next.Do(r)
 	}
 	if bucket := c.s.bucketOf(r.URL); bucket != "" && c.s.outage.Down(bucket) {
-		counts.failed.Add(1)
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("AZ %s is down (simulated outage): bucket %s refused", c.s.azOf[bucket], bucket)}
+		err := &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("AZ %s is down (simulated outage): bucket %s refused", c.s.azOf[bucket], bucket)}
+		counts.ended(context.Background(), put, err) // refused whether or not its caller still waits
+		return nil, err
 	}
 	resp, err := c.next.Do(r)
 	switch {
 	case err != nil:
-		counts.failed.Add(1)
+		counts.ended(r.Context(), put, err)
 	case resp.StatusCode >= 300:
-		counts.failed.Add(1)
+		counts.ended(context.Background(), put, errors.New(resp.Status)) // the store's answer
 	case get:
+		counts.ended(r.Context(), false, nil)
 		resp.Body = &countingBody{ReadCloser: resp.Body, n: &counts.bytesDown}
+	case put:
+		// The SDK closes a PUT's answer once it has read it, before it
+		// returns: only then is the PUT the caller's success.
+		resp.Body = &putAnswer{ReadCloser: resp.Body, ctx: r.Context(), c: counts}
+	default:
+		counts.ended(r.Context(), false, nil)
 	}
 	return resp, err
+}
+
+// putAnswer is a PUT's successful answer: closing it counts the PUT
+// stored, or given up if its caller stopped waiting first (a hedge that
+// won, the engine's own timeout) and so never learnt of it.
+type putAnswer struct {
+	io.ReadCloser
+	ctx  context.Context
+	c    *requestCounters
+	once sync.Once
+}
+
+func (a *putAnswer) Close() error {
+	err := a.ReadCloser.Close()
+	a.once.Do(func() { a.c.ended(a.ctx, true, a.ctx.Err()) })
+	return err
 }
 
 // bodyBytes is the size of a PUT's object: the payload before any

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -111,6 +112,24 @@ func listBucket(t *testing.T, client *s3.Client, bucket, prefix string) (keys []
 	return keys, true
 }
 
+// requirePutOutcomes requires rep's PUTs to be accounted for: each ended
+// stored, failed or given up on; each object was stored by one PUT and a
+// PUT stored beyond that is a hedge's twin; and a PUT beyond one per
+// object is a hedge or a retry, by the SDK of a failed attempt or by the
+// engine of a failed or given-up one.
+func requirePutOutcomes(t *testing.T, rep *demoReport) {
+	t.Helper()
+	require.NotNil(t, rep.PutOutcomes)
+	o := *rep.PutOutcomes
+	assert.Equal(t, rep.Puts, o.Stored+o.Failed+o.GivenUp, "every PUT stored, failed or given up on: %+v", o)
+	assert.GreaterOrEqual(t, o.Stored, int64(rep.Objects), "each object stored by a PUT: %+v", o)
+	assert.LessOrEqual(t, o.Stored, int64(rep.Objects+rep.HedgedPuts), "a PUT stored beyond one per object is a hedge's twin: %+v", o)
+	assert.LessOrEqual(t, o.Failed, rep.FailedRequests)
+	assert.LessOrEqual(t, o.GivenUp, rep.GivenUpRequests)
+	assert.LessOrEqual(t, rep.Puts, int64(rep.Objects+rep.HedgedPuts+rep.UploadRetries)+o.Failed,
+		"a PUT beyond one per object is a hedge, or a retry of a failed or given-up one: %+v", o)
+}
+
 // The demo over a real S3 server: the buckets are created, the followers
 // end consistent, the requests are counted from the wire, and nothing is
 // left in the buckets afterwards.
@@ -125,11 +144,12 @@ func TestDemoS3(t *testing.T) {
 	assert.Equal(t, 2*uint64(rep.BytesProduced), rep.BytesReplicated)
 	assert.Positive(t, rep.Puts)
 	assert.Positive(t, rep.Gets)
-	// A real server shared with other tests may fail a request now and then;
-	// the engines retry it, and only the retried and the hedged PUTs may
-	// exceed the objects.
-	assert.GreaterOrEqual(t, rep.Puts, int64(rep.Objects), "one PUT per object at least")
-	assert.LessOrEqual(t, rep.Puts, int64(rep.Objects+rep.HedgedPuts)+rep.FailedRequests, "a PUT beyond one per object is a hedge or a retry of a failed one")
+	// A real server shared with other tests may fail a request now and then,
+	// and a loaded machine may make an attempt slow enough to hedge or to
+	// give up on; the SDK or the engine retries it. Every PUT ends one way;
+	// each object was stored by one, and another that stored too is a
+	// hedge's twin; every other PUT failed or was given up on.
+	requirePutOutcomes(t, &rep)
 	assert.GreaterOrEqual(t, rep.Gets, int64(rep.Objects), "each object is read by at least one follower")
 	assert.Positive(t, rep.BytesUploaded)
 	assert.Less(t, rep.BytesUploaded, rep.BytesProduced, "zstd objects are smaller than the batches")
@@ -240,7 +260,7 @@ func TestS3ObjectsAccountingAndOutage(t *testing.T) {
 	objs, err := openS3Objects(ctx, o, o.buckets.azs)
 	require.NoError(t, err)
 	t.Cleanup(objs.close)
-	assert.Zero(t, objs.requests(), "checking and creating the buckets is not the run's")
+	assert.Equal(t, requestCounts{outcomes: true}, objs.requests(), "checking and creating the buckets is not the run's")
 	in1, err := objs.store("az1")
 	require.NoError(t, err)
 	in2, err := objs.store("az2")
@@ -255,7 +275,7 @@ func TestS3ObjectsAccountingAndOutage(t *testing.T) {
 	infos, err := in2.List(ctx, ref.Bucket, "a/")
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
-	assert.Equal(t, requestCounts{puts: 1, gets: 1, lists: 1, bytesUp: int64(len(body)), bytesDown: 500}, objs.requests())
+	assert.Equal(t, requestCounts{puts: 1, gets: 1, lists: 1, bytesUp: int64(len(body)), bytesDown: 500, outcomes: true, putsStored: 1}, objs.requests())
 
 	require.NoError(t, objs.setOutage("az1"))
 	_, err = in2.GetRange(ctx, ref, 0, 10)
@@ -266,6 +286,8 @@ func TestS3ObjectsAccountingAndOutage(t *testing.T) {
 	require.ErrorIs(t, in1.Delete(ctx, []metadata.ObjectRef{ref}), storage.ErrUnavailable)
 	after := objs.requests()
 	assert.Equal(t, after.puts-1+after.gets-1+after.deletes, after.failed, "every request to the dead bucket failed, each retry counted")
+	assert.Equal(t, after.puts-1, after.putsFailed)
+	assert.Zero(t, after.givenUp)
 	assert.GreaterOrEqual(t, after.failed, int64(3))
 
 	other, err := in2.Put(ctx, "a/object", body)
@@ -280,6 +302,29 @@ func TestS3ObjectsAccountingAndOutage(t *testing.T) {
 	left, err = objs.cleanup(ctx, false)
 	require.NoError(t, err)
 	assert.Zero(t, left)
+}
+
+// A request that ends after its caller stopped waiting is given up on,
+// whatever the store answered, and not failed; a PUT's success counts as
+// stored once its answer is closed while its caller still waits.
+func TestRequestCountersEnded(t *testing.T) {
+	var c requestCounters
+	live := t.Context()
+	done, cancel := context.WithCancel(live)
+	cancel()
+	refused := errors.New("refused")
+	c.ended(live, true, nil)
+	c.ended(live, true, refused)
+	c.ended(done, true, context.Canceled)
+	c.ended(done, false, refused)
+	c.ended(live, false, refused)
+	c.ended(live, false, nil)
+	for _, ctx := range []context.Context{live, done} {
+		a := &putAnswer{ReadCloser: io.NopCloser(strings.NewReader("")), ctx: ctx, c: &c}
+		require.NoError(t, a.Close())
+		require.NoError(t, a.Close(), "counted once")
+	}
+	assert.Equal(t, requestCounts{outcomes: true, failed: 2, givenUp: 3, putsStored: 2, putsFailed: 1, putsGivenUp: 2}, c.load())
 }
 
 // A missing bucket and an endpoint nobody answers at stop the demo before

@@ -291,9 +291,10 @@ func (c *storeCalls) requests() requestCounts { return c.counters.load() }
 // countingStore is a broker's store on a --store backend: it counts each
 // call as the request an object store would bill (a Delete call as one
 // request, or one per object where the store deletes them one by one; a
-// store's own retries are not seen). Below it, the calls' outage refuses
-// those to a bucket whose AZ is down, as if the store had become
-// unreachable, with storage.ErrUnavailable: they count as failed.
+// store's own retries are not seen), and how it ended (see
+// requestCounters.ended). Below it, the calls' outage refuses those to a
+// bucket whose AZ is down, as if the store had become unreachable, with
+// storage.ErrUnavailable: they count as failed.
 type countingStore struct {
 	next storage.ObjectStore
 	c    *storeCalls
@@ -309,15 +310,13 @@ func (c *countingStore) Put(ctx context.Context, key string, body []byte) (metad
 	n.puts.Add(1)
 	n.bytesUp.Add(int64(len(body)))
 	ref, err := c.next.Put(ctx, key, body)
-	if err != nil {
-		n.failed.Add(1)
-	}
+	n.ended(ctx, true, err)
 	return ref, err
 }
 
 func (c *countingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, offset, length int64) ([]byte, error) {
 	var b []byte
-	err := c.get(func() (n int, err error) {
+	err := c.get(ctx, func() (n int, err error) {
 		b, err = c.next.GetRange(ctx, ref, offset, length)
 		return len(b), err
 	})
@@ -327,13 +326,13 @@ func (c *countingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, of
 	return b, nil
 }
 
-// get counts one GET, which read makes.
-func (c *countingStore) get(read func() (int, error)) error {
+// get counts one GET, which read makes for a caller of ctx.
+func (c *countingStore) get(ctx context.Context, read func() (int, error)) error {
 	n := &c.c.counters
 	n.gets.Add(1)
 	got, err := read()
+	n.ended(ctx, false, err)
 	if err != nil {
-		n.failed.Add(1)
 		return err
 	}
 	n.bytesDown.Add(int64(got))
@@ -360,7 +359,7 @@ type countingRangeStore struct {
 
 func (c *countingRangeStore) ReadRange(ctx context.Context, ref metadata.ObjectRef, offset int64, dst []byte) (int, error) {
 	var n int
-	err := c.get(func() (int, error) {
+	err := c.get(ctx, func() (int, error) {
 		var err error
 		n, err = c.rr.ReadRange(ctx, ref, offset, dst)
 		return n, err
@@ -379,9 +378,7 @@ func (c *countingStore) Delete(ctx context.Context, refs []metadata.ObjectRef) e
 		n.deletes.Add(1)
 	}
 	err := c.next.Delete(ctx, refs)
-	if err != nil {
-		n.failed.Add(1)
-	}
+	n.ended(ctx, false, err)
 	return err
 }
 
@@ -389,8 +386,6 @@ func (c *countingStore) List(ctx context.Context, bucket, prefix string) ([]stor
 	n := &c.c.counters
 	n.lists.Add(1)
 	infos, err := c.next.List(ctx, bucket, prefix)
-	if err != nil {
-		n.failed.Add(1)
-	}
+	n.ended(ctx, false, err)
 	return infos, err
 }

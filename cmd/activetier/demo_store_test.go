@@ -24,10 +24,14 @@ func TestDemoStoreDir(t *testing.T) {
 	assert.True(t, rep.FollowersConsistent, "diverged: %v", rep.Diverged)
 	assert.Equal(t, 24, rep.ReplicasCompared)
 	assert.Equal(t, 2*uint64(rep.BytesProduced), rep.BytesReplicated, "every produced byte reaches both followers")
-	assert.Equal(t, int64(rep.Objects), rep.Puts, "one Put per object, none retried")
+	// A directory fails no request, so no Put is retried for a failure;
+	// on a loaded machine an attempt may be slow enough to hedge (or, past
+	// the engine's timeout, to give up on and retry), and the attempt
+	// given up on is counted as such, not as failed.
+	assert.Zero(t, rep.FailedRequests, "the directory fails no request")
+	requirePutOutcomes(t, &rep)
 	assert.GreaterOrEqual(t, rep.Gets, rep.Puts)
 	assert.Positive(t, rep.BytesUploaded)
-	assert.Zero(t, rep.FailedRequests)
 
 	require.NotNil(t, rep.Store)
 	assert.Nil(t, rep.S3)

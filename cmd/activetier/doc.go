@@ -128,7 +128,11 @@
 // dial error that the SDK retries and s3express reports as
 // storage.ErrUnavailable, as for a real unreachable endpoint. The refused
 // attempts count as requests that failed, as memstore counts those its
-// outages fail.
+// outages fail. On S3 and with --store the report tells the requests
+// whose caller stopped waiting (a hedge's loser cancelled, an attempt past
+// the engine's timeout) from the failed ones, as given_up_requests, and
+// splits the PUTs into stored, failed and given up (put_outcomes); memstore
+// counts the given-up ones as failed.
 //
 // --store KIND=VALUE keeps the buckets in another object store; KIND names
 // the store and VALUE where it keeps them, in its own terms. dir=PATH is

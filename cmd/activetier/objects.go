@@ -25,8 +25,21 @@ type objectBackend interface {
 // nothing), failed ones included, as S3 bills them.
 type requestCounts struct {
 	puts, gets, deletes, lists int64
-	// failed counts requests answered with an error or none.
+	// failed counts requests answered with an error or none while their
+	// caller still waited: the store's failures.
 	failed int64
+	// outcomes says whether the backend tells the requests its callers
+	// gave up on from the failed ones, and the PUTs' outcomes; memstore,
+	// counting its own requests, does not (its failed includes them).
+	outcomes bool
+	// givenUp counts requests whose caller stopped waiting before the
+	// answer (a hedge's loser cancelled, an attempt past the engine's own
+	// timeout, a request in flight when a broker stopped): billed, but
+	// not the store's failure, and not in failed.
+	givenUp int64
+	// Every PUT ends one way: stored (answered with success, whole, while
+	// its caller waited), failed or given up; the three sum to puts.
+	putsStored, putsFailed, putsGivenUp int64
 	// bytesUp is the body bytes of every PUT made; bytesDown the object
 	// bytes returned by successful GETs.
 	bytesUp, bytesDown int64

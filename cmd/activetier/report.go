@@ -44,16 +44,26 @@ type demoReport struct {
 
 	// The object store's bill: requests as memstore counted them, or as
 	// the S3 stores' HTTP clients sent them (retries included).
-	Objects         uint64 `json:"objects"`
-	ObjectsDeleted  uint64 `json:"objects_deleted"`
-	Puts            int64  `json:"puts"`
-	Gets            int64  `json:"gets"`
-	Deletes         int64  `json:"deletes"`
-	Lists           int64  `json:"lists"`
-	FailedRequests  int64  `json:"failed_requests"`
-	BytesUploaded   int64  `json:"bytes_uploaded"`
-	BytesDownloaded int64  `json:"bytes_downloaded"`
-	UploadRetries   uint64 `json:"upload_retries"`
+	Objects        uint64 `json:"objects"`
+	ObjectsDeleted uint64 `json:"objects_deleted"`
+	Puts           int64  `json:"puts"`
+	Gets           int64  `json:"gets"`
+	Deletes        int64  `json:"deletes"`
+	Lists          int64  `json:"lists"`
+	// FailedRequests counts the requests the store failed (answered with
+	// an error, or none, while their caller waited); GivenUpRequests those
+	// whose caller stopped waiting first: a hedge's loser cancelled, an
+	// attempt past the engine's own timeout, a request in flight when a
+	// broker stopped. Both are billed; the engines retry either as they
+	// need. In memory memstore counts both as failed (GivenUpRequests 0).
+	FailedRequests  int64 `json:"failed_requests"`
+	GivenUpRequests int64 `json:"given_up_requests"`
+	// PutOutcomes is how each PUT ended, on a backend the demo counts
+	// itself (an S3 endpoint, --store); nil in memory.
+	PutOutcomes     *putOutcomes `json:"put_outcomes,omitempty"`
+	BytesUploaded   int64        `json:"bytes_uploaded"`
+	BytesDownloaded int64        `json:"bytes_downloaded"`
+	UploadRetries   uint64       `json:"upload_retries"`
 	// Requests hedging sent again while the first was slow (included in
 	// Puts and Gets), and what they cost at most (included in the cost).
 	HedgedPuts   uint64  `json:"hedged_puts"`
@@ -143,6 +153,20 @@ type demoReport struct {
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
 }
 
+// putOutcomes splits a run's PUTs (Stored+Failed+GivenUp is every one).
+// Each object was stored by one PUT; another PUT stored too is the twin of
+// a hedge, whose object no entry names and Sweep deletes.
+type putOutcomes struct {
+	// Stored PUTs were answered with success while their caller waited.
+	Stored int64 `json:"stored"`
+	// Failed PUTs are the store's failures, in FailedRequests.
+	Failed int64 `json:"failed"`
+	// GivenUp PUTs ended after their caller stopped waiting, in
+	// GivenUpRequests: an attempt its hedge beat (or that beat its hedge
+	// while the hedge was under way), or one past the engine's timeout.
+	GivenUp int64 `json:"given_up"`
+}
+
 func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produced, drain time.Duration, fo *failover) *demoReport {
 	r := &demoReport{
 		Brokers: s.cfg.brokers, AZs: len(s.cfg.azs), Topics: s.cfg.topics, Partitions: s.cfg.partitions, RF: s.cfg.rf,
@@ -177,6 +201,10 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produ
 
 	st := s.objects.requests()
 	r.Puts, r.Gets, r.Deletes, r.Lists, r.FailedRequests = st.puts, st.gets, st.deletes, st.lists, st.failed
+	r.GivenUpRequests = st.givenUp
+	if st.outcomes {
+		r.PutOutcomes = &putOutcomes{Stored: st.putsStored, Failed: st.putsFailed, GivenUp: st.putsGivenUp}
+	}
 	r.BytesUploaded, r.BytesDownloaded = st.bytesUp, st.bytesDown
 
 	ml := s.meta.Stats().Total
@@ -267,6 +295,9 @@ func (r *demoReport) writeText(w io.Writer) error {
 	}
 	if r.FailedRequests > 0 {
 		requests += fmt.Sprintf("; %s failed", thousands(r.FailedRequests))
+	}
+	if r.GivenUpRequests > 0 {
+		requests += fmt.Sprintf("; %s given up on", thousands(r.GivenUpRequests))
 	}
 	fmt.Fprintf(tw, "requests\t%s\n", requests)
 	fmt.Fprintf(tw, "hedged\t%s PUTs (%s of PUTs), %s GETs (%s of GETs) sent again while the first was slow: at most $%.6f, in the cost below\n",

@@ -31,4 +31,6 @@ func TestStoreWrappersConformance(t *testing.T) {
 		require.Positive(t, c.gets)
 		require.Positive(t, c.bytesDown)
 	}
+	c := calls.requests()
+	require.Equal(t, c.puts, c.putsStored+c.putsFailed+c.putsGivenUp, "every Put stored, failed or given up on: %+v", c)
 }
