@@ -27,7 +27,6 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/activetier/activetier/faults"
-	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/s3express"
 	"github.com/activetier/activetier/storage"
 )
@@ -337,23 +336,7 @@ func (s *s3Objects) bucketOf(u *url.URL) string {
 // deleted every object all followers applied; what remains is the last
 // objects of the run, and those of a failed AZ.
 func (s *s3Objects) cleanup(ctx context.Context, keep bool) (left int, err error) {
-	var refs []metadata.ObjectRef
-	for _, az := range s.azs {
-		infos, err := s.admin.List(ctx, s.opts.Buckets[az], "")
-		if err != nil {
-			return 0, fmt.Errorf("listing what the run left: %w", err)
-		}
-		for _, info := range infos {
-			refs = append(refs, info.Ref)
-		}
-	}
-	if keep || len(refs) == 0 {
-		return len(refs), nil
-	}
-	if err := s.admin.Delete(ctx, refs); err != nil {
-		return len(refs), fmt.Errorf("deleting the %d objects the run left under %s: %w", len(refs), s.opts.KeyPrefix, err)
-	}
-	return len(refs), nil
+	return removeLeft(ctx, s.admin, s.azs, s.opts.Buckets, s.opts.KeyPrefix, keep)
 }
 
 // close closes every store's idle connections.

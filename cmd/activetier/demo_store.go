@@ -221,7 +221,7 @@ func (d *dirObjects) close() error { return nil }
 // cleanup counts the objects left in every AZ's directory, the failed
 // AZ's included, and removes the run's directory unless keep.
 func (d *dirObjects) cleanup(ctx context.Context, keep bool) (int, error) {
-	refs, err := objectsLeft(ctx, d.admin, d.storeCalls)
+	refs, err := objectsLeft(ctx, d.admin, d.azs, d.buckets)
 	if err != nil || keep {
 		return len(refs), err
 	}
@@ -235,10 +235,10 @@ func (d *dirObjects) cleanup(ctx context.Context, keep bool) (int, error) {
 // bucket, the failed AZ's included: garbage collection has deleted every
 // object all followers applied, so what remains is the run's last objects
 // and a failed AZ's.
-func objectsLeft(ctx context.Context, admin storage.ObjectStore, c *storeCalls) ([]metadata.ObjectRef, error) {
+func objectsLeft(ctx context.Context, admin storage.ObjectStore, azs []string, buckets map[string]string) ([]metadata.ObjectRef, error) {
 	var refs []metadata.ObjectRef
-	for _, az := range c.azs {
-		infos, err := admin.List(ctx, c.buckets[az], "")
+	for _, az := range azs {
+		infos, err := admin.List(ctx, buckets[az], "")
 		if err != nil {
 			return nil, fmt.Errorf("listing what the run left: %w", err)
 		}
@@ -247,6 +247,46 @@ func objectsLeft(ctx context.Context, admin storage.ObjectStore, c *storeCalls) 
 		}
 	}
 	return refs, nil
+}
+
+// leftRounds and leftSettle bound how long removeLeft waits for objects
+// that appear after it listed.
+const (
+	leftRounds = 4
+	leftSettle = 250 * time.Millisecond
+)
+
+// removeLeft counts what the run left in every AZ's bucket and, unless
+// keep, deletes it through admin. A PUT the run gave up on (a hedge's
+// loser, an attempt past its timeout, one the interrupt cut short) may
+// still complete on the server after the listing, its body sent before
+// the client hung up. So after deleting, removeLeft lists again a moment
+// later, until a listing finds nothing, and fails if objects still appear
+// after leftRounds rounds. The count includes the late ones.
+func removeLeft(ctx context.Context, admin storage.ObjectStore, azs []string, buckets map[string]string, prefix string, keep bool) (int, error) {
+	refs, err := objectsLeft(ctx, admin, azs, buckets)
+	left := len(refs)
+	if err != nil || keep {
+		return left, err
+	}
+	for round := 0; len(refs) > 0; round++ {
+		if round == leftRounds {
+			return left, fmt.Errorf("%d objects still appeared under %s after %d rounds of deletes", len(refs), prefix, leftRounds)
+		}
+		if err := admin.Delete(ctx, refs); err != nil {
+			return left, fmt.Errorf("deleting the %d objects the run left under %s: %w", len(refs), prefix, err)
+		}
+		select {
+		case <-ctx.Done():
+			return left, fmt.Errorf("waiting for objects the run left under %s: %w", prefix, ctx.Err())
+		case <-time.After(leftSettle):
+		}
+		if refs, err = objectsLeft(ctx, admin, azs, buckets); err != nil {
+			return left, err
+		}
+		left += len(refs)
+	}
+	return left, nil
 }
 
 func (d *dirObjects) report() *storeReport {

@@ -175,14 +175,7 @@ func (g *gcsObjects) prices() costmodel.Prices { return costmodel.GCSStandard202
 // AZ's bucket, the failed AZ's included, and deletes them unless keep.
 // The buckets stay, created by the run or not.
 func (g *gcsObjects) cleanup(ctx context.Context, keep bool) (int, error) {
-	refs, err := objectsLeft(ctx, g.admin, g.storeCalls)
-	if err != nil || keep || len(refs) == 0 {
-		return len(refs), err
-	}
-	if err := g.admin.Delete(ctx, refs); err != nil {
-		return len(refs), fmt.Errorf("deleting the %d objects the run left under %s: %w", len(refs), g.opts.KeyPrefix, err)
-	}
-	return len(refs), nil
+	return removeLeft(ctx, g.admin, g.azs, g.buckets, g.opts.KeyPrefix, keep)
 }
 
 func (g *gcsObjects) report() *storeReport {
