@@ -20,6 +20,14 @@
 // result comes back as an event with that id. The same events in the same
 // order give the same Ready, byte for byte.
 //
+// Two events carry what the driver read of the broker's log before it fed
+// them, as raft's application reads its own state before it calls Step:
+// BecomeLeader the log's end offset, which the broker's call waits for
+// and whose failure refuses the transition, and Progress the log's
+// lineage when NeedLineage says the follower's report is judged against
+// it. They are inputs of the call, not work the core asks for: the core
+// itself never waits on an answer outside Ready.
+//
 // The design follows etcd's raft package: the protocol in one state
 // machine, a thin driver that performs its I/O with the concurrency it
 // wants, and tests that are scripts of events and expected outputs.
