@@ -70,8 +70,10 @@ func requireBalanced(t *testing.T, c requestCounts) {
 }
 
 // A Put the wrapper counts ends one way, by the caller's context as the
-// call returns: stored, refused before it began, cut short, or failed by
-// the store.
+// call returns: refused before it began, cut short, failed by the store,
+// or answered with success after the caller stopped waiting, which the
+// caller never learnt of (an attempt past the engine's timeout that the
+// store finished anyway, whose retry stores the object again).
 func TestAcctCountingStorePutOutcomes(t *testing.T) {
 	refused := errors.New("disk full")
 	for _, tc := range []struct {
@@ -112,6 +114,14 @@ func TestAcctCountingStorePutOutcomes(t *testing.T) {
 			},
 			want: requestCounts{givenUp: 1, putsGivenUp: 1},
 		},
+		{
+			name: "success after the caller stopped",
+			put: func(_ context.Context, cancel context.CancelFunc) error {
+				cancel()
+				return nil
+			},
+			want: requestCounts{givenUp: 1, putsGivenUp: 1},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
@@ -128,6 +138,17 @@ func TestAcctCountingStorePutOutcomes(t *testing.T) {
 			requireBalanced(t, got)
 		})
 	}
+}
+
+// A GET that returns its bytes after its caller stopped waiting is given
+// up on, as a PUT is; its bytes were still downloaded.
+func TestAcctCountingStoreGetAfterCallerStopped(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	st, calls := acctCountingStore(&fakeStore{get: func(context.Context) error { cancel(); return nil }})
+	_, err := st.GetRange(ctx, metadata.ObjectRef{Bucket: "b1", Key: "k"}, 0, 7)
+	require.NoError(t, err)
+	assert.Equal(t, requestCounts{outcomes: true, gets: 1, givenUp: 1, bytesDown: 7}, calls.requests())
 }
 
 // A store that panics in a Put takes the panic up to the caller unchanged,
