@@ -161,6 +161,15 @@ func TestAcctCountingStorePutPanics(t *testing.T) {
 	assert.Zero(t, c.putsStored)
 }
 
+// A store whose read panics takes the panic up unchanged, and the GET is
+// counted failed: the engines recover the panic as a failed read and read
+// again, and that GET must not be missing from the failed requests.
+func TestAcctCountingStoreGetPanics(t *testing.T) {
+	st, calls := acctCountingStore(&fakeStore{get: func(context.Context) error { panic("store bug") }})
+	require.PanicsWithValue(t, "store bug", func() { _, _ = st.GetRange(t.Context(), metadata.ObjectRef{Bucket: "b1", Key: "k"}, 0, 1) })
+	assert.Equal(t, requestCounts{outcomes: true, gets: 1, failed: 1}, calls.requests())
+}
+
 // Many brokers' Puts at once, twins of a hedge among them, each ending its
 // own way: the counters sum exactly, with -race.
 func TestAcctCountingStoreConcurrent(t *testing.T) {
