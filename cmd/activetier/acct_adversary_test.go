@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -398,4 +400,26 @@ func TestAcctS3Concurrent(t *testing.T) {
 	got := s.requests()
 	requireBalanced(t, got)
 	assert.Equal(t, requestCounts{outcomes: true, puts: n, bytesUp: 4 * n, putsStored: n / 2, failed: n / 4, putsFailed: n / 4, givenUp: n / 4, putsGivenUp: n / 4}, got)
+}
+
+// The report's fields that tell the requests and PUTs apart are named, as
+// the JSON spells them, in the package documentation and in docs/demo.md.
+func TestAcctReportFieldsDocumented(t *testing.T) {
+	var fields []string
+	report := reflect.TypeFor[demoReport]()
+	for _, name := range []string{"GivenUpRequests", "PutOutcomes"} {
+		f, ok := report.FieldByName(name)
+		require.True(t, ok, name)
+		fields = append(fields, strings.TrimSuffix(f.Tag.Get("json"), ",omitempty"))
+	}
+	for f := range reflect.TypeFor[putOutcomes]().Fields() {
+		fields = append(fields, f.Tag.Get("json"))
+	}
+	for _, path := range []string{"doc.go", "../../docs/demo.md"} {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for _, field := range fields {
+			assert.Regexp(t, `\b`+field+`\b`, string(b), "%s names %s", path, field)
+		}
+	}
 }
