@@ -364,13 +364,14 @@ func (c *requestCounters) load() requestCounts {
 	}
 }
 
-// ended counts how a request, a PUT if put, ended: err nil is success;
-// an error once ctx, its caller's, is done is the caller giving up (a
-// cancelled hedge, the engine's own timeout), however the store reported
-// it; any other error is the store's failure.
+// ended counts how a request, a PUT if put, ended: once ctx, its
+// caller's, is done, the caller gave up (a cancelled hedge, the engine's
+// own timeout), however the store reported it, a success included, which
+// the caller never learnt of and may retry; else err nil is success and
+// any other error the store's failure.
 func (c *requestCounters) ended(ctx context.Context, put bool, err error) {
 	switch {
-	case err == nil:
+	case err == nil && ctx.Err() == nil:
 		if put {
 			c.putsStored.Add(1)
 		}

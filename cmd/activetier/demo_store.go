@@ -366,12 +366,18 @@ func (c *countingStore) GetRange(ctx context.Context, ref metadata.ObjectRef, of
 	return b, nil
 }
 
+// errReadPanicked is how a GET whose read panicked ended: the engines
+// recover such a read as a failed one, and read again.
+var errReadPanicked = errors.New("the store's read panicked")
+
 // get counts one GET, which read makes for a caller of ctx.
 func (c *countingStore) get(ctx context.Context, read func() (int, error)) error {
 	n := &c.c.counters
 	n.gets.Add(1)
-	got, err := read()
-	n.ended(ctx, false, err)
+	var got int
+	err := errReadPanicked
+	defer func() { n.ended(ctx, false, err) }()
+	got, err = read()
 	if err != nil {
 		return err
 	}

@@ -130,9 +130,10 @@
 // attempts count as requests that failed, as memstore counts those its
 // outages fail. On S3 and with --store the report tells the requests
 // whose caller stopped waiting (a hedge's loser cancelled, an attempt past
-// the engine's timeout) from the failed ones, as given_up_requests, and
-// splits the PUTs into stored, failed and given up (put_outcomes); memstore
-// counts the given-up ones as failed.
+// the engine's timeout, a success that came after) from the failed ones,
+// as given_up_requests, and splits the PUTs by how each ended, as
+// put_outcomes {stored, failed, given_up}, which sum to puts; memstore
+// counts the given-up ones as failed, and has no put_outcomes.
 //
 // --store KIND=VALUE keeps the buckets in another object store; KIND names
 // the store and VALUE where it keeps them, in its own terms. dir=PATH is
