@@ -495,3 +495,25 @@ func TestAdversaryRolesAcknowledgedSurvivesRefusedReelection(t *testing.T) {
 		assert.Equal(t, int64(0), log3.Batches(tpA)[0].FirstOffset)
 	})
 }
+// TestAdversaryRolesEndOffsetBelowWhatIsLed: re-elected at a later epoch,
+// a leader whose log says it ends below what it accepted and made durable
+// (a log that lost acknowledged records, which its contract forbids)
+// must not begin a leadership there: its markers would make the
+// followers of the new epoch truncate records WaitDurable acknowledged.
+func TestAdversaryRolesEndOffsetBelowWhatIsLed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newRoleSubject(t, newWorld(t))
+		s.run()
+		s.into(t, walstore.Leading)
+		require.NoError(t, s.n.WaitDurable(within(t, time.Hour), tpA, 5, 9))
+		settle(time.Second)
+		s.local.answer(tpA, func() (int64, error) { return 3, nil })
+		err := becomeLeaderAt(6).do(t.Context(), s)
+		requireNotInEffect(t, s.n, tpA, err, leadingAt5, walstore.ErrContractViolation)
+		var de *walstore.DependencyError
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, "LocalLog.EndOffset", de.Dependency)
+		assert.Equal(t, int64(10), s.n.DurableOffset(tpA), "the leadership goes on")
+		s.requireRoleWorks(t, leadingAt5)
+	})
+}

@@ -509,8 +509,11 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 // epoch not above one this Node led tp at or follows it at
 // (ErrStaleEpoch), and a local log whose EndOffset fails, or does not
 // answer before ctx ends (a *DependencyError naming LocalLog.EndOffset
-// that matches ctx's error), or has an earlier call given up on that has
-// not returned (one matching storage.ErrUnavailable). It waits for the follower
+// that matches ctx's error), or answers a negative end or, leading
+// already, one below what this leadership accepted (one matching
+// ErrContractViolation: the log lost records, which a leadership begun
+// there would make its followers truncate), or has an earlier call given
+// up on that has not returned (one matching storage.ErrUnavailable). It waits for the follower
 // engine to finish the local-log call of tp it may be making (as long as
 // ctx allows), validates, then, with tp's local-log calls held, reads the
 // log end, begins the leadership and only then stops following, which

@@ -130,6 +130,12 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 	if ld != nil && epoch < ld.epoch {
 		return fmt.Errorf("epoch %d is below the current epoch %d", epoch, ld.epoch)
 	}
+	if ld != nil && leo < ld.next {
+		// The log lost records this leadership accepted, some perhaps
+		// acknowledged durable: a leadership begun there would publish
+		// markers that make every follower truncate them.
+		return c.cfg.Violation("LocalLog.EndOffset", fmt.Sprintf("end offset %d is below %d, up to which this leadership accepted records", leo, ld.next))
+	}
 	before := c.followers[tp]
 	c.followers[tp] = followers
 	if ld != nil {
@@ -159,12 +165,6 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 			ld.durable, ld.above = max(republishFrom, 0), nil
 		}
 	default:
-		if ld != nil {
-			// The local log is behind what was appended here: the
-			// broker broke the contract, and nothing pending can be
-			// trusted to be in its log. Start afresh.
-			c.endLeadership(now, tp)
-		}
 		c.gens++
 		start := leo
 		if republishFrom >= 0 {
