@@ -495,6 +495,7 @@ func TestAdversaryRolesAcknowledgedSurvivesRefusedReelection(t *testing.T) {
 		assert.Equal(t, int64(0), log3.Batches(tpA)[0].FirstOffset)
 	})
 }
+
 // TestAdversaryRolesEndOffsetBelowWhatIsLed: re-elected at a later epoch,
 // a leader whose log says it ends below what it accepted and made durable
 // (a log that lost acknowledged records, which its contract forbids)

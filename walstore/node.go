@@ -506,18 +506,19 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 //
 // It is refused, and tp goes on as it was (see Node), for invalid
 // arguments (this broker among the followers, a negative id or epoch), an
-// epoch not above one this Node led tp at or follows it at
-// (ErrStaleEpoch), and a local log whose EndOffset fails, or does not
-// answer before ctx ends (a *DependencyError naming LocalLog.EndOffset
-// that matches ctx's error), or answers a negative end or, leading
-// already, one below what this leadership accepted (one matching
-// ErrContractViolation: the log lost records, which a leadership begun
-// there would make its followers truncate), or has an earlier call given
-// up on that has not returned (one matching storage.ErrUnavailable). It waits for the follower
-// engine to finish the local-log call of tp it may be making (as long as
-// ctx allows), validates, then, with tp's local-log calls held, reads the
-// log end, begins the leadership and only then stops following, which
-// cannot fail.
+// epoch below the one it leads tp at, or not above one this Node led tp
+// at before or follows it at (ErrStaleEpoch), and a local log whose
+// EndOffset fails, or does not answer before ctx ends (a *DependencyError
+// naming LocalLog.EndOffset that matches ctx's error), or answers a
+// negative end or, leading already, one below what this leadership
+// accepted (one matching ErrContractViolation: the log lost records,
+// which a leadership begun there would make its followers truncate), or
+// has an earlier call given up on that has not returned (one matching
+// storage.ErrUnavailable). It waits for the follower engine to finish the
+// local-log call of tp it may be making (as long as ctx allows),
+// validates, then, with tp's local-log calls held, reads the log end,
+// begins the leadership and only then stops following, which cannot
+// fail.
 func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
 	return n.transition(ctx, "BecomeLeader", tp, func(in RoleState) (RoleState, error) {
 		return n.rules.BecomeLeader(&nodeCores{n: n, ctx: ctx}, in, tp, epoch, followers, republishFrom)
@@ -533,8 +534,10 @@ func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epo
 // markers only up to the epoch its broker knows.
 //
 // It is refused, and tp goes on as it was (see Node), for invalid
-// arguments (this broker as the leader, a negative id or epoch) and an
-// epoch below the one it follows tp at. It gives up only while it waits
+// arguments (this broker as the leader, a negative id or epoch), an
+// epoch below the one it follows tp at, and one below the one it leads
+// tp at (ErrStaleEpoch): a stale transition never ends a later
+// leadership. It gives up only while it waits
 // for its turn or for the engines to finish the local-log call of tp they
 // may be making, and is refused at once while such a call given up on
 // has not returned; with the follower engine held it validates and
