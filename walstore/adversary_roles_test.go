@@ -315,6 +315,8 @@ func TestAdversaryRolesEndOffsetMisbehaves(t *testing.T) {
 					before := s.n.Role(tpA)
 					ctx := t.Context()
 					release := make(chan struct{})
+					var once sync.Once
+					t.Cleanup(func() { once.Do(func() { close(release) }) })
 					answer := tc.answer
 					if answer == nil {
 						ctx = within(t, time.Minute)
@@ -345,7 +347,7 @@ func TestAdversaryRolesEndOffsetMisbehaves(t *testing.T) {
 						if before.Role != walstore.NoRole {
 							assert.Error(t, s.n.PartitionError(tpA), "a partition with a stuck call fails")
 						}
-						close(release)
+						once.Do(func() { close(release) })
 						synctest.Wait()
 					}
 					s.requireRoleWorks(t, before)
@@ -517,4 +519,55 @@ func TestAdversaryRolesEndOffsetBelowWhatIsLed(t *testing.T) {
 		assert.Equal(t, int64(10), s.n.DurableOffset(tpA), "the leadership goes on")
 		s.requireRoleWorks(t, leadingAt5)
 	})
+}
+
+// TestAdversaryRolesWaitForTheTransitionInFlight: while a BecomeLeader of
+// tpA waits on its EndOffset, another transition of tpA waits its turn
+// and gives up when its context ends, changing nothing; one of tpB goes
+// ahead; the leadership in effect still accepts records meanwhile; and
+// the BecomeLeader in flight, once the log answers, takes effect.
+// (Appending to the Node what the local log does not hold, a broker
+// breaking its contract, makes that BecomeLeader refused instead, its
+// log end below what the leadership accepted: before, it began a new
+// leadership there, whose markers truncated what WaitDurable had
+// acknowledged.)
+func TestAdversaryRolesWaitForTheTransitionInFlight(t *testing.T) {
+	// The waiting BecomeLeader does not take epoch 7 in the log first: it
+	// never gets to read the log.
+	becomeLeader := roleCall{name: "BecomeLeader", do: func(ctx context.Context, s *roleSubject) error {
+		return s.n.BecomeLeader(ctx, tpA, 7, []int32{2}, -1)
+	}}
+	for _, call := range []roleCall{becomeLeader, becomeFollowerAt(7, 2), stopReplicaCall} {
+		t.Run(call.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newRoleSubject(t, newWorld(t))
+				s.run()
+				s.into(t, walstore.Leading)
+				settle(time.Second)
+				release := make(chan struct{})
+				var once sync.Once
+				t.Cleanup(func() { once.Do(func() { close(release) }) })
+				s.local.answer(tpA, func() (int64, error) { <-release; return s.local.LocalLog.EndOffset(tpA) })
+				inFlight := make(chan error, 1)
+				go func() { inFlight <- s.n.BecomeLeader(t.Context(), tpA, 6, []int32{2}, -1) }()
+				synctest.Wait()
+
+				err := call.do(within(t, time.Second), s)
+				requireNotInEffect(t, s.n, tpA, err, leadingAt5, context.DeadlineExceeded)
+				require.NoError(t, s.local.AssignEpoch(tpB, 1, 0))
+				require.NoError(t, s.n.BecomeLeader(t.Context(), tpB, 1, []int32{2}, -1))
+				// The leadership at 5 goes on while the transition waits.
+				produce(t, s.n, s.local.LocalLog, tpA, 5, 10, 14)
+				require.NoError(t, s.n.WaitDurable(within(t, time.Hour), tpA, 5, 14))
+
+				// The broker takes epoch 6 at its log's end, and the log
+				// answers.
+				require.NoError(t, s.local.AssignEpoch(tpA, 6, 15))
+				once.Do(func() { close(release) })
+				require.NoError(t, <-inFlight)
+				assert.Equal(t, walstore.RoleState{Role: walstore.Leading, Epoch: 6, Leader: 1}, s.n.Role(tpA))
+				assert.Equal(t, int64(15), s.n.DurableOffset(tpA), "what was durable at 5 stays so at 6")
+			})
+		})
+	}
 }
