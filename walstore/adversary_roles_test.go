@@ -571,3 +571,39 @@ func TestAdversaryRolesWaitForTheTransitionInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestAdversaryRolesEndOffsetAnswersAsCtxEnds: an EndOffset that answers
+// as BecomeLeader's context ends is refused as one that did not answer
+// in time, a *DependencyError naming LocalLog.EndOffset, whether the call
+// was given up on first or its answer came first; the role is unchanged.
+// The answer that came first was once refused with the bare context
+// error, which named no dependency. Which comes first is the scheduler's
+// choice: run it with -count to see both.
+func TestAdversaryRolesEndOffsetAnswersAsCtxEnds(t *testing.T) {
+	for _, from := range []walstore.Role{walstore.Leading, walstore.Following} {
+		t.Run(from.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newRoleSubject(t, newWorld(t))
+				s.run()
+				s.into(t, from)
+				settle(time.Second)
+				before := s.n.Role(tpA)
+				ctx := within(t, time.Minute)
+				ended := make(chan struct{})
+				context.AfterFunc(ctx, func() { close(ended) })
+				s.local.answer(tpA, func() (int64, error) {
+					<-ended
+					return s.local.LocalLog.EndOffset(tpA)
+				})
+				err := becomeLeaderAt(6).do(ctx, s)
+				synctest.Wait() // the call given up on, if it was, has returned
+				requireNotInEffect(t, s.n, tpA, err, before, context.DeadlineExceeded)
+				assert.ErrorIs(t, err, storage.ErrUnavailable)
+				var de *walstore.DependencyError
+				require.ErrorAs(t, err, &de)
+				assert.Equal(t, "LocalLog.EndOffset", de.Dependency)
+				s.requireRoleWorks(t, before)
+			})
+		})
+	}
+}

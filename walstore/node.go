@@ -597,10 +597,10 @@ func (c *nodeCores) CheckLeader(tp metadata.TopicPartition, epoch int32, followe
 // the leadership begins.
 func (c *nodeCores) EndOffset(tp metadata.TopicPartition) (int64, error) {
 	leo, err := c.n.leader.endOffset(c.ctx, tp)
-	if err == nil {
-		// Answered as ctx ended: it gave up all the same, as it would a
-		// moment later.
-		err = c.ctx.Err()
+	if cerr := c.ctx.Err(); err == nil && cerr != nil {
+		// Answered as ctx ended: it gave up all the same, with the error
+		// it would have given a moment later.
+		err = &DependencyError{Dependency: "LocalLog.EndOffset", Err: &noAnswerError{err: cerr}}
 	}
 	if err != nil {
 		return 0, err
