@@ -534,10 +534,9 @@ func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epo
 // markers only up to the epoch its broker knows.
 //
 // It is refused, and tp goes on as it was (see Node), for invalid
-// arguments (this broker as the leader, a negative id or epoch), an
-// epoch below the one it follows tp at, and one below the one it leads
-// tp at (ErrStaleEpoch): a stale transition never ends a later
-// leadership. It gives up only while it waits
+// arguments (this broker as the leader, a negative id or epoch) and an
+// epoch below the one it follows or leads tp at (ErrStaleEpoch): a stale
+// transition never ends a later role. It gives up only while it waits
 // for its turn or for the engines to finish the local-log call of tp they
 // may be making, and is refused at once while such a call given up on
 // has not returned; with the follower engine held it validates and

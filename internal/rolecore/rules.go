@@ -102,17 +102,16 @@ func (r Rules) BecomeLeader(c Cores, in RoleState, tp metadata.TopicPartition, e
 // BecomeFollower makes the broker a follower of tp, whose leader at epoch
 // is broker leader, and returns the role that is then in effect; or it
 // returns in and why not, having changed nothing. It refuses an epoch
-// below the one in leads at, as the follower core does one below the one
-// it follows at, so that a stale transition never ends a later
-// leadership. Holding the cores, the follower core follows (it refuses
-// invalid arguments and an epoch below the one it follows at), and the
-// leader core resigns last.
+// below the one in leads or follows at, so that a stale transition never
+// ends a later role. Holding the cores, the follower core follows (it
+// refuses invalid arguments, and an epoch below the one it follows at
+// too), and the leader core resigns last.
 func (r Rules) BecomeFollower(c Cores, in RoleState, tp metadata.TopicPartition, epoch, leader int32) (RoleState, error) {
 	if r.Weaken.ResignFirst {
 		c.Resign(tp)
 	}
-	if in.Role == Leading && epoch < in.Epoch {
-		return in, fmt.Errorf("%w: epoch %d is below epoch %d, which this broker leads", r.StaleEpoch, epoch, in.Epoch)
+	if in.Role != NoRole && epoch < in.Epoch {
+		return in, fmt.Errorf("%w: epoch %d is below epoch %d, which broker %d leads", r.StaleEpoch, epoch, in.Epoch, in.Leader)
 	}
 	err := c.Hold(func() error {
 		if err := c.Follow(tp, epoch, leader); err != nil {

@@ -87,6 +87,7 @@ func TestRules(t *testing.T) {
 			steps: []string{"check", "end", "hold", "lead at 7 (held)", "unfollow (held)"}},
 		{name: "lead at an epoch below the one led", in: rolecore.RoleState{Role: rolecore.Leading, Epoch: 5, Leader: 1}, run: lead(4), steps: nil},
 		{name: "follow at an epoch below the one led", in: rolecore.RoleState{Role: rolecore.Leading, Epoch: 6, Leader: 1}, run: follow, steps: nil},
+		{name: "follow at an epoch below the one followed", in: rolecore.RoleState{Role: rolecore.Following, Epoch: 6, Leader: 2}, run: follow, steps: nil},
 		{name: "follow at the epoch led", in: rolecore.RoleState{Role: rolecore.Leading, Epoch: 5, Leader: 1}, run: follow,
 			out:   rolecore.RoleState{Role: rolecore.Following, Epoch: 5, Leader: 2},
 			steps: []string{"hold", "follow (held)", "resign (held)"}},
