@@ -607,3 +607,38 @@ func TestAdversaryRolesEndOffsetAnswersAsCtxEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestAdversaryRolesStopReplicaAfterRunWithAStuckCall: after Run has
+// returned, StopReplica of a partition whose EndOffset given up on has
+// not returned is refused (the call may still act on the log), naming
+// the call; once it returns, StopReplica succeeds and the partition's
+// failure ends with its role.
+func TestAdversaryRolesStopReplicaAfterRunWithAStuckCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newRoleSubject(t, newWorld(t))
+		s.run()
+		s.into(t, walstore.Following)
+		settle(time.Second)
+		release := make(chan struct{})
+		var once sync.Once
+		t.Cleanup(func() { once.Do(func() { close(release) }) })
+		s.local.answer(tpA, func() (int64, error) { <-release; return 0, nil })
+		err := becomeLeaderAt(6).do(within(t, time.Minute), s)
+		requireNotInEffect(t, s.n, tpA, err, followingAt5, context.DeadlineExceeded)
+		s.stop()
+
+		err = s.n.StopReplica(t.Context(), tpA)
+		requireNotInEffect(t, s.n, tpA, err, followingAt5, storage.ErrUnavailable)
+		var de *walstore.DependencyError
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, "LocalLog.EndOffset", de.Dependency)
+		assert.Error(t, s.n.PartitionError(tpA))
+
+		once.Do(func() { close(release) })
+		synctest.Wait()
+		require.NoError(t, s.n.StopReplica(t.Context(), tpA))
+		assert.Equal(t, noRoleState, s.n.Role(tpA))
+		assert.Nil(t, s.n.PartitionError(tpA))
+		assert.Empty(t, s.n.Health().Partitions)
+	})
+}
