@@ -288,8 +288,9 @@ func TestAdversaryRolesStopReplicaOfAnInvalidPartition(t *testing.T) {
 }
 
 // TestAdversaryRolesEndOffsetMisbehaves makes the EndOffset BecomeLeader
-// reads fail, answer a negative end or one below what the Node already
-// leads, or not answer before ctx ends, from every role: each is refused
+// reads fail, answer a negative end, or not answer before ctx ends, from
+// every role (for an end below what is led, see
+// TestAdversaryRolesEndOffsetBelowWhatIsLed): each is refused
 // with a *DependencyError naming LocalLog.EndOffset, the role is
 // unchanged and goes on working, and the next BecomeLeader, the log
 // answering again, takes effect.
