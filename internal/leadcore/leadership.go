@@ -130,7 +130,10 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 	if ld != nil && epoch < ld.epoch {
 		return fmt.Errorf("epoch %d is below the current epoch %d", epoch, ld.epoch)
 	}
-	if ld != nil && leo < ld.next {
+	// The same leadership with other followers does not look at leo: the
+	// broker may have appended since it read it.
+	sameLog := ld != nil && epoch == ld.epoch && republishFrom < 0
+	if ld != nil && !sameLog && leo < ld.next {
 		// The log lost records this leadership accepted, some perhaps
 		// acknowledged durable: a leadership begun there would publish
 		// markers that make every follower truncate them.
@@ -148,9 +151,9 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 		c.replicasChanged(ld, followers)
 	}
 	switch {
-	case ld != nil && epoch == ld.epoch && republishFrom < 0:
+	case sameLog:
 		return nil
-	case ld != nil && ld.next <= leo:
+	case ld != nil:
 		// Re-elected without a break: the same log goes on. A republish
 		// asked for now is for followers that lack the log from there (a
 		// reassignment): until it is done, only this broker is sure to
