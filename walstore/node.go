@@ -506,15 +506,19 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 //
 // It is refused, and tp goes on as it was (see Node), for invalid
 // arguments (this broker among the followers, a negative id or epoch), an
-// epoch not above one this Node led tp at or follows it at
-// (ErrStaleEpoch), and a local log whose EndOffset fails, or does not
-// answer before ctx ends (a *DependencyError naming LocalLog.EndOffset
-// that matches ctx's error), or has an earlier call given up on that has
-// not returned (one matching storage.ErrUnavailable). It waits for the follower
-// engine to finish the local-log call of tp it may be making (as long as
-// ctx allows), validates, then, with tp's local-log calls held, reads the
-// log end, begins the leadership and only then stops following, which
-// cannot fail.
+// epoch below the one it leads tp at, or not above one this Node led tp
+// at before or follows it at (ErrStaleEpoch), and a local log whose
+// EndOffset fails, or does not answer before ctx ends (a *DependencyError
+// naming LocalLog.EndOffset that matches ctx's error), or answers a
+// negative end or, leading already, one below what this leadership
+// accepted (one matching ErrContractViolation: the log lost records,
+// which a leadership begun there would make its followers truncate), or
+// has an earlier call given up on that has not returned (one matching
+// storage.ErrUnavailable). It waits for the follower engine to finish the
+// local-log call of tp it may be making (as long as ctx allows),
+// validates, then, with tp's local-log calls held, reads the log end,
+// begins the leadership and only then stops following, which cannot
+// fail.
 func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
 	return n.transition(ctx, "BecomeLeader", tp, func(in RoleState) (RoleState, error) {
 		return n.rules.BecomeLeader(&nodeCores{n: n, ctx: ctx}, in, tp, epoch, followers, republishFrom)
@@ -531,7 +535,8 @@ func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epo
 //
 // It is refused, and tp goes on as it was (see Node), for invalid
 // arguments (this broker as the leader, a negative id or epoch) and an
-// epoch below the one it follows tp at. It gives up only while it waits
+// epoch below the one it follows or leads tp at (ErrStaleEpoch): a stale
+// transition never ends a later role. It gives up only while it waits
 // for its turn or for the engines to finish the local-log call of tp they
 // may be making, and is refused at once while such a call given up on
 // has not returned; with the follower engine held it validates and
@@ -591,10 +596,10 @@ func (c *nodeCores) CheckLeader(tp metadata.TopicPartition, epoch int32, followe
 // the leadership begins.
 func (c *nodeCores) EndOffset(tp metadata.TopicPartition) (int64, error) {
 	leo, err := c.n.leader.endOffset(c.ctx, tp)
-	if err == nil {
-		// Answered as ctx ended: it gave up all the same, as it would a
-		// moment later.
-		err = c.ctx.Err()
+	if cerr := c.ctx.Err(); err == nil && cerr != nil {
+		// Answered as ctx ended: it gave up all the same, with the error
+		// it would have given a moment later.
+		err = &DependencyError{Dependency: "LocalLog.EndOffset", Err: &noAnswerError{err: cerr}}
 	}
 	if err != nil {
 		return 0, err

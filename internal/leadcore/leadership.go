@@ -130,6 +130,15 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 	if ld != nil && epoch < ld.epoch {
 		return fmt.Errorf("epoch %d is below the current epoch %d", epoch, ld.epoch)
 	}
+	// The same leadership with other followers does not look at leo: the
+	// broker may have appended since it read it.
+	sameLog := ld != nil && epoch == ld.epoch && republishFrom < 0
+	if ld != nil && !sameLog && leo < ld.next {
+		// The log lost records this leadership accepted, some perhaps
+		// acknowledged durable: a leadership begun there would publish
+		// markers that make every follower truncate them.
+		return c.cfg.Violation("LocalLog.EndOffset", fmt.Sprintf("end offset %d is below %d, up to which this leadership accepted records", leo, ld.next))
+	}
 	before := c.followers[tp]
 	c.followers[tp] = followers
 	if ld != nil {
@@ -142,9 +151,9 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 		c.replicasChanged(ld, followers)
 	}
 	switch {
-	case ld != nil && epoch == ld.epoch && republishFrom < 0:
+	case sameLog:
 		return nil
-	case ld != nil && ld.next <= leo:
+	case ld != nil:
 		// Re-elected without a break: the same log goes on. A republish
 		// asked for now is for followers that lack the log from there (a
 		// reassignment): until it is done, only this broker is sure to
@@ -159,12 +168,6 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 			ld.durable, ld.above = max(republishFrom, 0), nil
 		}
 	default:
-		if ld != nil {
-			// The local log is behind what was appended here: the
-			// broker broke the contract, and nothing pending can be
-			// trusted to be in its log. Start afresh.
-			c.endLeadership(now, tp)
-		}
 		c.gens++
 		start := leo
 		if republishFrom >= 0 {

@@ -65,15 +65,18 @@ type Weakening struct {
 // BecomeLeader makes the broker tp's leader at epoch, with followers as
 // its follower brokers, and returns the role that is then in effect; or
 // it returns in, the role in effect, and why not, having changed
-// nothing. It refuses an epoch not above the one in followed, then
-// invalid arguments (CheckLeader), reads the log end, and holding the
-// cores begins the leadership and only then stops following, which
-// cannot fail.
+// nothing. It refuses an epoch not above the one in followed or below
+// the one in leads at, then invalid arguments (CheckLeader), reads the
+// log end, and holding the cores begins the leadership and only then
+// stops following, which cannot fail.
 func (r Rules) BecomeLeader(c Cores, in RoleState, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) (RoleState, error) {
 	if r.Weaken.UnfollowFirst {
 		_ = c.Hold(func() error { c.Unfollow(tp); return nil })
 	}
-	if in.Role == Following && epoch <= in.Epoch && !r.Weaken.AnyEpoch {
+	// Leading, the same epoch updates the followers and a later one goes
+	// on; only an earlier one is stale.
+	stale := in.Role == Following && epoch <= in.Epoch || in.Role == Leading && epoch < in.Epoch
+	if stale && !r.Weaken.AnyEpoch {
 		return in, fmt.Errorf("%w: epoch %d is not above epoch %d, which broker %d leads", r.StaleEpoch, epoch, in.Epoch, in.Leader)
 	}
 	if err := c.CheckLeader(tp, epoch, followers); err != nil {
@@ -98,12 +101,17 @@ func (r Rules) BecomeLeader(c Cores, in RoleState, tp metadata.TopicPartition, e
 
 // BecomeFollower makes the broker a follower of tp, whose leader at epoch
 // is broker leader, and returns the role that is then in effect; or it
-// returns in and why not, having changed nothing. Holding the cores, the
-// follower core follows (it refuses invalid arguments and an epoch below
-// the one it follows at), and the leader core resigns last.
+// returns in and why not, having changed nothing. It refuses an epoch
+// below the one in leads or follows at, so that a stale transition never
+// ends a later role. Holding the cores, the follower core follows (it
+// refuses invalid arguments, and an epoch below the one it follows at
+// too), and the leader core resigns last.
 func (r Rules) BecomeFollower(c Cores, in RoleState, tp metadata.TopicPartition, epoch, leader int32) (RoleState, error) {
 	if r.Weaken.ResignFirst {
 		c.Resign(tp)
+	}
+	if in.Role != NoRole && epoch < in.Epoch {
+		return in, fmt.Errorf("%w: epoch %d is below epoch %d, which broker %d leads", r.StaleEpoch, epoch, in.Epoch, in.Leader)
 	}
 	err := c.Hold(func() error {
 		if err := c.Follow(tp, epoch, leader); err != nil {

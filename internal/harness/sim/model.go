@@ -28,7 +28,8 @@ import (
 //     Leading already, it continues the same leadership (at the new
 //     epoch too); otherwise it begins a new one.
 //   - BecomeFollower and StopReplica end the leadership, if any. A
-//     BecomeFollower whose context ends while it waits is refused.
+//     BecomeFollower at an epoch below the one the node leads or follows
+//     at, or whose context ends while it waits, is refused.
 //   - A refused transition changes nothing: the error says the role in
 //     effect is the one before the call, Role says so too, and the cores
 //     still do it.
@@ -131,8 +132,8 @@ func (m *model) refusal(n *simNode, st *nodeTP, c call) string {
 		switch {
 		case in.Role == walstore.Following && c.epoch <= in.Epoch:
 			return fmt.Sprintf("epoch %d is not above epoch %d, which it follows", c.epoch, in.Epoch)
-		case in.Role == walstore.Leading && c.epoch < in.Epoch:
-			return fmt.Sprintf("epoch %d is below epoch %d, which it leads", c.epoch, in.Epoch)
+		case in.Role != walstore.NoRole && c.epoch < in.Epoch:
+			return fmt.Sprintf("epoch %d is below epoch %d, which it leads or follows", c.epoch, in.Epoch)
 		case in.Role != walstore.Leading && c.epoch <= st.lastLed:
 			return fmt.Sprintf("epoch %d is not above epoch %d, which it led", c.epoch, st.lastLed)
 		case slices.Contains(c.followers, n.b.id):
@@ -141,7 +142,10 @@ func (m *model) refusal(n *simNode, st *nodeTP, c call) string {
 			return "the local log's EndOffset failed"
 		}
 	case "BecomeFollower":
-		if c.cancelled {
+		switch {
+		case in.Role != walstore.NoRole && c.epoch < in.Epoch:
+			return fmt.Sprintf("epoch %d is below epoch %d, which it leads or follows", c.epoch, in.Epoch)
+		case c.cancelled:
 			return "its context ended"
 		}
 	}
