@@ -111,6 +111,38 @@ func bounded(t *testing.T) context.Context {
 	return ctx
 }
 
+func TestAdvStartTwiceLeavesNoNodeRunning(t *testing.T) {
+	defer noLeak(t)()
+	c, _, _ := advCluster(t)
+	b := c.Broker(1)
+	first, err := b.Start(advConfig())
+	require.NoError(t, err)
+	_, err = b.Start(advConfig())
+	require.Error(t, err, "the first Node would run on, never stopped")
+	assert.ErrorContains(t, err, "broker 1")
+	assert.True(t, first == b.Node, "a refused Start leaves the running Node in place")
+	assert.True(t, b.Running())
+
+	// Concurrent Starts of a stopped broker: one runs.
+	require.NoError(t, b.Stop())
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	started := 0
+	for range 4 {
+		wg.Go(func() {
+			if _, err := b.Start(advConfig()); err == nil {
+				mu.Lock()
+				started++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 1, started)
+	require.NoError(t, c.Close())
+	assert.False(t, b.Running())
+}
+
 func TestAdvStopTwiceAndStopNeverStarted(t *testing.T) {
 	defer noLeak(t)()
 	c, _, _ := advCluster(t)
@@ -168,6 +200,17 @@ func TestAdvCloseOrders(t *testing.T) {
 	})
 }
 
+func TestAdvStartPartitionBeforeStart(t *testing.T) {
+	defer noLeak(t)()
+	c, _, _ := advCluster(t)
+	var err error
+	require.NotPanics(t, func() { err = c.StartPartition(bounded(t), tpA) })
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "broker 1")
+	assert.ErrorContains(t, err, tpA.String())
+	require.NoError(t, c.Close())
+}
+
 func TestAdvStartPartitionUnknown(t *testing.T) {
 	defer noLeak(t)()
 	c, _, _ := advCluster(t)
@@ -179,6 +222,34 @@ func TestAdvStartPartitionUnknown(t *testing.T) {
 
 // A partition given replicas but no leader yet, as between the
 // controller's two calls, is one the cluster's readers and Elect visit.
+func TestAdvPartitionWithoutLeader(t *testing.T) {
+	defer noLeak(t)()
+	c, _, _ := advCluster(t)
+	startAll(t, c)
+	c.SetReplicas(tpC, 1, 2, 3)
+	l, _ := c.Leader(tpC)
+	assert.Nil(t, l)
+	assert.Equal(t, []int32{1, 2, 3}, c.Followers(tpC))
+	require.NotPanics(t, func() { c.LiveReplicas() })
+	require.NotPanics(t, func() {
+		_, _, err := c.Behind()
+		assert.NoError(t, err)
+	})
+	require.NotPanics(t, func() {
+		_, diffs := c.Compare()
+		assert.Empty(t, diffs)
+	})
+	c.Crash("az3")
+	require.NotPanics(t, func() { assert.NoError(t, c.ShrinkInSync()) })
+	require.NotPanics(t, func() {
+		_, err := c.Elect(bounded(t), tpC)
+		if err != nil {
+			assert.ErrorContains(t, err, tpC.String())
+		}
+	})
+	require.NoError(t, c.Close())
+}
+
 func TestAdvElectWithEveryReplicaDownNamesPartition(t *testing.T) {
 	defer noLeak(t)()
 	c, _, _ := advCluster(t)
@@ -215,6 +286,24 @@ func TestAdvElectPartitionNeverStarted(t *testing.T) {
 }
 
 // A replica added to the assignment whose Node never started.
+func TestAdvElectSurvivorNeverStarted(t *testing.T) {
+	defer noLeak(t)()
+	c, objects, _ := advCluster(t)
+	startAll(t, c)
+	store, err := objects.Store("az3")
+	require.NoError(t, err)
+	c.AddBroker(4, "az3", store, memstore.NewLocalLog())
+	c.SetReplicas(tpA, 1, 4, 2)
+	c.Crash("az1")
+	require.NotPanics(t, func() {
+		_, err = c.Elect(bounded(t), tpA)
+	})
+	if err != nil {
+		assert.ErrorContains(t, err, "broker 4")
+	}
+	require.NoError(t, c.Close())
+}
+
 // A surviving replica that was stopped, not crashed: the controller
 // still counts it live.
 func TestAdvElectSurvivorStopped(t *testing.T) {
@@ -268,11 +357,77 @@ func TestAdvCrashTwiceAndElectTwice(t *testing.T) {
 	require.NoError(t, c.Close())
 }
 
+func TestAdvRestartAfterCrash(t *testing.T) {
+	defer noLeak(t)()
+	c, _, _ := advCluster(t)
+	startAll(t, c)
+	c.Crash("az1")
+	_, err := c.Elect(bounded(t), tpA)
+	require.NoError(t, err)
+	b := c.Broker(1)
+	_, err = b.Start(advConfig())
+	require.Error(t, err, "a crashed broker never runs again")
+	assert.ErrorContains(t, err, "broker 1")
+	assert.False(t, b.Running())
+	assert.False(t, b.Live())
+	require.NoError(t, c.Close())
+}
+
 // Errors of a local log are returned wrapped, naming the broker and the
 // partition.
+func TestAdvLocalLogErrorsNameBrokerAndPartition(t *testing.T) {
+	defer noLeak(t)()
+	c, _, sets := advCluster(t)
+	startAll(t, c)
+	produce(t, c, tpA, 3)
+	requireCaughtUp(t, c, 4, "")
+
+	remove := sets[3].Add(faults.On(faults.IsOp(faults.OpLocalEndOffset), faults.Fail(errBoom)))
+	_, _, err := c.Behind()
+	require.ErrorIs(t, err, errBoom)
+	assert.ErrorContains(t, err, "broker 3")
+	for _, r := range c.LiveReplicas() {
+		if r.Follower.ID == 3 {
+			_, err := r.Lacks()
+			require.ErrorIs(t, err, errBoom)
+			assert.ErrorContains(t, err, "broker 3")
+			assert.ErrorContains(t, err, r.TP.String())
+		}
+	}
+
+	c.Crash("az1")
+	_, err = c.Elect(bounded(t), tpA)
+	require.ErrorIs(t, err, errBoom)
+	assert.ErrorContains(t, err, "broker 3")
+	assert.ErrorContains(t, err, tpA.String())
+	remove()
+	require.NoError(t, c.Close())
+}
+
 // A Node whose local log fails every call: an election that needs its
 // log fails, naming it, instead of waiting on it, and succeeds once the
 // log answers again.
+func TestAdvNodeWhoseLocalLogFails(t *testing.T) {
+	defer noLeak(t)()
+	c, _, sets := advCluster(t)
+	startAll(t, c)
+	remove := sets[3].Add(faults.Fail(errBoom))
+	produce(t, c, tpA, 3)
+	c.Crash("az1")
+	c.Crash("az2")
+	_, err := c.Elect(bounded(t), tpA)
+	require.ErrorIs(t, err, errBoom)
+	assert.ErrorContains(t, err, "broker 3")
+	assert.ErrorContains(t, err, tpA.String())
+	l, _ := c.Leader(tpA)
+	assert.Nil(t, l, "still offline")
+	remove()
+	e, err := c.Elect(bounded(t), tpA)
+	require.NoError(t, err)
+	assert.Equal(t, int32(3), e.Leader.ID)
+	require.NoError(t, c.Close())
+}
+
 // A Node whose object store fails every call does not stop: it retries,
 // its records never become durable, and the cluster closes.
 func TestAdvNodeWhoseStoreFails(t *testing.T) {

@@ -187,15 +187,28 @@ func (c *Cluster) StartPartition(ctx context.Context, tp metadata.TopicPartition
 	if !ok || leader == nil {
 		return fmt.Errorf("cluster: %s has no leader", tp)
 	}
-	if err := leader.Local.AssignEpoch(tp, l.Epoch, 0); err != nil {
-		return err
+	replicas := c.Replicas(tp)
+	nodes := make([]*walstore.Node, len(replicas))
+	for i, r := range replicas {
+		n, err := r.node()
+		if err != nil {
+			return fmt.Errorf("starting %s: %w", tp, err)
+		}
+		nodes[i] = n
 	}
-	if err := leader.Node.BecomeLeader(ctx, tp, l.Epoch, c.Followers(tp), -1); err != nil {
+	ln, err := leader.node()
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", tp, err)
+	}
+	if err := leader.Local.AssignEpoch(tp, l.Epoch, 0); err != nil {
+		return fmt.Errorf("broker %d assigning epoch %d of %s: %w", leader.ID, l.Epoch, tp, err)
+	}
+	if err := ln.BecomeLeader(ctx, tp, l.Epoch, c.Followers(tp), -1); err != nil {
 		return fmt.Errorf("broker %d leading %s: %w", leader.ID, tp, err)
 	}
-	for _, r := range c.Replicas(tp) {
+	for i, r := range replicas {
 		if r != leader {
-			if err := r.Node.BecomeFollower(ctx, tp, l.Epoch, leader.ID); err != nil {
+			if err := nodes[i].BecomeFollower(ctx, tp, l.Epoch, leader.ID); err != nil {
 				return fmt.Errorf("broker %d following %s: %w", r.ID, tp, err)
 			}
 		}
@@ -247,13 +260,45 @@ type Broker struct {
 	done    chan error
 }
 
+// ErrRunning is Start's error for a broker whose Node runs: a second
+// Node would run beside it, never to be stopped.
+var ErrRunning = errors.New("cluster: broker already runs")
+
+// ErrCrashed is Start's error for a broker Crash took down: it never runs
+// again.
+var ErrCrashed = errors.New("cluster: broker crashed")
+
+// ErrNotStarted is the error of a call that needs a broker's Node before
+// Start gave it one.
+var ErrNotStarted = errors.New("cluster: broker never started")
+
+// node returns b's Node, or ErrNotStarted naming b.
+func (b *Broker) node() (*walstore.Node, error) {
+	b.C.mu.Lock()
+	defer b.C.mu.Unlock()
+	if b.Node == nil {
+		return nil, fmt.Errorf("broker %d: %w", b.ID, ErrNotStarted)
+	}
+	return b.Node, nil
+}
+
 // Start starts a Node for b with cfg's tuning: its wiring (broker ID,
 // store, metadata log, local log) is b's, and its followers' progress is
 // relayed to the leaders' Nodes, as a broker's fetch path carries it, so
-// that a leader's collector can delete what every follower applied.
+// that a leader's collector can delete what every follower applied. It
+// fails with ErrRunning while b runs and ErrCrashed once it crashed.
 func (b *Broker) Start(cfg walstore.NodeConfig) (*walstore.Node, error) {
 	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local = b.ID, b.Store, b.C.Meta, b.Local
 	cfg.OnProgress = b.C.relayProgress
+	// The check and the start are one step: two Starts must not both run.
+	b.C.mu.Lock()
+	defer b.C.mu.Unlock()
+	switch {
+	case b.down:
+		return nil, fmt.Errorf("broker %d: %w", b.ID, ErrCrashed)
+	case b.running:
+		return nil, fmt.Errorf("broker %d: %w", b.ID, ErrRunning)
+	}
 	n, err := walstore.NewNode(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("broker %d: %w", b.ID, err)
@@ -271,9 +316,7 @@ func (b *Broker) Start(cfg walstore.NodeConfig) (*walstore.Node, error) {
 		}
 		done <- err
 	}()
-	b.C.mu.Lock()
 	b.Node, b.running, b.stop, b.done = n, true, cancel, done
-	b.C.mu.Unlock()
 	return n, nil
 }
 
