@@ -572,3 +572,79 @@ func TestAdvConcurrentAsTheDemo(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, c.Close())
 }
+
+// A follower that applies past where the new leader's log ends, between
+// the election's reading of the logs and the new leader's taking over,
+// would hold records of the old epoch the new leader lacks, to be
+// truncated away: the election must see the logs as they stay.
+func TestAdvFollowerAheadOfTheNewLeader(t *testing.T) {
+	defer noLeak(t)()
+	objects, err := memstore.NewCluster(memstore.ClusterConfig{
+		Buckets: map[string]string{"az1": "b1", "az2": "b2", "az3": "b3"}, Seed: 1})
+	require.NoError(t, err)
+	meta, err := memstore.NewLog(4, memstore.WithMaxPollWait(20*time.Millisecond))
+	require.NoError(t, err)
+	c := cluster.New(meta)
+	stores := make(map[int32]*faults.Set)
+	mems := make(map[int32]*faultyLocal)
+	locals := make(map[int32]*faults.Set)
+	for i, az := range []string{"az1", "az2", "az3"} {
+		id := int32(i + 1)
+		store, err := objects.Store(az)
+		require.NoError(t, err)
+		stores[id], locals[id] = &faults.Set{}, &faults.Set{}
+		mems[id] = newFaultyLocal(locals[id])
+		c.AddBroker(id, az, faults.WrapStore(store, stores[id]), mems[id])
+	}
+	c.SetReplicas(tpA, 1, 2, 3)
+	c.SetLeader(tpA, 1, 0)
+	// The followers fetch nothing until told.
+	gets := faults.On(faults.IsOp(faults.OpGetRange, faults.OpReadRange), faults.Fail(storage.ErrUnavailable))
+	remove2, remove3 := stores[2].Add(gets), stores[3].Add(gets)
+	for _, b := range c.Brokers() {
+		_, err := b.Start(advConfig())
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.StartPartition(bounded(t), tpA))
+	produce(t, c, tpA, 20)
+	l, epoch := c.Leader(tpA)
+	require.NoError(t, l.Node.WaitDurable(bounded(t), tpA, epoch, 19))
+	c.Crash("az1") // its bucket stays up: the followers can still read it
+
+	// Elect reads broker 3's log end twice: to elect (a tie at 0, so
+	// broker 2 wins) and to find where to republish from. Before the
+	// second, broker 3 may fetch again, and catches up if it still
+	// follows.
+	var mu sync.Mutex
+	reads := 0
+	locals[3].Add(faults.Func(func(_ context.Context, req faults.Request) faults.Effect {
+		if req.Op != faults.OpLocalEndOffset {
+			return faults.Effect{}
+		}
+		mu.Lock()
+		reads++
+		n := reads
+		mu.Unlock()
+		if n == 2 {
+			remove3()
+			deadline := time.Now().Add(time.Second) // none, if it no longer follows
+			for time.Now().Before(deadline) {
+				if end, _ := mems[3].mem.EndOffset(tpA); end == 20 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return faults.Effect{}
+	}))
+	e, err := c.Elect(bounded(t), tpA)
+	require.NoError(t, err)
+	remove2()
+	end3, err := mems[3].mem.EndOffset(tpA)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, end3, e.Start, "broker 3 holds records the new leader lacks, and must drop them")
+	require.NoError(t, c.ShrinkInSync())
+	produce(t, c, tpA, 5)
+	requireCaughtUp(t, c, 1, "broker 3 has broker 2's log")
+	require.NoError(t, c.Close())
+}

@@ -62,11 +62,13 @@ func (e Election) Lost() int64 { return max(0, e.OldEnd-e.Start) }
 // Elect moves tp, whose leader crashed, to a surviving replica by package
 // election's rule, preferring the longest log (all logs are prefixes of
 // the old leader's, so it has every record any survivor has; every
-// survivor counts as in sync), at the next epoch. The new leader
-// republishes from the shortest surviving follower's log end, since what
-// lies beyond it is in the failed AZ's bucket; Node.WaitDurable tells when
-// that is done. The surviving followers follow the new leader, and tp is
-// online again.
+// survivor counts as in sync), at the next epoch. The survivors stop
+// following first, so their logs stay as the election saw them; if Elect
+// fails after that, tp stays offline and Elect may be called again. The
+// new leader republishes from the shortest surviving follower's log end,
+// since what lies beyond it is in the failed AZ's bucket; Node.WaitDurable
+// tells when that is done. The surviving followers follow the new leader,
+// and tp is online again.
 func (c *Cluster) Elect(ctx context.Context, tp metadata.TopicPartition) (Election, error) {
 	c.mu.Lock()
 	old, led := c.leaders[tp]
@@ -90,13 +92,28 @@ func (c *Cluster) Elect(ctx context.Context, tp metadata.TopicPartition) (Electi
 				return Election{}, fmt.Errorf("%s: %w", tp, err)
 			}
 			nodes[r] = n
-			if part.Replicas[i].End, err = endOffset(r, tp); err != nil {
-				return Election{}, err
-			}
 		}
 	}
 	if len(survivors) == 0 {
 		return Election{}, fmt.Errorf("%s: every replica is in the failed AZ", tp)
+	}
+	// Every survivor stops following before its log is read: one still
+	// applying what the old leader published could pass the log end the
+	// election chose by, and hold records the new leader lacks, which it
+	// would then have to truncate away. The end offset read next is where
+	// the new epoch starts.
+	for _, r := range survivors {
+		if err := nodes[r].StopReplica(ctx, tp); err != nil {
+			return Election{}, fmt.Errorf("broker %d stopping %s: %w", r.ID, tp, err)
+		}
+	}
+	for i, r := range replicas {
+		if part.Replicas[i].Live {
+			var err error
+			if part.Replicas[i].End, err = endOffset(r, tp); err != nil {
+				return Election{}, err
+			}
+		}
 	}
 	d, err := election.Elect(part, election.Options{Longest: true})
 	if err != nil {
@@ -105,11 +122,6 @@ func (c *Cluster) Elect(ctx context.Context, tp metadata.TopicPartition) (Electi
 	best := replicas[slices.IndexFunc(replicas, func(r *Broker) bool { return r.ID == d.Leader })]
 	e.Leader, e.Epoch = best, d.Epoch
 
-	// The new leader's follower side stops before its log is read: the end
-	// offset read next is where the new epoch starts.
-	if err := nodes[best].StopReplica(ctx, tp); err != nil {
-		return Election{}, fmt.Errorf("broker %d stopping %s: %w", best.ID, tp, err)
-	}
 	if e.Start, err = endOffset(best, tp); err != nil {
 		return Election{}, err
 	}
