@@ -648,3 +648,97 @@ func TestAdvFollowerAheadOfTheNewLeader(t *testing.T) {
 	requireCaughtUp(t, c, 1, "broker 3 has broker 2's log")
 	require.NoError(t, c.Close())
 }
+
+// ShrinkInSync called while a partition is still offline (its leader
+// crashed, no successor elected yet) must still shrink the partitions
+// whose leaders live.
+func TestAdvShrinkInSyncBeforeElect(t *testing.T) {
+	defer noLeak(t)()
+	c, _, _ := advCluster(t)
+	startAll(t, c)
+	produce(t, c, tpA, 5)
+	produce(t, c, tpB, 5)
+	requireCaughtUp(t, c, 4, "")
+	_, moved := c.Crash("az1")
+	require.Equal(t, []metadata.TopicPartition{tpA}, moved)
+	err := c.ShrinkInSync()
+	if err != nil {
+		assert.ErrorContains(t, err, tpA.String())
+	}
+	// tpB's in-sync set no longer waits for broker 1: its high watermark
+	// moves on.
+	l, epoch := c.Leader(tpB)
+	produce(t, c, tpB, 1)
+	require.NoError(t, l.Node.WaitReplicated(bounded(t), tpB, epoch, 5))
+	_, err = c.Elect(bounded(t), tpA)
+	require.NoError(t, err)
+	require.NoError(t, c.ShrinkInSync())
+	require.NoError(t, c.Close())
+}
+
+// Two AZs fail one after the other; the last broker leads both
+// partitions, and nothing acknowledged durable is lost while the buckets
+// stay up.
+func TestAdvTwoAZsFailInTurn(t *testing.T) {
+	defer noLeak(t)()
+	c, _, _ := advCluster(t)
+	startAll(t, c)
+	for round, az := range []string{"az1", "az2"} {
+		produce(t, c, tpA, 10)
+		produce(t, c, tpB, 10)
+		for _, tp := range []metadata.TopicPartition{tpA, tpB} {
+			l, epoch := c.Leader(tp)
+			end, err := l.Local.EndOffset(tp)
+			require.NoError(t, err)
+			require.NoError(t, l.Node.WaitDurable(bounded(t), tp, epoch, end-1))
+		}
+		requireCaughtUp(t, c, 4-2*round, "")
+		_, moved := c.Crash(az)
+		for _, tp := range moved {
+			e, err := c.Elect(bounded(t), tp)
+			require.NoError(t, err)
+			assert.Zero(t, e.Lost(), "%s in round %d", tp, round)
+		}
+		require.NoError(t, c.ShrinkInSync())
+	}
+	for _, tp := range []metadata.TopicPartition{tpA, tpB} {
+		l, epoch := c.Leader(tp)
+		require.NotNil(t, l)
+		assert.Equal(t, int32(3), l.ID)
+		end, err := l.Local.EndOffset(tp)
+		require.NoError(t, err)
+		assert.Equal(t, int64(20), end)
+		produce(t, c, tp, 1)
+		require.NoError(t, l.Node.WaitReplicated(bounded(t), tp, epoch, 20), "no follower is in sync, so the leader alone")
+	}
+	compared, diffs := c.Compare()
+	assert.Zero(t, compared)
+	assert.Empty(t, diffs)
+	require.NoError(t, c.Close())
+}
+
+// An Elect whose context has ended changes nothing: tp stays offline,
+// and the next Elect moves it.
+func TestAdvElectCanceled(t *testing.T) {
+	defer noLeak(t)()
+	c, _, _ := advCluster(t)
+	startAll(t, c)
+	produce(t, c, tpA, 5)
+	requireCaughtUp(t, c, 4, "")
+	c.Crash("az1")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.Elect(ctx, tpA)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.ErrorContains(t, err, tpA.String())
+	l, _ := c.Leader(tpA)
+	assert.Nil(t, l, "still offline")
+	e, err := c.Elect(bounded(t), tpA)
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), e.Epoch, "the refused election used no epoch")
+	assert.Equal(t, int64(5), e.Start)
+	produce(t, c, tpA, 5)
+	require.NoError(t, c.ShrinkInSync())
+	requireCaughtUp(t, c, 2, "one live follower each")
+	require.NoError(t, c.Close())
+}
