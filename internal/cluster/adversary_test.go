@@ -742,3 +742,21 @@ func TestAdvElectCanceled(t *testing.T) {
 	requireCaughtUp(t, c, 2, "one live follower each")
 	require.NoError(t, c.Close())
 }
+
+// A broker added in place of a running one with its id (a replacement
+// broker on a fresh disk, say): the old Node must not outlive Close.
+func TestAdvAddBrokerInPlaceOfARunningOne(t *testing.T) {
+	defer noLeak(t)()
+	c, objects, _ := advCluster(t)
+	startAll(t, c)
+	old := c.Broker(3)
+	store, err := objects.Store("az3")
+	require.NoError(t, err)
+	b := c.AddBroker(3, "az3", store, memstore.NewLocalLog())
+	assert.True(t, c.Broker(3) == b)
+	assert.Len(t, c.Brokers(), 3)
+	_, err = b.Start(advConfig())
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	assert.False(t, old.Running())
+}

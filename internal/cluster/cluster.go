@@ -68,17 +68,23 @@ func New(meta metadata.Log) *Cluster {
 }
 
 // AddBroker adds broker id in az, with its store and local log, in place
-// of any broker id before it; its Node starts with Start.
+// of any broker id before it, whose Node it stops (its error is Failed's
+// and Close's): nothing else could, and two Nodes must not run as one
+// broker. The new broker's Node starts with Start.
 func (c *Cluster) AddBroker(id int32, az string, store storage.ObjectStore, local LocalLog) *Broker {
 	b := &Broker{C: c, ID: id, AZ: az, Store: store, Local: local}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	old := c.byID[id]
 	if i := slices.IndexFunc(c.brokers, func(o *Broker) bool { return o.ID == id }); i >= 0 {
 		c.brokers[i] = b
 	} else {
 		c.brokers = append(c.brokers, b)
 	}
 	c.byID[id] = b
+	c.mu.Unlock()
+	if old != nil {
+		_ = old.Stop() // its error is in c.errs
+	}
 	return b
 }
 
