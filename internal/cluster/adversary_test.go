@@ -760,3 +760,25 @@ func TestAdvAddBrokerInPlaceOfARunningOne(t *testing.T) {
 	require.NoError(t, c.Close())
 	assert.False(t, old.Running())
 }
+
+// Stop returns once the Node has stopped, for every caller of concurrent
+// Stops (a Crash's and a Close's, say), not only the first.
+func TestAdvConcurrentStopsWaitForTheNode(t *testing.T) {
+	defer noLeak(t)()
+	for range 20 {
+		c, _, _ := advCluster(t)
+		startAll(t, c)
+		b := c.Broker(1)
+		n := b.Node
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				_ = b.Stop()
+				batch := storage.Batch{FirstOffset: 0, LastOffset: 0, Data: []byte("late")}
+				assert.ErrorIs(t, n.Append(context.Background(), tpA, batch), walstore.ErrStopped)
+			})
+		}
+		wg.Wait()
+		require.NoError(t, c.Close())
+	}
+}

@@ -264,6 +264,9 @@ type Broker struct {
 	down    bool // under C.mu: crashed by Crash, never to run again
 	stop    context.CancelFunc
 	done    chan error
+	// exited is closed once the last Node's Run has returned: a Stop that
+	// finds another one stopping it waits for it.
+	exited chan struct{}
 }
 
 // ErrRunning is Start's error for a broker whose Node runs: a second
@@ -310,8 +313,9 @@ func (b *Broker) Start(cfg walstore.NodeConfig) (*walstore.Node, error) {
 		return nil, fmt.Errorf("broker %d: %w", b.ID, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done, exited := make(chan error, 1), make(chan struct{})
 	go func() {
+		defer close(exited)
 		err := n.Run(ctx)
 		if err != nil {
 			err = fmt.Errorf("broker %d: %w", b.ID, err)
@@ -322,7 +326,7 @@ func (b *Broker) Start(cfg walstore.NodeConfig) (*walstore.Node, error) {
 		}
 		done <- err
 	}()
-	b.Node, b.running, b.stop, b.done = n, true, cancel, done
+	b.Node, b.running, b.stop, b.done, b.exited = n, true, cancel, done, exited
 	return n, nil
 }
 
@@ -357,13 +361,18 @@ func (b *Broker) Live() bool {
 
 // Stop stops b's Node, as a shutdown or a crash does, and returns the
 // error it stopped with; b's local log remains, and Start may start a new
-// Node on it. Stopping a broker that does not run does nothing.
+// Node on it. Stopping a broker that does not run does nothing but wait
+// for a Stop under way: every Stop returns once the Node has stopped, and
+// only the one that stopped it returns its error.
 func (b *Broker) Stop() error {
 	b.C.mu.Lock()
-	stop, done := b.stop, b.done
+	stop, done, exited := b.stop, b.done, b.exited
 	b.stop, b.done, b.running = nil, nil, false
 	b.C.mu.Unlock()
 	if stop == nil {
+		if exited != nil {
+			<-exited
+		}
 		return nil
 	}
 	stop()
