@@ -68,17 +68,23 @@ func New(meta metadata.Log) *Cluster {
 }
 
 // AddBroker adds broker id in az, with its store and local log, in place
-// of any broker id before it; its Node starts with Start.
+// of any broker id before it, whose Node it stops (its error is Failed's
+// and Close's): nothing else could, and two Nodes must not run as one
+// broker. The new broker's Node starts with Start.
 func (c *Cluster) AddBroker(id int32, az string, store storage.ObjectStore, local LocalLog) *Broker {
 	b := &Broker{C: c, ID: id, AZ: az, Store: store, Local: local}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	old := c.byID[id]
 	if i := slices.IndexFunc(c.brokers, func(o *Broker) bool { return o.ID == id }); i >= 0 {
 		c.brokers[i] = b
 	} else {
 		c.brokers = append(c.brokers, b)
 	}
 	c.byID[id] = b
+	c.mu.Unlock()
+	if old != nil {
+		_ = old.Stop() // its error is in c.errs
+	}
 	return b
 }
 
@@ -187,15 +193,28 @@ func (c *Cluster) StartPartition(ctx context.Context, tp metadata.TopicPartition
 	if !ok || leader == nil {
 		return fmt.Errorf("cluster: %s has no leader", tp)
 	}
-	if err := leader.Local.AssignEpoch(tp, l.Epoch, 0); err != nil {
-		return err
+	replicas := c.Replicas(tp)
+	nodes := make([]*walstore.Node, len(replicas))
+	for i, r := range replicas {
+		n, err := r.node()
+		if err != nil {
+			return fmt.Errorf("starting %s: %w", tp, err)
+		}
+		nodes[i] = n
 	}
-	if err := leader.Node.BecomeLeader(ctx, tp, l.Epoch, c.Followers(tp), -1); err != nil {
+	ln, err := leader.node()
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", tp, err)
+	}
+	if err := leader.Local.AssignEpoch(tp, l.Epoch, 0); err != nil {
+		return fmt.Errorf("broker %d assigning epoch %d of %s: %w", leader.ID, l.Epoch, tp, err)
+	}
+	if err := ln.BecomeLeader(ctx, tp, l.Epoch, c.Followers(tp), -1); err != nil {
 		return fmt.Errorf("broker %d leading %s: %w", leader.ID, tp, err)
 	}
-	for _, r := range c.Replicas(tp) {
+	for i, r := range replicas {
 		if r != leader {
-			if err := r.Node.BecomeFollower(ctx, tp, l.Epoch, leader.ID); err != nil {
+			if err := nodes[i].BecomeFollower(ctx, tp, l.Epoch, leader.ID); err != nil {
 				return fmt.Errorf("broker %d following %s: %w", r.ID, tp, err)
 			}
 		}
@@ -245,22 +264,58 @@ type Broker struct {
 	down    bool // under C.mu: crashed by Crash, never to run again
 	stop    context.CancelFunc
 	done    chan error
+	// exited is closed once the last Node's Run has returned: a Stop that
+	// finds another one stopping it waits for it.
+	exited chan struct{}
+}
+
+// ErrRunning is Start's error for a broker whose Node runs: a second
+// Node would run beside it, never to be stopped.
+var ErrRunning = errors.New("cluster: broker already runs")
+
+// ErrCrashed is Start's error for a broker Crash took down: it never runs
+// again.
+var ErrCrashed = errors.New("cluster: broker crashed")
+
+// ErrNotStarted is the error of a call that needs a broker's Node before
+// Start gave it one.
+var ErrNotStarted = errors.New("cluster: broker never started")
+
+// node returns b's Node, or ErrNotStarted naming b.
+func (b *Broker) node() (*walstore.Node, error) {
+	b.C.mu.Lock()
+	defer b.C.mu.Unlock()
+	if b.Node == nil {
+		return nil, fmt.Errorf("broker %d: %w", b.ID, ErrNotStarted)
+	}
+	return b.Node, nil
 }
 
 // Start starts a Node for b with cfg's tuning: its wiring (broker ID,
 // store, metadata log, local log) is b's, and its followers' progress is
 // relayed to the leaders' Nodes, as a broker's fetch path carries it, so
-// that a leader's collector can delete what every follower applied.
+// that a leader's collector can delete what every follower applied. It
+// fails with ErrRunning while b runs and ErrCrashed once it crashed.
 func (b *Broker) Start(cfg walstore.NodeConfig) (*walstore.Node, error) {
 	cfg.BrokerID, cfg.Store, cfg.Log, cfg.Local = b.ID, b.Store, b.C.Meta, b.Local
 	cfg.OnProgress = b.C.relayProgress
+	// The check and the start are one step: two Starts must not both run.
+	b.C.mu.Lock()
+	defer b.C.mu.Unlock()
+	switch {
+	case b.down:
+		return nil, fmt.Errorf("broker %d: %w", b.ID, ErrCrashed)
+	case b.running:
+		return nil, fmt.Errorf("broker %d: %w", b.ID, ErrRunning)
+	}
 	n, err := walstore.NewNode(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("broker %d: %w", b.ID, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done, exited := make(chan error, 1), make(chan struct{})
 	go func() {
+		defer close(exited)
 		err := n.Run(ctx)
 		if err != nil {
 			err = fmt.Errorf("broker %d: %w", b.ID, err)
@@ -271,9 +326,7 @@ func (b *Broker) Start(cfg walstore.NodeConfig) (*walstore.Node, error) {
 		}
 		done <- err
 	}()
-	b.C.mu.Lock()
-	b.Node, b.running, b.stop, b.done = n, true, cancel, done
-	b.C.mu.Unlock()
+	b.Node, b.running, b.stop, b.done, b.exited = n, true, cancel, done, exited
 	return n, nil
 }
 
@@ -308,13 +361,18 @@ func (b *Broker) Live() bool {
 
 // Stop stops b's Node, as a shutdown or a crash does, and returns the
 // error it stopped with; b's local log remains, and Start may start a new
-// Node on it. Stopping a broker that does not run does nothing.
+// Node on it. Stopping a broker that does not run does nothing but wait
+// for a Stop under way: every Stop returns once the Node has stopped, and
+// only the one that stopped it returns its error.
 func (b *Broker) Stop() error {
 	b.C.mu.Lock()
-	stop, done := b.stop, b.done
+	stop, done, exited := b.stop, b.done, b.exited
 	b.stop, b.done, b.running = nil, nil, false
 	b.C.mu.Unlock()
 	if stop == nil {
+		if exited != nil {
+			<-exited
+		}
 		return nil
 	}
 	stop()

@@ -38,8 +38,13 @@ func (c *Cluster) EachLiveReplica(fn func(Replica) error) error {
 	var buf [8]Replica
 	for _, tp := range tps {
 		c.mu.Lock()
-		l := c.byID[c.leaders[tp].Broker]
 		reps := buf[:0]
+		l, ok := c.byID[c.leaders[tp].Broker]
+		if !ok {
+			// No leader yet: no log to be a replica of.
+			c.mu.Unlock()
+			continue
+		}
 		for _, id := range c.replicas[tp] {
 			if r := c.byID[id]; r != nil && r != l && !r.down {
 				reps = append(reps, Replica{TP: tp, Leader: l, Follower: r})
@@ -80,11 +85,11 @@ func (c *Cluster) Behind() (replicas int, offsets int64, err error) {
 func (r Replica) Lacks() (int64, error) {
 	le, err := r.Leader.Local.EndOffset(r.TP)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("broker %d: log end of %s: %w", r.Leader.ID, r.TP, err)
 	}
 	fe, err := r.Follower.Local.EndOffset(r.TP)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("broker %d: log end of %s: %w", r.Follower.ID, r.TP, err)
 	}
 	return le - fe, nil
 }

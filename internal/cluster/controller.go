@@ -7,6 +7,7 @@ import (
 
 	"github.com/activetier/activetier/election"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/walstore"
 )
 
 // Crash takes down every broker in az, as an AZ failure does: the
@@ -61,33 +62,58 @@ func (e Election) Lost() int64 { return max(0, e.OldEnd-e.Start) }
 // Elect moves tp, whose leader crashed, to a surviving replica by package
 // election's rule, preferring the longest log (all logs are prefixes of
 // the old leader's, so it has every record any survivor has; every
-// survivor counts as in sync), at the next epoch. The new leader
-// republishes from the shortest surviving follower's log end, since what
-// lies beyond it is in the failed AZ's bucket; Node.WaitDurable tells when
-// that is done. The surviving followers follow the new leader, and tp is
-// online again.
+// survivor counts as in sync), at the next epoch. The survivors stop
+// following first, so their logs stay as the election saw them; if Elect
+// fails after that, tp stays offline and Elect may be called again. The
+// new leader republishes from the shortest surviving follower's log end,
+// since what lies beyond it is in the failed AZ's bucket; Node.WaitDurable
+// tells when that is done. The surviving followers follow the new leader,
+// and tp is online again.
 func (c *Cluster) Elect(ctx context.Context, tp metadata.TopicPartition) (Election, error) {
 	c.mu.Lock()
-	old, replicas := c.leaders[tp], c.replicasLocked(tp)
+	old, led := c.leaders[tp]
+	replicas := c.replicasLocked(tp)
 	part := election.Partition{Leader: old.Broker, Epoch: old.Epoch}
 	for _, r := range replicas {
 		part.Replicas = append(part.Replicas, election.Replica{ID: r.ID, Live: !r.down, InSync: true})
 	}
 	e := Election{TP: tp, OldLeader: c.byID[old.Broker], RepublishFrom: -1}
 	c.mu.Unlock()
+	if !led || e.OldLeader == nil {
+		return Election{}, fmt.Errorf("%s: no leader to replace", tp)
+	}
 	var survivors []*Broker
+	nodes := make(map[*Broker]*walstore.Node)
 	for i, r := range replicas {
 		if part.Replicas[i].Live {
 			survivors = append(survivors, r)
-			end, err := r.Local.EndOffset(tp)
+			n, err := r.node()
 			if err != nil {
-				return Election{}, err
+				return Election{}, fmt.Errorf("%s: %w", tp, err)
 			}
-			part.Replicas[i].End = end
+			nodes[r] = n
 		}
 	}
 	if len(survivors) == 0 {
 		return Election{}, fmt.Errorf("%s: every replica is in the failed AZ", tp)
+	}
+	// Every survivor stops following before its log is read: one still
+	// applying what the old leader published could pass the log end the
+	// election chose by, and hold records the new leader lacks, which it
+	// would then have to truncate away. The end offset read next is where
+	// the new epoch starts.
+	for _, r := range survivors {
+		if err := nodes[r].StopReplica(ctx, tp); err != nil {
+			return Election{}, fmt.Errorf("broker %d stopping %s: %w", r.ID, tp, err)
+		}
+	}
+	for i, r := range replicas {
+		if part.Replicas[i].Live {
+			var err error
+			if part.Replicas[i].End, err = endOffset(r, tp); err != nil {
+				return Election{}, err
+			}
+		}
 	}
 	d, err := election.Elect(part, election.Options{Longest: true})
 	if err != nil {
@@ -96,12 +122,7 @@ func (c *Cluster) Elect(ctx context.Context, tp metadata.TopicPartition) (Electi
 	best := replicas[slices.IndexFunc(replicas, func(r *Broker) bool { return r.ID == d.Leader })]
 	e.Leader, e.Epoch = best, d.Epoch
 
-	// The new leader's follower side stops before its log is read: the end
-	// offset read next is where the new epoch starts.
-	if err := best.Node.StopReplica(ctx, tp); err != nil {
-		return Election{}, err
-	}
-	if e.Start, err = best.Local.EndOffset(tp); err != nil {
+	if e.Start, err = endOffset(best, tp); err != nil {
 		return Election{}, err
 	}
 	var followers []int32
@@ -113,7 +134,7 @@ func (c *Cluster) Elect(ctx context.Context, tp metadata.TopicPartition) (Electi
 		if !part.Replicas[slices.Index(replicas, r)].Live {
 			continue
 		}
-		fend, err := r.Local.EndOffset(tp)
+		fend, err := endOffset(r, tp)
 		if err != nil {
 			return Election{}, err
 		}
@@ -122,26 +143,35 @@ func (c *Cluster) Elect(ctx context.Context, tp metadata.TopicPartition) (Electi
 		}
 	}
 	if err := best.Local.AssignEpoch(tp, e.Epoch, e.Start); err != nil {
-		return Election{}, err
+		return Election{}, fmt.Errorf("broker %d assigning epoch %d of %s: %w", best.ID, e.Epoch, tp, err)
 	}
 	c.SetLeader(tp, best.ID, e.Epoch)
-	if err := best.Node.BecomeLeader(ctx, tp, e.Epoch, followers, e.RepublishFrom); err != nil {
+	if err := nodes[best].BecomeLeader(ctx, tp, e.Epoch, followers, e.RepublishFrom); err != nil {
 		return Election{}, fmt.Errorf("broker %d leading %s at epoch %d: %w", best.ID, tp, e.Epoch, err)
 	}
 	for _, r := range survivors {
 		if r != best {
-			if err := r.Node.BecomeFollower(ctx, tp, e.Epoch, best.ID); err != nil {
-				return Election{}, err
+			if err := nodes[r].BecomeFollower(ctx, tp, e.Epoch, best.ID); err != nil {
+				return Election{}, fmt.Errorf("broker %d following %s at epoch %d: %w", r.ID, tp, e.Epoch, err)
 			}
 		}
 	}
 	c.mu.Lock()
 	delete(c.offline, tp)
 	c.mu.Unlock()
-	if e.OldEnd, err = e.OldLeader.Local.EndOffset(tp); err != nil {
+	if e.OldEnd, err = endOffset(e.OldLeader, tp); err != nil {
 		return Election{}, err
 	}
 	return e, nil
+}
+
+// endOffset returns b's log end of tp, or an error naming both.
+func endOffset(b *Broker, tp metadata.TopicPartition) (int64, error) {
+	end, err := b.Local.EndOffset(tp)
+	if err != nil {
+		return 0, fmt.Errorf("broker %d: log end of %s: %w", b.ID, tp, err)
+	}
+	return end, nil
 }
 
 // ShrinkInSync drops the crashed brokers from the in-sync set of every
@@ -152,6 +182,11 @@ func (c *Cluster) ShrinkInSync() error {
 	for _, tp := range c.Partitions() {
 		c.mu.Lock()
 		l := c.byID[c.leaders[tp].Broker]
+		if l == nil {
+			// No leader yet: no in-sync set to shrink.
+			c.mu.Unlock()
+			continue
+		}
 		var inSync []int32
 		shrunk := false
 		for _, r := range c.replicasLocked(tp) {
@@ -164,7 +199,11 @@ func (c *Cluster) ShrinkInSync() error {
 		}
 		c.mu.Unlock()
 		if shrunk {
-			if err := l.Node.SetInSync(tp, inSync); err != nil {
+			n, err := l.node()
+			if err != nil {
+				return fmt.Errorf("shrinking the in-sync set of %s: %w", tp, err)
+			}
+			if err := n.SetInSync(tp, inSync); err != nil {
 				return fmt.Errorf("broker %d shrinking the in-sync set of %s: %w", l.ID, tp, err)
 			}
 		}
