@@ -510,8 +510,8 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 // at before or follows it at (ErrStaleEpoch), and a local log whose
 // EndOffset fails, or does not answer before ctx ends (a *DependencyError
 // naming LocalLog.EndOffset that matches ctx's error), or answers a
-// negative end or, leading already, one below what this leadership
-// accepted (one matching ErrContractViolation: the log lost records,
+// negative end or, leading already and going on at a later epoch or
+// with a republish, one below what this leadership accepted (one matching ErrContractViolation: the log lost records,
 // which a leadership begun there would make its followers truncate), or
 // has an earlier call given up on that has not returned (one matching
 // storage.ErrUnavailable). It waits for the follower engine to finish the
