@@ -102,6 +102,7 @@ type leaderEngine struct {
 	core     *leadcore.Core
 	running  bool            // Run performs the core's requests
 	stopped  bool            // Run has returned, or is returning
+	released bool            // Run has closed the core; events are ignored
 	ctx      context.Context // Run's, while running
 	wg       sync.WaitGroup  // Run's goroutines
 	ops      map[uint64]*opCtl
@@ -257,6 +258,12 @@ func notify(ch chan struct{}) {
 // step feeds the core one event and performs what it hands out.
 func (l *leaderEngine) step(event func(c *leadcore.Core, now time.Time)) {
 	l.mu.Lock()
+	if l.released {
+		// Run has returned and closed the core: nothing it would do
+		// is performed any more.
+		l.mu.Unlock()
+		return
+	}
 	event(l.core, l.cfg.Clock.Now())
 	changed := l.takeLocked()
 	l.mu.Unlock()
@@ -900,8 +907,9 @@ func (l *leaderEngine) stop() {
 	l.durable.broadcast()
 	l.commit.broadcast()
 	close(l.done)
+	l.released = true
+	l.release() // under mu: a call after Run (StopReplica's Resign) must not meet a core being closed
 	l.mu.Unlock()
-	l.release()
 }
 
 // release frees the encoders and builders.
