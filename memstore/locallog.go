@@ -47,6 +47,21 @@ func (p *localPartition) end() int64 {
 	return p.start
 }
 
+// index returns the index of the batch holding offset, or of the first
+// batch after it.
+func (p *localPartition) index(offset int64) int {
+	i, _ := slices.BinarySearchFunc(p.batches, offset, func(b storage.Batch, off int64) int {
+		switch {
+		case b.LastOffset < off:
+			return -1
+		case b.FirstOffset > off:
+			return 1
+		}
+		return 0
+	})
+	return i
+}
+
 // EndOffset returns the offset the next record of tp will get.
 func (l *LocalLog) EndOffset(tp metadata.TopicPartition) (int64, error) {
 	l.mu.Lock()
@@ -120,19 +135,13 @@ func (l *LocalLog) Truncate(_ context.Context, tp metadata.TopicPartition, offse
 		p.epochs.TruncateFromEnd(offset)
 		return nil
 	}
-	i, _ := slices.BinarySearchFunc(p.batches, offset, func(b storage.Batch, off int64) int {
-		switch {
-		case b.LastOffset < off:
-			return -1
-		case b.FirstOffset > off:
-			return 1
-		}
-		return 0
-	})
+	i := p.index(offset)
 	if i < len(p.batches) && p.batches[i].FirstOffset != offset {
 		return fmt.Errorf("memstore: truncate %s to %d: batch %d-%d: %w", tp, offset, p.batches[i].FirstOffset, p.batches[i].LastOffset, storage.ErrNotBatchBoundary)
 	}
-	p.batches = p.batches[:i]
+	// Clipped, so that the next Append moves the batches to a new array
+	// rather than overwrite the ones EachBatch may still be visiting.
+	p.batches = slices.Clip(p.batches[:i])
 	p.epochs.TruncateFromEnd(offset)
 	return nil
 }
@@ -143,15 +152,7 @@ func (l *LocalLog) Read(_ context.Context, tp metadata.TopicPartition, from int6
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.part(tp)
-	i, _ := slices.BinarySearchFunc(p.batches, from, func(b storage.Batch, off int64) int {
-		if b.LastOffset < off {
-			return -1
-		}
-		if b.FirstOffset > off {
-			return 1
-		}
-		return 0
-	})
+	i := p.index(from)
 	var out []storage.Batch
 	size := 0
 	for ; i < len(p.batches) && (len(out) == 0 || size+len(p.batches[i].Data) <= maxBytes); i++ {
@@ -161,6 +162,30 @@ func (l *LocalLog) Read(_ context.Context, tp metadata.TopicPartition, from int6
 		size += len(b.Data)
 	}
 	return out, nil
+}
+
+// EachBatch calls fn with each of tp's batches in offset order, from the
+// one holding offset from (or the first the log holds, if from is below
+// it), and stops at fn's first error, which it returns. It copies
+// nothing: the batches are the log's own, as they were when EachBatch was
+// called, and fn must not modify their Data. The log never modifies bytes
+// it has stored, so fn may keep them; it is called without the log's lock
+// held, and may call the log. This is how logs are compared at the end of
+// a run without a copy of each (Batches copies).
+func (l *LocalLog) EachBatch(tp metadata.TopicPartition, from int64, fn func(storage.Batch) error) error {
+	l.mu.Lock()
+	p := l.part(tp)
+	i := p.index(from)
+	// Appends add elements past len, and Truncate clips: the elements of
+	// this slice are never written again.
+	batches := p.batches[i:]
+	l.mu.Unlock()
+	for _, b := range batches {
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Batches returns a copy of all of tp's batches, for comparing logs.

@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -18,7 +19,7 @@ func batch(epoch int32, first, last int64) storage.Batch {
 }
 
 // The storage.LocalLog contract is TestLocalLogConformance's; these are
-// the parts memstore adds: AssignEpoch and Batches.
+// the parts memstore adds: AssignEpoch, Batches and EachBatch.
 func TestLocalLogAssignEpoch(t *testing.T) {
 	ctx := context.Background()
 	tp := metadata.TopicPartition{Topic: "t", Partition: 1}
@@ -61,4 +62,41 @@ func TestLocalLogBatchesAreCopies(t *testing.T) {
 	require.Equal(t, []storage.Batch{batch(1, 0, 9), batch(1, 10, 19)}, got)
 	got[0].Data[0] = 0xff
 	assert.Equal(t, []storage.Batch{batch(1, 0, 9), batch(1, 10, 19)}, l.Batches(tp), "Batches returns copies")
+}
+
+// EachBatch visits the log's own batches from an offset, stops at fn's
+// error, and what it visited stays as it was when the log is truncated and
+// appended to again.
+func TestLocalLogEachBatch(t *testing.T) {
+	ctx := context.Background()
+	tp := metadata.TopicPartition{Topic: "t", Partition: 1}
+	l := memstore.NewLocalLog()
+	require.NoError(t, l.Append(ctx, tp, []storage.Batch{batch(1, 0, 9), batch(1, 10, 19), batch(1, 20, 29)}))
+	visit := func(from int64, stopAfter int) []storage.Batch {
+		var got []storage.Batch
+		errStop := errors.New("stop")
+		err := l.EachBatch(tp, from, func(b storage.Batch) error {
+			got = append(got, b)
+			if len(got) == stopAfter {
+				return errStop
+			}
+			return nil
+		})
+		if stopAfter > 0 && len(got) == stopAfter {
+			require.ErrorIs(t, err, errStop)
+		} else {
+			require.NoError(t, err)
+		}
+		return got
+	}
+	assert.Equal(t, []storage.Batch{batch(1, 0, 9), batch(1, 10, 19), batch(1, 20, 29)}, visit(0, 0))
+	assert.Equal(t, []storage.Batch{batch(1, 10, 19), batch(1, 20, 29)}, visit(15, 0), "from the batch holding the offset")
+	assert.Equal(t, []storage.Batch{batch(1, 10, 19)}, visit(10, 1), "stops at fn's error")
+	assert.Empty(t, visit(30, 0))
+
+	kept := visit(0, 0)
+	require.NoError(t, l.Truncate(ctx, tp, 10))
+	require.NoError(t, l.Append(ctx, tp, []storage.Batch{batch(2, 10, 14)}))
+	assert.Equal(t, []storage.Batch{batch(1, 0, 9), batch(1, 10, 19), batch(1, 20, 29)}, kept, "a visit's batches are never written again")
+	assert.Equal(t, []storage.Batch{batch(1, 0, 9), batch(2, 10, 14)}, visit(0, 0))
 }
