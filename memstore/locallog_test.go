@@ -3,6 +3,7 @@ package memstore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -19,7 +20,7 @@ func batch(epoch int32, first, last int64) storage.Batch {
 }
 
 // The storage.LocalLog contract is TestLocalLogConformance's; these are
-// the parts memstore adds: AssignEpoch, Batches and EachBatch.
+// the parts memstore adds: AssignEpoch, AppendOne, Batches and EachBatch.
 func TestLocalLogAssignEpoch(t *testing.T) {
 	ctx := context.Background()
 	tp := metadata.TopicPartition{Topic: "t", Partition: 1}
@@ -99,4 +100,33 @@ func TestLocalLogEachBatch(t *testing.T) {
 	require.NoError(t, l.Append(ctx, tp, []storage.Batch{batch(2, 10, 14)}))
 	assert.Equal(t, []storage.Batch{batch(1, 0, 9), batch(1, 10, 19), batch(1, 20, 29)}, kept, "a visit's batches are never written again")
 	assert.Equal(t, []storage.Batch{batch(1, 0, 9), batch(2, 10, 14)}, visit(0, 0))
+}
+
+// Append copies batches into the log's own memory: what the caller does
+// with its buffers afterwards, and appends to a batch AppendOne returned,
+// change nothing the log holds, across many blocks of it.
+func TestLocalLogKeepsCopies(t *testing.T) {
+	ctx := context.Background()
+	tp := metadata.TopicPartition{Topic: "t", Partition: 1}
+	l := memstore.NewLocalLog()
+	buf := make([]byte, 320<<10)
+	var want []storage.Batch
+	for i := range 40 { // 4 MB, from 1 byte to past the size that gets its own allocation
+		data := buf[:1+i*i*200]
+		for j := range data {
+			data[j] = byte(i + j)
+		}
+		b := storage.Batch{Epoch: 1, FirstOffset: int64(i), LastOffset: int64(i), Data: data}
+		want = append(want, storage.Batch{Epoch: 1, FirstOffset: int64(i), LastOffset: int64(i), Data: slices.Clone(data)})
+		kept, err := l.AppendOne(ctx, tp, b)
+		require.NoError(t, err)
+		require.Equal(t, want[i], kept)
+		_ = append(kept.Data, 0xff, 0xff) // capped: cannot reach the next batch's bytes
+	}
+	clear(buf)
+	assert.Equal(t, want, l.Batches(tp))
+
+	_, err := l.AppendOne(ctx, tp, batch(1, 0, 0))
+	require.ErrorIs(t, err, storage.ErrNotContiguous)
+	assert.Equal(t, want, l.Batches(tp), "a failed AppendOne changes nothing")
 }
