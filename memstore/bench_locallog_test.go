@@ -66,3 +66,13 @@ func BenchmarkLocalLogVisit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLocalLogAppendGrowing appends b.N 16 KiB batches to one log
+// that keeps them all, as a demo's logs do; run it with a fixed
+// -benchtime such as 16384x (256 MiB).
+func BenchmarkLocalLogAppendGrowing(b *testing.B) {
+	l := memstore.NewLocalLog()
+	b.SetBytes(benchBatchBytes)
+	b.ReportAllocs()
+	fillLog(b, l, b.N, make([]byte, benchBatchBytes))
+}
