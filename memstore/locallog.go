@@ -27,29 +27,35 @@ type LocalLog struct {
 	mu    sync.Mutex
 	parts map[metadata.TopicPartition]*localPartition
 	// free is what is left of the current block, to be carved into the
-	// next batches' Data.
-	free []byte
+	// next batches' Data; block is that block's size.
+	free  []byte
+	block int
 }
 
 const (
-	// logBlockBytes is the size of the blocks Append copies into: large
-	// enough that allocating one is rare, small enough that a log of
-	// little data holds little.
-	logBlockBytes = 1 << 20
+	// firstBlockBytes and lastBlockBytes bound the size of the blocks
+	// Append copies into, which doubles from the first to the last: a log
+	// of little data holds little (the simulation keeps a log a
+	// partition), one of much rarely allocates.
+	firstBlockBytes = 64 << 10
+	lastBlockBytes  = 1 << 20
 	// ownBlockBytes is the size from which a batch gets an allocation of
 	// its own, so that no block is left mostly unused.
-	ownBlockBytes = logBlockBytes / 4
+	ownBlockBytes = lastBlockBytes / 4
 )
 
 // keep returns a copy of data in memory of the log's: the rest of the
 // current block, or a new block if it does not fit.
 func (l *LocalLog) keep(data []byte) []byte {
 	n := len(data)
-	if n == 0 || n >= ownBlockBytes {
-		return slices.Clone(data)
+	if n > len(l.free) && n < ownBlockBytes {
+		l.block = min(lastBlockBytes, max(firstBlockBytes, 2*l.block))
+		if n <= l.block {
+			l.free = make([]byte, l.block)
+		}
 	}
-	if n > len(l.free) {
-		l.free = make([]byte, logBlockBytes)
+	if n == 0 || n > len(l.free) {
+		return slices.Clone(data)
 	}
 	out := l.free[:n:n] // capped: an append to it cannot reach the next batch's bytes
 	l.free = l.free[n:]
