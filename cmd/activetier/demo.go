@@ -18,7 +18,6 @@ import (
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/metering"
-	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
 )
 
@@ -587,8 +586,10 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 		return 0, err
 	}
 	size := p.batchBytes/2 + p.pick.IntN(p.batchBytes+1)
-	batch := p.gen.batch(epoch, end, now, size)
-	if err := b.Local.Append(ctx, tp, []storage.Batch{batch}); err != nil {
+	// The Node uploads the log's copy of the batch, which the log never
+	// modifies, so the generator can reuse its buffer at once.
+	batch, err := p.s.local(b).AppendOne(ctx, tp, p.gen.next(epoch, end, now, size))
+	if err != nil {
 		return 0, fmt.Errorf("broker %d appending to %s: %w", b.ID, tp, err)
 	}
 	if err := b.Node.Append(ctx, tp, batch); err != nil {

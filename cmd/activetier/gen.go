@@ -27,9 +27,12 @@ func newRecordGen(seed uint64) *recordGen {
 	}
 }
 
-// batch returns one batch of records from offset first at epoch, stamped
-// now, holding about target bytes of records (at least one record).
-func (g *recordGen) batch(epoch int32, first int64, now time.Time, target int) storage.Batch {
+// next returns one batch of records from offset first at epoch, stamped
+// now, holding about target bytes of records (at least one record). Its
+// Data is the generator's buffer, which the next call overwrites: the
+// caller copies it first (the producer's local log does, and the Node
+// uploads the log's copy).
+func (g *recordGen) next(epoch int32, first int64, now time.Time, target int) storage.Batch {
 	const headerSize = 61
 	ts := now.UnixMilli()
 	b := append(g.buf[:0], make([]byte, headerSize)...)
@@ -53,9 +56,7 @@ func (g *recordGen) batch(epoch int32, first int64, now time.Time, target int) s
 	binary.BigEndian.PutUint32(b[57:], uint32(n))        // records
 	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], g.crc))
 	g.buf = b
-	data := make([]byte, len(b)) // the engines keep Data until uploaded: never reuse it
-	copy(data, b)
-	return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: first + int64(n) - 1, MaxTimestamp: ts, Data: data}
+	return storage.Batch{Epoch: epoch, FirstOffset: first, LastOffset: first + int64(n) - 1, MaxTimestamp: ts, Data: b}
 }
 
 // appendRecord appends record delta of a batch: a length-prefixed Kafka

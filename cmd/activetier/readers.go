@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/directread"
+	"github.com/activetier/activetier/internal/cluster"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 	"github.com/activetier/activetier/walstore"
@@ -156,8 +155,10 @@ type demoReader struct {
 	done  chan struct{}
 
 	mu sync.Mutex
-	// logs are digests of the batches yielded, per partition, in order.
-	logs map[metadata.TopicPartition][]batchDigest
+	// logs are digests of the batches yielded, per partition, in order:
+	// the readers' logs are compared with the leaders' without holding a
+	// copy of each.
+	logs map[metadata.TopicPartition][]cluster.BatchDigest
 	// gone are the partitions paused by a GoneError, to be read from the
 	// leader.
 	gone                     map[metadata.TopicPartition]*directread.GoneError
@@ -177,18 +178,6 @@ func (d *demoReader) running() bool {
 	return d.stoppedWith == "" && d.err == nil
 }
 
-// batchDigest is a yielded batch, its bytes as a SHA-256: the readers'
-// logs are compared with the leaders' without holding a copy of each.
-type batchDigest struct {
-	first, last int64
-	epoch       int32
-	sum         [sha256.Size]byte
-}
-
-func digestOf(b storage.Batch) batchDigest {
-	return batchDigest{first: b.FirstOffset, last: b.LastOffset, epoch: b.Epoch, sum: sha256.Sum256(b.Data)}
-}
-
 // start opens the readers, each from offset 0 of its partitions, and runs
 // them until close.
 func (f *readerFleet) start(s *sim) error {
@@ -198,7 +187,7 @@ func (f *readerFleet) start(s *sim) error {
 	quiet := slog.New(slog.DiscardHandler)
 	for i := range f.o.n {
 		d := &demoReader{id: i + 1, az: s.cfg.azs[(i+1)%len(s.cfg.azs)], f: f, done: make(chan struct{}),
-			logs: make(map[metadata.TopicPartition][]batchDigest), gone: make(map[metadata.TopicPartition]*directread.GoneError)}
+			logs: make(map[metadata.TopicPartition][]cluster.BatchDigest), gone: make(map[metadata.TopicPartition]*directread.GoneError)}
 		parts := make(map[metadata.TopicPartition]int64, count)
 		for j := range count {
 			tp := s.tps[(i*count+j)%n]
@@ -422,7 +411,7 @@ func (d *demoReader) take(fetch directread.Fetch, now time.Time) {
 
 // record adds a yielded batch; d.mu is held.
 func (d *demoReader) record(tp metadata.TopicPartition, b storage.Batch, now time.Time) {
-	d.logs[tp] = append(d.logs[tp], digestOf(b))
+	d.logs[tp] = append(d.logs[tp], cluster.Digest(b))
 	d.lag.Observe(now.Sub(time.UnixMilli(b.MaxTimestamp)))
 	d.batches++
 	d.records += b.LastOffset - b.FirstOffset + 1
@@ -431,6 +420,9 @@ func (d *demoReader) record(tp metadata.TopicPartition, b storage.Batch, now tim
 		d.crossAZBytes += int64(len(b.Data))
 	}
 }
+
+// errStopVisit ends a visit of a leader's log that has read what it wanted.
+var errStopVisit = errors.New("visit done")
 
 // readFromLeaders reads each gone partition's missing records from its
 // leader's log, up to the leader's high watermark and the GoneError's
@@ -459,12 +451,9 @@ func (d *demoReader) readFromLeaders(ctx context.Context) {
 			continue
 		}
 		next, now := g.Offset, time.Now()
-		for _, b := range l.Local.Batches(tp) {
-			if b.LastOffset < next {
-				continue
-			}
+		_ = l.Local.EachBatch(tp, next, func(b storage.Batch) error {
 			if b.FirstOffset != next || b.LastOffset >= limit {
-				break
+				return errStopVisit
 			}
 			d.record(tp, b, now)
 			d.brokerBytes += int64(len(b.Data))
@@ -472,7 +461,8 @@ func (d *demoReader) readFromLeaders(ctx context.Context) {
 				d.brokerCross += int64(len(b.Data))
 			}
 			next = b.LastOffset + 1
-		}
+			return nil
+		})
 		if next > g.Offset {
 			if err := d.r.Seek(tp, next); err != nil {
 				d.err = err
@@ -653,7 +643,7 @@ func (f *readerFleet) report(p costmodel.Prices, ratio float64, drain time.Durat
 			"from the leader: the bytes of partitions led from another AZ, compressed as producers would (%.1f%%), at %s/GB (out plus in). "+
 			"A consumer in the leader's AZ, or fetching from a replica in its own (KIP-392), pays no transfer either way",
 			p.Name, usd(crossAZ*p.BytesPerGB), 100*ratio, usd(crossAZ*p.BytesPerGB))}
-	want := make(map[metadata.TopicPartition][]batchDigest)
+	want := make(map[metadata.TopicPartition][]cluster.BatchDigest)
 	for _, d := range f.readers {
 		d.mu.Lock()
 		r := readerReport{ID: d.id, AZ: d.az, Partitions: len(d.tps), StoppedWith: d.stoppedWith,
@@ -684,7 +674,7 @@ func (f *readerFleet) report(p costmodel.Prices, ratio float64, drain time.Durat
 				w = f.leaderLog(tp)
 				want[tp] = w
 			}
-			if diff := diffDigests(w, d.logs[tp], d.stoppedWith != ""); diff != "" && r.Diverged == "" {
+			if diff := cluster.DiffDigests(w, d.logs[tp], d.stoppedWith != ""); diff != "" && r.Diverged == "" {
 				r.Consistent, r.Diverged = false, fmt.Sprintf("%s: %s", tp, diff)
 			}
 		}
@@ -713,36 +703,8 @@ func (r *readersReport) consistent() *bool {
 }
 
 // leaderLog is the digest of tp's log as its leader has it at the end.
-func (f *readerFleet) leaderLog(tp metadata.TopicPartition) []batchDigest {
-	batches := f.s.lastLeader(tp).Local.Batches(tp)
-	out := make([]batchDigest, len(batches))
-	for i, b := range batches {
-		out[i] = digestOf(b)
-	}
-	return out
-}
-
-// diffDigests describes how got differs from want, the leader's log from
-// offset 0; prefix accepts a got that ends early.
-func diffDigests(want, got []batchDigest, prefix bool) string {
-	for i := range min(len(want), len(got)) {
-		w, g := want[i], got[i]
-		switch {
-		case w.first != g.first || w.last != g.last:
-			return fmt.Sprintf("batch %d holds offsets %d-%d, the leader's %d-%d", i, g.first, g.last, w.first, w.last)
-		case w.epoch != g.epoch:
-			return fmt.Sprintf("batch %d (offsets %d-%d) has epoch %d, the leader's %d", i, g.first, g.last, g.epoch, w.epoch)
-		case !bytes.Equal(w.sum[:], g.sum[:]):
-			return fmt.Sprintf("batch %d (offsets %d-%d) has different bytes", i, g.first, g.last)
-		}
-	}
-	switch {
-	case len(got) > len(want):
-		return fmt.Sprintf("yielded %d batches, the leader has %d", len(got), len(want))
-	case len(got) < len(want) && !prefix:
-		return fmt.Sprintf("yielded %d batches of the leader's %d", len(got), len(want))
-	}
-	return ""
+func (f *readerFleet) leaderLog(tp metadata.TopicPartition) []cluster.BatchDigest {
+	return cluster.DigestLog(f.s.lastLeader(tp).Local, tp)
 }
 
 type readerCounts struct {

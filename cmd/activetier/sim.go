@@ -52,6 +52,9 @@ type sim struct {
 	// and the samplers' loops, which index them without c's lock.
 	brokers []*cluster.Broker
 	tps     []metadata.TopicPartition
+	// locals are the brokers' local logs, in the same order: the producer
+	// appends to them with memstore's AppendOne.
+	locals []*memstore.LocalLog
 }
 
 // azNames are the demo's AZs unless --buckets names them: az1, az2, ...
@@ -87,7 +90,9 @@ func newSim(cfg simConfig, objects objectBackend) (*sim, error) {
 			meta.Close()
 			return nil, err
 		}
-		s.brokers = append(s.brokers, s.c.AddBroker(int32(i+1), az, store, memstore.NewLocalLog()))
+		local := memstore.NewLocalLog()
+		s.brokers = append(s.brokers, s.c.AddBroker(int32(i+1), az, store, local))
+		s.locals = append(s.locals, local)
 	}
 	for p, tp := range tps {
 		leader := s.brokers[p%cfg.brokers]
@@ -177,6 +182,9 @@ func (s *sim) failed() error { return s.c.Failed() }
 
 // leaderFor returns tp's leader for producing, or nil while tp is offline.
 func (s *sim) leaderFor(tp metadata.TopicPartition) (*cluster.Broker, int32) { return s.c.Leader(tp) }
+
+// local returns b's local log.
+func (s *sim) local(b *cluster.Broker) *memstore.LocalLog { return s.locals[b.ID-1] }
 
 // lastLeader returns tp's leader, or while tp is offline the one that
 // crashed.

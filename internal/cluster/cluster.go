@@ -21,6 +21,10 @@ type LocalLog interface {
 	AssignEpoch(tp metadata.TopicPartition, epoch int32, start int64) error
 	// Batches returns tp's batches in offset order.
 	Batches(tp metadata.TopicPartition) []storage.Batch
+	// EachBatch calls fn with tp's batches in offset order from the one
+	// holding offset from, without copying them, and stops at fn's first
+	// error: how Compare reads logs (fn must not modify their Data).
+	EachBatch(tp metadata.TopicPartition, from int64, fn func(storage.Batch) error) error
 }
 
 // Leadership is the controller's choice for a partition: its leader and

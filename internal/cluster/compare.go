@@ -1,7 +1,7 @@
 package cluster
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"fmt"
 
 	"github.com/activetier/activetier/metadata"
@@ -95,12 +95,21 @@ func (r Replica) Lacks() (int64, error) {
 }
 
 // Compare checks every live follower's log against its leader's, batch by
-// batch and byte for byte, and describes the differences it finds, one a
-// replica.
+// batch (offsets, epoch and a SHA-256 of the bytes), and describes the
+// differences it finds, one a replica. It reads the logs without copying
+// them, and digests each leader's log once for all its followers.
 func (c *Cluster) Compare() (compared int, diffs []string) {
+	var (
+		last *Broker // the leader whose digest want is, of tp
+		tp   metadata.TopicPartition
+		want []BatchDigest
+	)
 	_ = c.EachLiveReplica(func(r Replica) error {
 		compared++
-		if d := DiffLogs(r.Leader.Local.Batches(r.TP), r.Follower.Local.Batches(r.TP)); d != "" {
+		if last != r.Leader || tp != r.TP {
+			last, tp, want = r.Leader, r.TP, DigestLog(r.Leader.Local, r.TP)
+		}
+		if d := DiffDigests(want, DigestLog(r.Follower.Local, r.TP), false); d != "" {
 			diffs = append(diffs, fmt.Sprintf("%s: broker %d differs from leader %d: %s", r.TP, r.Follower.ID, r.Leader.ID, d))
 		}
 		return nil
@@ -108,9 +117,37 @@ func (c *Cluster) Compare() (compared int, diffs []string) {
 	return compared, diffs
 }
 
-// DiffLogs describes the first difference of got from want, batch by batch
-// (offsets, epoch, bytes), or returns "" if they are equal.
-func DiffLogs(want, got []storage.Batch) string {
+// BatchDigest is what the log comparison keeps of a batch: its offsets,
+// epoch and a SHA-256 of its bytes, so that logs are compared without
+// holding a copy of either (a direct reader keeps only these of what it
+// yielded).
+type BatchDigest struct {
+	FirstOffset, LastOffset int64
+	Epoch                   int32
+	Sum                     [sha256.Size]byte
+}
+
+// Digest returns b's digest.
+func Digest(b storage.Batch) BatchDigest {
+	return BatchDigest{FirstOffset: b.FirstOffset, LastOffset: b.LastOffset, Epoch: b.Epoch, Sum: sha256.Sum256(b.Data)}
+}
+
+// DigestLog returns the digests of tp's log in l, reading it without a
+// copy.
+func DigestLog(l LocalLog, tp metadata.TopicPartition) []BatchDigest {
+	var out []BatchDigest
+	_ = l.EachBatch(tp, 0, func(b storage.Batch) error {
+		out = append(out, Digest(b))
+		return nil
+	})
+	return out
+}
+
+// DiffDigests describes the first difference of got from want, the
+// leader's log, batch by batch (offsets, epoch, bytes), or returns "" if
+// they are equal. With prefix, a got that ends early is equal too: a
+// reader that stopped before the end.
+func DiffDigests(want, got []BatchDigest, prefix bool) string {
 	for i := range min(len(want), len(got)) {
 		w, g := want[i], got[i]
 		switch {
@@ -118,15 +155,30 @@ func DiffLogs(want, got []storage.Batch) string {
 			return fmt.Sprintf("batch %d holds offsets %d-%d, the leader's %d-%d", i, g.FirstOffset, g.LastOffset, w.FirstOffset, w.LastOffset)
 		case w.Epoch != g.Epoch:
 			return fmt.Sprintf("batch %d (offsets %d-%d) has epoch %d, the leader's %d", i, g.FirstOffset, g.LastOffset, g.Epoch, w.Epoch)
-		case !bytes.Equal(w.Data, g.Data):
+		case w.Sum != g.Sum:
 			return fmt.Sprintf("batch %d (offsets %d-%d) has different bytes", i, g.FirstOffset, g.LastOffset)
 		}
 	}
-	if len(want) != len(got) {
+	if len(got) > len(want) || len(got) < len(want) && !prefix {
 		return fmt.Sprintf("%d batches, the leader has %d", len(got), len(want))
 	}
 	return ""
 }
 
-// SameBatches reports whether two logs are equal byte for byte.
+// DiffLogs describes the first difference of got from want as DiffDigests
+// does, or returns "" if they are equal.
+func DiffLogs(want, got []storage.Batch) string {
+	return DiffDigests(digests(want), digests(got), false)
+}
+
+func digests(bs []storage.Batch) []BatchDigest {
+	out := make([]BatchDigest, len(bs))
+	for i, b := range bs {
+		out[i] = Digest(b)
+	}
+	return out
+}
+
+// SameBatches reports whether two logs are equal: the same batches, with
+// the same bytes (by SHA-256).
 func SameBatches(a, b []storage.Batch) bool { return DiffLogs(a, b) == "" }
