@@ -49,6 +49,10 @@ func (l *faultyLocal) AssignEpoch(tp metadata.TopicPartition, epoch int32, start
 
 func (l *faultyLocal) Batches(tp metadata.TopicPartition) []storage.Batch { return l.mem.Batches(tp) }
 
+func (l *faultyLocal) EachBatch(tp metadata.TopicPartition, from int64, fn func(storage.Batch) error) error {
+	return l.mem.EachBatch(tp, from, fn)
+}
+
 // advConfig is the Node tuning of these tests: fast, as newCluster's.
 func advConfig() walstore.NodeConfig {
 	return walstore.NodeConfig{Interval: 5 * time.Millisecond,
