@@ -145,6 +145,32 @@ func TestLocalLogAdversaryKeptSurvivesTruncate(t *testing.T) {
 	}
 }
 
+// Two holders of the same stored batch (AppendOne's and EachBatch's) that
+// each append to its Data must not see each other's bytes, whatever the
+// batch's size: the log hands out Data without spare capacity.
+func TestLocalLogAdversaryKeptDataHasNoSpareCapacity(t *testing.T) {
+	ctx := context.Background()
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+	l := memstore.NewLocalLog()
+	next := int64(0)
+	for i, n := range append(slices.Clone(advSizes), 300<<10+3, 2<<20+5) {
+		kept, err := l.AppendOne(ctx, tp, advBatch(1, next, n, int64(i)))
+		require.NoError(t, err)
+		next = kept.LastOffset + 1
+		var visited storage.Batch
+		errOne := errors.New("one")
+		require.ErrorIs(t, l.EachBatch(tp, kept.FirstOffset, func(b storage.Batch) error {
+			visited = b
+			return errOne
+		}), errOne)
+		mine := append(kept.Data, 1)
+		theirs := append(visited.Data, 2)
+		assert.Equal(t, byte(1), mine[n], "size %d: an append to one holder's Data reached the other's", n)
+		assert.Equal(t, byte(2), theirs[n], "size %d", n)
+		assert.Equal(t, len(kept.Data), cap(kept.Data), "size %d", n)
+	}
+}
+
 // EachBatch runs while other goroutines append to and truncate the same
 // partition and others; every batch it sees, then and after, keeps its
 // bytes. Run with -race.
