@@ -520,3 +520,32 @@ func TestLocalLogAdversaryMemoryBounded(t *testing.T) {
 	assert.Less(t, grown, int64(4<<20), "heap after 10k append/truncate cycles")
 	runtime.KeepAlive(l)
 }
+
+// A batch the log keeps holds its whole block: a small batch kept between
+// truncated ones pins a block of up to 1 MiB. This bounds that cost (one
+// block per batch kept, at worst) and logs it against the bytes kept.
+func TestLocalLogAdversaryKeptBatchesPinBlocks(t *testing.T) {
+	ctx := context.Background()
+	tp := metadata.TopicPartition{Topic: "t", Partition: 0}
+	l := memstore.NewLocalLog()
+	base := heapInUse()
+	buf := make([]byte, 200<<10)
+	const kept = 50
+	next := int64(0)
+	for range kept {
+		// One small batch stays; 1 MiB after it is appended and truncated.
+		require.NoError(t, l.Append(ctx, tp, []storage.Batch{{Epoch: 1, FirstOffset: next, LastOffset: next, Data: buf[:100]}}))
+		next++
+		cut := next
+		for range 5 {
+			require.NoError(t, l.Append(ctx, tp, []storage.Batch{{Epoch: 1, FirstOffset: next, LastOffset: next, Data: buf}}))
+			next++
+		}
+		require.NoError(t, l.Truncate(ctx, tp, cut))
+		next = cut
+	}
+	grown := int64(heapInUse()) - int64(base)
+	t.Logf("%d batches of 100 B kept; heap grew by %d KiB", kept, grown>>10)
+	assert.LessOrEqual(t, grown, int64(kept+2)<<20)
+	runtime.KeepAlive(l)
+}
