@@ -55,7 +55,9 @@ func (l *LocalLog) keep(data []byte) []byte {
 		}
 	}
 	if n == 0 || n > len(l.free) {
-		return slices.Clone(data)
+		// Clipped as the block's batches are: Clone may round the
+		// capacity up, and two holders' appends would share the rest.
+		return slices.Clip(slices.Clone(data))
 	}
 	out := l.free[:n:n] // capped: an append to it cannot reach the next batch's bytes
 	l.free = l.free[n:]
