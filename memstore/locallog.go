@@ -39,8 +39,9 @@ const (
 	// partition), one of much rarely allocates.
 	firstBlockBytes = 64 << 10
 	lastBlockBytes  = 1 << 20
-	// ownBlockBytes is the size from which a batch gets an allocation of
-	// its own, so that no block is left mostly unused.
+	// ownBlockBytes is the size from which a batch that does not fit in
+	// the rest of the current block gets an allocation of its own rather
+	// than a new block, so that no block is left mostly unused.
 	ownBlockBytes = lastBlockBytes / 4
 )
 
