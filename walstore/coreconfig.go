@@ -42,11 +42,11 @@ func (c *NodeConfig) coreConfigs() (leadcore.Config, followcore.Config) {
 		FetchConcurrency: c.FetchConcurrency, HedgeAfter: c.HedgeAfter,
 		BackoffInitial: c.Backoff.Initial, BackoffMax: c.Backoff.Max,
 		CoalesceGap: cmp.Or(c.CoalesceGap, DefaultCoalesceGap), Hedge: fp, ReportInterval: c.ProgressInterval,
-		Seed: c.followerSeed() ^ 0xf0110e, Logger: c.Logger.With("engine", "follower"),
+		Seed: c.Seed, Logger: c.Logger.With("engine", "follower"),
 	}
 	return lead, follow
 }
 
 // followerSeed is the seed of the follower engine's own randomness (its
-// Manager's, its jitter's).
+// Manager's, its jitter's); the follower core draws from Seed itself.
 func (c *NodeConfig) followerSeed() uint64 { return c.Seed ^ 0xf0110e }

@@ -431,9 +431,9 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 
 // Run drives both engines until ctx ends, then waits for their goroutines
 // and returns nil. A ctx already ended stops them at once, and the
-// garbage collections called before Run end with ErrStopped. Call it once: a second call, while the first runs or
-// after it returned, returns at once an error wrapping ErrStopped and
-// changes nothing.
+// garbage collections called before Run end with ErrStopped. Call it
+// once: a second call, while the first runs or after it returned, returns
+// at once an error wrapping ErrStopped and changes nothing.
 func (n *Node) Run(ctx context.Context) error {
 	if !n.ran.CompareAndSwap(false, true) {
 		return fmt.Errorf("walstore: node: Run called twice: %w", ErrStopped)
@@ -510,15 +510,15 @@ func (n *Node) transition(ctx context.Context, name string, tp metadata.TopicPar
 // at before or follows it at (ErrStaleEpoch), and a local log whose
 // EndOffset fails, or does not answer before ctx ends (a *DependencyError
 // naming LocalLog.EndOffset that matches ctx's error), or answers a
-// negative end or, leading already and going on at a later epoch or
-// with a republish, one below what this leadership accepted (one matching ErrContractViolation: the log lost records,
-// which a leadership begun there would make its followers truncate), or
-// has an earlier call given up on that has not returned (one matching
-// storage.ErrUnavailable). It waits for the follower engine to finish the
-// local-log call of tp it may be making (as long as ctx allows),
-// validates, then, with tp's local-log calls held, reads the log end,
-// begins the leadership and only then stops following, which cannot
-// fail.
+// negative end or, leading already and going on at a later epoch or with
+// a republish, one below what this leadership accepted (one matching
+// ErrContractViolation: the log lost records, which a leadership begun
+// there would make its followers truncate), or has an earlier call given
+// up on that has not returned (one matching storage.ErrUnavailable). It
+// waits for the follower engine to finish the local-log call of tp it may
+// be making (as long as ctx allows), validates, then, with tp's local-log
+// calls held, reads the log end, begins the leadership and only then
+// stops following, which cannot fail.
 func (n *Node) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom int64) error {
 	return n.transition(ctx, "BecomeLeader", tp, func(in RoleState) (RoleState, error) {
 		return n.rules.BecomeLeader(&nodeCores{n: n, ctx: ctx}, in, tp, epoch, followers, republishFrom)
