@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 
@@ -39,8 +40,9 @@ func (c *Cluster) EachLiveReplica(fn func(Replica) error) error {
 	for _, tp := range tps {
 		c.mu.Lock()
 		reps := buf[:0]
-		l, ok := c.byID[c.leaders[tp].Broker]
-		if !ok {
+		lead, led := c.leaders[tp]
+		l, ok := c.byID[lead.Broker]
+		if !led || !ok {
 			// No leader yet: no log to be a replica of.
 			c.mu.Unlock()
 			continue
@@ -83,33 +85,33 @@ func (c *Cluster) Behind() (replicas int, offsets int64, err error) {
 // Lacks returns how many offsets r's follower lacks of its leader's log;
 // negative if it has more.
 func (r Replica) Lacks() (int64, error) {
-	le, err := r.Leader.Local.EndOffset(r.TP)
+	le, err := endOffset(r.Leader, r.TP)
 	if err != nil {
-		return 0, fmt.Errorf("broker %d: log end of %s: %w", r.Leader.ID, r.TP, err)
+		return 0, err
 	}
-	fe, err := r.Follower.Local.EndOffset(r.TP)
+	fe, err := endOffset(r.Follower, r.TP)
 	if err != nil {
-		return 0, fmt.Errorf("broker %d: log end of %s: %w", r.Follower.ID, r.TP, err)
+		return 0, err
 	}
 	return le - fe, nil
 }
 
 // Compare checks every live follower's log against its leader's, batch by
-// batch (offsets, epoch and a SHA-256 of the bytes), and describes the
-// differences it finds, one a replica. It reads the logs without copying
-// them, and digests each leader's log once for all its followers.
+// batch (offsets, epoch and bytes), and describes the differences it
+// finds, one a replica. It reads the logs without copying their bytes,
+// and each leader's log once for all its followers.
 func (c *Cluster) Compare() (compared int, diffs []string) {
 	var (
-		last *Broker // the leader whose digest want is, of tp
+		last *Broker // the leader whose log want is, of tp
 		tp   metadata.TopicPartition
-		want []BatchDigest
+		want []storage.Batch
 	)
 	_ = c.EachLiveReplica(func(r Replica) error {
 		compared++
 		if last != r.Leader || tp != r.TP {
-			last, tp, want = r.Leader, r.TP, DigestLog(r.Leader.Local, r.TP)
+			last, tp, want = r.Leader, r.TP, batchesOf(r.Leader.Local, r.TP)
 		}
-		if d := DiffDigests(want, DigestLog(r.Follower.Local, r.TP), false); d != "" {
+		if d := DiffLogs(want, batchesOf(r.Follower.Local, r.TP)); d != "" {
 			diffs = append(diffs, fmt.Sprintf("%s: broker %d differs from leader %d: %s", r.TP, r.Follower.ID, r.Leader.ID, d))
 		}
 		return nil
@@ -117,10 +119,20 @@ func (c *Cluster) Compare() (compared int, diffs []string) {
 	return compared, diffs
 }
 
-// BatchDigest is what the log comparison keeps of a batch: its offsets,
-// epoch and a SHA-256 of its bytes, so that logs are compared without
-// holding a copy of either (a direct reader keeps only these of what it
-// yielded).
+// batchesOf returns tp's batches in l, sharing their bytes with the log
+// (EachBatch): what a comparison reads, without a copy of the log.
+func batchesOf(l LocalLog, tp metadata.TopicPartition) []storage.Batch {
+	var out []storage.Batch
+	_ = l.EachBatch(tp, 0, func(b storage.Batch) error {
+		out = append(out, b)
+		return nil
+	})
+	return out
+}
+
+// BatchDigest is what a direct reader keeps of a batch it yielded, to be
+// compared with the leader's log without holding a copy of either: its
+// offsets, epoch and a SHA-256 of its bytes.
 type BatchDigest struct {
 	FirstOffset, LastOffset int64
 	Epoch                   int32
@@ -148,15 +160,35 @@ func DigestLog(l LocalLog, tp metadata.TopicPartition) []BatchDigest {
 // they are equal. With prefix, a got that ends early is equal too: a
 // reader that stopped before the end.
 func DiffDigests(want, got []BatchDigest, prefix bool) string {
+	return diff(want, got, func(d BatchDigest) batchHead { return batchHead{d.FirstOffset, d.LastOffset, d.Epoch} },
+		func(w, g BatchDigest) bool { return w.Sum == g.Sum }, prefix)
+}
+
+// DiffLogs describes the first difference of got from want as DiffDigests
+// does, comparing the bytes themselves, or returns "" if they are equal.
+func DiffLogs(want, got []storage.Batch) string {
+	return diff(want, got, func(b storage.Batch) batchHead { return batchHead{b.FirstOffset, b.LastOffset, b.Epoch} },
+		func(w, g storage.Batch) bool { return bytes.Equal(w.Data, g.Data) }, false)
+}
+
+// batchHead is what a comparison reads of a batch besides its bytes.
+type batchHead struct {
+	first, last int64
+	epoch       int32
+}
+
+// diff is DiffLogs and DiffDigests: the one comparison of a log with the
+// leader's, over batches held whole or digested.
+func diff[T any](want, got []T, head func(T) batchHead, sameBytes func(w, g T) bool, prefix bool) string {
 	for i := range min(len(want), len(got)) {
-		w, g := want[i], got[i]
+		w, g := head(want[i]), head(got[i])
 		switch {
-		case w.FirstOffset != g.FirstOffset || w.LastOffset != g.LastOffset:
-			return fmt.Sprintf("batch %d holds offsets %d-%d, the leader's %d-%d", i, g.FirstOffset, g.LastOffset, w.FirstOffset, w.LastOffset)
-		case w.Epoch != g.Epoch:
-			return fmt.Sprintf("batch %d (offsets %d-%d) has epoch %d, the leader's %d", i, g.FirstOffset, g.LastOffset, g.Epoch, w.Epoch)
-		case w.Sum != g.Sum:
-			return fmt.Sprintf("batch %d (offsets %d-%d) has different bytes", i, g.FirstOffset, g.LastOffset)
+		case w.first != g.first || w.last != g.last:
+			return fmt.Sprintf("batch %d holds offsets %d-%d, the leader's %d-%d", i, g.first, g.last, w.first, w.last)
+		case w.epoch != g.epoch:
+			return fmt.Sprintf("batch %d (offsets %d-%d) has epoch %d, the leader's %d", i, g.first, g.last, g.epoch, w.epoch)
+		case !sameBytes(want[i], got[i]):
+			return fmt.Sprintf("batch %d (offsets %d-%d) has different bytes", i, g.first, g.last)
 		}
 	}
 	if len(got) > len(want) || len(got) < len(want) && !prefix {
@@ -165,20 +197,6 @@ func DiffDigests(want, got []BatchDigest, prefix bool) string {
 	return ""
 }
 
-// DiffLogs describes the first difference of got from want as DiffDigests
-// does, or returns "" if they are equal.
-func DiffLogs(want, got []storage.Batch) string {
-	return DiffDigests(digests(want), digests(got), false)
-}
-
-func digests(bs []storage.Batch) []BatchDigest {
-	out := make([]BatchDigest, len(bs))
-	for i, b := range bs {
-		out[i] = Digest(b)
-	}
-	return out
-}
-
 // SameBatches reports whether two logs are equal: the same batches, with
-// the same bytes (by SHA-256).
+// the same bytes.
 func SameBatches(a, b []storage.Batch) bool { return DiffLogs(a, b) == "" }

@@ -80,7 +80,7 @@ func (c *Cluster) Elect(ctx context.Context, tp metadata.TopicPartition) (Electi
 	e := Election{TP: tp, OldLeader: c.byID[old.Broker], RepublishFrom: -1}
 	c.mu.Unlock()
 	if !led || e.OldLeader == nil {
-		return Election{}, fmt.Errorf("%s: no leader to replace", tp)
+		return Election{}, fmt.Errorf("cluster: electing %s: no leader to replace (none set, or its broker never added)", tp)
 	}
 	var survivors []*Broker
 	nodes := make(map[*Broker]*walstore.Node)
@@ -89,13 +89,13 @@ func (c *Cluster) Elect(ctx context.Context, tp metadata.TopicPartition) (Electi
 			survivors = append(survivors, r)
 			n, err := r.node()
 			if err != nil {
-				return Election{}, fmt.Errorf("%s: %w", tp, err)
+				return Election{}, fmt.Errorf("cluster: electing %s: %w", tp, err)
 			}
 			nodes[r] = n
 		}
 	}
 	if len(survivors) == 0 {
-		return Election{}, fmt.Errorf("%s: every replica is in the failed AZ", tp)
+		return Election{}, fmt.Errorf("cluster: electing %s: every replica is in the failed AZ", tp)
 	}
 	// Every survivor stops following before its log is read: one still
 	// applying what the old leader published could pass the log end the
@@ -117,28 +117,25 @@ func (c *Cluster) Elect(ctx context.Context, tp metadata.TopicPartition) (Electi
 	}
 	d, err := election.Elect(part, election.Options{Longest: true})
 	if err != nil {
-		return Election{}, fmt.Errorf("%s: %w", tp, err)
+		return Election{}, fmt.Errorf("cluster: electing %s: %w", tp, err)
 	}
-	best := replicas[slices.IndexFunc(replicas, func(r *Broker) bool { return r.ID == d.Leader })]
-	e.Leader, e.Epoch = best, d.Epoch
-
-	if e.Start, err = endOffset(best, tp); err != nil {
-		return Election{}, err
+	bi := slices.IndexFunc(replicas, func(r *Broker) bool { return r.ID == d.Leader })
+	if bi < 0 {
+		return Election{}, fmt.Errorf("cluster: electing %s: the election chose broker %d, not a replica", tp, d.Leader)
 	}
+	best := replicas[bi]
+	// The survivors no longer replicate: the ends just read are final.
+	e.Leader, e.Epoch, e.Start = best, d.Epoch, part.Replicas[bi].End
 	var followers []int32
-	for _, r := range replicas {
-		if r == best {
+	for i, r := range replicas {
+		if i == bi {
 			continue
 		}
 		followers = append(followers, r.ID)
-		if !part.Replicas[slices.Index(replicas, r)].Live {
+		if !part.Replicas[i].Live {
 			continue
 		}
-		fend, err := endOffset(r, tp)
-		if err != nil {
-			return Election{}, err
-		}
-		if fend < e.Start && (e.RepublishFrom < 0 || fend < e.RepublishFrom) {
+		if fend := part.Replicas[i].End; fend < e.Start && (e.RepublishFrom < 0 || fend < e.RepublishFrom) {
 			e.RepublishFrom = fend
 		}
 	}
@@ -181,8 +178,9 @@ func endOffset(b *Broker, tp metadata.TopicPartition) (int64, error) {
 func (c *Cluster) ShrinkInSync() error {
 	for _, tp := range c.Partitions() {
 		c.mu.Lock()
-		l := c.byID[c.leaders[tp].Broker]
-		if l == nil {
+		lead, led := c.leaders[tp]
+		l := c.byID[lead.Broker]
+		if !led || l == nil {
 			// No leader yet: no in-sync set to shrink.
 			c.mu.Unlock()
 			continue

@@ -63,7 +63,9 @@ func New(t *testing.T, b Backend, metaPartitions int32) *Cluster {
 		for _, b := range brokers {
 			b.Stop()
 		}
-		c.Meta.Close()
+		// Close reports what the stops above could not: a Node that
+		// stopped by itself, or one AddBroker replaced.
+		require.NoError(t, c.Cluster.Close(), "closing the cluster")
 	})
 	return c
 }
@@ -194,13 +196,13 @@ func (b *Broker) BecomeLeader(ctx context.Context, tp metadata.TopicPartition, e
 }
 
 // Produce appends records [first, last] in batches of size to b's local log
-// and, if b runs a leader engine, to the engine.
+// and, if b's Node runs, to the Node.
 func (b *Broker) Produce(ctx context.Context, tp metadata.TopicPartition, epoch int32, first, last, size int64) {
 	t := b.C.T
 	for off := first; off <= last; off += size {
 		batch := MakeBatch(tp, epoch, off, min(off+size-1, last))
 		require.NoError(t, b.Local.Append(ctx, tp, []storage.Batch{batch}))
-		if b.Node != nil {
+		if b.Running() {
 			require.NoError(t, b.Node.Append(ctx, tp, batch))
 		}
 	}
