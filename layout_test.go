@@ -30,7 +30,7 @@ var assemblyDirs = []string{"internal/cluster"}
 // contracts are the packages outside internal/ that the library-floor
 // internal packages may build on: the contracts and the format, which do
 // no I/O and know no engine or store.
-var contracts = []string{"metadata", "storage", "fencing", "combiner"}
+var contracts = []string{"metadata", "storage", "fencing", "combiner", "digest"}
 
 // pkgImports is what one package of the module imports of the module,
 // each import as a directory relative to the module's root.
@@ -80,7 +80,7 @@ func TestLayoutChecker(t *testing.T) {
 		"cmd/tool imports " + harnessDir + "cluster, a harness: only tests may import a harness",
 		"directread imports internal/cluster, an assembly: only cmd/, internal/harness and other assemblies may import an assembly",
 		"internal/bad imports " + harnessDir + "script, a harness: only tests may import a harness",
-		"internal/bad imports memstore: a library-floor internal package imports only metadata, storage, fencing, combiner and the library floor of internal/",
+		"internal/bad imports memstore: a library-floor internal package imports only metadata, storage, fencing, combiner, digest and the library floor of internal/",
 		"internal/bad is imported by no library code: a package only tests use belongs under " + harnessDir,
 		"internal/core/wired imports internal/cluster, an assembly: only cmd/, internal/harness and other assemblies may import an assembly",
 		"internal/core/wired is imported by no library code: a package only tests use belongs under " + harnessDir,

@@ -117,6 +117,16 @@ type Entry struct {
 	Checksum uint64
 	// WriterBrokerID is the broker that uploaded the object.
 	WriterBrokerID int32
+	// Digest is the partition log's rolling digest (package digest) after
+	// the section's last record, as the publisher computed it; zero when
+	// the publisher kept none. Replicas compare it with the digest of what
+	// they applied.
+	Digest uint64
+	// DigestStarts says the publisher's chain begins at FirstOffset, with
+	// digest.Origin as the value before the section, instead of continuing
+	// from its earlier entries: a leader that knew no value for its log's
+	// end starts a chain there.
+	DigestStarts bool
 	// CustomMetadata is opaque to activetier, as in KIP-405's
 	// RemoteLogSegmentMetadata.CustomMetadata.
 	CustomMetadata []byte
