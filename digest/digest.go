@@ -2,9 +2,12 @@ package digest
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )
 
@@ -41,3 +44,35 @@ func nonZero(v uint64) uint64 {
 	}
 	return v
 }
+
+// Mismatch is a replica's digest that differs from the one its leader
+// published at the same offset: the replica's log and the leader's differ
+// somewhere in [From, To), where From is the last offset at which the two
+// were known to agree (a check that passed, or the point the replica took
+// the leader's value) and To the offset compared. It is an error, and
+// matches ErrMismatch.
+type Mismatch struct {
+	Partition metadata.TopicPartition
+	// Epoch and Publisher are the leader epoch and broker of the entry
+	// whose digest was compared.
+	Epoch     int32
+	Publisher int32
+	From, To  int64
+	// Want is the published value, Got the replica's.
+	Want, Got uint64
+	// What says which comparison failed: "applied" for an entry the
+	// replica appended, "held" for one whose records it already held,
+	// "reread" for batches read back from its local log.
+	What string
+}
+
+// ErrMismatch is what every Mismatch matches with errors.Is.
+var ErrMismatch = errors.New("activetier: replica digest differs from the leader's")
+
+func (m *Mismatch) Error() string {
+	return fmt.Sprintf("%v: %s: offsets %d-%d differ from epoch %d's leader (broker %d): digest %016x, published %016x",
+		ErrMismatch, m.Partition, m.From, m.To-1, m.Epoch, m.Publisher, m.Got, m.Want)
+}
+
+// Is reports whether target is ErrMismatch.
+func (m *Mismatch) Is(target error) bool { return target == ErrMismatch }

@@ -24,6 +24,11 @@
 // the leader's value because it has none of its own (after a restart or
 // a truncation past what it remembers) checks from there on, not before.
 //
+// A [Tracker] is one replica's chain for one partition: the follower
+// engine and the direct reader feed it what they apply and what they skip
+// as already held, and it checks each value a leader published against
+// the replica's own, reporting a difference as a [Mismatch].
+//
 // Zero is never a chain value: the metadata format uses it for "no digest
 // published", so [Next] and [Origin] map the one input that would give
 // zero to one.

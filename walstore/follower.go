@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/hedge"
@@ -102,8 +104,9 @@ type followerEngine struct {
 	stats              followcore.Counters
 	lag                map[metadata.TopicPartition]int64
 	failing            failing
-	healthNews         bool       // failing changed since OnHealth was last called
-	reportMu           sync.Mutex // serializes OnHealth calls
+	healthNews         bool              // failing changed since OnHealth was last called
+	mismatches         []digest.Mismatch // the latest, for Stats
+	reportMu           sync.Mutex        // serializes OnHealth calls
 	fetchLat, applyLat histogram
 
 	gets *bufpool.Pool // GET buffers, back once their sections are appended
@@ -456,7 +459,19 @@ func (f *followerEngine) drive(ctx context.Context, wg *sync.WaitGroup, results 
 				f.healthNews = true
 			}
 		}
+		for _, m := range rd.Mismatches {
+			if len(f.mismatches) == keptMismatches {
+				f.mismatches = slices.Delete(f.mismatches, 0, 1)
+			}
+			f.mismatches = append(f.mismatches, m)
+		}
 		f.mu.Unlock()
+		if f.cfg.OnDigestMismatch != nil {
+			for i := range rd.Mismatches {
+				m := rd.Mismatches[i]
+				f.cfg.OnDigestMismatch(&m)
+			}
+		}
 		if rd.Rewind {
 			notify(f.rewind)
 		}

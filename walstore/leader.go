@@ -601,7 +601,7 @@ func (l *leaderEngine) BecomeLeader(ctx context.Context, tp metadata.TopicPartit
 	defer l.locals.release(tp)
 	leo, err := l.endOffset(ctx, tp)
 	if err == nil {
-		err = l.begin(tp, epoch, followers, republishFrom, leo)
+		err = l.begin(tp, epoch, followers, republishFrom, leo, 0)
 	}
 	if err != nil {
 		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
@@ -637,13 +637,13 @@ func (l *leaderEngine) endOffset(ctx context.Context, tp metadata.TopicPartition
 
 // begin makes the engine tp's leader, its log ending at leo, or changes
 // nothing and returns why not.
-func (l *leaderEngine) begin(tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64) error {
+func (l *leaderEngine) begin(tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64, chain uint64) error {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
 		return ErrStopped
 	}
-	err := l.core.BecomeLeader(l.cfg.Clock.Now(), tp, epoch, followers, republishFrom, leo)
+	err := l.core.BecomeLeader(l.cfg.Clock.Now(), tp, epoch, followers, republishFrom, leo, chain)
 	changed := l.takeLocked()
 	l.mu.Unlock()
 	if changed {

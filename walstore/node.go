@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/rolecore"
 	"github.com/activetier/activetier/metadata"
@@ -70,6 +71,16 @@ type NodeConfig struct {
 	// with the current health. It must not block, nor call the Node's
 	// transitions.
 	OnHealth func(Health)
+	// OnDigestMismatch, if set, is called when the follower side finds
+	// that a followed partition's local log differs from its leader's:
+	// the rolling digest of what it applied (package digest) is not the
+	// one the leader published at the same offset. The Mismatch names the
+	// partition, the publisher's epoch and the range of offsets where the
+	// logs differ. Replication goes on (the local log is the broker's to
+	// repair or rebuild); FollowerStats counts the checks and mismatches
+	// and keeps the latest. It is called on the engine's goroutine and
+	// must not block.
+	OnDigestMismatch func(*digest.Mismatch)
 	// Clock and Seed make runs reproducible. Default: the wall clock, seed 0.
 	Clock Clock
 	Seed  uint64
@@ -617,9 +628,12 @@ func (c *nodeCores) Hold(change func() error) error {
 	})
 }
 
-// Lead begins tp's leadership on the leader engine.
+// Lead begins tp's leadership on the leader engine, continuing the
+// rolling digest the follower engine kept of the log, if it knows its
+// value at leo.
 func (c *nodeCores) Lead(tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64) error {
-	return c.n.leader.begin(tp, epoch, followers, republishFrom, leo)
+	chain, _ := c.n.follower.core.Digest(tp, leo)
+	return c.n.leader.begin(tp, epoch, followers, republishFrom, leo, chain)
 }
 
 // Follow makes the follower engine follow tp; it refuses once the leader

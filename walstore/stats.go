@@ -1,6 +1,9 @@
 package walstore
 
 import (
+	"slices"
+
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
 )
@@ -56,7 +59,14 @@ type FollowerStats struct {
 	// Lag is, per partition, how many offsets announced in metadata are
 	// not yet applied.
 	Lag map[metadata.TopicPartition]int64
+	// Mismatches are the latest digest mismatches (at most
+	// keptMismatches, oldest first); DigestMismatches counts them all.
+	Mismatches []digest.Mismatch
 }
+
+// keptMismatches bounds FollowerStats.Mismatches: a log that differs
+// everywhere must not grow the engine's memory.
+const keptMismatches = 16
 
 // Stats returns a snapshot of the engine's counters.
 func (f *followerEngine) Stats() FollowerStats {
@@ -66,8 +76,10 @@ func (f *followerEngine) Stats() FollowerStats {
 	for tp, n := range f.lag {
 		lag[tp] = n
 	}
+	mismatches := slices.Clone(f.mismatches)
 	f.mu.Unlock()
 	return FollowerStats{
+		Mismatches:       mismatches,
 		FollowerCounters: c,
 		FetchLatency:     f.fetchLat.snapshot(),
 		ApplyLag:         f.applyLat.snapshot(),

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/backoff"
 	"github.com/activetier/activetier/internal/hedge"
@@ -178,6 +179,8 @@ type part struct {
 	gapLog  time.Time
 	// reported is when its progress was last reported.
 	reported time.Time
+	// chain is its log's rolling digest (package digest).
+	chain digest.Tracker
 }
 
 // stashed is one marker publication or one entry.
@@ -420,6 +423,7 @@ func (c *Core) ready(p *part, st LocalState) {
 	p.state, p.leo, p.maxSeen, p.known = ready, st.EndOffset, st.EndOffset-1, p.role.epoch
 	p.local, p.leader = fencing.Lineage{}, fencing.LeaderLineage{}
 	p.held, p.pending, p.waiting, p.gapLog, p.checkDiv = nil, make(map[pendingKey]*pendingEntry), nil, time.Time{}, false
+	p.chain.Reset()
 	markers := make([]metadata.EpochStart, 0, len(st.Epochs))
 	for _, e := range st.Epochs {
 		_ = p.local.Assign(e.Epoch, e.StartOffset) // checked by checkLocal
@@ -523,6 +527,7 @@ func (c *Core) Truncated(now time.Time, id uint64, to, end int64, err error) {
 		c.log.Info("activetier: truncated diverged log", "partition", p.tp.String(), "from", p.leo, "to", end)
 		p.local.TruncateFromEnd(end)
 		p.leo = end
+		p.chain.Truncated(end)
 		// Entries for offsets at and above the truncation point were
 		// forgotten once applied; read the metadata again to find them.
 		// What is still applied is skipped as duplicate.
@@ -531,6 +536,7 @@ func (c *Core) Truncated(now time.Time, id uint64, to, end int64, err error) {
 		c.report(p)
 	case opBootstrap:
 		p.leo = end
+		p.chain.Reset()
 		c.report(p)
 	}
 }
@@ -718,6 +724,7 @@ func (c *Core) Appended(now time.Time, id uint64, end int64, err error) {
 		bytes += len(b.Data)
 	}
 	p.leo = want
+	c.counted(p.chain.Applied(pe.e, batches, want))
 	c.recovered(p)
 	c.Applied++
 	c.AppliedBytes += uint64(bytes)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/combiner"
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )
@@ -44,6 +45,10 @@ type Ready struct {
 	// failure sets the partition aside for a backoff), failed again, or
 	// recovered, in order.
 	Failures []Failure
+	// Mismatches are the digests that differed from the ones leaders
+	// published (package digest): the local log and the leader's differ
+	// in each one's range. The core logs them too.
+	Mismatches []digest.Mismatch
 	// Rewind asks for the metadata partition to be read again from its
 	// low watermark: entries the core forgot are needed again.
 	Rewind bool
@@ -64,6 +69,7 @@ func (rd *Ready) emptied() Ready {
 		Loads: reused(rd.Loads), Truncates: reused(rd.Truncates), Appends: reused(rd.Appends),
 		Fetches: reused(rd.Fetches), Cancels: reused(rd.Cancels), Progress: reused(rd.Progress),
 		Applied: reused(rd.Applied), Lags: reused(rd.Lags), Failures: reused(rd.Failures),
+		Mismatches: reused(rd.Mismatches),
 	}
 }
 
@@ -78,7 +84,7 @@ func reused[S ~[]E, E any](s S) S {
 // Empty reports whether rd asks for nothing but, perhaps, a Tick.
 func (rd *Ready) Empty() bool {
 	return len(rd.Loads) == 0 && len(rd.Truncates) == 0 && len(rd.Appends) == 0 &&
-		len(rd.Fetches) == 0 && len(rd.Cancels) == 0 && len(rd.Progress) == 0 && len(rd.Applied) == 0 && len(rd.Lags) == 0 && len(rd.Failures) == 0 && !rd.Rewind
+		len(rd.Fetches) == 0 && len(rd.Cancels) == 0 && len(rd.Progress) == 0 && len(rd.Applied) == 0 && len(rd.Lags) == 0 && len(rd.Failures) == 0 && len(rd.Mismatches) == 0 && !rd.Rewind
 }
 
 // Load asks for a partition's local log state.
@@ -249,6 +255,13 @@ type Counters struct {
 	// request ratio), HedgeWins those that answered first, HedgesDenied
 	// those the budget refused.
 	Fetches, Hedges, HedgeWins, HedgesDenied uint64
+	// DigestChecks counts comparisons of the local log's rolling digest
+	// with one a leader published, DigestMismatches those that differed
+	// (each also in Ready.Mismatches), and DigestsTaken the times a
+	// partition that knew no digest of its own (after starting from its
+	// local log, or a truncation past what it remembers) took its
+	// leader's, to check what it appends from there on.
+	DigestChecks, DigestMismatches, DigestsTaken uint64
 }
 
 // OutcomeOf classifies the error of a failed section fetch, as the
@@ -375,6 +388,17 @@ func DescribeReady(rd Ready, base time.Time) string {
 		word(" since")
 		num(f.Since.Sub(base).Milliseconds())
 		word(": " + f.Err.Error() + "\n")
+	}
+	for _, m := range rd.Mismatches {
+		word("mismatch")
+		part(m.Partition)
+		word(" " + m.What)
+		num(m.From)
+		word("-")
+		b = strconv.AppendInt(b, m.To, 10)
+		word(" epoch")
+		num(int64(m.Epoch))
+		word("\n")
 	}
 	if rd.Rewind {
 		word("rewind\n")

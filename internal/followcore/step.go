@@ -284,6 +284,7 @@ func (c *Core) sweep(p *part) {
 		}
 		switch d.Action {
 		case fencing.Skip:
+			c.counted(p.chain.Held(pe.e, p.leo))
 			delete(p.pending, pe.key())
 			c.Skipped++
 		case fencing.Drop:

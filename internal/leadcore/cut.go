@@ -15,6 +15,9 @@ type slot struct {
 	// gens is the leadership each pending partition's data was accepted
 	// under.
 	gens map[metadata.TopicPartition]uint64
+	// digests is each pending partition's rolling digest after its last
+	// batch in the slot: the value its entry publishes.
+	digests map[metadata.TopicPartition]uint64
 	// followers is the placement of the partitions in gens as it was when
 	// the slot was handed out for encoding, read by the builder during the
 	// driver's Cut.
@@ -24,7 +27,7 @@ type slot struct {
 }
 
 func (c *Core) newSlot() (*slot, error) {
-	s := &slot{gens: make(map[metadata.TopicPartition]uint64)}
+	s := &slot{gens: make(map[metadata.TopicPartition]uint64), digests: make(map[metadata.TopicPartition]uint64)}
 	b, err := combiner.NewBuilder(combiner.BuilderConfig{
 		Interval:      c.cfg.Interval,
 		TargetBytes:   c.cfg.ObjectBytes,
@@ -41,6 +44,7 @@ func (c *Core) newSlot() (*slot, error) {
 type upload struct {
 	obj        combiner.Object
 	gens       []uint64 // per section: the leadership that accepted its data
+	digests    []uint64 // per section: the partition's digest after it
 	bytes      int      // buffer bytes this object accounts for
 	appendedAt time.Time
 	ref        metadata.ObjectRef
@@ -87,15 +91,17 @@ func (c *Core) Encoded(now time.Time, id uint64, objs []combiner.Object, err err
 		return
 	}
 	for _, o := range objs {
-		u := &upload{obj: o, appendedAt: full.oldest, gens: make([]uint64, len(o.Sections))}
+		u := &upload{obj: o, appendedAt: full.oldest, gens: make([]uint64, len(o.Sections)), digests: make([]uint64, len(o.Sections))}
 		for i, s := range o.Sections {
 			u.gens[i] = full.gens[s.Partition]
+			u.digests[i] = full.digests[s.Partition]
 			u.bytes += int(s.UncompressedSize)
 		}
 		c.queue = append(c.queue, u)
 		c.waiting = append(c.waiting, u)
 	}
 	clear(full.gens)
+	clear(full.digests)
 	full.followers = nil
 	c.stats.UploadsInFlight += len(objs)
 	c.startUploads(now)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -54,6 +55,11 @@ type leadership struct {
 	routed   int64
 	// catchupQueued: it waits in Core.catchupQueue for a catch-up.
 	catchupQueued bool
+	// digest is the log's rolling digest (package digest) at next;
+	// chainStart the offset this leadership began its chain at, or -1
+	// if it continues the one its log had.
+	digest     uint64
+	chainStart int64
 }
 
 type offsetRange struct{ from, to int64 } // [from, to)
@@ -117,8 +123,10 @@ func (c *Core) CheckLeader(tp metadata.TopicPartition, epoch int32, followers []
 
 // BecomeLeader makes the engine tp's leader at epoch with followers, the
 // local log ending at leo; see walstore.Node.BecomeLeader for the
-// protocol. Errors do not change anything.
-func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64) error {
+// protocol. chain is the log's rolling digest at leo (package digest),
+// as the broker's follower knew it, or 0 if unknown: a new leadership
+// continues it, or begins a chain at leo. Errors do not change anything.
+func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64, chain uint64) error {
 	followers, err := c.CheckLeader(tp, epoch, followers)
 	if err != nil {
 		return err
@@ -174,7 +182,10 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 			start = min(republishFrom, leo)
 		}
 		ld = &leadership{epoch: epoch, epochs: []int32{epoch}, gen: c.gens, next: leo, durable: start, commit: newCommitState(followers),
-			epochStart: leo, replicas: newReplicas(followers, start)}
+			epochStart: leo, replicas: newReplicas(followers, start), digest: chain, chainStart: -1}
+		if chain == 0 {
+			ld.digest, ld.chainStart = digest.Origin, leo
+		}
 		c.leading[tp] = ld
 		c.gc.newLeadership(tp, ld.gen)
 	}
@@ -225,6 +236,7 @@ func (c *Core) endLeadership(now time.Time, tp metadata.TopicPartition) {
 	}
 	if n := c.active.b.Remove(tp); n > 0 {
 		delete(c.active.gens, tp)
+		delete(c.active.digests, tp)
 		c.stats.Fenced++
 		c.release(n)
 	}
@@ -297,6 +309,8 @@ func (c *Core) Append(now time.Time, tp metadata.TopicPartition, b storage.Batch
 		return &Error{Code: InvalidBatch, Err: err}
 	}
 	c.active.gens[tp] = ld.gen
+	ld.digest = digest.Next(ld.digest, b)
+	c.active.digests[tp] = ld.digest
 	ld.next = b.LastOffset + 1
 	if len(ld.commit.inSync) == 0 {
 		c.advanceHW(now, tp, ld) // the leader alone is in sync

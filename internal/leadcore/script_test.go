@@ -110,7 +110,7 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "epoch", &epoch)
 		d.ScanArgs(t, "leo", &leo)
 		d.MaybeScanArgs(t, "republish-from", &republishFrom)
-		return refusal(c.BecomeLeader(h.now, e.partition(t, d), int32(epoch), brokers(t, d, "followers"), republishFrom, leo))
+		return refusal(c.BecomeLeader(h.now, e.partition(t, d), int32(epoch), brokers(t, d, "followers"), republishFrom, leo, 0))
 	case "resign":
 		c.Resign(h.now, e.partition(t, d))
 	case "append":

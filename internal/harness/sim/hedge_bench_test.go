@@ -318,7 +318,7 @@ func runUploads(b *testing.B, prof memstore.Profile, policy hedge.Policy, seed u
 	}
 	c.Start(t0)
 	for p := range partitions {
-		if err := c.BecomeLeader(t0, benchTP(p), 1, []int32{2}, -1, 0); err != nil {
+		if err := c.BecomeLeader(t0, benchTP(p), 1, []int32{2}, -1, 0, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

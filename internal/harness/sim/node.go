@@ -308,7 +308,11 @@ func (c *simCores) Hold(change func() error) error {
 
 // Lead begins the leadership on the leader core.
 func (c *simCores) Lead(tp metadata.TopicPartition, epoch int32, followers []int32, from, leo int64) error {
-	return c.n.lc.BecomeLeader(c.n.w.clock, tp, epoch, followers, from, leo)
+	var chain uint64
+	if c.n.fc != nil { // a reference follower keeps no digest
+		chain, _ = c.n.fc.Digest(tp, leo)
+	}
+	return c.n.lc.BecomeLeader(c.n.w.clock, tp, epoch, followers, from, leo, chain)
 }
 
 // Follow tells the follower core, and records what it follows for the

@@ -1,0 +1,177 @@
+package digest_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/digest"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
+)
+
+var tpT = metadata.TopicPartition{Topic: "t", Partition: 0}
+
+// leaderLog is a leader's log of one-offset batches and its chain, begun
+// at offset 0 with Origin, from which entries are cut.
+type leaderLog struct {
+	batches []storage.Batch
+	values  []uint64 // values[i]: the chain after batches[i]
+}
+
+func newLeaderLog(n int, tag string) *leaderLog {
+	l := &leaderLog{}
+	v := digest.Origin
+	for i := range n {
+		b := storage.Batch{FirstOffset: int64(i), LastOffset: int64(i), Epoch: 1, Data: fmt.Appendf(nil, "%s-%d", tag, i)}
+		v = digest.Next(v, b)
+		l.batches = append(l.batches, b)
+		l.values = append(l.values, v)
+	}
+	return l
+}
+
+// entry is the entry for offsets [from, to) as the leader publishes it.
+func (l *leaderLog) entry(from, to int64) metadata.Entry {
+	return metadata.Entry{Partition: tpT, RecordEpoch: 1, PublisherEpoch: 1, WriterBrokerID: 1, FirstOffset: from, LastOffset: to - 1,
+		Digest: l.values[to-1], DigestStarts: from == 0}
+}
+
+func (l *leaderLog) span(from, to int64) []storage.Batch { return l.batches[from:to] }
+
+// step is one event for a Tracker and what it must return.
+type step struct {
+	name string
+	do   func(t *digest.Tracker) digest.Result
+	want digest.Result
+	// mismatch, if set, is the range [from, to) the mismatch must name.
+	mismatch [2]int64
+}
+
+func TestTracker(t *testing.T) {
+	l := newLeaderLog(40, "leader")
+	other := newLeaderLog(40, "zombie") // the same offsets, other bytes
+	applied := func(e metadata.Entry, bs []storage.Batch) func(t *digest.Tracker) digest.Result {
+		return func(tr *digest.Tracker) digest.Result { return tr.Applied(e, bs, bs[len(bs)-1].LastOffset+1) }
+	}
+	held := func(e metadata.Entry, logEnd int64) func(t *digest.Tracker) digest.Result {
+		return func(tr *digest.Tracker) digest.Result { return tr.Held(e, logEnd) }
+	}
+	truncated := func(end int64) func(t *digest.Tracker) digest.Result {
+		return func(tr *digest.Tracker) digest.Result { tr.Truncated(end); return digest.Result{} }
+	}
+	checked, taken := digest.Result{Checked: true}, digest.Result{Taken: true}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"a chain followed from its start checks every entry", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"next", applied(l.entry(5, 9), l.span(5, 9)), checked, [2]int64{}},
+		}},
+		{"a replica that knows no value takes the first entry's and checks the next", []step{
+			{"inside", applied(l.entry(5, 9), l.span(5, 9)), taken, [2]int64{}},
+			{"next", applied(l.entry(9, 12), l.span(9, 12)), checked, [2]int64{}},
+		}},
+		{"other bytes at the same offsets are a mismatch over the range since the last agreement", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"zombie's bytes", applied(l.entry(5, 9), other.span(5, 9)), digest.Result{Checked: true}, [2]int64{5, 9}},
+			{"the leader's next entry checks again", applied(l.entry(9, 12), l.span(9, 12)), checked, [2]int64{}},
+		}},
+		{"a log that differs before it applies is caught at the next entry", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"stale entry of no digest", applied(metadata.Entry{Partition: tpT, FirstOffset: 5, LastOffset: 6}, other.span(5, 7)), digest.Result{}, [2]int64{}},
+			{"the leader's next", applied(l.entry(7, 10), l.span(7, 10)), digest.Result{Checked: true}, [2]int64{5, 10}},
+		}},
+		{"an entry applied in parts is checked at its end", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"first part", applied(l.entry(5, 10), l.span(5, 7)), digest.Result{}, [2]int64{}},
+			{"rest", applied(l.entry(5, 10), l.span(7, 10)), checked, [2]int64{}},
+		}},
+		{"a chain that starts again is followed from its start", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"restarted", applied(restarted(5, 8, other), other.span(5, 8)), checked, [2]int64{}},
+		}},
+		{"a chain that starts inside what the replica holds is taken at its end", []step{
+			{"start", applied(l.entry(0, 6), l.span(0, 6)), checked, [2]int64{}},
+			{"restarted at 5, applied from 6", applied(restarted(5, 8, l), l.span(6, 8)), taken, [2]int64{}},
+		}},
+		{"a truncation to a remembered end continues the chain", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"diverged", applied(other.entry(5, 9), other.span(5, 9)), digest.Result{Checked: true}, [2]int64{5, 9}},
+			{"truncate", truncated(5), digest.Result{}, [2]int64{}},
+			{"the leader's", applied(l.entry(5, 9), l.span(5, 9)), checked, [2]int64{}},
+		}},
+		{"a truncation past what it remembers takes the next value", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"truncate", truncated(3), digest.Result{}, [2]int64{}},
+			{"the leader's", applied(l.entry(3, 9), l.span(3, 9)), taken, [2]int64{}},
+		}},
+		{"an entry already held is checked where its end is remembered", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"next", applied(l.entry(5, 9), l.span(5, 9)), checked, [2]int64{}},
+			{"held again", held(l.entry(5, 9), 9), checked, [2]int64{}},
+			{"held, another chain's", held(other.entry(5, 9), 9), digest.Result{Checked: true}, [2]int64{5, 9}},
+			{"held, end not remembered", held(l.entry(0, 3), 9), digest.Result{}, [2]int64{}},
+		}},
+		{"a replica started from its log takes the value of the entry ending at its log end", []step{
+			{"held below the end", held(l.entry(0, 5), 9), digest.Result{}, [2]int64{}},
+			{"held at the end", held(l.entry(5, 9), 9), taken, [2]int64{}},
+			{"first applied is checked", applied(l.entry(9, 12), l.span(9, 12)), checked, [2]int64{}},
+		}},
+		{"entries of no digest are folded and checked at the next that has one", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"no digest", applied(metadata.Entry{Partition: tpT, FirstOffset: 5, LastOffset: 8}, l.span(5, 9)), digest.Result{}, [2]int64{}},
+			{"next", applied(l.entry(9, 12), l.span(9, 12)), checked, [2]int64{}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr digest.Tracker
+			for _, s := range tc.steps {
+				got := s.do(&tr)
+				if s.mismatch != [2]int64{} {
+					require.NotNil(t, got.Mismatch, s.name)
+					assert.Equal(t, s.mismatch, [2]int64{got.Mismatch.From, got.Mismatch.To}, s.name)
+					assert.ErrorIs(t, got.Mismatch, digest.ErrMismatch)
+					assert.Equal(t, tpT, got.Mismatch.Partition)
+					got.Mismatch = nil
+				} else {
+					assert.Nil(t, got.Mismatch, s.name)
+				}
+				assert.Equal(t, s.want, got, s.name)
+			}
+		})
+	}
+}
+
+// restarted is the entry for [from, to) of a leader that began a chain at
+// from, over l's batches.
+func restarted(from, to int64, l *leaderLog) metadata.Entry {
+	return metadata.Entry{Partition: tpT, RecordEpoch: 2, PublisherEpoch: 2, WriterBrokerID: 2, FirstOffset: from, LastOffset: to - 1,
+		Digest: digest.Over(digest.Origin, l.span(from, to)), DigestStarts: true}
+}
+
+func TestTrackerValueAndBound(t *testing.T) {
+	l := newLeaderLog(40, "leader")
+	var tr digest.Tracker
+	_, ok := tr.Value(0)
+	assert.False(t, ok, "the zero Tracker knows no value")
+	for i := int64(0); i < 20; i++ {
+		tr.Applied(l.entry(i, i+1), l.span(i, i+1), i+1)
+	}
+	v, ok := tr.Value(20)
+	require.True(t, ok)
+	assert.Equal(t, l.values[19], v)
+	_, ok = tr.Value(19)
+	assert.False(t, ok, "a value is known only at the log end")
+	// It remembers a bounded number of ends: a truncation far back
+	// finds none.
+	tr.Truncated(5)
+	_, ok = tr.Value(5)
+	assert.False(t, ok)
+	tr.Reset()
+	_, ok = tr.Value(5)
+	assert.False(t, ok)
+}
