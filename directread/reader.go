@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/readcore"
 	"github.com/activetier/activetier/metadata"
@@ -109,6 +110,13 @@ type Stats struct {
 	// earlier record: for entries forgotten at MaxHeld, and after a Seek
 	// back.
 	MetadataRewinds uint64
+	// DigestChecks counts comparisons of the rolling digest of what the
+	// Reader yielded (package digest) with the one a leader published at
+	// the same offset, DigestMismatches those that differed (each also a
+	// *digest.Mismatch in Fetch.Errors), and DigestsTaken the times a
+	// partition that knew no value, after New or a Seek, took its
+	// leader's.
+	DigestChecks, DigestMismatches, DigestsTaken uint64
 }
 
 // Batch is one record batch of a partition, as the broker appended it.
@@ -120,8 +128,12 @@ type Batch struct {
 }
 
 // Fetch is the result of one Poll: batches, in offset order within each
-// partition, and errors of partitions that are paused until Seek
-// (*GoneError, *TruncatedError).
+// partition, and errors: of partitions that are paused until Seek
+// (*GoneError, *TruncatedError), and *digest.Mismatch for a partition
+// whose batches yielded in the mismatch's range differ from its leader's
+// log (each section was verified, so the difference is in which sections
+// were taken: a fencing fault, or a leader's log that changed under
+// it). A mismatch does not pause the partition; it is reported once.
 type Fetch struct {
 	Batches []Batch
 	Errors  []error
@@ -238,6 +250,7 @@ func (r *Reader) Stats() Stats {
 	s := r.stats
 	cc := r.core.Counters()
 	s.Held, s.Evicted, s.MetadataRewinds = cc.Held, cc.Evicted, cc.Rewinds
+	s.DigestChecks, s.DigestMismatches, s.DigestsTaken = cc.DigestChecks, cc.DigestMismatches, cc.DigestsTaken
 	return s
 }
 
@@ -294,6 +307,7 @@ func (r *Reader) serve(ctx context.Context) (f Fetch, transient bool) {
 	for _, p := range plan.Pauses {
 		f.Errors = append(f.Errors, pauseError(p))
 	}
+	f.Errors = r.mismatches(f.Errors, plan.Mismatches)
 	wants := plan.Fetches
 	if len(wants) == 0 {
 		return f, false
@@ -318,7 +332,18 @@ func (r *Reader) serve(ctx context.Context) (f Fetch, transient bool) {
 	for _, g := range rd.GivenUp {
 		r.cfg.Logger.Warn("directread: section cannot be read", "partition", g.Entry.Partition.String(), "err", g.Err)
 	}
+	f.Errors = r.mismatches(f.Errors, rd.Mismatches)
 	return f, rd.Retry
+}
+
+// mismatches adds the digest mismatches ms to errs, and to the log.
+func (r *Reader) mismatches(errs []error, ms []digest.Mismatch) []error {
+	for i := range ms {
+		m := &ms[i]
+		r.cfg.Logger.Error("directread: records yielded differ from the leader's log", "err", m)
+		errs = append(errs, m)
+	}
+	return errs
 }
 
 // take takes the core's Ready and acknowledges it; r.mu held.

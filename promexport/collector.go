@@ -138,6 +138,7 @@ var metrics = []metric{
 	{"activetier_applied_entries_total", "Metadata entries (or parts) the follower engine applied.", []string{"broker"}, prometheus.CounterValue, fromNode},
 	{"activetier_fetch_errors_total", "Failed section fetches, by kind (corrupt, not_found, other).", []string{"broker", "kind"}, prometheus.CounterValue, fromNode},
 	{"activetier_truncations_total", "Local log truncations on divergence from the leader.", []string{"broker"}, prometheus.CounterValue, fromNode},
+	{"activetier_digest_checks_total", "Comparisons of the local log's rolling digest with one its leader published, by result (match, mismatch).", []string{"broker", "result"}, prometheus.CounterValue, fromNode},
 	{"activetier_buffered_bytes", "Bytes appended to the leader engine and not yet published.", []string{"broker"}, prometheus.GaugeValue, fromNode},
 	{"activetier_uploads_in_flight", "Objects cut and not yet stored.", []string{"broker"}, prometheus.GaugeValue, fromNode},
 	{"activetier_held_entries", "Entries the follower engine holds, waiting for a gap, a marker or a retry.", []string{"broker"}, prometheus.GaugeValue, fromNode},
@@ -327,6 +328,8 @@ func (c *Collector) collectNode(out *scrape, broker string, s walstore.NodeStats
 	counter("activetier_fetch_errors_total", fs.NotFound, "not_found")
 	counter("activetier_fetch_errors_total", fs.FetchErrors-min(fs.FetchErrors, fs.Corrupt+fs.NotFound), "other")
 	counter("activetier_truncations_total", fs.Truncations)
+	counter("activetier_digest_checks_total", fs.DigestChecks-min(fs.DigestChecks, fs.DigestMismatches), "match")
+	counter("activetier_digest_checks_total", fs.DigestMismatches, "mismatch")
 	gauge("activetier_buffered_bytes", float64(ls.BufferedBytes))
 	gauge("activetier_uploads_in_flight", float64(ls.UploadsInFlight))
 	gauge("activetier_held_entries", float64(fs.Held))

@@ -55,6 +55,7 @@
 //	activetier_applied_entries_total              counter   broker                  Metadata entries (or parts) the follower engine applied.
 //	activetier_fetch_errors_total                 counter   broker,kind             Failed section fetches, by kind (corrupt, not_found, other).
 //	activetier_truncations_total                  counter   broker                  Local log truncations on divergence from the leader.
+//	activetier_digest_checks_total                counter   broker,result           Comparisons of the local log's rolling digest with one its leader published, by result (match, mismatch).
 //	activetier_buffered_bytes                     gauge     broker                  Bytes appended to the leader engine and not yet published.
 //	activetier_uploads_in_flight                  gauge     broker                  Objects cut and not yet stored.
 //	activetier_held_entries                       gauge     broker                  Entries the follower engine holds, waiting for a gap, a marker or a retry.

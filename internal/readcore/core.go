@@ -73,6 +73,7 @@ type Core struct {
 	// again.
 	held             int
 	evicted, rewinds uint64
+	digests          digestLog
 	// rd is what the events gathered since the last Advance.
 	rd Ready
 }
@@ -88,11 +89,18 @@ type Counters struct {
 	// Rewinds counts the metadata partitions read again: for entries
 	// forgotten at the bound, and after seeks back.
 	Rewinds uint64
+	// DigestChecks counts comparisons of the rolling digest of what was
+	// yielded (package digest) with one a leader published,
+	// DigestMismatches those that differed (each also in
+	// Ready.Mismatches), and DigestsTaken the times a partition that knew
+	// no value (after a seek) took its leader's.
+	DigestChecks, DigestMismatches, DigestsTaken uint64
 }
 
 // Counters returns the Core's running totals.
 func (c *Core) Counters() Counters {
-	return Counters{Held: c.held, Evicted: c.evicted, Rewinds: c.rewinds}
+	return Counters{Held: c.held, Evicted: c.evicted, Rewinds: c.rewinds,
+		DigestChecks: c.digests.checks, DigestMismatches: c.digests.mismatches, DigestsTaken: c.digests.taken}
 }
 
 // Rewind asks the driver to read metadata partition Partition again from
@@ -148,6 +156,7 @@ func New(cfg Config) (*Core, error) {
 		cfg.Violation = func(call, detail string) error { return fmt.Errorf("%s broke its contract: %s", call, detail) }
 	}
 	c := &Core{cfg: cfg, parts: make(map[metadata.TopicPartition]*partition, len(cfg.Partitions)), meta: make(map[int32]*metaState)}
+	c.digests.found = &c.rd.Mismatches
 	for _, mp := range cfg.MetadataPartitions {
 		if mp < 0 {
 			return nil, fmt.Errorf("metadata partition %d is negative", mp)
@@ -162,7 +171,7 @@ func New(cfg Config) (*Core, error) {
 		if start < 0 {
 			return nil, fmt.Errorf("%s start offset %d is negative", tp, start)
 		}
-		c.parts[tp] = newPartition(tp, start, cfg.Durable, &c.held)
+		c.parts[tp] = newPartition(tp, start, cfg.Durable, &c.held, &c.digests)
 	}
 	c.order = slices.SortedFunc(maps.Keys(c.parts), metadata.TopicPartition.Compare)
 	return c, nil

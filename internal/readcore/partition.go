@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -64,6 +65,32 @@ type partition struct {
 	index map[int32]*recIndex
 	// held is the Core's count of the entries its partitions hold.
 	held *int
+	// chain is the rolling digest of what was yielded (package digest),
+	// checked against the leaders'; digests gathers what it learns.
+	chain   digest.Tracker
+	digests *digestLog
+}
+
+// digestLog gathers what a Core's partitions learn from their digests:
+// the counts, and the mismatches for the Ready.
+type digestLog struct {
+	checks, mismatches, taken uint64
+	found                     *[]digest.Mismatch
+}
+
+func (d *digestLog) note(r digest.Result) {
+	if r.Checked {
+		d.checks++
+	}
+	if r.Taken {
+		d.taken++
+	}
+	if r.Mismatch != nil {
+		d.mismatches++
+		if d.found != nil {
+			*d.found = append(*d.found, *r.Mismatch)
+		}
+	}
 }
 
 // entryKey identifies a section: the same entry read from two metadata
@@ -78,8 +105,8 @@ func keyOf(e *metadata.Entry) entryKey {
 	return entryKey{obj: e.Object, pos: e.Position, len: e.Length, publisher: e.PublisherEpoch}
 }
 
-func newPartition(tp metadata.TopicPartition, start int64, durable bool, held *int) *partition {
-	p := &partition{tp: tp, durable: durable, horizon: math.MaxInt64, index: make(map[int32]*recIndex), held: held}
+func newPartition(tp metadata.TopicPartition, start int64, durable bool, held *int, digests *digestLog) *partition {
+	p := &partition{tp: tp, durable: durable, horizon: math.MaxInt64, index: make(map[int32]*recIndex), held: held, digests: digests}
 	p.seek(start)
 	return p
 }
@@ -96,6 +123,7 @@ func (p *partition) seek(offset int64) {
 		p.horizon = min(p.horizon, offset)
 	}
 	p.next, p.local, p.paused, p.cause, p.reported, p.idle = offset, fencing.Lineage{}, nil, nil, false, false
+	p.chain.Truncated(offset) // back to an end it remembers, the chain goes on
 	if p.commits == nil {
 		p.commits = make(map[int32]int64)
 		p.pending = make(map[entryKey]metadata.Entry)
@@ -255,6 +283,9 @@ func (p *partition) plan(maxBytes int64, round uint64) (out []Want) {
 			switch d.Action {
 			case fencing.Skip, fencing.Drop:
 				if next == p.next {
+					if d.Action == fencing.Skip {
+						p.digests.note(p.chain.Held(e, p.next))
+					}
 					p.forget(k)
 					p.touch(round)
 				}
@@ -307,6 +338,7 @@ func (p *partition) apply(w Want, batches []storage.Batch, round uint64) []stora
 		p.forget(keyOf(&w.Entry))
 	}
 	if len(out) > 0 {
+		p.digests.note(p.chain.Applied(w.Entry, out, p.next))
 		p.touch(round)
 	}
 	return out

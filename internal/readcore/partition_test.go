@@ -49,7 +49,7 @@ func TestPartitionPlan(t *testing.T) {
 		{"no lineage, no plan", nil, []metadata.Entry{entry(5, 5, 100, 149, "a")}, []metadata.Commit{{Partition: tp, Epoch: 5, Offset: 150}}, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPartition(tp, 100, tc.durable, new(int))
+			p := newPartition(tp, 100, tc.durable, new(int), new(digestLog))
 			for _, pub := range tc.markers {
 				p.learnMarkers(pub)
 			}
@@ -76,7 +76,7 @@ func TestPartitionPlan(t *testing.T) {
 // judgement rests on, so a busy partition is judged as soon as a quiet
 // one.
 func TestPartitionGone(t *testing.T) {
-	p := newPartition(tp, 0, false, new(int))
+	p := newPartition(tp, 0, false, new(int), new(digestLog))
 	p.learnMarkers([]metadata.EpochStart{marker(1, 0)})
 	p.learnEntry(entry(1, 1, 50, 59, "a"))
 	require.False(t, p.gone(1), "nothing committed past 0: the records may not exist yet")
@@ -102,7 +102,7 @@ func TestPartitionGone(t *testing.T) {
 // republishes older offsets): only a commit past next is, as when
 // committed.
 func TestPartitionGoneDurable(t *testing.T) {
-	p := newPartition(tp, 0, true, new(int))
+	p := newPartition(tp, 0, true, new(int), new(digestLog))
 	p.learnMarkers([]metadata.EpochStart{marker(1, 0)})
 	p.learnEntry(entry(1, 1, 50, 59, "a"))
 	p.learnEntry(entry(1, 1, 60, 69, "b"))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )
@@ -35,6 +36,10 @@ type Ready struct {
 	// GivenUp are the sections whose fetch failed and that the Core will
 	// not fetch again, for the driver's log.
 	GivenUp []GivenUp
+	// Mismatches are the digests of what was yielded that differed from
+	// the ones leaders published (package digest): what the reader
+	// yielded in each one's range differs from the leader's log.
+	Mismatches []digest.Mismatch
 	// Retry: a fetch failed and its section will be fetched again: the
 	// driver backs off before it reads on.
 	Retry bool
@@ -59,7 +64,7 @@ func (c *Core) Ready() Ready { return c.rd }
 // HasReady reports whether Ready holds anything.
 func (c *Core) HasReady() bool {
 	rd := &c.rd
-	return rd.Round != 0 || len(rd.Rewinds)+len(rd.Watermarks)+len(rd.Fetches)+len(rd.Pauses)+len(rd.Yields)+len(rd.GivenUp) > 0 || rd.Retry
+	return rd.Round != 0 || len(rd.Rewinds)+len(rd.Watermarks)+len(rd.Fetches)+len(rd.Pauses)+len(rd.Yields)+len(rd.GivenUp)+len(rd.Mismatches) > 0 || rd.Retry
 }
 
 // Advance acknowledges the Ready last returned: the next holds only what
@@ -72,8 +77,8 @@ func (c *Core) Advance() { c.rd = Ready{} }
 // none), the sections to fetch (partition, object key and offsets, the
 // partition's next offset and the limit below which its batches may be
 // yielded), the partitions paused (where, why, and where they may
-// resume), the batches to yield, the sections given up, and whether to
-// retry. It is what the package's scripts under testdata expect, and what
+// resume), the batches to yield, the sections given up, the digest
+// mismatches, and whether to retry. It is what the package's scripts under testdata expect, and what
 // a driver may log to see what its core decided: the same Ready gives the
 // same text.
 func DescribeReady(rd Ready) string {
@@ -116,6 +121,9 @@ func DescribeReady(rd Ready) string {
 			fmt.Fprintf(&b, ": %v", g.Err)
 		}
 		b.WriteByte('\n')
+	}
+	for _, m := range rd.Mismatches {
+		fmt.Fprintf(&b, "mismatch %s %s %d-%d epoch %d\n", m.Partition, m.What, m.From, m.To, m.Epoch)
 	}
 	if rd.Retry {
 		b.WriteString("retry\n")
