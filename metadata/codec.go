@@ -136,10 +136,10 @@ const (
 // Smallest encodings, used to bound counts read from the input before
 // anything is allocated for them.
 const (
-	minEntryBytes  = 8 // its checksum
+	minEntryBytes = 8 // its checksum
 	// minEntryBytesV5 is a version 5 entry's checksum and digest.
 	minEntryBytesV5 = 16
-	minMarkerBytes = 5 // five one-byte varints (versions 1 to 3)
+	minMarkerBytes  = 5 // five one-byte varints (versions 1 to 3)
 	// minMarkerBytesV4 is a version 4 marker's partition varint; its other
 	// fields may take no bits at all.
 	minMarkerBytesV4 = 1

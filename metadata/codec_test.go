@@ -53,9 +53,9 @@ func TestRoundTripRandomMessages(t *testing.T) {
 func TestRoundTripShapes(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for name, m := range map[string]*Message{
-		"typical":      typicalMessage(r, 100, 0.5),
-		"single entry": typicalMessage(r, 1, 0),
-		"scattered":    scatteredMessage(r, 10, 100),
+		"typical":          typicalMessage(r, 100, 0.5),
+		"single entry":     typicalMessage(r, 1, 0),
+		"scattered":        scatteredMessage(r, 10, 100),
 		"digests":          withDigests(r, typicalMessage(r, 100, 0.5), 0),
 		"digests starting": withDigests(r, scatteredMessage(r, 10, 100), 0.3),
 		"digests, markers and commits": func() *Message {

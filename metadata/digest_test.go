@@ -110,3 +110,15 @@ func TestDecodeNonCanonicalDigests(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokenDigestSeeds: the fuzz corpus's broken version 5 seeds fail for
+// the reason they were built for, not an earlier one.
+func TestBrokenDigestSeeds(t *testing.T) {
+	seeds := fuzzSeeds(t)
+	for name, reason := range map[string]string{
+		"broken-digests-zero":             "version 5 message has no nonzero digest",
+		"broken-digest-start-without-one": "entry 0 starts a digest chain but has no digest",
+	} {
+		assert.ErrorContains(t, decodeErr(t, seeds[name]), reason, name)
+	}
+}
