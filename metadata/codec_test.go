@@ -400,11 +400,25 @@ func TestAllocations(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs, "AppendMessage of a message in canonical order into a large enough buffer")
+	withDigests(r, m, 0.5)
+	allocs = testing.AllocsPerRun(20, func() {
+		if _, err := AppendMessage(buf[:0], m); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs, "AppendMessage of a message with digests")
 
 	// Decoding allocates the message, its entries and its strings,
 	// independently of the number of entries.
-	for _, n := range []int{1, 10, 100} {
-		b := mustEncode(t, typicalMessage(r, n, 0.5))
+	for _, tc := range []struct {
+		n       int
+		digests bool // version 5
+	}{{1, false}, {10, false}, {100, false}, {1, true}, {100, true}} {
+		n, m := tc.n, typicalMessage(r, tc.n, 0.5)
+		if tc.digests {
+			withDigests(r, m, 0.5)
+		}
+		b := mustEncode(t, m)
 		allocs := testing.AllocsPerRun(20, func() {
 			if _, err := DecodeMessage(b); err != nil {
 				t.Fatal(err)
