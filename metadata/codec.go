@@ -535,9 +535,10 @@ func readBits(data []byte, pos, width uint) uint64 {
 // read, and ErrInvalidTopicName when b names a topic whose name Kafka
 // would refuse (ValidateTopicName), which AppendMessage never writes: such
 // a name may be anything, invalid UTF-8 included, and would reach every
-// log line and metric label that names the partition. Messages of earlier versions (1, without a checksum; 2; 3, with
-// markers as varints) are still read; AppendMessage encodes what they
-// decode to in the current version.
+// log line and metric label that names the partition. Messages of earlier
+// versions (1, without a checksum; 2; 3, with markers as varints; 4,
+// without digests) are still read; AppendMessage encodes what they decode
+// to as it encodes any message without digests, in version 2 to 4.
 // Counts and lengths in the input are checked against the bytes remaining
 // before anything is allocated for them, so a short input cannot make the
 // decoder allocate much more than its own size.
