@@ -48,6 +48,9 @@ type SectionInfo struct {
 
 // Entry returns the metadata entry that announces the section, stored in
 // obj, published by a leader at publisherEpoch running on writerBrokerID.
+// Its Digest and DigestStarts are zero: they describe the partition's log
+// up to the section, which the section does not know, and are the
+// publisher's to set.
 func (s SectionInfo) Entry(obj metadata.ObjectRef, publisherEpoch, writerBrokerID int32) metadata.Entry {
 	return metadata.Entry{
 		Partition:        s.Partition,
@@ -69,7 +72,9 @@ func (s SectionInfo) Entry(obj metadata.ObjectRef, publisherEpoch, writerBrokerI
 // SectionOf returns what a metadata entry says about its section: all a
 // follower needs to fetch e.Position..e.Position+e.Length of e.Object and
 // pass the bytes to Decoder.DecodeSection. Batches is zero (unknown),
-// since entries do not carry the batch count.
+// since entries do not carry the batch count. What an entry says beyond
+// its section (publisher, writer, digest, custom metadata) is not part of
+// the result.
 func SectionOf(e metadata.Entry) SectionInfo {
 	return SectionInfo{
 		Partition:        e.Partition,

@@ -11,11 +11,15 @@ import (
 // DecodeMessage allocates per message, not per row: a follower decodes
 // every message of its metadata partition, and one allocation per entry,
 // marker or commit was a good share of its allocations. Both marker
-// encodings count (version 3's rows, version 4's columns).
+// encodings count (version 3's rows, version 4's columns), and so do
+// version 5's digests.
 func TestDecodeMessageAllocatesPerMessage(t *testing.T) {
 	allocs := func(rows int, version byte) float64 {
 		r := rand.New(rand.NewPCG(7, uint64(rows)))
 		m := typicalMessage(r, rows, 0)
+		if version == messageVersion {
+			withDigests(r, m, 0.5)
+		}
 		for _, e := range m.Entries {
 			m.Markers = append(m.Markers, EpochStart{Partition: e.Partition, Epoch: 7, StartOffset: e.FirstOffset - 1000, LeaderBrokerID: 3})
 			m.Commits = append(m.Commits, Commit{Partition: e.Partition, Epoch: 7, Offset: e.FirstOffset})
@@ -29,7 +33,7 @@ func TestDecodeMessageAllocatesPerMessage(t *testing.T) {
 			}
 		})
 	}
-	for _, version := range []byte{messageVersion3, messageVersion} {
+	for _, version := range []byte{messageVersion3, messageVersion4, messageVersion} {
 		t.Run(fmt.Sprint("version ", version), func(t *testing.T) {
 			require.Equal(t, allocs(4, version), allocs(400, version))
 		})

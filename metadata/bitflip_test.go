@@ -14,8 +14,9 @@ import (
 
 // realMessage encodes an object of several topics and partitions (one
 // named by topic ID, one with two epochs) with the combiner, and the
-// metadata message a leader publishes for it, with a marker.
-func realMessage(t *testing.T) ([]byte, []combiner.SectionInfo, []byte) {
+// metadata message a leader publishes for it, with a marker; with digests,
+// every entry carries one and the first starts a chain (version 5).
+func realMessage(t *testing.T, digests bool) ([]byte, []combiner.SectionInfo, []byte) {
 	t.Helper()
 	enc, err := combiner.NewEncoder(combiner.EncoderOptions{})
 	require.NoError(t, err)
@@ -38,8 +39,13 @@ func realMessage(t *testing.T) ([]byte, []combiner.SectionInfo, []byte) {
 	ref := metadata.ObjectRef{AZ: "use1-az4", Bucket: "wal--use1-az4--x-s3", Key: "wal/3/obj-1.wal"}
 	m := &metadata.Message{Object: ref, WriterBrokerID: 3,
 		Markers: []metadata.EpochStart{{Partition: orders(3), Epoch: 7, StartOffset: 60, LeaderBrokerID: 3}}}
-	for _, s := range infos {
-		m.Entries = append(m.Entries, s.Entry(ref, 7, 3))
+	for i, s := range infos {
+		e := s.Entry(ref, 7, 3)
+		if digests {
+			e.Digest = 0x9e3779b97f4a7c15 * uint64(i+1)
+			e.DigestStarts = i == 0
+		}
+		m.Entries = append(m.Entries, e)
 	}
 	msg, err := metadata.AppendMessage(nil, m)
 	require.NoError(t, err)
@@ -105,20 +111,24 @@ func flipEveryBit(t *testing.T, msg, object []byte, infos []combiner.SectionInfo
 // message. The message's checksum rejects every one. Without it (the same
 // message in version 1, which has none), some flips still decode, and the
 // sections' identity check must then reject every entry that names another
-// section's identity: the two defences each suffice.
+// section's identity: the two defences each suffice. The message with
+// digests (version 5) has no version without a checksum.
 func TestEveryBitFlipOfARealMessage(t *testing.T) {
-	object, infos, msg := realMessage(t)
-
-	o := flipEveryBit(t, msg, object, infos)
-	require.Zero(t, o.decoded, "flips that decode despite the checksum")
-	t.Logf("version 2: %d single-bit flips of a %d-byte message, none decodes", o.flips, len(msg))
+	_, _, withDigests := realMessage(t, true)
+	require.Equal(t, byte(5), withDigests[0])
+	object, infos, msg := realMessage(t, false)
+	for _, msg := range [][]byte{msg, withDigests} {
+		o := flipEveryBit(t, msg, object, infos)
+		require.Zero(t, o.decoded, "version %d: flips that decode despite the checksum", msg[0])
+		t.Logf("version %d: %d single-bit flips of a %d-byte message, none decodes", msg[0], o.flips, len(msg))
+	}
 
 	// The version 1 encoding, which has no checksum.
 	m, err := metadata.DecodeMessage(msg)
 	require.NoError(t, err)
 	v1, err := metadata.AppendMessageVersion(nil, m, 1)
 	require.NoError(t, err)
-	o = flipEveryBit(t, v1, object, infos)
+	o := flipEveryBit(t, v1, object, infos)
 	require.Positive(t, o.decoded, "without a checksum some flips decode; the test would show nothing otherwise")
 	require.Zero(t, o.misattributed)
 	t.Logf("version 1: %d of %d flips decode; %d of their entries' sections verify, all under their own identity", o.decoded, o.flips, o.verified)

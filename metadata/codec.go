@@ -17,14 +17,18 @@ import (
 // with a commits section, written only for a message that has commits;
 // version 4 is version 3 with the commit count always present and its
 // markers in columns (see appendMarkers), a byte or two each instead of
-// five or more, written only for a message that has markers. All four are
-// read. Writing each version only where it is needed keeps the messages
-// that carry neither readable by brokers of earlier releases.
+// five or more, written only for a message that has markers; version 5 is
+// version 4 with the entries' digests (a digestStarts column and a digests
+// block after the checksums) and markers optional, written only for a
+// message with an entry that has a Digest. All five are read. Writing each
+// version only where it is needed keeps the messages that carry none of
+// these readable by brokers of earlier releases.
 const (
-	messageVersion  = 4
+	messageVersion  = 5
 	messageVersion1 = 1
 	messageVersion2 = 2
 	messageVersion3 = 3
+	messageVersion4 = 4
 )
 
 // checksumSize is the size of the trailing CRC-32C of a message of
@@ -87,15 +91,20 @@ const (
 	colTimestamp           // MaxTimestamp
 	colWriter              // WriterBrokerID minus the message's
 	colCustomLen           // len(CustomMetadata)
+	colDigestStarts        // DigestStarts as 0 or 1 (version 5)
 	numColumns
 )
+
+// numColumnsV4 is the number of columns before version 5, whose column
+// mask has no digestStarts bit.
+const numColumnsV4 = colDigestStarts
 
 // columnNames name the columns in decode errors.
 var columnNames = [numColumns]string{
 	"column topic", "column partition", "column firstOffset", "column span",
 	"column gap", "column length", "column codec", "column uncompressed",
 	"column recordEpoch", "column republish", "column timestamp",
-	"column writer", "column customLen",
+	"column writer", "column customLen", "column digestStarts",
 }
 
 // columnRange bounds each column's values as encoded, so that the decoder
@@ -115,6 +124,7 @@ var columnRange = [numColumns][2]int64{
 	colTimestamp:    {math.MinInt64, math.MaxInt64},
 	colWriter:       {-math.MaxInt32, math.MaxInt32},
 	colCustomLen:    {0, math.MaxInt64},
+	colDigestStarts: {0, 1},
 }
 
 // Topic table kinds: which halves of a topic's identity follow.
@@ -126,8 +136,10 @@ const (
 // Smallest encodings, used to bound counts read from the input before
 // anything is allocated for them.
 const (
-	minEntryBytes  = 8 // its checksum
-	minMarkerBytes = 5 // five one-byte varints (versions 1 to 3)
+	minEntryBytes = 8 // its checksum
+	// minEntryBytesV5 is a version 5 entry's checksum and digest.
+	minEntryBytesV5 = 16
+	minMarkerBytes  = 5 // five one-byte varints (versions 1 to 3)
 	// minMarkerBytesV4 is a version 4 marker's partition varint; its other
 	// fields may take no bits at all.
 	minMarkerBytesV4 = 1
@@ -154,7 +166,8 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 }
 
 // appendMessage encodes m in version, or in the earliest version at or
-// below it that m needs: version 4 only for markers, 3 only for commits.
+// below it that m needs: version 5 only for digests, 4 only for markers,
+// 3 only for commits.
 // AppendMessage asks for the latest; tests ask for earlier ones, to check
 // that this build still reads what earlier releases wrote.
 func appendMessage(dst []byte, m *Message, version byte) ([]byte, error) {
@@ -167,7 +180,13 @@ func appendMessage(dst []byte, m *Message, version byte) ([]byte, error) {
 		return dst, err
 	}
 	n, k, nc := len(m.Entries), len(m.Markers), len(m.Commits)
-	if version >= messageVersion && k == 0 {
+	switch {
+	case version < messageVersion && p.digests:
+		return dst, fmt.Errorf("%w: version %d messages carry no digests", ErrInvalid, version)
+	case version >= messageVersion && !p.digests:
+		version = messageVersion4
+	}
+	if version == messageVersion4 && k == 0 {
 		version = messageVersion3
 	}
 	switch {
@@ -216,10 +235,15 @@ func appendMessage(dst []byte, m *Message, version byte) ([]byte, error) {
 		for i := range n {
 			dst = binary.LittleEndian.AppendUint64(dst, p.entry(i).Checksum)
 		}
+		if version >= messageVersion {
+			for i := range n {
+				dst = binary.LittleEndian.AppendUint64(dst, p.entry(i).Digest)
+			}
+		}
 	}
 
 	switch {
-	case version >= messageVersion:
+	case version >= messageVersion4:
 		if k > 0 {
 			dst = p.appendMarkers(dst)
 		}
@@ -246,7 +270,7 @@ func appendMessage(dst []byte, m *Message, version byte) ([]byte, error) {
 	return binary.LittleEndian.AppendUint32(dst, crc32c(dst[start:])), nil
 }
 
-// The columns of version 4 markers, in the order they are encoded, one
+// The columns of version 4 and 5 markers, in the order they are encoded, one
 // value per marker. The numbering is part of the format.
 const (
 	mcolTopic  = iota // index into the topic table
@@ -395,6 +419,10 @@ func (p *plan) entryValues(i int, v *[numColumns]int64) (has uint32) {
 	v[colTimestamp] = e.MaxTimestamp
 	v[colWriter] = int64(e.WriterBrokerID) - int64(p.m.WriterBrokerID)
 	v[colCustomLen] = int64(len(e.CustomMetadata))
+	v[colDigestStarts] = 0
+	if e.DigestStarts {
+		v[colDigestStarts] = 1
+	}
 	return has
 }
 
@@ -507,9 +535,10 @@ func readBits(data []byte, pos, width uint) uint64 {
 // read, and ErrInvalidTopicName when b names a topic whose name Kafka
 // would refuse (ValidateTopicName), which AppendMessage never writes: such
 // a name may be anything, invalid UTF-8 included, and would reach every
-// log line and metric label that names the partition. Messages of earlier versions (1, without a checksum; 2; 3, with
-// markers as varints) are still read; AppendMessage encodes what they
-// decode to in the current version.
+// log line and metric label that names the partition. Messages of earlier
+// versions (1, without a checksum; 2; 3, with markers as varints; 4,
+// without digests) are still read; AppendMessage encodes what they decode
+// to as it encodes any message without digests, in version 2 to 4.
 // Counts and lengths in the input are checked against the bytes remaining
 // before anything is allocated for them, so a short input cannot make the
 // decoder allocate much more than its own size.
@@ -606,7 +635,7 @@ func (d *decoder) message() (*Message, error) {
 	}
 	version := d.b[0]
 	switch version {
-	case messageVersion, messageVersion2, messageVersion3:
+	case messageVersion, messageVersion2, messageVersion3, messageVersion4:
 		// Verify before parsing; the body ends where the checksum starts,
 		// so offsets in errors stay offsets in the input.
 		if len(d.b) < 1+checksumSize {
@@ -622,9 +651,12 @@ func (d *decoder) message() (*Message, error) {
 	default:
 		return nil, &DecodeError{Offset: 0, What: "version", Err: fmt.Errorf("%w %d (this build reads versions %d to %d)", ErrUnsupportedVersion, version, messageVersion1, messageVersion)}
 	}
-	minMarker := minMarkerBytes
-	if version >= messageVersion {
+	minMarker, minEntry := minMarkerBytes, uint64(minEntryBytes)
+	if version >= messageVersion4 {
 		minMarker = minMarkerBytesV4
+	}
+	if version >= messageVersion {
+		minEntry = minEntryBytesV5
 	}
 	d.off = 1
 	writer, err := d.uvarint("writer broker id", math.MaxInt32)
@@ -632,7 +664,7 @@ func (d *decoder) message() (*Message, error) {
 		return nil, err
 	}
 	at := d.off
-	n, err := d.uvarint("entry count", uint64(d.remaining()/minEntryBytes))
+	n, err := d.uvarint("entry count", uint64(d.remaining())/minEntry)
 	if err != nil {
 		return nil, err
 	}
@@ -651,11 +683,15 @@ func (d *decoder) message() (*Message, error) {
 			return nil, d.fail(cat, "commit count", "version %d message has no commits", messageVersion3)
 		}
 	}
-	if version >= messageVersion && k == 0 {
+	if version == messageVersion4 && k == 0 {
 		// A message without markers is written as version 3 or 2.
 		return nil, d.fail(at, "marker count", "version %d message has no markers", version)
 	}
-	if n*minEntryBytes+k*uint64(minMarker)+nc*minCommitBytes > uint64(d.remaining()) {
+	if version == messageVersion && n == 0 {
+		// A message without digests is written as version 4 or earlier.
+		return nil, d.fail(at, "entry count", "version %d message has no entries, so no digests", version)
+	}
+	if n*minEntry+k*uint64(minMarker)+nc*minCommitBytes > uint64(d.remaining()) {
 		return nil, d.fail(at, "entry and marker counts", "%d entries, %d markers and %d commits cannot fit in %d bytes", n, k, nc, d.remaining())
 	}
 	if n+k == 0 && nc == 0 {
@@ -688,12 +724,12 @@ func (d *decoder) message() (*Message, error) {
 
 	m := &Message{WriterBrokerID: int32(writer)}
 	if n > 0 {
-		if err := d.entries(m, int(n), topics); err != nil {
+		if err := d.entries(m, int(n), topics, version >= messageVersion); err != nil {
 			return nil, err
 		}
 	}
 	if k > 0 {
-		if version >= messageVersion {
+		if version >= messageVersion4 {
 			err = d.markerColumns(m, int(k), topics)
 		} else {
 			err = d.markers(m, int(k), topics)
@@ -822,7 +858,9 @@ func (d *decoder) column(what string, count int, present bool, lo, hi int64) (co
 	return col, nil
 }
 
-func (d *decoder) entries(m *Message, n int, topics []decodedTopic) error {
+// entries decodes n entries; withDigests (version 5) adds the
+// digestStarts column and the digests block.
+func (d *decoder) entries(m *Message, n int, topics []decodedTopic, withDigests bool) error {
 	var err error
 	if m.Object.AZ, err = d.string("object AZ"); err != nil {
 		return err
@@ -845,7 +883,11 @@ func (d *decoder) entries(m *Message, n int, topics []decodedTopic) error {
 	if err != nil {
 		return err
 	}
-	mask, err := d.uvarint("column mask", 1<<numColumns-1)
+	columns := numColumnsV4
+	if withDigests {
+		columns = numColumns
+	}
+	mask, err := d.uvarint("column mask", 1<<columns-1)
 	if err != nil {
 		return err
 	}
@@ -886,6 +928,13 @@ func (d *decoder) entries(m *Message, n int, topics []decodedTopic) error {
 	sums, err := d.bytes("checksums", n*8)
 	if err != nil {
 		return err
+	}
+	var digests []byte
+	digestsAt, anyDigest := d.off, false
+	if withDigests {
+		if digests, err = d.bytes("digests", n*8); err != nil {
+			return err
+		}
 	}
 
 	m.Entries = make([]Entry, n)
@@ -951,6 +1000,18 @@ func (d *decoder) entries(m *Message, n int, topics []decodedTopic) error {
 			custom = custom[l:]
 		}
 		e.Checksum = binary.LittleEndian.Uint64(sums[i*8:])
+		if withDigests {
+			e.Digest = binary.LittleEndian.Uint64(digests[i*8:])
+			anyDigest = anyDigest || e.Digest != 0
+			e.DigestStarts = cols[colDigestStarts].value(i) == 1
+			if e.DigestStarts && e.Digest == 0 {
+				return d.fail(cols[colDigestStarts].at, "column digestStarts", "entry %d starts a digest chain but has no digest", i)
+			}
+		}
+	}
+	if withDigests && !anyDigest {
+		// A message without digests is written as version 4 or earlier.
+		return d.fail(digestsAt, "digests", "version %d message has no nonzero digest", messageVersion)
 	}
 	return nil
 }

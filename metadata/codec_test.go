@@ -53,9 +53,18 @@ func TestRoundTripRandomMessages(t *testing.T) {
 func TestRoundTripShapes(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for name, m := range map[string]*Message{
-		"typical":      typicalMessage(r, 100, 0.5),
-		"single entry": typicalMessage(r, 1, 0),
-		"scattered":    scatteredMessage(r, 10, 100),
+		"typical":          typicalMessage(r, 100, 0.5),
+		"single entry":     typicalMessage(r, 1, 0),
+		"scattered":        scatteredMessage(r, 10, 100),
+		"digests":          withDigests(r, typicalMessage(r, 100, 0.5), 0),
+		"digests starting": withDigests(r, scatteredMessage(r, 10, 100), 0.3),
+		"digests, markers and commits": func() *Message {
+			m := withDigests(r, typicalMessage(r, 10, 0), 0.5)
+			m.Entries[3].Digest, m.Entries[3].DigestStarts = 0, false // one entry without
+			m.Markers = []EpochStart{{Partition: m.Entries[2].Partition, Epoch: 7, StartOffset: m.Entries[2].FirstOffset, LeaderBrokerID: 3}}
+			m.Commits = []Commit{{Partition: m.Entries[1].Partition, Epoch: 7, Offset: m.Entries[1].FirstOffset}}
+			return m
+		}(),
 		"markers only": {WriterBrokerID: 2, Markers: []EpochStart{
 			{Partition: TopicPartition{Topic: "orders", Partition: 3}, Epoch: 6, StartOffset: 151, LeaderBrokerID: 2},
 			{Partition: TopicPartition{Topic: "orders", Partition: 1}, Epoch: 6, StartOffset: 90, LeaderBrokerID: 2},
@@ -66,6 +75,9 @@ func TestRoundTripShapes(t *testing.T) {
 			got, err := DecodeMessage(b)
 			require.NoError(t, err)
 			require.Equal(t, canonical(m), got)
+			again, err := AppendMessage(nil, got)
+			require.NoError(t, err)
+			require.Equal(t, b, again)
 		})
 	}
 }
@@ -167,6 +179,7 @@ func TestAppendMessageRejectsInvalid(t *testing.T) {
 		{"negative marker start", func(m *Message) { m.Markers = []EpochStart{{Partition: tp, StartOffset: -5}} }, "StartOffset -5 is negative"},
 		{"negative marker leader", func(m *Message) { m.Markers = []EpochStart{{Partition: tp, LeaderBrokerID: -1}} }, "LeaderBrokerID -1 is negative"},
 		{"marker without topic", func(m *Message) { m.Markers = []EpochStart{{}} }, "markers[0] (-0): Partition has neither"},
+		{"digest chain without digest", func(m *Message) { m.Entries[1].DigestStarts = true }, "entries[1] (orders-5): DigestStarts is set but Digest is 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := valid()
@@ -270,7 +283,7 @@ func TestDecodeUnsupportedVersion(t *testing.T) {
 		de := decodeErr(t, b)
 		require.ErrorIs(t, de, ErrUnsupportedVersion)
 		require.Equal(t, 0, de.Offset)
-		require.EqualError(t, de, fmt.Sprintf("metadata: corrupt message at byte 0 (version): metadata: unsupported message version %d (this build reads versions 1 to 4)", v))
+		require.EqualError(t, de, fmt.Sprintf("metadata: corrupt message at byte 0 (version): metadata: unsupported message version %d (this build reads versions 1 to 5)", v))
 	}
 }
 
@@ -352,7 +365,7 @@ func TestDecodeNonCanonicalRejected(t *testing.T) {
 		{"absent length column", build(0), "column is absent (all zero) but values must be at least 1"},
 		{"gap column for one entry", build(lengthOnly|1<<colGap, 2, 0, 2, 0), "column is present but has no values"},
 		{"codec out of range", build(lengthOnly|1<<colCodec, 2, 0, 6, 0), "values [3, 3] outside [0, 2]"},
-		{"unknown column bit", build(1 << numColumns), "exceeds 8191"},
+		{"digestStarts column before version 5", build(1 << colDigestStarts), "exceeds 8191"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.ErrorContains(t, decodeErr(t, tc.in), tc.reason)
@@ -387,11 +400,25 @@ func TestAllocations(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs, "AppendMessage of a message in canonical order into a large enough buffer")
+	withDigests(r, m, 0.5)
+	allocs = testing.AllocsPerRun(20, func() {
+		if _, err := AppendMessage(buf[:0], m); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs, "AppendMessage of a message with digests")
 
 	// Decoding allocates the message, its entries and its strings,
 	// independently of the number of entries.
-	for _, n := range []int{1, 10, 100} {
-		b := mustEncode(t, typicalMessage(r, n, 0.5))
+	for _, tc := range []struct {
+		n       int
+		digests bool // version 5
+	}{{1, false}, {10, false}, {100, false}, {1, true}, {100, true}} {
+		n, m := tc.n, typicalMessage(r, tc.n, 0.5)
+		if tc.digests {
+			withDigests(r, m, 0.5)
+		}
+		b := mustEncode(t, m)
 		allocs := testing.AllocsPerRun(20, func() {
 			if _, err := DecodeMessage(b); err != nil {
 				t.Fatal(err)

@@ -39,7 +39,7 @@ func TestCommitsRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			want := byte(messageVersion3)
 			if len(tc.m.Markers) > 0 {
-				want = messageVersion
+				want = messageVersion4
 			}
 			require.Equal(t, want, b[0])
 			got, err := DecodeMessage(b)

@@ -125,6 +125,9 @@ func randomMessage(r *rand.Rand) *Message {
 		m.Object = ObjectRef{AZ: []string{"", "use1-az1"}[r.IntN(2)], Bucket: "b", Key: fmt.Sprintf("k/%d", r.IntN(100))}
 	}
 	pos := pick(0, 16, 1<<40)
+	// A third of the messages carry digests (version 5), some of their
+	// entries none.
+	digests := r.IntN(3) == 0
 	for range n {
 		pos += pick(0, 0, 0, 1, r.Int64N(1<<20))
 		e := Entry{
@@ -154,6 +157,10 @@ func randomMessage(r *rand.Rand) *Message {
 		if r.IntN(8) == 0 {
 			e.WriterBrokerID = int32(pick(0, 2, 1<<31-1))
 		}
+		if digests {
+			e.Digest = uint64(pick(0, 1, -1, r.Int64()))
+			e.DigestStarts = e.Digest != 0 && r.IntN(3) == 0
+		}
 		pos += e.Length
 		m.Entries = append(m.Entries, e)
 	}
@@ -170,6 +177,17 @@ func randomMessage(r *rand.Rand) *Message {
 		})
 	}
 	r.Shuffle(len(m.Entries), func(i, j int) { m.Entries[i], m.Entries[j] = m.Entries[j], m.Entries[i] })
+	return m
+}
+
+// withDigests gives every entry of m a random nonzero Digest, and
+// DigestStarts to each with probability startsShare, as a publisher that
+// keeps digests does. It returns m.
+func withDigests(r *rand.Rand, m *Message, startsShare float64) *Message {
+	for i := range m.Entries {
+		m.Entries[i].Digest = r.Uint64() | 1
+		m.Entries[i].DigestStarts = r.Float64() < startsShare
+	}
 	return m
 }
 

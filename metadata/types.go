@@ -120,12 +120,13 @@ type Entry struct {
 	// Digest is the partition log's rolling digest (package digest) after
 	// the section's last record, as the publisher computed it; zero when
 	// the publisher kept none. Replicas compare it with the digest of what
-	// they applied.
+	// they applied. A message with a digest is encoded as version 5, which
+	// releases before digests reject (see the package doc's wire format).
 	Digest uint64
 	// DigestStarts says the publisher's chain begins at FirstOffset, with
 	// digest.Origin as the value before the section, instead of continuing
 	// from its earlier entries: a leader that knew no value for its log's
-	// end starts a chain there.
+	// end starts a chain there. It requires a Digest (Validate).
 	DigestStarts bool
 	// CustomMetadata is opaque to activetier, as in KIP-405's
 	// RemoteLogSegmentMetadata.CustomMetadata.

@@ -19,8 +19,9 @@ var ErrInvalid = errors.New("metadata: invalid")
 // Validate reports whether e describes a section a follower can fetch and
 // apply: a named partition, a non-empty byte range, offsets and epochs that
 // cannot be confused with Kafka's "unknown" value -1, and a publisher epoch
-// no older than the records' epoch. It does not check Object, which a
-// Message checks against its own.
+// no older than the records' epoch, and a Digest wherever DigestStarts
+// says a chain starts. It does not check Object, which a Message checks
+// against its own.
 func (e *Entry) Validate() error {
 	if err := e.check(); err != nil {
 		return fmt.Errorf("%w: entry %s: %w", ErrInvalid, e.Partition, err)
@@ -53,6 +54,8 @@ func (e *Entry) check() error {
 		return fmt.Errorf("UncompressedSize %d is not positive", e.UncompressedSize)
 	case e.WriterBrokerID < 0:
 		return fmt.Errorf("WriterBrokerID %d is negative", e.WriterBrokerID)
+	case e.DigestStarts && e.Digest == 0:
+		return errors.New("DigestStarts is set but Digest is 0 (none published): a chain starts with a digest")
 	}
 	return nil
 }
@@ -211,6 +214,8 @@ type plan struct {
 	markerOrder []int
 	commitOrder []int
 	topics      []topicKey
+	// digests says an entry has a Digest, which only version 5 carries.
+	digests bool
 }
 
 func (p *plan) commit(i int) *Commit {
@@ -272,6 +277,7 @@ func (m *Message) plan(topicBuf []topicKey) (plan, error) {
 		if err := e.check(); err != nil {
 			return p, fmt.Errorf("%w: entries[%d] (%s): %w", ErrInvalid, i, e.Partition, err)
 		}
+		p.digests = p.digests || e.Digest != 0
 		if e.Object != m.Object {
 			return p, fmt.Errorf("%w: entries[%d] (%s): Object %s is not the message's object %s", ErrInvalid, i, e.Partition, e.Object, m.Object)
 		}
