@@ -11,105 +11,160 @@ import (
 // instead of waiting to take a leader's value again.
 const trackedEnds = 8
 
-// Tracker is one replica's chain for one partition: its value at the
-// replica's log end when known, and its values at the ends of the entries
-// applied last. A follower or a direct reader feeds it what it applies and
-// the entries it skips as already held, and it compares each with the
-// value the entry's publisher published there. It does no I/O and is not
-// safe for concurrent use; the zero value knows no value.
-type Tracker struct {
-	known bool
-	value uint64 // at the log end
-	// since is the offset from which the log is known to agree with its
-	// leaders' chains: where a value was last taken or checked.
-	since int64
-	ends  []boundary // ascending by offset, at most trackedEnds
+// Chain is a chain's value at some offset, and the offset it began at
+// (where Origin is its value). The zero Chain is none.
+type Chain struct {
+	From  int64
+	Value uint64
 }
+
+// Tracker is one replica's chains for one partition: their values at the
+// replica's log end, and at the ends of the entries applied last. A
+// follower or a direct reader feeds it what it applies and the entries it
+// skips as already held, and it compares each with the value the entry's
+// publisher published there, where both chains began at the same offset:
+// values of chains begun elsewhere say nothing of each other.
+//
+// It follows up to maxChains chains at once: the one its leader publishes,
+// and any other whose value it took while applying another publisher's
+// entry. A chain is left when an entry of another is checked, so that an
+// entry that another publisher's chain brought in (a zombie's, say) is
+// still compared with the leader's chain at the leader's next entry. It
+// does no I/O and is not safe for concurrent use; the zero value knows no
+// chain.
+type Tracker struct {
+	at   chainSet   // at the log end
+	ends []boundary // ascending by offset, at most trackedEnds
+}
+
+// maxChains bounds the chains a Tracker follows at once: each costs a
+// hash of every byte applied.
+const maxChains = 3
+
+// chainSet is the chains known at one offset, most recently used first.
+type chainSet struct {
+	n int
+	c [maxChains]tracked
+}
+
+// tracked is a chain's value, and since, the offset from which the log
+// is known to agree with it: where its value was last taken or checked.
+type tracked struct {
+	Chain
+	since int64
+}
+
+func (s *chainSet) get(from int64) (tracked, bool) {
+	for _, c := range s.c[:s.n] {
+		if c.From == from {
+			return c, true
+		}
+	}
+	return tracked{}, false
+}
+
+// put makes c the first chain, replacing one begun at the same offset, or
+// the least recently used if the set is full.
+func (s *chainSet) put(c tracked) {
+	i := 0
+	for i < s.n && s.c[i].From != c.From {
+		i++
+	}
+	if i == s.n {
+		if s.n < maxChains {
+			s.n++
+		}
+		i = s.n - 1
+	}
+	copy(s.c[1:i+1], s.c[:i])
+	s.c[0] = c
+}
+
+// only leaves c alone in the set.
+func (s *chainSet) only(c tracked) { *s = chainSet{n: 1, c: [maxChains]tracked{c}} }
 
 type boundary struct {
 	offset int64
-	value  uint64
+	chains chainSet
 }
 
 // Result is what a Tracker learned from one entry.
 type Result struct {
 	// Checked: a value of the replica's was compared with the entry's.
 	Checked bool
-	// Taken: the replica knew no value, and took the entry's, to check
-	// what it appends from there on.
+	// Taken: the replica knew no value of the entry's chain, and took the
+	// entry's, to check what it appends from there on.
 	Taken bool
 	// Mismatch, if not nil, is the comparison that failed. Its Partition
 	// is the entry's.
 	Mismatch *Mismatch
 }
 
-// Reset forgets the chain: the log was loaded anew, or moved to an offset
-// the Tracker knows nothing of.
-func (t *Tracker) Reset() { t.known, t.ends = false, t.ends[:0] }
+// Reset forgets the chains: the log was loaded anew, or moved to an
+// offset the Tracker knows nothing of.
+func (t *Tracker) Reset() { t.at, t.ends = chainSet{}, t.ends[:0] }
 
-// Value returns the chain's value at offset, the log end, if known.
-func (t *Tracker) Value(offset int64) (uint64, bool) {
-	if !t.known || len(t.ends) == 0 || t.ends[len(t.ends)-1].offset != offset {
-		return 0, false
+// Value returns the chain at offset, the log end, that the Tracker used
+// last, if it knows one there.
+func (t *Tracker) Value(offset int64) (Chain, bool) {
+	if t.at.n == 0 || len(t.ends) == 0 || t.ends[len(t.ends)-1].offset != offset {
+		return Chain{}, false
 	}
-	return t.value, true
+	return t.at.c[0].Chain, true
 }
 
-// Truncated moves the log end back to end: the chain continues from the
-// value remembered there, if any.
+// Truncated moves the log end back to end: the chains continue from the
+// values remembered there, if any.
 func (t *Tracker) Truncated(end int64) {
 	i := len(t.ends)
 	for i > 0 && t.ends[i-1].offset > end {
 		i--
 	}
 	t.ends = t.ends[:i]
-	t.known = i > 0 && t.ends[i-1].offset == end
-	if t.known {
-		t.value = t.ends[i-1].value
-		t.since = min(t.since, end)
+	t.at = chainSet{}
+	if i > 0 && t.ends[i-1].offset == end {
+		t.at = t.ends[i-1].chains
 	}
 }
 
-// Applied carries the chain over batches, the part of e's section just
-// appended, after which the log ends at end, and checks the value
-// against e's digest when they reach the entry's end.
+// Applied carries the chains over batches, the part of e's section just
+// appended, after which the log ends at end, and checks the value of e's
+// chain against e's digest when they reach the entry's end.
 func (t *Tracker) Applied(e metadata.Entry, batches []storage.Batch, end int64) Result {
 	if len(batches) == 0 {
 		return Result{}
 	}
-	if e.DigestStarts {
-		// The publisher's chain begins at the entry's first offset: what
-		// came before is another chain's. Applied from there, this one
-		// follows it; applied from inside, its start is records this log
-		// got elsewhere, and the value is unknown until taken.
-		t.known, t.value, t.since = batches[0].FirstOffset == e.FirstOffset, Origin, e.FirstOffset
+	start := batches[0].FirstOffset
+	if _, ok := t.at.get(e.DigestFrom); e.Digest != 0 && !ok && start == e.DigestFrom {
+		// The publisher's chain begins where these records do.
+		t.at.put(tracked{Chain{e.DigestFrom, Origin}, start})
 	}
-	atEnd := e.Digest != 0 && end == e.LastOffset+1
-	if !t.known {
-		if !atEnd {
-			return Result{}
+	for i := range t.at.c[:t.at.n] {
+		t.at.c[i].Value = Over(t.at.c[i].Value, batches)
+	}
+	var r Result
+	if e.Digest != 0 && end == e.LastOffset+1 {
+		if c, ok := t.at.get(e.DigestFrom); ok {
+			r = t.check(e, c.since, end, c.Value, "applied")
+			// Later checks compare what comes next, not the same
+			// difference again; the other chains' entries are done.
+			t.at.only(tracked{Chain{e.DigestFrom, e.Digest}, end})
+		} else {
+			// Another chain, begun below what this replica applied
+			// of it: only its value at the entry's end can be taken.
+			t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end})
+			r.Taken = true
 		}
-		t.set(end, e.Digest)
-		t.since = end
-		return Result{Taken: true}
 	}
-	v := Over(t.value, batches)
-	if !atEnd {
-		t.set(end, v)
-		return Result{}
-	}
-	r := t.check(e, t.since, end, v, "applied")
-	// Later checks compare what comes next, not the same difference
-	// again.
-	t.set(end, e.Digest)
-	t.since = end
+	t.remember(end)
 	return r
 }
 
 // Held checks an entry whose records the replica already holds (its log
 // ends at logEnd, at or after the entry's end) where it remembers its
-// own value at the entry's end. Where the entry ends at logEnd and the
-// Tracker knows no value (the replica started from its local log), it
+// own value of the entry's chain at the entry's end. Where the entry
+// ends at logEnd and the Tracker knows no value of its chain (the
+// replica started from its local log, or follows another chain), it
 // takes the entry's, so that the first entries applied next are checked
 // without reading the log again.
 func (t *Tracker) Held(e metadata.Entry, logEnd int64) Result {
@@ -118,32 +173,40 @@ func (t *Tracker) Held(e metadata.Entry, logEnd int64) Result {
 		return Result{}
 	}
 	for i, b := range t.ends {
-		if b.offset == end {
+		if b.offset != end {
+			continue
+		}
+		if c, ok := b.chains.get(e.DigestFrom); ok {
 			from := end
 			if i > 0 {
 				from = t.ends[i-1].offset
 			}
-			return t.check(e, from, end, b.value, "held")
+			return t.check(e, from, end, c.Value, "held")
 		}
 	}
-	if !t.known && end == logEnd {
-		t.set(end, e.Digest)
-		t.since = end
+	if _, ok := t.at.get(e.DigestFrom); end == logEnd && !ok {
+		t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end})
+		t.remember(end)
 		return Result{Taken: true}
 	}
 	return Result{}
 }
 
-// set makes v the value at the log end, at.
-func (t *Tracker) set(at int64, v uint64) {
-	t.known, t.value = true, v
-	if n := len(t.ends); n > 0 && t.ends[n-1].offset >= at {
-		t.ends = t.ends[:0] // a log end at or below one remembered
+// remember records the chains at the log end, at.
+func (t *Tracker) remember(at int64) {
+	if n := len(t.ends); n > 0 && t.ends[n-1].offset == at {
+		t.ends[n-1].chains = t.at
+		return
+	} else if n > 0 && t.ends[n-1].offset > at {
+		t.ends = t.ends[:0] // a log end below one remembered
+	}
+	if t.at.n == 0 {
+		return
 	}
 	if len(t.ends) == trackedEnds {
 		t.ends = append(t.ends[:0], t.ends[1:]...)
 	}
-	t.ends = append(t.ends, boundary{at, v})
+	t.ends = append(t.ends, boundary{at, t.at})
 }
 
 // check compares got, the replica's value at offset, with the digest e

@@ -36,7 +36,7 @@ func newLeaderLog(n int, tag string) *leaderLog {
 // entry is the entry for offsets [from, to) as the leader publishes it.
 func (l *leaderLog) entry(from, to int64) metadata.Entry {
 	return metadata.Entry{Partition: tpT, RecordEpoch: 1, PublisherEpoch: 1, WriterBrokerID: 1, FirstOffset: from, LastOffset: to - 1,
-		Digest: l.values[to-1], DigestStarts: from == 0}
+		Digest: l.values[to-1], DigestFrom: 0}
 }
 
 func (l *leaderLog) span(from, to int64) []storage.Batch { return l.batches[from:to] }
@@ -92,11 +92,31 @@ func TestTracker(t *testing.T) {
 		}},
 		{"a chain that starts again is followed from its start", []step{
 			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
-			{"restarted", applied(restarted(5, 8, other), other.span(5, 8)), checked, [2]int64{}},
+			{"restarted", applied(restarted(5, 5, 8, other), other.span(5, 8)), checked, [2]int64{}},
+			{"its next entry", applied(restarted(5, 8, 12, other), other.span(8, 12)), checked, [2]int64{}},
 		}},
 		{"a chain that starts inside what the replica holds is taken at its end", []step{
 			{"start", applied(l.entry(0, 6), l.span(0, 6)), checked, [2]int64{}},
-			{"restarted at 5, applied from 6", applied(restarted(5, 8, l), l.span(6, 8)), taken, [2]int64{}},
+			{"restarted at 5, applied from 6", applied(restarted(5, 5, 8, l), l.span(6, 8)), taken, [2]int64{}},
+			{"its next entry", applied(restarted(5, 8, 12, l), l.span(8, 12)), checked, [2]int64{}},
+		}},
+		{"records got from an entry of no digest continue the replica's chain, not a restarted one", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"a republished copy", applied(metadata.Entry{Partition: tpT, FirstOffset: 5, LastOffset: 7}, l.span(5, 8)), digest.Result{}, [2]int64{}},
+			{"the restarted chain's entry, held", held(restarted(5, 5, 8, l), 8), taken, [2]int64{}},
+			{"the restarted chain's next entry", applied(restarted(5, 8, 12, l), l.span(8, 12)), checked, [2]int64{}},
+			{"the first chain's entry, held, is still checked", held(l.entry(3, 5), 12), checked, [2]int64{}},
+		}},
+		{"a zombie's entry applied between the leader's is caught at the leader's next", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"the zombie's, of its own chain", applied(restarted(3, 5, 9, other), other.span(5, 9)), taken, [2]int64{}},
+			{"the leader's next", applied(l.entry(9, 12), l.span(9, 12)), digest.Result{Checked: true}, [2]int64{5, 12}},
+			{"and the one after agrees again", applied(l.entry(12, 14), l.span(12, 14)), checked, [2]int64{}},
+		}},
+		{"an entry of another chain begun below it is never compared", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"no digest", applied(metadata.Entry{Partition: tpT, FirstOffset: 5, LastOffset: 7}, l.span(5, 8)), digest.Result{}, [2]int64{}},
+			{"another chain, applied", applied(restarted(5, 8, 12, l), l.span(8, 12)), taken, [2]int64{}},
 		}},
 		{"a truncation to a remembered end continues the chain", []step{
 			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
@@ -147,10 +167,10 @@ func TestTracker(t *testing.T) {
 }
 
 // restarted is the entry for [from, to) of a leader that began a chain at
-// from, over l's batches.
-func restarted(from, to int64, l *leaderLog) metadata.Entry {
+// start, over l's batches.
+func restarted(start, from, to int64, l *leaderLog) metadata.Entry {
 	return metadata.Entry{Partition: tpT, RecordEpoch: 2, PublisherEpoch: 2, WriterBrokerID: 2, FirstOffset: from, LastOffset: to - 1,
-		Digest: digest.Over(digest.Origin, l.span(from, to)), DigestStarts: true}
+		Digest: digest.Over(digest.Origin, l.span(start, to)), DigestFrom: start}
 }
 
 func TestTrackerValueAndBound(t *testing.T) {
@@ -163,7 +183,7 @@ func TestTrackerValueAndBound(t *testing.T) {
 	}
 	v, ok := tr.Value(20)
 	require.True(t, ok)
-	assert.Equal(t, l.values[19], v)
+	assert.Equal(t, digest.Chain{From: 0, Value: l.values[19]}, v)
 	_, ok = tr.Value(19)
 	assert.False(t, ok, "a value is known only at the log end")
 	// It remembers a bounded number of ends: a truncation far back

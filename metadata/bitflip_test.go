@@ -43,7 +43,7 @@ func realMessage(t *testing.T, digests bool) ([]byte, []combiner.SectionInfo, []
 		e := s.Entry(ref, 7, 3)
 		if digests {
 			e.Digest = 0x9e3779b97f4a7c15 * uint64(i+1)
-			e.DigestStarts = i == 0
+			e.DigestFrom = max(0, e.FirstOffset-int64(i)*1000)
 		}
 		m.Entries = append(m.Entries, e)
 	}

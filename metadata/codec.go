@@ -18,7 +18,7 @@ import (
 // version 4 is version 3 with the commit count always present and its
 // markers in columns (see appendMarkers), a byte or two each instead of
 // five or more, written only for a message that has markers; version 5 is
-// version 4 with the entries' digests (a digestStarts column and a digests
+// version 4 with the entries' digests (a digestFrom column and a digests
 // block after the checksums) and markers optional, written only for a
 // message with an entry that has a Digest. All five are read. Writing each
 // version only where it is needed keeps the messages that carry none of
@@ -91,20 +91,20 @@ const (
 	colTimestamp           // MaxTimestamp
 	colWriter              // WriterBrokerID minus the message's
 	colCustomLen           // len(CustomMetadata)
-	colDigestStarts        // DigestStarts as 0 or 1 (version 5)
+	colDigestFrom          // FirstOffset - DigestFrom, with a Digest (version 5)
 	numColumns
 )
 
 // numColumnsV4 is the number of columns before version 5, whose column
-// mask has no digestStarts bit.
-const numColumnsV4 = colDigestStarts
+// mask has no digestFrom bit.
+const numColumnsV4 = colDigestFrom
 
 // columnNames name the columns in decode errors.
 var columnNames = [numColumns]string{
 	"column topic", "column partition", "column firstOffset", "column span",
 	"column gap", "column length", "column codec", "column uncompressed",
 	"column recordEpoch", "column republish", "column timestamp",
-	"column writer", "column customLen", "column digestStarts",
+	"column writer", "column customLen", "column digestFrom",
 }
 
 // columnRange bounds each column's values as encoded, so that the decoder
@@ -124,7 +124,7 @@ var columnRange = [numColumns][2]int64{
 	colTimestamp:    {math.MinInt64, math.MaxInt64},
 	colWriter:       {-math.MaxInt32, math.MaxInt32},
 	colCustomLen:    {0, math.MaxInt64},
-	colDigestStarts: {0, 1},
+	colDigestFrom:   {0, math.MaxInt64},
 }
 
 // Topic table kinds: which halves of a topic's identity follow.
@@ -419,9 +419,9 @@ func (p *plan) entryValues(i int, v *[numColumns]int64) (has uint32) {
 	v[colTimestamp] = e.MaxTimestamp
 	v[colWriter] = int64(e.WriterBrokerID) - int64(p.m.WriterBrokerID)
 	v[colCustomLen] = int64(len(e.CustomMetadata))
-	v[colDigestStarts] = 0
-	if e.DigestStarts {
-		v[colDigestStarts] = 1
+	v[colDigestFrom] = 0
+	if e.Digest != 0 {
+		v[colDigestFrom] = e.FirstOffset - e.DigestFrom
 	}
 	return has
 }
@@ -859,7 +859,7 @@ func (d *decoder) column(what string, count int, present bool, lo, hi int64) (co
 }
 
 // entries decodes n entries; withDigests (version 5) adds the
-// digestStarts column and the digests block.
+// digestFrom column and the digests block.
 func (d *decoder) entries(m *Message, n int, topics []decodedTopic, withDigests bool) error {
 	var err error
 	if m.Object.AZ, err = d.string("object AZ"); err != nil {
@@ -1003,9 +1003,14 @@ func (d *decoder) entries(m *Message, n int, topics []decodedTopic, withDigests 
 		if withDigests {
 			e.Digest = binary.LittleEndian.Uint64(digests[i*8:])
 			anyDigest = anyDigest || e.Digest != 0
-			e.DigestStarts = cols[colDigestStarts].value(i) == 1
-			if e.DigestStarts && e.Digest == 0 {
-				return d.fail(cols[colDigestStarts].at, "column digestStarts", "entry %d starts a digest chain but has no digest", i)
+			back := cols[colDigestFrom].value(i)
+			switch {
+			case e.Digest == 0 && back != 0:
+				return d.fail(cols[colDigestFrom].at, "column digestFrom", "entry %d has a digest chain's start but no digest", i)
+			case back > e.FirstOffset:
+				return d.fail(cols[colDigestFrom].at, "column digestFrom", "entry %d's digest chain begins %d below its first offset %d", i, back, e.FirstOffset)
+			case e.Digest != 0:
+				e.DigestFrom = e.FirstOffset - back
 			}
 		}
 	}

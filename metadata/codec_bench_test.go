@@ -36,15 +36,12 @@ func appendNaive(dst []byte, m *Message) []byte {
 		dst = binary.AppendUvarint(dst, uint64(e.WriterBrokerID))
 		dst = binary.AppendUvarint(dst, uint64(len(e.CustomMetadata)))
 		if e.Digest != 0 {
-			// The digest as 8 bytes, DigestStarts as one: only for
-			// the workloads with digests, so the others' baseline
-			// stays what it was.
+			// The digest as 8 bytes and where its chain begins as a
+			// varint back from the first offset: only for the
+			// workloads with digests, so the others' baseline stays
+			// what it was.
 			dst = binary.LittleEndian.AppendUint64(dst, e.Digest)
-			var starts byte
-			if e.DigestStarts {
-				starts = 1
-			}
-			dst = append(dst, starts)
+			dst = binary.AppendUvarint(dst, uint64(e.FirstOffset-e.DigestFrom))
 		}
 	}
 	return dst

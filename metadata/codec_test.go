@@ -60,7 +60,7 @@ func TestRoundTripShapes(t *testing.T) {
 		"digests starting": withDigests(r, scatteredMessage(r, 10, 100), 0.3),
 		"digests, markers and commits": func() *Message {
 			m := withDigests(r, typicalMessage(r, 10, 0), 0.5)
-			m.Entries[3].Digest, m.Entries[3].DigestStarts = 0, false // one entry without
+			m.Entries[3].Digest, m.Entries[3].DigestFrom = 0, 0 // one entry without
 			m.Markers = []EpochStart{{Partition: m.Entries[2].Partition, Epoch: 7, StartOffset: m.Entries[2].FirstOffset, LeaderBrokerID: 3}}
 			m.Commits = []Commit{{Partition: m.Entries[1].Partition, Epoch: 7, Offset: m.Entries[1].FirstOffset}}
 			return m
@@ -179,7 +179,9 @@ func TestAppendMessageRejectsInvalid(t *testing.T) {
 		{"negative marker start", func(m *Message) { m.Markers = []EpochStart{{Partition: tp, StartOffset: -5}} }, "StartOffset -5 is negative"},
 		{"negative marker leader", func(m *Message) { m.Markers = []EpochStart{{Partition: tp, LeaderBrokerID: -1}} }, "LeaderBrokerID -1 is negative"},
 		{"marker without topic", func(m *Message) { m.Markers = []EpochStart{{}} }, "markers[0] (-0): Partition has neither"},
-		{"digest chain without digest", func(m *Message) { m.Entries[1].DigestStarts = true }, "entries[1] (orders-5): DigestStarts is set but Digest is 0"},
+		{"digest chain without digest", func(m *Message) { m.Entries[1].DigestFrom = 1 }, "entries[1] (orders-5): DigestFrom 1 is set but Digest is 0"},
+		{"digest chain beyond the entry", func(m *Message) { m.Entries[1].Digest, m.Entries[1].DigestFrom = 7, m.Entries[1].FirstOffset+1 },
+			"entries[1] (orders-5): DigestFrom"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := valid()
@@ -365,7 +367,7 @@ func TestDecodeNonCanonicalRejected(t *testing.T) {
 		{"absent length column", build(0), "column is absent (all zero) but values must be at least 1"},
 		{"gap column for one entry", build(lengthOnly|1<<colGap, 2, 0, 2, 0), "column is present but has no values"},
 		{"codec out of range", build(lengthOnly|1<<colCodec, 2, 0, 6, 0), "values [3, 3] outside [0, 2]"},
-		{"digestStarts column before version 5", build(1 << colDigestStarts), "exceeds 8191"},
+		{"digestStarts column before version 5", build(1 << colDigestFrom), "exceeds 8191"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.ErrorContains(t, decodeErr(t, tc.in), tc.reason)

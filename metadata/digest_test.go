@@ -49,8 +49,9 @@ func TestDigestsChooseVersion5(t *testing.T) {
 			require.NoError(t, err, "seed %d", seed)
 			require.Equal(t, canonical(m), got, "seed %d", seed)
 			t.Logf("%d entries: %d bytes without digests, %d with", len(m.Entries), len(plain), len(b))
-			// Eight bytes an entry, and the digestStarts column's header and bits.
-			require.LessOrEqual(t, len(b)-len(plain), 8*len(m.Entries)+3+(len(m.Entries)+7)/8)
+			// Eight bytes an entry, and the digestFrom column's header
+			// and at most 64 bits an entry.
+			require.LessOrEqual(t, len(b)-len(plain), 16*len(m.Entries)+11)
 
 			_, err = appendMessage(nil, m, messageVersion4)
 			require.ErrorIs(t, err, ErrInvalid)
@@ -62,7 +63,7 @@ func TestDigestsChooseVersion5(t *testing.T) {
 // TestDecodeNonCanonicalDigests builds version 5 encodings by hand that
 // differ from what AppendMessage writes and checks each is refused: no
 // digests where version 5 promises some, a chain start without a digest,
-// and the generic column rules applied to the digestStarts column.
+// and the generic column rules applied to the digestFrom column.
 func TestDecodeNonCanonicalDigests(t *testing.T) {
 	// One entry: version 5, writer 1, 1 entry, 0 markers, 0 commits, 1
 	// topic "t", object "" "b" "k", first position 0, then the column
@@ -76,17 +77,21 @@ func TestDecodeNonCanonicalDigests(t *testing.T) {
 		return seal(binary.LittleEndian.AppendUint64(b, digest))
 	}
 	lengthOnly := uint64(1) << colLength
-	starts := lengthOnly | 1<<colDigestStarts
+	// With the first offset 10 (zigzag 20, width 0) and a chain begun 3
+	// back (zigzag 6, width 0).
+	from := lengthOnly | 1<<colFirstOffset | 1<<colDigestFrom
 	// The canonical forms: length column (zigzag 2 = 1, width 0), with
-	// and without the digestStarts column (zigzag 2 = 1, width 0).
+	// the chain begun at the entry (no digestFrom column), and begun
+	// before it.
 	m, err := DecodeMessage(build(lengthOnly, 7, 2, 0))
 	require.NoError(t, err)
 	require.Equal(t, uint64(7), m.Entries[0].Digest)
-	require.False(t, m.Entries[0].DigestStarts)
-	m, err = DecodeMessage(build(starts, 7, 2, 0, 2, 0))
+	require.Equal(t, m.Entries[0].FirstOffset, m.Entries[0].DigestFrom)
+	m, err = DecodeMessage(build(from, 7, 20, 0, 2, 0, 6, 0))
 	require.NoError(t, err)
-	require.True(t, m.Entries[0].DigestStarts)
-	require.Equal(t, build(starts, 7, 2, 0, 2, 0), mustEncode(t, m))
+	require.Equal(t, int64(10), m.Entries[0].FirstOffset)
+	require.Equal(t, int64(7), m.Entries[0].DigestFrom)
+	require.Equal(t, build(from, 7, 20, 0, 2, 0, 6, 0), mustEncode(t, m))
 
 	for _, tc := range []struct {
 		name   string
@@ -95,9 +100,10 @@ func TestDecodeNonCanonicalDigests(t *testing.T) {
 		reason string
 	}{
 		{"no digest", build(lengthOnly, 0, 2, 0), "digests", "version 5 message has no nonzero digest"},
-		{"chain start without digest", build(starts, 0, 2, 0, 2, 0), "column digestStarts", "entry 0 starts a digest chain but has no digest"},
-		{"digestStarts zeros encoded", build(starts, 7, 2, 0, 0, 0), "column digestStarts", "column of zeros is encoded instead of omitted"},
-		{"digestStarts out of range", build(starts, 7, 2, 0, 4, 0), "column digestStarts", "values [2, 2] outside [0, 1]"},
+		{"chain start without digest", build(from, 0, 20, 0, 2, 0, 6, 0), "column digestFrom", "entry 0 has a digest chain's start but no digest"},
+		{"chain begun below offset 0", build(from, 7, 20, 0, 2, 0, 22, 0), "column digestFrom", "entry 0's digest chain begins 11 below its first offset 10"},
+		{"digestFrom zeros encoded", build(from, 7, 20, 0, 2, 0, 0, 0), "column digestFrom", "column of zeros is encoded instead of omitted"},
+		{"digestFrom negative", build(from, 7, 20, 0, 2, 0, 1, 0), "column digestFrom", "outside [0,"},
 		{"unknown column bit", build(1<<numColumns, 7), "column mask", "exceeds 16383"},
 		{"truncated digest", seal(build(lengthOnly, 7, 2, 0)[:len(head)+3+8+7]), "digests", "8 bytes needed, 7 left"},
 		{"no entries", seal([]byte{messageVersion, 0, 0, 1, 0, 1, topicHasName, 1, 't', 0, 0}), "entry count", "version 5 message has no entries"},
@@ -117,7 +123,7 @@ func TestBrokenDigestSeeds(t *testing.T) {
 	seeds := fuzzSeeds(t)
 	for name, reason := range map[string]string{
 		"broken-digests-zero":             "version 5 message has no nonzero digest",
-		"broken-digest-start-without-one": "entry 0 starts a digest chain but has no digest",
+		"broken-digest-start-without-one": "entry 0 has a digest chain's start but no digest",
 	} {
 		assert.ErrorContains(t, decodeErr(t, seeds[name]), reason, name)
 	}

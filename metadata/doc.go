@@ -126,7 +126,7 @@
 //	10  timestamp     n                                       MaxTimestamp
 //	11  writer        n                                       WriterBrokerID − Message.WriterBrokerID
 //	12  customLen     n                                       len(CustomMetadata)
-//	13  digestStarts  n, version 5                            DigestStarts as 1, else 0; only with a Digest
+//	13  digestFrom    n, version 5                            FirstOffset − DigestFrom with a Digest, else 0
 //
 // In versions 4 and 5 markers are encoded in canonical order (topic, partition,
 // epoch, start offset, leader), one column per field but the partition:
@@ -184,21 +184,24 @@
 // leaders that write markers, as with any new message version.
 //
 // Version 5 is version 4 with the entries' digests (Entry.Digest and
-// DigestStarts, which replicas compare with the digest of what they
-// applied) and markers optional again: the digestStarts column and a
+// DigestFrom, which replicas compare with the digest of what they
+// applied) and markers optional again: the digestFrom column and a
 // digests block after the checksums. AppendMessage writes it only for a
 // message with an entry that has a Digest, and version 4, 3 or 2 for any
 // other, byte for byte as before, so a broker of the earlier release
 // reads every message of a leader that keeps no digests; upgrade the
-// followers before enabling digests on leaders. It keeps version 4's
-// commit count and marker columns, so digests compose with markers and
-// commits in any combination. A version 5 message has entries and a
-// nonzero digest, and an entry that starts a chain has a digest
-// (DigestStarts without one is invalid); the decoder rejects anything
-// else, so the encoding stays canonical. The digests are 8 bytes each
-// rather than a column because, like the checksums, they are hash values
-// that do not compress; DigestStarts is a column so that it is free when
-// no entry starts a chain, the usual case, and a bit an entry otherwise.
+// followers before the leaders, as with any new message version. It
+// keeps version 4's commit count and marker columns, so digests compose
+// with markers and commits in any combination. A version 5 message has
+// entries and a nonzero digest; an entry without a digest has no chain
+// start, and one with a digest has its chain begin at or before its
+// first offset; the decoder rejects anything else, so the encoding stays
+// canonical. The digests are 8 bytes each rather than a column because,
+// like the checksums, they are hash values that do not compress. Where a
+// chain begins is a column of distances back from the first offset: the
+// chains of a leader's partitions begin where its leaderships did, so
+// their distances are alike and pack into a few bits more than their
+// spread, and an absent column says every chain begins at its entry.
 //
 // Why columns: under uniform load the partitions of a topic sit at similar
 // offsets, lengths and timestamps, so each field of an entry has a few bits
@@ -223,13 +226,15 @@
 // a message: 0.04 bytes per entry at 100 entries, 0.5 at 8.
 //
 // Digests (version 5, the same workloads with a random nonzero Digest on
-// every entry) add 8 bytes an entry, plus a byte a message for the commit
-// count that version 2 omits: 24.8 bytes per entry for 100 sections half
-// zstd (16.8 without), 25.0 with a fifth of the entries starting a chain
-// (the digestStarts column's header and a bit an entry), 39.3 at 8
-// entries (31.2), 136 for a 1-entry message (127) and 34.9 for 10
-// scattered topics with a fifth starting a chain (26.7); naive: 51.9,
-// 60.8, 131 and 67.2.
+// every entry, each chain begun where the publisher's leadership did,
+// 1e5 to 1.01e5 offsets back) add 8 bytes an entry for the digest, about
+// 1.3 for where its chain begins (the spread of those distances, packed)
+// and a byte a message for the commit count that version 2 omits: 26.1
+// bytes per entry for 100 sections half zstd (16.8 without), 27.0 with a
+// fifth of the chains begun at their entry (the distances then spread
+// wider), 41.1 at 8 entries (31.2), 140 for a 1-entry message (127) and
+// 36.9 for 10 scattered topics (26.7); naive: 54.0, 53.5, 62.8, 133 and
+// 68.7.
 //
 // # Retention
 //

@@ -86,18 +86,23 @@ func fuzzSeeds(t testing.TB) map[string][]byte {
 	dr := rand.New(rand.NewPCG(20, 27))
 	digests := withDigests(dr, typicalMessage(dr, 6, 0.5), 0)
 	digestsAll := withDigests(dr, scatteredMessage(dr, 3, 8), 0.5)
-	digestsAll.Entries[2].Digest, digestsAll.Entries[2].DigestStarts = 0, false
+	digestsAll.Entries[2].Digest, digestsAll.Entries[2].DigestFrom = 0, 0
 	digestsAll.Markers = []EpochStart{{Partition: digestsAll.Entries[1].Partition, Epoch: 9, StartOffset: digestsAll.Entries[1].FirstOffset, LeaderBrokerID: 3}}
 	digestsAll.Commits = []Commit{{Partition: digestsAll.Entries[0].Partition, Epoch: 9, Offset: digestsAll.Entries[0].LastOffset + 1}}
+	// oneDigest's digest is its last 8 bytes before the checksum. Its
+	// chain begins at the entry, so the digestFrom column is absent:
+	// zeroed, the digest leaves a version 5 message without one.
 	oneDigest := withDigests(dr, typicalMessage(dr, 1, 0), 1)
-	// oneDigest's digest is its last 8 bytes before the checksum.
-	zeroDigest := bytes.Clone(enc(oneDigest)[:len(enc(oneDigest))-checksumSize])
-	clear(zeroDigest[len(zeroDigest)-8:])
-	zeroDigest = binary.LittleEndian.AppendUint32(zeroDigest, crc32c(zeroDigest))
-	oneDigest.Entries[0].DigestStarts = false
-	noDigests := bytes.Clone(enc(oneDigest)[:len(enc(oneDigest))-checksumSize])
-	clear(noDigests[len(noDigests)-8:])
-	noDigests = binary.LittleEndian.AppendUint32(noDigests, crc32c(noDigests))
+	zeroed := func(m *Message) []byte {
+		b := bytes.Clone(enc(m)[:len(enc(m))-checksumSize])
+		clear(b[len(b)-8:])
+		return binary.LittleEndian.AppendUint32(b, crc32c(b))
+	}
+	noDigests := zeroed(oneDigest)
+	// Begun one offset back, the column is present: zeroed, the digest
+	// leaves a chain's start without one.
+	oneDigest.Entries[0].DigestFrom = oneDigest.Entries[0].FirstOffset - 1
+	zeroDigest := zeroed(oneDigest)
 
 	seeds := map[string][]byte{
 		"valid-digests":                   enc(digests),

@@ -159,7 +159,18 @@ func randomMessage(r *rand.Rand) *Message {
 		}
 		if digests {
 			e.Digest = uint64(pick(0, 1, -1, r.Int64()))
-			e.DigestStarts = e.Digest != 0 && r.IntN(3) == 0
+			if e.Digest != 0 {
+				// Begun at the entry, at offset 0, or between.
+				e.DigestFrom = e.FirstOffset
+				switch r.IntN(3) {
+				case 1:
+					e.DigestFrom = 0
+				case 2:
+					if e.FirstOffset > 0 {
+						e.DigestFrom = r.Int64N(e.FirstOffset)
+					}
+				}
+			}
 		}
 		pos += e.Length
 		m.Entries = append(m.Entries, e)
@@ -180,13 +191,19 @@ func randomMessage(r *rand.Rand) *Message {
 	return m
 }
 
-// withDigests gives every entry of m a random nonzero Digest, and
-// DigestStarts to each with probability startsShare, as a publisher that
-// keeps digests does. It returns m.
+// withDigests gives every entry of m a random nonzero Digest, as a
+// publisher that keeps digests does: each entry's chain begins at the
+// entry with probability startsShare, and otherwise where the
+// publisher's leadership began, about 1e5 offsets back (never below 0).
+// It returns m.
 func withDigests(r *rand.Rand, m *Message, startsShare float64) *Message {
 	for i := range m.Entries {
-		m.Entries[i].Digest = r.Uint64() | 1
-		m.Entries[i].DigestStarts = r.Float64() < startsShare
+		e := &m.Entries[i]
+		e.Digest = r.Uint64() | 1
+		e.DigestFrom = e.FirstOffset
+		if r.Float64() >= startsShare {
+			e.DigestFrom = max(0, e.FirstOffset-100000-r.Int64N(1000))
+		}
 	}
 	return m
 }

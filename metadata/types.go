@@ -123,11 +123,13 @@ type Entry struct {
 	// they applied. A message with a digest is encoded as version 5, which
 	// releases before digests reject (see the package doc's wire format).
 	Digest uint64
-	// DigestStarts says the publisher's chain begins at FirstOffset, with
-	// digest.Origin as the value before the section, instead of continuing
-	// from its earlier entries: a leader that knew no value for its log's
-	// end starts a chain there. It requires a Digest (Validate).
-	DigestStarts bool
+	// DigestFrom is where the publisher's chain begins: the offset at
+	// which digest.Origin is its value, at or below FirstOffset; zero when
+	// there is no Digest. A leader that knew no value for its log's end
+	// begins a chain there. Values of chains that begin at the same offset
+	// are comparable, of others not: a replica compares its digest with
+	// an entry's only where both chains begin at the same offset.
+	DigestFrom int64
 	// CustomMetadata is opaque to activetier, as in KIP-405's
 	// RemoteLogSegmentMetadata.CustomMetadata.
 	CustomMetadata []byte

@@ -19,7 +19,7 @@ var ErrInvalid = errors.New("metadata: invalid")
 // Validate reports whether e describes a section a follower can fetch and
 // apply: a named partition, a non-empty byte range, offsets and epochs that
 // cannot be confused with Kafka's "unknown" value -1, and a publisher epoch
-// no older than the records' epoch, and a Digest wherever DigestStarts
+// no older than the records' epoch, and a Digest wherever DigestFrom
 // says a chain starts. It does not check Object, which a Message checks
 // against its own.
 func (e *Entry) Validate() error {
@@ -54,8 +54,10 @@ func (e *Entry) check() error {
 		return fmt.Errorf("UncompressedSize %d is not positive", e.UncompressedSize)
 	case e.WriterBrokerID < 0:
 		return fmt.Errorf("WriterBrokerID %d is negative", e.WriterBrokerID)
-	case e.DigestStarts && e.Digest == 0:
-		return errors.New("DigestStarts is set but Digest is 0 (none published): a chain starts with a digest")
+	case e.Digest == 0 && e.DigestFrom != 0:
+		return fmt.Errorf("DigestFrom %d is set but Digest is 0 (none published): a chain begins with a digest", e.DigestFrom)
+	case e.Digest != 0 && (e.DigestFrom < 0 || e.DigestFrom > e.FirstOffset):
+		return fmt.Errorf("DigestFrom %d is outside [0, FirstOffset %d]: a chain begins at or before the entry", e.DigestFrom, e.FirstOffset)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/internal/bufpool"
 	"github.com/activetier/activetier/internal/leadcore"
 	"github.com/activetier/activetier/metadata"
@@ -601,7 +602,7 @@ func (l *leaderEngine) BecomeLeader(ctx context.Context, tp metadata.TopicPartit
 	defer l.locals.release(tp)
 	leo, err := l.endOffset(ctx, tp)
 	if err == nil {
-		err = l.begin(tp, epoch, followers, republishFrom, leo, 0)
+		err = l.begin(tp, epoch, followers, republishFrom, leo, digest.Chain{})
 	}
 	if err != nil {
 		return fmt.Errorf("walstore: BecomeLeader %s: %w", tp, err)
@@ -637,7 +638,7 @@ func (l *leaderEngine) endOffset(ctx context.Context, tp metadata.TopicPartition
 
 // begin makes the engine tp's leader, its log ending at leo, or changes
 // nothing and returns why not.
-func (l *leaderEngine) begin(tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64, chain uint64) error {
+func (l *leaderEngine) begin(tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64, chain digest.Chain) error {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()

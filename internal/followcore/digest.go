@@ -22,11 +22,11 @@ func (c *Core) counted(r digest.Result) {
 }
 
 // Digest returns tp's rolling digest at offset, its log end, if the core
-// knows it: the value a leadership begun there continues.
-func (c *Core) Digest(tp metadata.TopicPartition, offset int64) (uint64, bool) {
+// knows it: the chain a leadership begun there continues.
+func (c *Core) Digest(tp metadata.TopicPartition, offset int64) (digest.Chain, bool) {
 	p := c.parts[tp]
 	if p == nil || p.gone || p.state != ready || p.leo != offset {
-		return 0, false
+		return digest.Chain{}, false
 	}
 	return p.chain.Value(offset)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )
@@ -153,7 +154,7 @@ func BenchmarkProgress(b *testing.B) {
 			for i := range tps {
 				tps[i] = metadata.TopicPartition{Topic: "bench", Partition: int32(i)}
 				// Its followers are said to hold the log up to 100.
-				require.NoError(b, h.c.BecomeLeader(h.now, tps[i], 2, []int32{2, 3}, -1, 100, 0))
+				require.NoError(b, h.c.BecomeLeader(h.now, tps[i], 2, []int32{2, 3}, -1, 100, digest.Chain{}))
 			}
 			h.c.Ready()
 			h.c.Advance()
@@ -177,7 +178,7 @@ func BenchmarkProgress(b *testing.B) {
 func TestSweepSparesACatchUpCopyBeingPublished(t *testing.T) {
 	w := newLogWorldWith(t, nil)
 	h, c := w.h, w.h.c
-	require.NoError(t, c.BecomeLeader(h.now, tpA, 1, []int32{2, 3, 4}, -1, 0, 0))
+	require.NoError(t, c.BecomeLeader(h.now, tpA, 1, []int32{2, 3, 4}, -1, 0, digest.Chain{}))
 	for off := int64(0); off < 150; off += 50 {
 		w.produce(1, off, off+49)
 		h.advance(100 * time.Millisecond)
@@ -214,7 +215,7 @@ func TestSweepSparesACatchUpCopyBeingPublished(t *testing.T) {
 func TestCatchUpDoesNotCountItsCollectedCopies(t *testing.T) {
 	w := newLogWorldWith(t, func(c *Config) { c.ObjectBytes = 400 })
 	h, c := w.h, w.h.c
-	require.NoError(t, c.BecomeLeader(h.now, tpA, 1, []int32{2, 3}, -1, 0, 0))
+	require.NoError(t, c.BecomeLeader(h.now, tpA, 1, []int32{2, 3}, -1, 0, digest.Chain{}))
 	for off := int64(0); off < 150; off += 50 {
 		w.produce(1, off, off+49)
 		h.advance(100 * time.Millisecond)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/metadata"
 )
 
@@ -31,8 +32,8 @@ func TestCoreIsDeterministic(t *testing.T) {
 			trace.WriteString(h.describe(rd))
 			return rd
 		}
-		require.NoError(t, h.c.BecomeLeader(h.now, tpA, 1, []int32{2}, 0, 0, 0))
-		require.NoError(t, h.c.BecomeLeader(h.now, tpB, 1, []int32{3}, -1, 0, 0))
+		require.NoError(t, h.c.BecomeLeader(h.now, tpA, 1, []int32{2}, 0, 0, digest.Chain{}))
+		require.NoError(t, h.c.BecomeLeader(h.now, tpB, 1, []int32{3}, -1, 0, digest.Chain{}))
 		for i := range int64(20) {
 			_ = h.append(tpA, 1, i*10, i*10+9, 400)
 			_ = h.append(tpB, 1, i*10, i*10+9, 300)

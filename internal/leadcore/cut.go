@@ -15,9 +15,10 @@ type slot struct {
 	// gens is the leadership each pending partition's data was accepted
 	// under.
 	gens map[metadata.TopicPartition]uint64
-	// digests is each pending partition's rolling digest after its last
-	// batch in the slot: the value its entry publishes.
-	digests map[metadata.TopicPartition]uint64
+	// digests is each pending partition's rolling digest after each of
+	// its batches in the slot, ascending: a section publishes the value
+	// after its last batch (a slot may hold sections of two epochs).
+	digests map[metadata.TopicPartition][]chainAt
 	// followers is the placement of the partitions in gens as it was when
 	// the slot was handed out for encoding, read by the builder during the
 	// driver's Cut.
@@ -27,7 +28,7 @@ type slot struct {
 }
 
 func (c *Core) newSlot() (*slot, error) {
-	s := &slot{gens: make(map[metadata.TopicPartition]uint64), digests: make(map[metadata.TopicPartition]uint64)}
+	s := &slot{gens: make(map[metadata.TopicPartition]uint64), digests: make(map[metadata.TopicPartition][]chainAt)}
 	b, err := combiner.NewBuilder(combiner.BuilderConfig{
 		Interval:      c.cfg.Interval,
 		TargetBytes:   c.cfg.ObjectBytes,
@@ -49,6 +50,23 @@ type upload struct {
 	appendedAt time.Time
 	ref        metadata.ObjectRef
 	uploaded   bool
+}
+
+// chainAt is a partition's rolling digest after the batch ending at last.
+type chainAt struct {
+	last  int64
+	value uint64
+}
+
+// valueAt returns the value after the batch of cs ending at last, or 0
+// (none published) if there is none.
+func valueAt(cs []chainAt, last int64) uint64 {
+	for i := len(cs) - 1; i >= 0; i-- {
+		if cs[i].last == last {
+			return cs[i].value
+		}
+	}
+	return 0
 }
 
 // maybeCut hands the active builder out for encoding if a cut is due and
@@ -94,14 +112,16 @@ func (c *Core) Encoded(now time.Time, id uint64, objs []combiner.Object, err err
 		u := &upload{obj: o, appendedAt: full.oldest, gens: make([]uint64, len(o.Sections)), digests: make([]uint64, len(o.Sections))}
 		for i, s := range o.Sections {
 			u.gens[i] = full.gens[s.Partition]
-			u.digests[i] = full.digests[s.Partition]
+			u.digests[i] = valueAt(full.digests[s.Partition], s.LastOffset)
 			u.bytes += int(s.UncompressedSize)
 		}
 		c.queue = append(c.queue, u)
 		c.waiting = append(c.waiting, u)
 	}
 	clear(full.gens)
-	clear(full.digests)
+	for tp, d := range full.digests {
+		full.digests[tp] = d[:0] // the partition is likely pending again
+	}
 	full.followers = nil
 	c.stats.UploadsInFlight += len(objs)
 	c.startUploads(now)

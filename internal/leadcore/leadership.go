@@ -55,11 +55,10 @@ type leadership struct {
 	routed   int64
 	// catchupQueued: it waits in Core.catchupQueue for a catch-up.
 	catchupQueued bool
-	// digest is the log's rolling digest (package digest) at next;
-	// chainStart the offset this leadership began its chain at, or -1
-	// if it continues the one its log had.
-	digest     uint64
-	chainStart int64
+	// chain is the log's rolling digest (package digest) at next, and
+	// where it began: continued from the broker's follower, or begun at
+	// the leadership's start.
+	chain digest.Chain
 }
 
 type offsetRange struct{ from, to int64 } // [from, to)
@@ -124,9 +123,10 @@ func (c *Core) CheckLeader(tp metadata.TopicPartition, epoch int32, followers []
 // BecomeLeader makes the engine tp's leader at epoch with followers, the
 // local log ending at leo; see walstore.Node.BecomeLeader for the
 // protocol. chain is the log's rolling digest at leo (package digest),
-// as the broker's follower knew it, or 0 if unknown: a new leadership
-// continues it, or begins a chain at leo. Errors do not change anything.
-func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64, chain uint64) error {
+// as the broker's follower knew it, or the zero Chain if unknown: a new
+// leadership continues it, or begins a chain at leo. Errors do not change
+// anything.
+func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int32, followers []int32, republishFrom, leo int64, chain digest.Chain) error {
 	followers, err := c.CheckLeader(tp, epoch, followers)
 	if err != nil {
 		return err
@@ -182,9 +182,9 @@ func (c *Core) BecomeLeader(now time.Time, tp metadata.TopicPartition, epoch int
 			start = min(republishFrom, leo)
 		}
 		ld = &leadership{epoch: epoch, epochs: []int32{epoch}, gen: c.gens, next: leo, durable: start, commit: newCommitState(followers),
-			epochStart: leo, replicas: newReplicas(followers, start), digest: chain, chainStart: -1}
-		if chain == 0 {
-			ld.digest, ld.chainStart = digest.Origin, leo
+			epochStart: leo, replicas: newReplicas(followers, start), chain: chain}
+		if chain.Value == 0 {
+			ld.chain = digest.Chain{From: leo, Value: digest.Origin}
 		}
 		c.leading[tp] = ld
 		c.gc.newLeadership(tp, ld.gen)
@@ -236,7 +236,7 @@ func (c *Core) endLeadership(now time.Time, tp metadata.TopicPartition) {
 	}
 	if n := c.active.b.Remove(tp); n > 0 {
 		delete(c.active.gens, tp)
-		delete(c.active.digests, tp)
+		c.active.digests[tp] = c.active.digests[tp][:0]
 		c.stats.Fenced++
 		c.release(n)
 	}
@@ -309,8 +309,8 @@ func (c *Core) Append(now time.Time, tp metadata.TopicPartition, b storage.Batch
 		return &Error{Code: InvalidBatch, Err: err}
 	}
 	c.active.gens[tp] = ld.gen
-	ld.digest = digest.Next(ld.digest, b)
-	c.active.digests[tp] = ld.digest
+	ld.chain.Value = digest.Next(ld.chain.Value, b)
+	c.active.digests[tp] = append(c.active.digests[tp], chainAt{b.LastOffset, ld.chain.Value})
 	ld.next = b.LastOffset + 1
 	if len(ld.commit.inSync) == 0 {
 		c.advanceHW(now, tp, ld) // the leader alone is in sync

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )
@@ -17,7 +18,7 @@ func TestCoreMarkersFullMessage(t *testing.T) {
 	h := newHarness(t, nil)
 	n := maxBatchMarkers + 2
 	for i := range n {
-		require.NoError(t, h.c.BecomeLeader(h.now, tpN(i), 1, []int32{2}, -1, 0, 0))
+		require.NoError(t, h.c.BecomeLeader(h.now, tpN(i), 1, []int32{2}, -1, 0, digest.Chain{}))
 	}
 	h.ready()
 	for i := range n {
@@ -49,8 +50,8 @@ func TestCoreMarkersFullMessage(t *testing.T) {
 // follower as divergent.
 func TestCoreRefreshEndsWithItsLeadership(t *testing.T) {
 	h := newHarness(t, nil)
-	require.NoError(t, h.c.BecomeLeader(h.now, tpA, 1, []int32{2}, -1, 0, 0))
-	require.NoError(t, h.c.BecomeLeader(h.now, tpB, 1, []int32{2}, -1, 0, 0))
+	require.NoError(t, h.c.BecomeLeader(h.now, tpA, 1, []int32{2}, -1, 0, digest.Chain{}))
+	require.NoError(t, h.c.BecomeLeader(h.now, tpB, 1, []int32{2}, -1, 0, digest.Chain{}))
 	h.ready()
 	h.lineage(1, 1)
 	h.lineage(2, 1)
@@ -71,7 +72,7 @@ func TestCoreRefreshEndsWithItsLeadership(t *testing.T) {
 	// t-0's leadership ends; the broker follows epoch 2 (another
 	// leader's, from offset 0) and leads again at epoch 3 from offset 5.
 	h.c.Resign(h.now, tpA)
-	require.NoError(t, h.c.BecomeLeader(h.now, tpA, 3, []int32{2}, -1, 5, 0))
+	require.NoError(t, h.c.BecomeLeader(h.now, tpA, 3, []int32{2}, -1, 5, digest.Chain{}))
 	require.Equal(t, []string{"read 8 lineage t-0 from 0", "durable changed", "commit changed", "wake at +5s"}, h.ready())
 	h.c.Read(h.now, 8, ReadLineage, LocalResult{Epochs: []storage.EpochEntry{{Epoch: 2, StartOffset: 0}}, End: 5})
 	h.ready()

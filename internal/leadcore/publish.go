@@ -98,7 +98,9 @@ func (c *Core) entriesOf(now time.Time, u *upload) *message {
 			continue
 		}
 		e := s.Entry(u.ref, ld.epoch, c.cfg.BrokerID)
-		e.Digest, e.DigestStarts = u.digests[i], s.FirstOffset == ld.chainStart
+		if e.Digest = u.digests[i]; e.Digest != 0 {
+			e.DigestFrom = ld.chain.From
+		}
 		if err := e.Validate(); err != nil {
 			c.failLeadership(now, s.Partition, ld, fmt.Errorf("%s: entry for offsets %d-%d cannot be published: %w", s.Partition, s.FirstOffset, s.LastOffset, err))
 			c.cfg.Logger.Error("activetier: withholding an entry the metadata codec rejects", "partition", s.Partition.String(), "err", err)

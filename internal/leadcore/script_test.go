@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/stretchr/testify/require"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/internal/harness/scripttest"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
@@ -110,7 +111,7 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "epoch", &epoch)
 		d.ScanArgs(t, "leo", &leo)
 		d.MaybeScanArgs(t, "republish-from", &republishFrom)
-		return refusal(c.BecomeLeader(h.now, e.partition(t, d), int32(epoch), brokers(t, d, "followers"), republishFrom, leo, 0))
+		return refusal(c.BecomeLeader(h.now, e.partition(t, d), int32(epoch), brokers(t, d, "followers"), republishFrom, leo, digest.Chain{}))
 	case "resign":
 		c.Resign(h.now, e.partition(t, d))
 	case "append":

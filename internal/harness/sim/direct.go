@@ -51,6 +51,9 @@ type simReader struct {
 	az      string
 	core    *readcore.Core
 	durable bool
+	// digestChecks is core's count of digest checks last added to the
+	// run's.
+	digestChecks uint64
 	// pseudo is a broker in all but name: its store's GETs are the
 	// reader's.
 	pseudo *broker
@@ -378,6 +381,7 @@ func (r *simReader) readMetadata() {
 func (r *simReader) take() readcore.Ready {
 	rd := r.core.Ready()
 	r.core.Advance()
+	r.w.digests(fmt.Sprintf("reader %d", r.n), rd.Mismatches, r.core.Counters().DigestChecks, &r.digestChecks)
 	return rd
 }
 

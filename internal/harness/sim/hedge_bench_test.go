@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/internal/leadcore"
@@ -318,7 +319,7 @@ func runUploads(b *testing.B, prof memstore.Profile, policy hedge.Policy, seed u
 	}
 	c.Start(t0)
 	for p := range partitions {
-		if err := c.BecomeLeader(t0, benchTP(p), 1, []int32{2}, -1, 0, 0); err != nil {
+		if err := c.BecomeLeader(t0, benchTP(p), 1, []int32{2}, -1, 0, digest.Chain{}); err != nil {
 			b.Fatal(err)
 		}
 	}

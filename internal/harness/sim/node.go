@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/internal/leadcore"
 	"github.com/activetier/activetier/internal/rolecore"
@@ -33,14 +34,17 @@ const (
 // local reads are performed at once on the broker's log, as walstore's
 // drivers do; a WakeAt schedules a Tick.
 type simNode struct {
-	w    *world
-	b    *broker
-	inc  int
-	lc   *leadcore.Core
-	fc   *followcore.Core
-	mgr  *walstore.Manager // the follower core's fetches
-	read *metaReader
-	inst *followerInst
+	w   *world
+	b   *broker
+	inc int
+	lc  *leadcore.Core
+	fc  *followcore.Core
+	// digestChecks is fc's count of digest checks last added to the
+	// run's.
+	digestChecks uint64
+	mgr          *walstore.Manager // the follower core's fetches
+	read         *metaReader
+	inst         *followerInst
 
 	stopped bool
 	ops     map[uint64]*leadOp // the leader core's store and log requests under way
@@ -308,9 +312,12 @@ func (c *simCores) Hold(change func() error) error {
 
 // Lead begins the leadership on the leader core.
 func (c *simCores) Lead(tp metadata.TopicPartition, epoch int32, followers []int32, from, leo int64) error {
-	var chain uint64
-	if c.n.fc != nil { // a reference follower keeps no digest
+	var chain digest.Chain
+	switch ref := c.n.b.ref; {
+	case c.n.fc != nil:
 		chain, _ = c.n.fc.Digest(tp, leo)
+	case ref != nil && ref.parts[tp] != nil && ref.parts[tp].leo == leo:
+		chain, _ = ref.parts[tp].chain.Value(leo)
 	}
 	return c.n.lc.BecomeLeader(c.n.w.clock, tp, epoch, followers, from, leo, chain)
 }
@@ -438,6 +445,7 @@ func (n *simNode) followReady() bool {
 	rd := n.fc.Ready()
 	n.fc.Advance()
 	now := n.w.clock
+	n.w.digests(fmt.Sprintf("broker %d", n.b.id), rd.Mismatches, n.fc.Counters.DigestChecks, &n.digestChecks)
 	if rd.Rewind {
 		n.read.rewind()
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/internal/followcore"
 	"github.com/activetier/activetier/metadata"
@@ -56,6 +57,9 @@ type refPart struct {
 	leader  fencing.LeaderLineage
 	pending map[pendingKey]metadata.Entry
 	retry   map[pendingKey]time.Time
+	// chain checks the digests of what it applies, as the engine's
+	// follower does: with fencing weakened, the replica itself notices.
+	chain digest.Tracker
 }
 
 type pendingKey struct {
@@ -205,7 +209,18 @@ func (f *refFollower) truncate(p *refPart, to int64) error {
 	}
 	p.local.TruncateFromEnd(to)
 	p.leo = to
+	p.chain.Truncated(to)
 	return nil
+}
+
+// digest takes what p's digest tracker learned.
+func (f *refFollower) digest(r digest.Result) {
+	if r.Checked {
+		f.w.stats.DigestChecks++
+	}
+	if r.Mismatch != nil {
+		f.w.violate(KindDigestMismatch, "broker %d (reference follower): %v", f.b.id, r.Mismatch)
+	}
 }
 
 // pump applies, partition by partition, every entry that continues the
@@ -328,6 +343,7 @@ func (f *refFollower) fetched(p *refPart, k pendingKey, d fencing.Decision, res 
 		}
 	}
 	p.leo = batches[len(batches)-1].LastOffset + 1
+	f.digest(p.chain.Applied(res.Entry, batches, p.leo))
 	latest, _ := p.local.Latest()
 	_, leader, _ := f.b.role(p.tp)
 	f.w.relay(p.tp, leader, f.b.id, p.leo, latest.Epoch)
@@ -370,6 +386,7 @@ func (f *refFollower) next(p *refPart) (k pendingKey, e metadata.Entry, d fencin
 		dec := fencing.Decide(p.leo, &p.local, &p.leader, entry)
 		switch dec.Action {
 		case fencing.Skip:
+			f.digest(p.chain.Held(entry, p.leo))
 			delete(p.pending, key)
 		case fencing.Drop:
 			if f.weak && dec.Reason == fencing.ReasonFenced && entry.FirstOffset <= p.leo && p.leo <= entry.LastOffset {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/internal/hedge"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
@@ -145,6 +146,11 @@ const (
 	// KindFollowerStuck: under attacks, once faults stopped, a follower
 	// in the placement did not catch up with its leader.
 	KindFollowerStuck Kind = "follower-stuck"
+	// KindDigestMismatch: a follower's or reader's rolling digest of what
+	// it applied differed from the one its leader published at the same
+	// offset (package digest): the replica's log differs from the
+	// leader's, and the replica itself noticed, while it ran.
+	KindDigestMismatch Kind = "digest-mismatch"
 	// KindHarness: the simulation itself failed; not a finding about the
 	// engines.
 	KindHarness Kind = "harness"
@@ -177,7 +183,10 @@ type Stats struct {
 	// ReaderGoneBusy counts the gone judgements that rested on a high
 	// watermark a reader took, not on empty reads alone.
 	ReaderGoneBusy int
-	Converged      time.Duration
+	// DigestChecks counts the digests followers and readers compared
+	// with their leaders' (each difference is a KindDigestMismatch).
+	DigestChecks uint64
+	Converged    time.Duration
 }
 
 // Result is what one run found.
@@ -286,6 +295,17 @@ func (w *world) violate(kind Kind, format string, args ...any) {
 }
 
 func (w *world) failed() bool { return len(w.violations) > 0 }
+
+// digests takes what a replica's core said of its digests: each mismatch
+// is a violation, and its count of checks, now, goes to the run's since
+// last.
+func (w *world) digests(who string, ms []digest.Mismatch, now uint64, last *uint64) {
+	for i := range ms {
+		w.violate(KindDigestMismatch, "%s: %v", who, &ms[i])
+	}
+	w.stats.DigestChecks += now - *last
+	*last = now
+}
 
 func (w *world) disorderNow() disorder {
 	if w.quiet {

@@ -152,6 +152,7 @@ func (s *Stats) add(o Stats) {
 	s.ReaderBatches += o.ReaderBatches
 	s.ReaderGone += o.ReaderGone
 	s.ReaderGoneBusy += o.ReaderGoneBusy
+	s.DigestChecks += o.DigestChecks
 	s.Converged = max(s.Converged, o.Converged)
 }
 
