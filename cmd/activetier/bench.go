@@ -17,6 +17,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/google/pprof/profile"
 )
 
 // benchOptions are the flags of `activetier bench`.
@@ -120,10 +122,12 @@ func runBench(ctx context.Context, e env, args []string) error {
 
 	// The heap profile is the last run's, the largest in the default grid.
 	cells[len(cells)-1].o.prof.mem = o.prof.mem
-	stopProfile, err := o.prof.start()
+	cpuOut, err := o.prof.openCPU()
 	if err != nil {
 		return err
 	}
+	// --cpuprofile is the runs' profiles merged.
+	var profiles []*profile.Profile
 	res := benchResult{Machine: thisMachine(), DurationS: o.duration.Seconds()}
 	res.PeakRSSNote = "peak RSS of the process during the run"
 	var inconsistent int
@@ -140,14 +144,17 @@ func runBench(ctx context.Context, e env, args []string) error {
 		}
 		rep, err := runSimulation(ctx, c.o, c.cfg, newProgress(io.Discard, false), nil)
 		if err != nil {
-			return errors.Join(fmt.Errorf("the run of %d partitions at %g MB/s: %w", c.cfg.partitions, c.o.rate, err), stopProfile())
+			return errors.Join(fmt.Errorf("the run of %d partitions at %g MB/s: %w", c.cfg.partitions, c.o.rate, err), closeCPU(cpuOut))
+		}
+		if rep.cpuProfile != nil {
+			profiles = append(profiles, rep.cpuProfile)
 		}
 		res.Rows = append(res.Rows, benchRowOf(rep))
 		if !rep.FollowersConsistent {
 			inconsistent++
 		}
 	}
-	if err := stopProfile(); err != nil {
+	if err := writeBenchProfile(cpuOut, profiles, len(cells)); err != nil {
 		return err
 	}
 	if o.json {
@@ -198,6 +205,25 @@ func (r *benchResult) writeText(w io.Writer) error {
 			row.CPUSecondsPerGB, float64(row.PeakRSSBytes)/(1<<20), 100*row.MetadataPerProduced, consistent)
 	}
 	return tw.Flush()
+}
+
+// writeBenchProfile merges the runs' CPU profiles into --cpuprofile, if
+// asked, and closes it; every one of the runs must have one.
+func writeBenchProfile(f *os.File, profiles []*profile.Profile, runs int) error {
+	if f == nil {
+		return nil
+	}
+	var merged *profile.Profile
+	var err error
+	if len(profiles) == runs {
+		if merged, err = profile.Merge(profiles); err != nil {
+			err = fmt.Errorf("--cpuprofile: merging the runs' profiles: %w", err)
+		}
+	}
+	if err == nil {
+		err = writeCPUProfile(f, merged)
+	}
+	return errors.Join(err, closeCPU(f))
 }
 
 // parseList parses flag name's comma-separated positive values.
