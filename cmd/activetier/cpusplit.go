@@ -343,51 +343,14 @@ func measureFloor(codec metadata.Codec, batches [][]byte, rf int) (*cpuFloor, er
 		}
 		defer dec.Close()
 	}
-	packed := make([][]byte, len(batches))
 	var buf []byte
-	d := timeCPU(func() {
-		for r := range reps {
-			for i, b := range batches {
-				switch codec {
-				case metadata.CodecZstd:
-					buf = enc.EncodeAll(b, buf[:0])
-				case metadata.CodecS2:
-					buf = s2.Encode(buf[:cap(buf)], b)
-				default:
-					continue
-				}
-				if r == 0 {
-					packed[i] = bytes.Clone(buf)
-				}
-			}
+	if codec != metadata.CodecNone {
+		var err error
+		if f.EncodeSPerGB, f.DecodeSPerGB, buf, err = timeCodec(codec, enc, dec, batches, reps, perGB); err != nil {
+			return nil, err
 		}
-	})
-	f.EncodeSPerGB = perGB(d)
-	var decodeErr error
-	d = timeCPU(func() {
-		for range reps {
-			for i, b := range batches {
-				var err error
-				switch codec {
-				case metadata.CodecZstd:
-					buf, err = dec.DecodeAll(packed[i], buf[:0])
-				case metadata.CodecS2:
-					buf, err = s2.Decode(buf[:cap(buf)], packed[i])
-				default:
-					continue
-				}
-				if err == nil && len(buf) != len(b) {
-					err = fmt.Errorf("batch %d decodes to %d bytes, not %d", i, len(buf), len(b))
-				}
-				decodeErr = errors.Join(decodeErr, err)
-			}
-		}
-	})
-	if decodeErr != nil {
-		return nil, fmt.Errorf("timing the floor's decode: %w", decodeErr)
 	}
-	f.DecodeSPerGB = perGB(d)
-	d = timeCPU(func() {
+	d := timeCPU(func() {
 		for range reps {
 			for _, b := range batches {
 				buf = append(buf[:0], b...)
@@ -410,6 +373,52 @@ func measureFloor(codec metadata.Codec, batches [][]byte, rf int) (*cpuFloor, er
 	return f, nil
 }
 
+// timeCodec times encoding batches reps times, then decoding them, with
+// codec (zstd or s2), in CPU seconds per GB; buf is scratch, returned for
+// reuse.
+func timeCodec(codec metadata.Codec, enc *zstd.Encoder, dec *zstd.Decoder, batches [][]byte, reps int,
+	perGB func(time.Duration) float64) (encS, decS float64, buf []byte, err error) {
+	packed := make([][]byte, len(batches))
+	d := timeCPU(func() {
+		for r := range reps {
+			for i, b := range batches {
+				switch codec {
+				case metadata.CodecZstd:
+					buf = enc.EncodeAll(b, buf[:0])
+				case metadata.CodecS2:
+					buf = s2.Encode(buf[:cap(buf)], b)
+				}
+				if r == 0 {
+					packed[i] = bytes.Clone(buf)
+				}
+			}
+		}
+	})
+	encS = perGB(d)
+	var decodeErr error
+	d = timeCPU(func() {
+		for range reps {
+			for i, b := range batches {
+				var err error
+				switch codec {
+				case metadata.CodecZstd:
+					buf, err = dec.DecodeAll(packed[i], buf[:0])
+				case metadata.CodecS2:
+					buf, err = s2.Decode(buf[:cap(buf)], packed[i])
+				}
+				if err == nil && len(buf) != len(b) {
+					err = fmt.Errorf("batch %d decodes to %d bytes, not %d", i, len(buf), len(b))
+				}
+				decodeErr = errors.Join(decodeErr, err)
+			}
+		}
+	})
+	if decodeErr != nil {
+		return 0, 0, nil, fmt.Errorf("timing the floor's decode: %w", decodeErr)
+	}
+	return encS, perGB(d), buf, nil
+}
+
 // timeCPU is the process's CPU time fn takes, or where that cannot be
 // read its wall time. After a run nothing else of the demo's is running.
 func timeCPU(fn func()) time.Duration {
@@ -421,4 +430,29 @@ func timeCPU(fn func()) time.Duration {
 		return c1 - c0
 	}
 	return time.Since(t0)
+}
+
+// cpuLines are the report's lines on the CPU: the split and the floor.
+func (r *demoReport) cpuLines() []reportFact {
+	var out []reportFact
+	if s := r.CPUSplit; s != nil {
+		out = append(out, reportFact{"cpu", fmt.Sprintf("%.2f s from the start of producing to the end of the checks, %.2f s of it profiled and split",
+			r.CPUSeconds, s.ProfiledS)})
+		out = append(out, reportFact{"cpu split", fmt.Sprintf(
+			"engines %.2f s (leaders %.2f, followers %.2f, readers %.2f, other goroutines %.2f), codec %.2f s (%.2f of it replication's), "+
+				"object store %.2f s, local logs %.2f s, metadata log %.2f s, demo %.2f s, runtime %.2f s",
+			s.EnginesS(), s.LeaderS, s.FollowerS, s.ReaderS, s.EngineUnlabelledS, s.CodecS, s.CodecReplicationS,
+			s.ObjectStoreS, s.LocalLogS, s.MetadataLogS, s.DemoS, s.RuntimeS)})
+	} else {
+		out = append(out, reportFact{"cpu", fmt.Sprintf("%.2f s from the start of producing to the end of the checks; split %s", r.CPUSeconds, r.CPUSplitNote)})
+	}
+	if f := r.CPUFloor; f != nil && f.SampleBytes > 0 {
+		v := fmt.Sprintf("%.2f s per replicated GB: %s encode %.2f, decode %.2f, copy %.3f, xxhash %.3f s/GB, timed on the first %s of the batches",
+			f.SPerReplicatedGB, f.Codec, f.EncodeSPerGB, f.DecodeSPerGB, f.CopySPerGB, f.HashSPerGB, humanBytes(float64(f.SampleBytes)))
+		if f.EnginesSPerReplicatedGB > 0 {
+			v += fmt.Sprintf("; the engines (leaders and followers, codec included) %.2f s per replicated GB, %.1f× the floor", f.EnginesSPerReplicatedGB, f.Ratio)
+		}
+		out = append(out, reportFact{"cpu floor", v})
+	}
+	return out
 }

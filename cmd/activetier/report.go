@@ -355,6 +355,9 @@ func (r *demoReport) writeText(w io.Writer) error {
 	for _, d := range r.Diverged {
 		fmt.Fprintf(tw, "\t%s\n", d)
 	}
+	for _, l := range r.cpuLines() {
+		fmt.Fprintf(tw, "%s\t%s\n", l.Name, l.Value)
+	}
 	fmt.Fprintln(tw)
 
 	fmt.Fprintf(tw, "cost of this run (%s)\tactivetier\tcross-AZ replication\n", r.Prices)
