@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -452,8 +453,17 @@ func (n *Node) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	wg.Add(2)
-	go func() { defer wg.Done(); errs[0] = n.leader.Run(ctx) }()
-	go func() { defer wg.Done(); errs[1] = n.follower.Run(ctx) }()
+	// Each engine's goroutines, and those they start, carry the pprof
+	// label activetier=leader or activetier=follower, so that a CPU
+	// profile of a process running Nodes tells the engines apart.
+	go pprof.Do(ctx, pprof.Labels("activetier", "leader"), func(ctx context.Context) {
+		defer wg.Done()
+		errs[0] = n.leader.Run(ctx)
+	})
+	go pprof.Do(ctx, pprof.Labels("activetier", "follower"), func(ctx context.Context) {
+		defer wg.Done()
+		errs[1] = n.follower.Run(ctx)
+	})
 	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/google/pprof/profile"
 )
 
 // benchOptions are the flags of `activetier bench`.
@@ -56,7 +58,22 @@ type benchRow struct {
 	// draining, harness included, per GB (10^9 bytes) the followers
 	// applied.
 	CPUSecondsPerGB float64 `json:"cpu_s_per_replicated_gb"`
-	PeakRSSBytes    int64   `json:"peak_rss_bytes"`
+	// The run's CPU split (the demo's cpu_split) as fractions of its
+	// profiled CPU: the engines' own code, the codec, the object store,
+	// the local logs and the demo's own code (the metadata log and the
+	// runtime are the rest); all 0 without a profile.
+	EnginesShare     float64 `json:"engines_cpu_share"`
+	CodecShare       float64 `json:"codec_cpu_share"`
+	ObjectStoreShare float64 `json:"object_store_cpu_share"`
+	LocalLogShare    float64 `json:"local_log_cpu_share"`
+	DemoShare        float64 `json:"demo_cpu_share"`
+	// EnginesSPerGB is the leaders' and followers' CPU, codec included,
+	// per replicated GB, FloorSPerGB the floor's, FloorRatio the one over
+	// the other (the demo's cpu_floor).
+	EnginesSPerGB float64 `json:"engines_s_per_replicated_gb"`
+	FloorSPerGB   float64 `json:"floor_s_per_replicated_gb"`
+	FloorRatio    float64 `json:"engines_floor_ratio"`
+	PeakRSSBytes  int64   `json:"peak_rss_bytes"`
 	// MetadataPerProduced is metadata bytes published per byte produced.
 	MetadataPerProduced float64 `json:"metadata_per_produced_byte"`
 	DrainMS             float64 `json:"drain_ms"`
@@ -120,10 +137,12 @@ func runBench(ctx context.Context, e env, args []string) error {
 
 	// The heap profile is the last run's, the largest in the default grid.
 	cells[len(cells)-1].o.prof.mem = o.prof.mem
-	stopProfile, err := o.prof.start()
+	cpuOut, err := o.prof.openCPU()
 	if err != nil {
 		return err
 	}
+	// --cpuprofile is the runs' profiles merged.
+	var profiles []*profile.Profile
 	res := benchResult{Machine: thisMachine(), DurationS: o.duration.Seconds()}
 	res.PeakRSSNote = "peak RSS of the process during the run"
 	var inconsistent int
@@ -140,14 +159,17 @@ func runBench(ctx context.Context, e env, args []string) error {
 		}
 		rep, err := runSimulation(ctx, c.o, c.cfg, newProgress(io.Discard, false), nil)
 		if err != nil {
-			return errors.Join(fmt.Errorf("the run of %d partitions at %g MB/s: %w", c.cfg.partitions, c.o.rate, err), stopProfile())
+			return errors.Join(fmt.Errorf("the run of %d partitions at %g MB/s: %w", c.cfg.partitions, c.o.rate, err), closeCPU(cpuOut))
+		}
+		if rep.cpuProfile != nil {
+			profiles = append(profiles, rep.cpuProfile)
 		}
 		res.Rows = append(res.Rows, benchRowOf(rep))
 		if !rep.FollowersConsistent {
 			inconsistent++
 		}
 	}
-	if err := stopProfile(); err != nil {
+	if err := writeBenchProfile(cpuOut, profiles, len(cells)); err != nil {
 		return err
 	}
 	if o.json {
@@ -176,6 +198,13 @@ func benchRowOf(rep *demoReport) benchRow {
 	if rep.BytesReplicated > 0 {
 		row.CPUSecondsPerGB = rep.CPUSeconds / (float64(rep.BytesReplicated) / 1e9)
 	}
+	if s := rep.CPUSplit; s != nil && s.ProfiledS > 0 {
+		row.EnginesShare, row.CodecShare = s.EnginesS()/s.ProfiledS, s.CodecS/s.ProfiledS
+		row.ObjectStoreShare, row.LocalLogShare, row.DemoShare = s.ObjectStoreS/s.ProfiledS, s.LocalLogS/s.ProfiledS, s.DemoS/s.ProfiledS
+	}
+	if f := rep.CPUFloor; f != nil {
+		row.EnginesSPerGB, row.FloorSPerGB, row.FloorRatio = f.EnginesSPerReplicatedGB, f.SPerReplicatedGB, f.Ratio
+	}
 	if rep.BytesProduced > 0 {
 		row.MetadataPerProduced = float64(rep.MetadataBytes) / float64(rep.BytesProduced)
 	}
@@ -187,17 +216,39 @@ func (r *benchResult) writeText(w io.Writer) error {
 	fmt.Fprintf(w, "%d CPUs (%s), %s, %s/%s; %v runs; lag from produce to follower append\n\n",
 		m.CPUs, cmp.Or(m.CPUModel, "model unknown"), m.GoVersion, m.OS, m.Arch, time.Duration(r.DurationS*float64(time.Second)))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "partitions\trate MB/s\tproduced MB/s\treplicated MB/s\tlag p50 ms\tlag p99 ms\tCPU s/GB\tpeak RSS MiB\tmetadata %\tconsistent\t")
+	fmt.Fprintln(tw, "partitions\trate MB/s\tproduced MB/s\treplicated MB/s\tlag p50 ms\tlag p99 ms\tCPU s/GB\t"+
+		"engines %\tcodec %\tstore %\tlocal logs %\tdemo %\tengines s/GB\tfloor s/GB\t× floor\tpeak RSS MiB\tmetadata %\tconsistent\t")
 	for _, row := range r.Rows {
 		consistent := "yes"
 		if !row.Consistent {
 			consistent = "NO"
 		}
-		fmt.Fprintf(tw, "%d\t%g\t%.1f\t%.1f\t%.0f\t%.0f\t%.1f\t%.0f\t%.3f\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%g\t%.1f\t%.1f\t%.0f\t%.0f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.0f\t%.3f\t%s\t\n",
 			row.Partitions, row.RateMBPerSec, row.ProducedMBPerSec, row.ReplicatedMBPerSec, row.LagP50MS, row.LagP99MS,
-			row.CPUSecondsPerGB, float64(row.PeakRSSBytes)/(1<<20), 100*row.MetadataPerProduced, consistent)
+			row.CPUSecondsPerGB, 100*row.EnginesShare, 100*row.CodecShare, 100*row.ObjectStoreShare, 100*row.LocalLogShare, 100*row.DemoShare,
+			row.EnginesSPerGB, row.FloorSPerGB, row.FloorRatio,
+			float64(row.PeakRSSBytes)/(1<<20), 100*row.MetadataPerProduced, consistent)
 	}
 	return tw.Flush()
+}
+
+// writeBenchProfile merges the runs' CPU profiles into --cpuprofile, if
+// asked, and closes it; every one of the runs must have one.
+func writeBenchProfile(f *os.File, profiles []*profile.Profile, runs int) error {
+	if f == nil {
+		return nil
+	}
+	var merged *profile.Profile
+	var err error
+	if len(profiles) == runs {
+		if merged, err = profile.Merge(profiles); err != nil {
+			err = fmt.Errorf("--cpuprofile: merging the runs' profiles: %w", err)
+		}
+	}
+	if err == nil {
+		err = writeCPUProfile(f, merged)
+	}
+	return errors.Join(err, closeCPU(f))
 }
 
 // parseList parses flag name's comma-separated positive values.

@@ -38,6 +38,9 @@ func TestBenchJSON(t *testing.T) {
 		assert.GreaterOrEqual(t, row.LagP99MS, row.LagP50MS, "row %d", i)
 		assert.Positive(t, row.MetadataPerProduced, "row %d", i)
 		assert.Less(t, row.MetadataPerProduced, 1.0, "row %d", i)
+		shares := row.EnginesShare + row.CodecShare + row.ObjectStoreShare + row.LocalLogShare + row.DemoShare
+		assert.LessOrEqual(t, shares, 1+1e-9, "row %d: parts of the profiled CPU", i)
+		assert.GreaterOrEqual(t, row.FloorSPerGB, 0.0, "row %d", i)
 		if res.Machine.OS == "linux" {
 			assert.Positive(t, row.CPUSecondsPerGB, "row %d", i)
 			assert.Positive(t, row.PeakRSSBytes, "row %d", i)
@@ -53,7 +56,12 @@ func TestBenchText(t *testing.T) {
 	assert.Contains(t, lines[0], "CPUs")
 	assert.Contains(t, lines[2], "lag p99 ms")
 	assert.Equal(t, []string{"4", "1"}, strings.Fields(lines[3])[:2])
-	assert.Equal(t, "yes", strings.Fields(lines[3])[9])
+	for _, col := range []string{"engines %", "codec %", "store %", "local logs %", "demo %", "engines s/GB", "floor s/GB", "× floor"} {
+		assert.Contains(t, lines[2], col)
+	}
+	row := strings.Fields(lines[3])
+	assert.Len(t, row, 18, "a value for every column")
+	assert.Equal(t, "yes", row[len(row)-1])
 	assert.Contains(t, r.stderr, "bench: 4 partitions at 1 MB/s")
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -228,12 +229,15 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	default:
 		prog = newProgress(io.Discard, false)
 	}
-	stopProfile, err := o.prof.start()
+	cpuOut, err := o.prof.openCPU()
 	if err != nil {
 		return err
 	}
 	rep, err := runSimulation(ctx, o, cfg, prog, metrics)
-	if err := errors.Join(err, stopProfile()); err != nil {
+	if err == nil {
+		err = writeCPUProfile(cpuOut, rep.cpuProfile)
+	}
+	if err := errors.Join(err, closeCPU(cpuOut)); err != nil {
 		return err
 	}
 	if o.report != "" {
@@ -270,7 +274,15 @@ func runDemo(ctx context.Context, e env, args []string) error {
 
 // runSimulation runs the whole demo: start the cluster, produce for the
 // duration (failing an AZ halfway if asked), drain, compare, and report.
+// Its goroutine, and those it starts, are labelled demo for the CPU split
+// (the engines' relabel themselves).
 func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress, metrics *metricsServer) (rep *demoReport, err error) {
+	labelled(ctx, roleDemo, func(ctx context.Context) { rep, err = simulate(ctx, o, cfg, prog, metrics) })
+	return rep, err
+}
+
+// simulate is runSimulation, on a goroutine labelled demo.
+func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress, metrics *metricsServer) (rep *demoReport, err error) {
 	var objects objectBackend
 	var onS3 *s3Objects
 	var onStore storeBackend
@@ -361,10 +373,13 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	p := &producer{
 		s: s, gen: newRecordGen(o.seed), pick: rand.New(rand.NewPCG(o.seed, 0x7069636b)), // "pick"
 		rate: o.rate * 1e6, batchBytes: int(o.batchBytes), sample: sample,
+		leaderLabels: pprof.WithLabels(ctx, pprof.Labels(cpuLabel, roleLeader)), demoLabels: ctx,
 	}
 	// CPU from here: producing and draining, not setting up the cluster,
 	// which at 100,000 partitions costs as much as a short run.
 	cpu0, cpuOK := cputime.Process()
+	prof := startCPUProfiler()
+	defer prof.stop()
 	start := time.Now()
 	prog.start(s, p, start)
 	var tl *timeline
@@ -467,10 +482,25 @@ func runSimulation(ctx context.Context, o *demoOptions, cfg simConfig, prog *pro
 	}
 	rep.ReadersConsistent = rep.Readers.consistent()
 	rep.MetadataBreakdown = breakdown.breakdown()
+	prof.stop()
 	if cpu1, ok := cputime.Process(); ok && cpuOK {
 		rep.CPUSeconds = (cpu1 - cpu0).Seconds()
 	}
 	rep.PeakRSSBytes = peakRSS()
+	if rep.cpuProfile, rep.CPUSplit, err = prof.result(); err != nil {
+		rep.CPUSplitNote = "not measured: " + err.Error()
+	}
+	// The floor after the run, its CPU outside cpu_s.
+	if rep.CPUFloor, err = measureFloor(cfg.codec, p.floor, cfg.rf); err != nil {
+		return nil, err
+	}
+	if s := rep.CPUSplit; s != nil && rep.BytesReplicated > 0 {
+		f := rep.CPUFloor
+		f.EnginesSPerReplicatedGB = s.replicationS() / (float64(rep.BytesReplicated) / 1e9)
+		if f.SPerReplicatedGB > 0 {
+			f.Ratio = f.EnginesSPerReplicatedGB / f.SPerReplicatedGB
+		}
+	}
 	return rep, nil
 }
 
@@ -533,6 +563,13 @@ type producer struct {
 
 	// bytes, batches and records count what leader engines accepted.
 	bytes, batches, records atomic.Int64
+	// floor holds the first floorSampleBytes of the batches produced, the
+	// local logs' immutable copies, for the CPU floor.
+	floor      [][]byte
+	floorBytes int
+	// leaderLabels and demoLabels are the pprof labels of the producer's
+	// goroutine inside a leader's Node.Append and outside it.
+	leaderLabels, demoLabels context.Context
 }
 
 // produce runs until deadline or ctx ends, calling tick at every step and
@@ -592,7 +629,10 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("broker %d appending to %s: %w", b.ID, tp, err)
 	}
-	if err := b.Node.Append(ctx, tp, batch); err != nil {
+	pprof.SetGoroutineLabels(p.leaderLabels)
+	err = b.Node.Append(ctx, tp, batch)
+	pprof.SetGoroutineLabels(p.demoLabels)
+	if err != nil {
 		if errors.Is(err, walstore.ErrStopped) || errors.Is(err, walstore.ErrNotLeader) {
 			// The leader crashed between leaderFor and here: the batch
 			// is in its log only, acks=1 data that dies with it.
@@ -601,6 +641,10 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 		return 0, fmt.Errorf("broker %d producing to %s: %w", b.ID, tp, err)
 	}
 	p.sample.add(batch.Data)
+	if p.floorBytes < floorSampleBytes {
+		p.floor = append(p.floor, batch.Data)
+		p.floorBytes += len(batch.Data)
+	}
 	p.bytes.Add(int64(len(batch.Data)))
 	p.batches.Add(1)
 	p.records.Add(batch.LastOffset - batch.FirstOffset + 1)

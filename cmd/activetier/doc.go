@@ -170,7 +170,30 @@
 //
 // --store and --s3-endpoint exclude each other.
 //
-// --cpuprofile writes a CPU profile of the run, --memprofile a heap
+// Every run splits its CPU, from the start of producing to the end of the
+// checks (cpu_s), into the engines' (leaders, followers, direct readers),
+// the codec's (zstd or s2), memstore's object store, the brokers' local
+// logs (memstore.LocalLog), the metadata log, the demo's own (generator,
+// meters, samplers, the end-of-run comparison) and the Go runtime's
+// (background garbage collection, the scheduler): the "cpu split" line,
+// cpu_split in --json. It profiles the run (runtime/pprof, into memory) and
+// attributes each sample on two counts: pprof labels say on whose behalf
+// (walstore labels its engines' goroutines activetier=leader and
+// activetier=follower, the demo its readers' reader and its own demo;
+// goroutines inherit them), and the innermost stack frame of a known
+// package says in which component (a klauspost/compress frame anywhere
+// makes the sample the codec's). Labels alone cannot separate an engine
+// from the store or log it calls on the same goroutine, and frames alone
+// cannot tell a leader from a follower, which run the same walstore code,
+// so the split uses both. The parts sum to the profiled CPU, at most cpu_s
+// (the profiler samples 100 times a second). After the run the demo times
+// the floor on the first 64 MiB of the batches it produced: the codec's
+// encode once, its decode at each follower, and one copy and one xxhash at
+// each replica, per replicated GB ("cpu floor", cpu_floor), beside the
+// leaders' and followers' engines' CPU per replicated GB, codec included,
+// and their ratio.
+//
+// --cpuprofile writes that CPU profile of the run, --memprofile a heap
 // profile taken once the followers caught up, while the cluster still
 // runs (read either with go tool pprof).
 //
@@ -188,12 +211,16 @@
 // produce to follower append, the process's CPU seconds per replicated GB
 // (while producing and draining, the harness included), its peak resident
 // set during the run, metadata bytes published per byte produced, and
-// whether every follower's log equals its leader's. The header names the
+// whether every follower's log equals its leader's; and the run's CPU
+// split as the demo has it: the engines', codec's, object store's, local
+// logs' and demo's shares of the profiled CPU, the engines' CPU seconds per
+// replicated GB, the floor's, and the one over the other. The header names the
 // machine (CPUs, Go version, OS and architecture), so a table says what it
 // was measured on. Each run starts from a collected heap and, where the
 // system allows, a reset peak resident set; where it does not, the peak is
 // the process's so far and the output says so. --json prints the machine
-// and the rows as one JSON object; --cpuprofile profiles the whole grid,
+// and the rows as one JSON object; --cpuprofile writes the runs' profiles
+// merged (each from the start of producing to the end of its checks),
 // --memprofile the heap of its last run once its followers caught up. A
 // run whose followers differ from their leader makes the command exit 1
 // after the table.

@@ -207,6 +207,7 @@ func writeHTMLReport(path string, r *demoReport) error {
 		facts = append(facts, reportFact{"failover", fmt.Sprintf("%s down at %.1fs; %d partitions led again at epoch %d after %.0f ms",
 			fo.AZ, fo.AtS, fo.PartitionsMoved, fo.NewEpoch, fo.OfflineMS)})
 	}
+	facts = append(facts, r.cpuLines()...)
 	data["Facts"] = append(facts, r.Readers.facts()...)
 	var buf bytes.Buffer
 	if err := reportTemplate.Execute(&buf, data); err != nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+
+	"github.com/google/pprof/profile"
 )
 
 // profileOptions are the --cpuprofile and --memprofile flags of the
@@ -16,33 +18,48 @@ type profileOptions struct {
 }
 
 func (p *profileOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile of the run to `FILE` (read it with go tool pprof)")
+	fs.StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile of the run, from the start of producing to the end of the checks, to `FILE` (read it with go tool pprof)")
 	fs.StringVar(&p.mem, "memprofile", "", "write a heap profile, taken once the followers caught up (the cluster still running), to `FILE`")
 }
 
-// start begins CPU profiling if asked and returns the function that ends
-// it. The heap profile is the run's to take (writeHeapProfile), while the
-// cluster is still up: at the end nothing of it is left in the heap.
-func (p *profileOptions) start() (stop func() error, err error) {
-	var cpu *os.File
-	if p.cpu != "" {
-		if cpu, err = os.Create(p.cpu); err != nil {
-			return nil, fmt.Errorf("--cpuprofile: %w", err)
-		}
-		if err := pprof.StartCPUProfile(cpu); err != nil {
-			return nil, errors.Join(fmt.Errorf("--cpuprofile: %w", err), cpu.Close())
-		}
+// openCPU creates the --cpuprofile file, if asked, before anything runs,
+// so that a path that cannot be written fails at once; nil if not asked.
+// The profile is the one every run takes for its CPU split
+// (cpusplit.go), from the start of producing to the end of the checks.
+func (p *profileOptions) openCPU() (*os.File, error) {
+	if p.cpu == "" {
+		return nil, nil
 	}
-	return func() error {
-		if cpu == nil {
-			return nil
-		}
-		pprof.StopCPUProfile()
-		if err := cpu.Close(); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
+	f, err := os.Create(p.cpu)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return f, nil
+}
+
+// writeCPUProfile writes prof to f, if f is open.
+func writeCPUProfile(f *os.File, prof *profile.Profile) error {
+	if f == nil {
 		return nil
-	}, nil
+	}
+	if prof == nil {
+		return errors.New("--cpuprofile: no CPU profile was taken (the process's CPU profiler was in use)")
+	}
+	if err := prof.Write(f); err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return nil
+}
+
+// closeCPU closes f, if open.
+func closeCPU(f *os.File) error {
+	if f == nil {
+		return nil
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return nil
 }
 
 // writeHeapProfile writes the heap profile to path, if one is asked for.

@@ -236,7 +236,7 @@ func (f *readerFleet) start(s *sim) error {
 	for _, d := range f.readers {
 		ctx, cancel := context.WithCancel(context.Background())
 		d.stop = cancel
-		go d.run(ctx)
+		go labelled(ctx, roleReader, d.run) // for the CPU split
 	}
 	return nil
 }

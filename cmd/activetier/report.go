@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/pprof/profile"
+
 	"github.com/activetier/activetier/costmodel"
 	"github.com/activetier/activetier/metering"
 	"github.com/activetier/activetier/walstore"
@@ -151,6 +153,16 @@ type demoReport struct {
 	// measured).
 	CPUSeconds   float64 `json:"cpu_s"`
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	// CPUSplit is CPUSeconds's profiled part by whose it was (cpusplit.go
+	// says how), nil with CPUSplitNote saying why when the profile could
+	// not be taken; cpuProfile is that profile, for --cpuprofile.
+	CPUSplit     *cpuSplit `json:"cpu_split,omitempty"`
+	CPUSplitNote string    `json:"cpu_split_note,omitempty"`
+	cpuProfile   *profile.Profile
+	// CPUFloor is the least CPU replicating the run's bytes could take,
+	// measured after the run on its first batches, and the engines' CPU
+	// against it.
+	CPUFloor *cpuFloor `json:"cpu_floor"`
 }
 
 // putOutcomes splits a run's PUTs (Stored+Failed+GivenUp is every one).
@@ -342,6 +354,9 @@ func (r *demoReport) writeText(w io.Writer) error {
 		consistent, r.ReplicasCompared, r.DrainMS)
 	for _, d := range r.Diverged {
 		fmt.Fprintf(tw, "\t%s\n", d)
+	}
+	for _, l := range r.cpuLines() {
+		fmt.Fprintf(tw, "%s\t%s\n", l.Name, l.Value)
 	}
 	fmt.Fprintln(tw)
 
