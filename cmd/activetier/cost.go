@@ -515,8 +515,7 @@ func (r *costReport) fill(p costmodel.Prices, e costmodel.Estimate, scale float6
 	}
 	r.Rates = ratesJSON{
 		CutIntervalMS: ms(e.CutInterval), PutsPerSecond: e.PutsPerSecond, PutsPerSecondWithoutWaits: e.PutsPerSecondWithoutWaits,
-		GetsPerSecond: e.GetsPerSecond,
-		ObjectBytes: e.ObjectBytes, GetBytes: e.GetBytes, SectionsPerObject: e.SectionsPerObject,
+		GetsPerSecond: e.GetsPerSecond, ObjectBytes: e.ObjectBytes, GetBytes: e.GetBytes, SectionsPerObject: e.SectionsPerObject,
 		FollowersPerObject: e.FollowersPerObject, RangesPerFollower: e.RangesPerFollower,
 		UploadBytesPerSecond: e.UploadBytesPerSecond, RetrievalBytesPerSecond: e.RetrievalBytesPerSecond,
 		ReplicationBytesPerSecond: e.ReplicationBytesPerSecond, MetadataEntriesPerSecond: e.MetadataEntriesPerSecond,
