@@ -77,6 +77,13 @@
 // q = 1-exp(-(r/k)/b·T) and Q = 1-exp(-(r/b)·T); without it q = Q = 1, which
 // overstates requests when partitions are slow (conservative).
 //
+// A leader that cuts for waiters (Workload.WaitFraction of appends waited
+// for, cut within WaitCutDelay = d) cuts sooner: with waited appends
+// Poisson at λ = WaitFraction·r/b, the mean time between cuts is
+// T' = d + (1-exp(-λ·(T-d)))/λ, from T without waits down to d (PUTs/s up
+// to 1/d per leader), and T' replaces T above. Without BatchBytes, λ is
+// taken as unbounded: T' = d, the most PUTs.
+//
 // Each object is read by D distinct followers. With random placement, each of
 // the other Brokers-1 brokers follows a given partition with probability
 // (RF-1)/(Brokers-1), so

@@ -79,6 +79,17 @@ type Workload struct {
 	// MaxObjectBytes cuts an object early when it reaches this size
 	// (optional; zero means no size limit).
 	MaxObjectBytes int64
+	// WaitFraction is the fraction of appends whose callers wait for
+	// their acknowledgement (acks=all: WaitDurable or WaitReplicated), and
+	// WaitCutDelay the leader's bound on cutting for them
+	// (walstore.NodeConfig.WaitCutDelay), both optional: zero leaves cuts
+	// at FlushInterval. With both set, a leader cuts a waited append's
+	// object WaitCutDelay after it arrived, so it cuts more often: up to
+	// 1/WaitCutDelay per leader (see WaitCutInterval). WaitCutDelay may
+	// not exceed FlushInterval (the planner, which varies the interval,
+	// ignores waits at intervals below it, as the interval cuts first).
+	WaitFraction float64
+	WaitCutDelay time.Duration
 	// Retention is how long an object stays in the bucket before garbage
 	// collection deletes it (optional; zero leaves storage out, right when
 	// objects go as soon as every follower applied them, not when they are
@@ -166,6 +177,13 @@ func (w Workload) check(c *checker, withCut bool) {
 			c.fail("Workload.MaxObjectBytes", w.MaxObjectBytes, "must not be negative (0 means no limit)")
 		}
 	}
+	if c.finite("Workload.WaitFraction", w.WaitFraction) && (w.WaitFraction < 0 || w.WaitFraction > 1) {
+		c.fail("Workload.WaitFraction", w.WaitFraction, "must be between 0 and 1")
+	}
+	c.nonNegativeDuration("Workload.WaitCutDelay", w.WaitCutDelay)
+	if withCut && w.FlushInterval > 0 && w.WaitCutDelay > w.FlushInterval {
+		c.fail("Workload.WaitCutDelay", w.WaitCutDelay, "must not exceed the flush interval, which cuts first")
+	}
 	c.nonNegativeDuration("Workload.Retention", w.Retention)
 	c.nonNegative("Workload.MetadataEntryBytes", w.MetadataEntryBytes)
 	c.nonNegative("Workload.MetadataMessageOverheadBytes", w.MetadataMessageOverheadBytes)
@@ -207,6 +225,7 @@ func shapeOf(w Workload) shape {
 	if w.MaxObjectBytes > 0 {
 		t = math.Min(t, float64(w.MaxObjectBytes)/r)
 	}
+	t = WaitCutInterval(t, w.WaitCutDelay.Seconds(), waitedPerSecond(w, r))
 	q, leaderQ := 1.0, 1.0
 	if w.BatchBytes > 0 {
 		batchesPerSecond := r / w.BatchBytes
@@ -231,6 +250,42 @@ func shapeOf(w Workload) shape {
 	return sh
 }
 
+// waitedPerSecond is the rate of one leader's appends whose callers wait,
+// given its byte rate r: Poisson batches of BatchBytes, WaitFraction of
+// them waited. Without BatchBytes the appends' rate is unknown, and it is
+// taken to be unbounded: a waiter in every WaitCutDelay, the most PUTs.
+func waitedPerSecond(w Workload, r float64) float64 {
+	switch {
+	case w.WaitFraction == 0 || w.WaitCutDelay == 0:
+		return 0
+	case w.BatchBytes == 0:
+		return math.Inf(1)
+	}
+	return w.WaitFraction * r / w.BatchBytes
+}
+
+// WaitCutInterval is the mean time in seconds between one leader's cuts
+// when it cuts at interval, or delay after the first append a caller waits
+// for, waited appends arriving as a Poisson process of rate per second.
+// After a cut, the next waited append comes after X ~ Exp(rate), and the
+// cut after min(X+delay, interval), whose mean is
+//
+//	delay + (1 - e^(-rate·(interval-delay))) / rate
+//
+// from interval with no waits (rate 0) down to delay when every moment
+// has a waiter (rate +Inf): the PUT rate rises up to 1/delay per leader.
+// A delay of zero, or not below interval, leaves interval. The model
+// then treats cuts as if periodic at this mean (Jensen's gap aside).
+func WaitCutInterval(interval, delay, rate float64) float64 {
+	switch {
+	case rate <= 0 || delay <= 0 || delay >= interval:
+		return interval
+	case math.IsInf(rate, 1):
+		return delay
+	}
+	return delay - math.Expm1(-rate*(interval-delay))/rate
+}
+
 // distinctFollowers is the expected number of distinct brokers among the
 // followers of s partitions led by one broker, when each partition's RF-1
 // followers are a uniformly random subset of the other brokers-1 brokers:
@@ -249,8 +304,12 @@ type Estimate struct {
 	// Workload is the input with defaults filled in.
 	Workload Workload
 	// CutInterval is how often each leader cuts an object:
-	// min(FlushInterval, MaxObjectBytes / per-leader rate).
+	// min(FlushInterval, MaxObjectBytes / per-leader rate), shortened by
+	// waited appends (WaitCutInterval).
 	CutInterval time.Duration
+	// PutsPerSecondWithoutWaits is PutsPerSecond were no append waited
+	// (WaitFraction 0): what cutting for waiters adds is the difference.
+	PutsPerSecondWithoutWaits float64
 	// ObjectsPerSecond equals PutsPerSecond: one PUT per object.
 	ObjectsPerSecond float64
 	PutsPerSecond    float64
@@ -335,6 +394,12 @@ func estimate(p Prices, w Workload) (Estimate, error) {
 		RetrievalBytesPerSecond:   w.BytesPerSecond * followerCopies,
 		ReplicationBytesPerSecond: w.BytesPerSecond * followerCopies,
 		MetadataEntriesPerSecond:  sh.objectsPerSecond * sh.sectionsPerObject,
+	}
+	e.PutsPerSecondWithoutWaits = e.PutsPerSecond
+	if w.WaitFraction > 0 && w.WaitCutDelay > 0 {
+		unwaited := w
+		unwaited.WaitFraction = 0
+		e.PutsPerSecondWithoutWaits = shapeOf(unwaited).objectsPerSecond
 	}
 	e.MetadataBytesPerSecond = e.MetadataEntriesPerSecond*followerCopies*w.MetadataEntryBytes +
 		sh.objectsPerSecond*sh.followersPerObject*w.MetadataMessageOverheadBytes

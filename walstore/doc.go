@@ -69,7 +69,9 @@
 // once while the buffer has room (BufferBytes); past it, Append blocks or
 // fails with ErrBufferFull, as the Overflow policy says, so memory never
 // grows without bound. The combiner's Builder cuts objects at Interval,
-// ObjectBytes or MaxPartitions; up to MaxInflight uploads run at once, each
+// ObjectBytes or MaxPartitions, and within WaitCutDelay, if set, of a
+// WaitDurable or WaitReplicated call waiting on records not yet cut (the
+// waits of one WaitCutDelay share the cut); up to MaxInflight uploads run at once, each
 // attempt bounded by RequestTimeout and retried with jittered backoff until
 // it succeeds: an upload failure loses nothing. An attempt that overstays
 // the learned p95 of PUT latency is attempted again alongside it, once per

@@ -754,14 +754,32 @@ func (l *leaderEngine) WaitDurable(ctx context.Context, tp metadata.TopicPartiti
 // leadership of tp that accepts appends at epoch, waking on sig. It fails
 // with ErrNotLeader if that leadership is not the current one, or ends,
 // and with reached's error when the offset can never be reached.
+//
+// While it waits on records not yet cut, the core knows (leadcore's Wait),
+// so that NodeConfig.WaitCutDelay bounds their cut; it asks again at each
+// wake-up while the core had nothing to cut for it (the offset was not
+// appended yet), and forgets the wait when the call returns.
 func (l *leaderEngine) waitFor(ctx context.Context, tp metadata.TopicPartition, epoch int32, offset int64, what string, reached func(*leadcore.Core) (int64, error), sig *signal) error {
-	var gen uint64
+	var gen, wait uint64
+	defer func() {
+		if wait != 0 {
+			l.step(func(c *leadcore.Core, now time.Time) { c.Unwait(now, wait) })
+		}
+	}()
 	for {
 		l.mu.Lock()
 		g, ok := l.core.Accepted(tp, epoch)
 		at, failed := reached(l.core)
 		stopped, ch := l.stopped, sig.wait()
+		changed := false
+		if ok && !stopped && at <= offset && failed == nil && wait == 0 && l.cfg.WaitCutDelay > 0 && !l.released {
+			wait = l.core.Wait(l.cfg.Clock.Now(), tp, offset)
+			changed = l.takeLocked()
+		}
 		l.mu.Unlock()
+		if changed {
+			l.report()
+		}
 		switch {
 		case stopped:
 			return ErrStopped

@@ -31,6 +31,8 @@ type costOptions struct {
 	rangesPerFollower  float64
 	retention          time.Duration
 	metadataPartitions int
+	waitFraction       float64
+	waitCutDelay       time.Duration
 
 	preset   string
 	gib      bool
@@ -77,6 +79,10 @@ func costFlagOf(field string) (string, bool) {
 		return "retention", true
 	case "Workload.MetadataPartitions":
 		return "metadata-partitions", true
+	case "Workload.WaitFraction":
+		return "wait-fraction", true
+	case "Workload.WaitCutDelay":
+		return "wait-cut-delay", true
 	case "PlanRequest.P99Lag":
 		return "latency-budget", true
 	}
@@ -98,6 +104,8 @@ func costFlags() (*costOptions, *flag.FlagSet) {
 	fs.Float64Var(&o.rangesPerFollower, "ranges-per-follower", 0, "range GETs per follower per object (0: 1, sections grouped by follower)")
 	fs.DurationVar(&o.retention, "retention", 0, "how long objects stay in the bucket (0: deleted once applied; storage left out)")
 	fs.IntVar(&o.metadataPartitions, "metadata-partitions", 0, "metadata log partitions (0: one per broker)")
+	fs.Float64Var(&o.waitFraction, "wait-fraction", 0, "fraction of appends whose producers wait for their acknowledgement (acks=all), cut for within --wait-cut-delay")
+	fs.DurationVar(&o.waitCutDelay, "wait-cut-delay", 0, "the leader's bound on cutting for a waited append (NodeConfig.WaitCutDelay; 0: cut at --interval)")
 
 	fs.StringVar(&o.preset, "preset", "s3express", "price list: "+strings.Join(presetChoices(), ", "))
 	fs.BoolVar(&o.gib, "gib", false, "quote per-GB prices per GiB (2^30 bytes), as an AWS bill does, instead of per 10^9 bytes")
@@ -264,6 +272,8 @@ func (o *costOptions) workload() costmodel.Workload {
 		MaxObjectBytes:     int64(o.objectBytes),
 		Retention:          o.retention,
 		MetadataPartitions: o.metadataPartitions,
+		WaitFraction:       o.waitFraction,
+		WaitCutDelay:       o.waitCutDelay,
 	}
 }
 
@@ -402,11 +412,14 @@ type workloadJSON struct {
 	BatchBytes         float64 `json:"batch_bytes"`
 	RetentionSeconds   float64 `json:"retention_s"`
 	MetadataPartitions int     `json:"metadata_partitions"`
+	WaitFraction       float64 `json:"wait_fraction"`
+	WaitCutDelayMS     float64 `json:"wait_cut_delay_ms"`
 }
 
 type ratesJSON struct {
 	CutIntervalMS                 float64 `json:"cut_interval_ms"`
 	PutsPerSecond                 float64 `json:"puts_per_second"`
+	PutsPerSecondWithoutWaits     float64 `json:"puts_per_second_without_waits"`
 	GetsPerSecond                 float64 `json:"gets_per_second"`
 	ObjectBytes                   float64 `json:"object_bytes"`
 	GetBytes                      float64 `json:"get_bytes"`
@@ -498,10 +511,11 @@ func (r *costReport) fill(p costmodel.Prices, e costmodel.Estimate, scale float6
 		MBPerSec: w.BytesPerSecond / 1e6, Partitions: w.Partitions, RF: w.RF, Brokers: w.Brokers,
 		Leaders: w.Leaders, FlushIntervalMS: ms(w.FlushInterval), MaxObjectBytes: w.MaxObjectBytes,
 		BatchBytes: w.BatchBytes, RetentionSeconds: w.Retention.Seconds(), MetadataPartitions: w.MetadataPartitions,
+		WaitFraction: w.WaitFraction, WaitCutDelayMS: ms(w.WaitCutDelay),
 	}
 	r.Rates = ratesJSON{
-		CutIntervalMS: ms(e.CutInterval), PutsPerSecond: e.PutsPerSecond, GetsPerSecond: e.GetsPerSecond,
-		ObjectBytes: e.ObjectBytes, GetBytes: e.GetBytes, SectionsPerObject: e.SectionsPerObject,
+		CutIntervalMS: ms(e.CutInterval), PutsPerSecond: e.PutsPerSecond, PutsPerSecondWithoutWaits: e.PutsPerSecondWithoutWaits,
+		GetsPerSecond: e.GetsPerSecond, ObjectBytes: e.ObjectBytes, GetBytes: e.GetBytes, SectionsPerObject: e.SectionsPerObject,
 		FollowersPerObject: e.FollowersPerObject, RangesPerFollower: e.RangesPerFollower,
 		UploadBytesPerSecond: e.UploadBytesPerSecond, RetrievalBytesPerSecond: e.RetrievalBytesPerSecond,
 		ReplicationBytesPerSecond: e.ReplicationBytesPerSecond, MetadataEntriesPerSecond: e.MetadataEntriesPerSecond,
@@ -566,6 +580,16 @@ func (r *costReport) writeText(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "objects\t%s/s of %s, %.3g sections each, cut every %s\n",
 		rateString(e.PutsPerSecond), humanBytes(e.ObjectBytes), e.SectionsPerObject, cutInterval(e.CutInterval))
+	if wl.WaitFraction > 0 && wl.WaitCutDelay > 0 {
+		fmt.Fprintf(tw, "waiters\t%.3g of appends wait, cut within %v: %s PUTs/s, %s without waiters (at most %s: 1/%v per leader)\n",
+			wl.WaitFraction, wl.WaitCutDelay, rateString(e.PutsPerSecond), rateString(e.PutsPerSecondWithoutWaits),
+			rateString(float64(wl.Leaders)/wl.WaitCutDelay.Seconds()), wl.WaitCutDelay)
+		assume := fmt.Sprintf("Poisson appends of --batch-bytes, each waited for with probability %.3g", wl.WaitFraction)
+		if wl.BatchBytes == 0 {
+			assume = "a waiter in every bound, the most PUTs: without --batch-bytes the append rate is unknown"
+		}
+		fmt.Fprintf(tw, "\tassumes %s; a waited append is acknowledged after about one PUT\n", assume)
+	}
 	gets := "GETs"
 	if e.RangesPerFollower == 1 {
 		gets = "GET"

@@ -127,6 +127,38 @@ func TestCostPlan(t *testing.T) {
 	assert.Equal(t, 20.0, capped.Plan.FlushIntervalMS)
 }
 
+// With waiters, the plan prices the PUTs their cuts add, as the model does,
+// and the table states the rate with and without them and the assumption.
+func TestCostPlanWithWaiters(t *testing.T) {
+	args := []string{"--plan", "--interval", "100ms", "--batch-bytes", "16KB", "--wait-fraction", "0.1", "--wait-cut-delay", "2ms"}
+	rep := costJSON(t, args...)
+	want, err := costmodel.PlanWorkload(costmodel.S3Express2025(), costmodel.PlanRequest{
+		Workload: costmodel.Workload{BytesPerSecond: 30e6, Partitions: 300, Brokers: 3, RF: 3, BatchBytes: 16e3,
+			FlushInterval: 100 * time.Millisecond, WaitFraction: 0.1, WaitCutDelay: 2 * time.Millisecond},
+		P99Lag: 200 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	require.NotNil(t, rep.Plan)
+	assert.Equal(t, want.Estimate.PutsPerSecond, rep.Rates.PutsPerSecond)
+	assert.Equal(t, want.Estimate.PutsPerSecondWithoutWaits, rep.Rates.PutsPerSecondWithoutWaits)
+	assert.Greater(t, rep.Rates.PutsPerSecond, rep.Rates.PutsPerSecondWithoutWaits, "waiters add PUTs")
+	assert.LessOrEqual(t, rep.Rates.PutsPerSecond, 3/0.002, "at most one per bound per leader")
+	assert.Equal(t, 0.1, rep.Workload.WaitFraction)
+	assert.Equal(t, 2.0, rep.Workload.WaitCutDelayMS)
+	assert.Equal(t, want.Estimate.PerMonth().ActiveTier.PutUSD, rep.Cost.ActiveTier.PutUSD)
+
+	r := runCmd(t, "", append([]string{"cost"}, args...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "waiters")
+	assert.Contains(t, r.stdout, "0.1 of appends wait, cut within 2ms: "+rateString(want.Estimate.PutsPerSecond)+" PUTs/s, "+
+		rateString(want.Estimate.PutsPerSecondWithoutWaits)+" without waiters (at most 1,500: 1/2ms per leader)")
+	assert.Contains(t, r.stdout, "assumes Poisson appends of --batch-bytes, each waited for with probability 0.1")
+
+	bad := runCmd(t, "", "cost", "--interval", "100ms", "--wait-fraction", "0.1", "--wait-cut-delay", "200ms")
+	assert.Equal(t, exitUsage, bad.code)
+	assert.Contains(t, bad.stderr, "--wait-cut-delay 200ms: must not exceed the flush interval")
+}
+
 // The scaling worry of docs/design.md, "Worked cost examples from the
 // KIP-1176 discussion": with many brokers and little traffic, requests and
 // metadata cost more than the cross-AZ bytes saved. The plan says so, and

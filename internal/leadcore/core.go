@@ -27,6 +27,13 @@ type Config struct {
 	Codec metadata.Codec
 	// Interval is the longest a batch waits before its object is cut.
 	Interval time.Duration
+	// WaitCutDelay, if positive, is the longest a batch waits before its
+	// object is cut once a caller waits for it to become durable or
+	// replicated (Wait): such an acknowledgement then costs about one
+	// upload, not Interval and an upload, for up to one more upload per
+	// WaitCutDelay. Zero cuts at Interval whoever waits. It may not
+	// exceed Interval, which would cut first.
+	WaitCutDelay time.Duration
 	// ObjectBytes is the size at which an object is cut early, and the
 	// most a republish reads from the local log at a time.
 	ObjectBytes int
@@ -98,6 +105,10 @@ func (c *Config) validate() error {
 	switch {
 	case c.BrokerID < 0:
 		return fmt.Errorf("leadcore: Config.BrokerID %d is negative", c.BrokerID)
+	case c.WaitCutDelay < 0:
+		return fmt.Errorf("leadcore: Config.WaitCutDelay %v is negative", c.WaitCutDelay)
+	case c.WaitCutDelay > c.Interval:
+		return fmt.Errorf("leadcore: Config.WaitCutDelay %v exceeds Interval %v, which cuts first", c.WaitCutDelay, c.Interval)
 	case c.RetainFor < 0:
 		return fmt.Errorf("leadcore: Config.RetainFor %v is negative", c.RetainFor)
 	case !c.Codec.Valid():
@@ -396,6 +407,7 @@ type Core struct {
 
 	active, spare *slot // spare is nil while handed out for encoding
 	encoding      *slot // the slot handed out, or nil
+	flush         flushState
 	leading       map[metadata.TopicPartition]*leadership
 	led           map[metadata.TopicPartition]int32 // the last epoch of each ended leadership
 	followers     map[metadata.TopicPartition][]int32
@@ -555,6 +567,7 @@ func (c *Core) wakeAt() time.Time {
 	}
 	if p := c.active.b.Stats(); p.Batches > 0 && c.spare != nil && c.slotsUse < c.cfg.MaxInflight {
 		earlier(p.Oldest.Add(c.cfg.Interval))
+		earlier(c.flush.due)
 	}
 	if c.sleeping > 0 {
 		for _, ld := range c.leading { // the earliest: order does not matter

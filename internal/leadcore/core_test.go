@@ -19,6 +19,33 @@ func TestNewRejectsNegativeRetainFor(t *testing.T) {
 	require.ErrorContains(t, err, "RetainFor")
 }
 
+// New refuses a WaitCutDelay that is negative or exceeds Interval, and
+// takes one from zero up to Interval.
+func TestNewValidatesWaitCutDelay(t *testing.T) {
+	for _, tc := range []struct {
+		delay time.Duration
+		err   string
+	}{
+		{-time.Millisecond, "WaitCutDelay -1ms is negative"},
+		{0, ""},
+		{2 * time.Millisecond, ""},
+		{100 * time.Millisecond, ""},
+		{101 * time.Millisecond, "WaitCutDelay 101ms exceeds Interval 100ms"},
+	} {
+		t.Run(tc.delay.String(), func(t *testing.T) {
+			c, err := New(Config{BrokerID: 1, MetadataPartitions: 1, Interval: 100 * time.Millisecond, ObjectBytes: 1, MaxPartitions: 1,
+				BufferBytes: 1, MaxInflight: 1, DegradedAfter: 1, MarkerRefresh: 1, GCInterval: 1,
+				BackoffInitial: 1, BackoffMax: 1, WaitCutDelay: tc.delay})
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			c.Close()
+		})
+	}
+}
+
 // The same events give the same outputs, byte for byte: a driver that
 // answers every request the same way twice sees the same Readys, as
 // DescribeReady renders them.

@@ -72,7 +72,7 @@ func valueAt(cs []chainAt, last int64) uint64 {
 // maybeCut hands the active builder out for encoding if a cut is due and
 // an upload slot is free; the slot goes to the cut's first object.
 func (c *Core) maybeCut(now time.Time) {
-	if !c.started || c.spare == nil || c.slotsUse >= c.cfg.MaxInflight || !c.active.b.Due(now) {
+	if !c.started || c.spare == nil || c.slotsUse >= c.cfg.MaxInflight || !c.active.b.Due(now) && !c.flushDue(now) {
 		return
 	}
 	full := c.active
@@ -84,6 +84,7 @@ func (c *Core) maybeCut(now time.Time) {
 		full.followers[tp] = c.followers[tp]
 	}
 	full.oldest = full.b.Stats().Oldest
+	c.flushCut(full)
 	c.encoding = full
 	r := c.newRequest(now, whatEncode)
 	full.encode = r.id

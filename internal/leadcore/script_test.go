@@ -44,11 +44,14 @@ var kinds = map[string]Kind{"other": Other, "permanent": Permanent, "unavailable
 // but a refusal; ready prints the Ready, as DescribeReady renders it, with
 // the health after "health changed". Durations are Go's (100ms, 1h).
 //
-//	new [max-inflight=N] [retain-for=D] [hedge] [world]
+//	new [max-inflight=N] [retain-for=D] [wait-cut-delay=D] [hedge] [world]
 //	become-leader p= epoch= [followers=(F, ...)] [republish-from=-1] leo=
 //	resign p=
 //	append p= epoch= first= last= size=
 //	advance by=D                  time passes: a Tick
+//	wait p= offset=               a caller waits for the offset: prints
+//	                              the wait's id (0: it asks for no cut)
+//	unwait id=                    the caller stops waiting
 //	ready [encode=X] [upload=X] [publish=X] [delete=X]
 //	                              names the first request of each kind X
 //	encode id=                    performs the Encode
@@ -88,6 +91,9 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 			if arg, ok := d.Arg("retain-for"); ok {
 				c.RetainFor = duration(t, d, arg.SingleVal(t))
 			}
+			if arg, ok := d.Arg("wait-cut-delay"); ok {
+				c.WaitCutDelay = duration(t, d, arg.SingleVal(t))
+			}
 			if d.HasArg("hedge") {
 				hedging(c)
 			}
@@ -122,6 +128,12 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "last", &last)
 		d.ScanArgs(t, "size", &size)
 		return refusal(c.Append(h.now, e.partition(t, d), storage.Batch{Epoch: int32(epoch), FirstOffset: first, LastOffset: last, Data: make([]byte, size)}))
+	case "wait":
+		var offset int64
+		d.ScanArgs(t, "offset", &offset)
+		return fmt.Sprintf("wait %d\n", c.Wait(h.now, e.partition(t, d), offset))
+	case "unwait":
+		c.Unwait(h.now, e.id(t, d))
 	case "advance":
 		var by string
 		d.ScanArgs(t, "by", &by)
