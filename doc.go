@@ -64,6 +64,10 @@
 //   - fencing: leader-epoch lineage with Kafka's leader-epoch-cache
 //     semantics, and the pure decision a follower makes for each entry:
 //     apply, skip, drop, hold or truncate. No I/O.
+//   - digest: the rolling digest of a partition's log, chained over its
+//     batches, that a leader publishes with each entry and followers and
+//     direct readers compare with their own (digest.Tracker), and what a
+//     match proves and what it does not. No I/O.
 //   - combiner: the combined-object format (sections per partition, footer
 //     index, trailer, xxhash64, none/zstd/s2) and the builder that decides
 //     which partitions go into which object and when to cut. No I/O.
@@ -110,11 +114,11 @@
 //     its log on disk: the wiring a broker author writes.
 //
 // Lower packages never import higher ones: storage imports only metadata;
-// metadata, fencing and combiner do no I/O; walstore knows object storage
+// metadata, fencing, digest and combiner do no I/O; walstore knows object storage
 // and the broker only through storage.ObjectStore, metadata.Log and
 // storage.LocalLog; backends implement those without importing walstore.
 // The internal packages at the top of internal/ are the library's own and
-// import only metadata, storage, fencing, combiner and each other; those
+// import only metadata, storage, fencing, combiner, digest and each other; those
 // under internal/harness are imported by tests alone and may import
 // anything (layout_test.go checks both).
 //
