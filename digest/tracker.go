@@ -35,6 +35,11 @@ type Chain struct {
 type Tracker struct {
 	at   chainSet   // at the log end
 	ends []boundary // ascending by offset, at most trackedEnds
+	// seen are values published at the ends of entries the replica
+	// held already and could not check, newest last, at most
+	// trackedEnds: where a value taken at the log end can be checked
+	// from, by reading the records back.
+	seen []boundary
 }
 
 // maxChains bounds the chains a Tracker follows at once: each costs a
@@ -98,11 +103,24 @@ type Result struct {
 	// Mismatch, if not nil, is the comparison that failed. Its Partition
 	// is the entry's.
 	Mismatch *Mismatch
+	// Reread, if not nil, says how to check the records the replica
+	// held when it took a value: read them back from its log and hand
+	// them to Tracker.Reread.
+	Reread *Reread
+}
+
+// Reread is a range of records a replica holds, [From, To), and the value
+// of the chain before them: read back and carried over Before, they must
+// give the entry's digest.
+type Reread struct {
+	Entry    metadata.Entry
+	From, To int64
+	Before   uint64
 }
 
 // Reset forgets the chains: the log was loaded anew, or moved to an
 // offset the Tracker knows nothing of.
-func (t *Tracker) Reset() { t.at, t.ends = chainSet{}, t.ends[:0] }
+func (t *Tracker) Reset() { t.at, t.ends, t.seen = chainSet{}, t.ends[:0], t.seen[:0] }
 
 // Value returns the chain at offset, the log end, that the Tracker used
 // last, if it knows one there.
@@ -187,9 +205,54 @@ func (t *Tracker) Held(e metadata.Entry, logEnd int64) Result {
 	if _, ok := t.at.get(e.DigestFrom); end == logEnd && !ok {
 		t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end})
 		t.remember(end)
-		return Result{Taken: true}
+		r := Result{Taken: true}
+		if before, ok := t.before(e); ok {
+			r.Reread = &Reread{Entry: e, From: e.FirstOffset, To: end, Before: before}
+		}
+		return r
 	}
+	if len(t.seen) == trackedEnds {
+		t.seen = append(t.seen[:0], t.seen[1:]...)
+	}
+	var c chainSet
+	c.put(tracked{Chain: Chain{e.DigestFrom, e.Digest}})
+	t.seen = append(t.seen, boundary{end, c})
 	return Result{}
+}
+
+// before returns the value of e's chain before e: Origin where the chain
+// begins with e, or the value a publisher gave at e's first offset.
+func (t *Tracker) before(e metadata.Entry) (uint64, bool) {
+	if e.DigestFrom == e.FirstOffset {
+		return Origin, true
+	}
+	for i := len(t.seen) - 1; i >= 0; i-- {
+		if t.seen[i].offset == e.FirstOffset {
+			if c, ok := t.seen[i].chains.get(e.DigestFrom); ok {
+				return c.Value, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// Reread checks batches, the records of r read back from the replica's
+// log, against r's entry: carried over r.Before they must give its digest
+// and cover [r.From, r.To) exactly. A difference is a Mismatch over the
+// range: the log does not hold what it held when it was appended.
+func (t *Tracker) Reread(r Reread, batches []storage.Batch) Result {
+	next, v := r.From, r.Before
+	for _, b := range batches {
+		if b.FirstOffset != next {
+			break
+		}
+		v = Next(v, b)
+		next = b.LastOffset + 1
+	}
+	if next != r.To {
+		v = 0 // the log does not hold the range whole: nothing matches
+	}
+	return t.check(r.Entry, r.From, r.To, v, "reread")
 }
 
 // remember records the chains at the log end, at.

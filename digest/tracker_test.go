@@ -160,6 +160,7 @@ func TestTracker(t *testing.T) {
 				} else {
 					assert.Nil(t, got.Mismatch, s.name)
 				}
+				got.Reread = nil // TestTrackerReread checks them
 				assert.Equal(t, s.want, got, s.name)
 			}
 		})
@@ -194,4 +195,61 @@ func TestTrackerValueAndBound(t *testing.T) {
 	tr.Reset()
 	_, ok = tr.Value(5)
 	assert.False(t, ok)
+}
+
+// TestTrackerReread checks the records a replica held when it started:
+// it takes the leader's value at its log end without reading, and is
+// told how to check what it holds by reading it back.
+func TestTrackerReread(t *testing.T) {
+	l := newLeaderLog(20, "leader")
+	started := func(t *testing.T) (*digest.Tracker, digest.Reread) {
+		var tr digest.Tracker
+		// A replica that starts holding [0, 9) reads the retained
+		// metadata: the entries below its end, then the one ending there.
+		require.Equal(t, digest.Result{}, tr.Held(l.entry(0, 5), 9))
+		r := tr.Held(l.entry(5, 9), 9)
+		require.True(t, r.Taken)
+		require.NotNil(t, r.Reread)
+		assert.Equal(t, int64(5), r.Reread.From)
+		assert.Equal(t, int64(9), r.Reread.To)
+		return &tr, *r.Reread
+	}
+	t.Run("the records as appended", func(t *testing.T) {
+		tr, rr := started(t)
+		assert.Equal(t, digest.Result{Checked: true}, tr.Reread(rr, l.span(5, 9)))
+	})
+	for _, tc := range []struct {
+		name    string
+		batches func() []storage.Batch
+	}{
+		{"a byte changed on disk", func() []storage.Batch {
+			bs := append([]storage.Batch(nil), l.span(5, 9)...)
+			bs[2].Data = append([]byte(nil), bs[2].Data...)
+			bs[2].Data[0] ^= 0x20
+			return bs
+		}},
+		{"a batch missing", func() []storage.Batch { return append(append([]storage.Batch(nil), l.span(5, 6)...), l.span(7, 9)...) }},
+		{"the range cut short", func() []storage.Batch { return l.span(5, 8) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, rr := started(t)
+			got := tr.Reread(rr, tc.batches())
+			require.NotNil(t, got.Mismatch)
+			assert.Equal(t, "reread", got.Mismatch.What)
+			assert.Equal(t, [2]int64{5, 9}, [2]int64{got.Mismatch.From, got.Mismatch.To})
+		})
+	}
+	t.Run("the first entry's records are checked from Origin", func(t *testing.T) {
+		var tr digest.Tracker
+		r := tr.Held(l.entry(0, 5), 5)
+		require.NotNil(t, r.Reread)
+		assert.Equal(t, digest.Origin, r.Reread.Before)
+		assert.Equal(t, digest.Result{Checked: true}, tr.Reread(*r.Reread, l.span(0, 5)))
+	})
+	t.Run("no value before the entry, nothing to reread", func(t *testing.T) {
+		var tr digest.Tracker
+		r := tr.Held(l.entry(5, 9), 9)
+		assert.True(t, r.Taken)
+		assert.Nil(t, r.Reread)
+	})
 }

@@ -31,7 +31,7 @@ func (c *NodeConfig) coreConfigs() (leadcore.Config, followcore.Config) {
 	fp, _ := c.FetchHedge.policy("FetchHedge")
 	lead := leadcore.Config{
 		BrokerID: c.BrokerID, MetadataPartitions: c.Log.Partitions(), Codec: c.Codec,
-		Interval: c.Interval, WaitCutDelay: c.WaitCutDelay, ObjectBytes: c.ObjectBytes, MaxPartitions: c.MaxPartitions,
+		Interval: c.Interval, WaitCutDelay: c.WaitCutDelay, NoDigests: c.NoDigests, ObjectBytes: c.ObjectBytes, MaxPartitions: c.MaxPartitions,
 		BufferBytes: c.BufferBytes, MaxInflight: c.MaxInflight, DegradedAfter: c.DegradedAfter,
 		MarkerRefresh: c.MarkerRefresh, GCInterval: c.GCInterval, RetainFor: c.RetainFor,
 		BackoffInitial: c.Backoff.Initial, BackoffMax: c.Backoff.Max, Seed: c.Seed ^ 0x1eade7, Hedge: up,

@@ -496,6 +496,12 @@ func (f *followerEngine) drive(ctx context.Context, wg *sync.WaitGroup, results 
 				run:    func(ctx context.Context) (err error) { to, end, err = f.truncate(ctx, t); return err },
 				answer: func(now time.Time, err error) { f.core.Truncated(now, t.ID, to, end, err) }})
 		}
+		for _, v := range rd.Verifies {
+			var bs []storage.Batch
+			f.queue = append(f.queue, localReq{id: v.ID, tp: v.Partition,
+				run:    func(ctx context.Context) (err error) { bs, err = f.readBack(ctx, v); return err },
+				answer: func(now time.Time, err error) { f.core.Verified(now, v.ID, bs, err) }})
+		}
 		for _, a := range rd.Appends {
 			var end int64
 			f.queue = append(f.queue, localReq{id: a.ID, tp: a.Partition,
@@ -657,6 +663,37 @@ func (f *followerEngine) truncate(ctx context.Context, t followcore.Truncate) (i
 // ends afterwards; the caller holds the partition. An append given up on
 // may still read the batches: the core gives their buffer back to the
 // pool only once it learns the append succeeded.
+// readBack reads the batches of [v.From, v.To) back from the local log
+// for the core to check against their digest; the caller holds the
+// partition.
+func (f *followerEngine) readBack(ctx context.Context, v followcore.Verify) ([]storage.Batch, error) {
+	var out []storage.Batch
+	for from := v.From; from < v.To; {
+		var bs []storage.Batch
+		err := f.locals.call(f.local.context(ctx), v.Partition, "LocalLog.Read", func(ctx context.Context) (err error) {
+			bs, err = f.cfg.Local.Read(ctx, v.Partition, from, readBackBytes)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(bs) == 0 || bs[0].LastOffset < from {
+			break // the log ends early, or answered below: the core sees a short range
+		}
+		for _, b := range bs {
+			if b.FirstOffset >= v.To {
+				return out, nil
+			}
+			out = append(out, b)
+			from = b.LastOffset + 1
+		}
+	}
+	return out, nil
+}
+
+// readBackBytes is how much readBack asks for a call: a section's worth.
+const readBackBytes = 1 << 20
+
 func (f *followerEngine) append(ctx context.Context, a followcore.Append) (int64, error) {
 	err := f.locals.call(f.local.context(ctx), a.Partition, "LocalLog.Append", func(ctx context.Context) error {
 		return f.cfg.Local.Append(ctx, a.Partition, a.Batches)

@@ -109,6 +109,14 @@ type NodeConfig struct {
 	// cut. 2-5ms suits S3 Express One Zone. It may not exceed Interval.
 	// Default 0: cuts at Interval, as without waiters.
 	WaitCutDelay time.Duration
+	// NoDigests, if set, stops the leader side publishing its logs'
+	// rolling digests (package digest) with its entries, so that its
+	// metadata stays in a message version a broker of the release before
+	// digests reads: set it on every Node until all of them run a
+	// release that checks digests, then clear it. Followers check what
+	// is published either way; with nothing published they check
+	// nothing. Default false: digests are published.
+	NoDigests bool
 	// ObjectBytes is the size at which an object is cut early. Default 4 MiB.
 	ObjectBytes int
 	// MaxPartitions caps the partitions in one object. Default 1000.

@@ -135,6 +135,7 @@ const (
 	opTruncateDiverged
 	opBootstrap
 	opAppend
+	opVerify
 )
 
 // part is the core's state for one followed partition.
@@ -179,8 +180,10 @@ type part struct {
 	gapLog  time.Time
 	// reported is when its progress was last reported.
 	reported time.Time
-	// chain is its log's rolling digest (package digest).
-	chain digest.Tracker
+	// chain is its log's rolling digest (package digest); verifying the
+	// range of it a Verify outstanding reads back.
+	chain     digest.Tracker
+	verifying digest.Reread
 }
 
 // stashed is one marker publication or one entry.

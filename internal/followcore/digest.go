@@ -1,8 +1,11 @@
 package followcore
 
 import (
+	"time"
+
 	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
 )
 
 // counted counts what p's digest tracker learned, and hands a mismatch
@@ -19,6 +22,35 @@ func (c *Core) counted(r digest.Result) {
 		c.log.Error("activetier: replica digest differs from the leader's", "err", m)
 		c.out.Mismatches = append(c.out.Mismatches, *m)
 	}
+}
+
+// verify asks for the records of r to be read back from p's log: they were
+// there before p started, and only reading them shows they still are what
+// their leader published.
+func (c *Core) verify(p *part, r digest.Reread) {
+	p.op, p.opKind, p.verifying = c.id(), opVerify, r
+	c.ops[p.op] = p
+	c.out.Verifies = append(c.out.Verifies, Verify{ID: p.op, Partition: p.tp, From: r.From, To: r.To})
+}
+
+// Verified answers Verify id with the batches read back, or the error
+// reading them. A read that fails is logged and passed over: the records
+// stay unchecked, which the next start of the partition tries again; it
+// does not stop replication, which needs only appends.
+func (c *Core) Verified(now time.Time, id uint64, batches []storage.Batch, err error) {
+	c.now = now
+	defer c.step()
+	p := c.answer(id)
+	if p == nil {
+		return
+	}
+	r := p.verifying
+	p.verifying = digest.Reread{}
+	if err != nil {
+		c.log.Warn("activetier: reading back records to check their digest failed", "partition", p.tp.String(), "from", r.From, "to", r.To, "err", err)
+		return
+	}
+	c.counted(p.chain.Reread(r, batches))
 }
 
 // Digest returns tp's rolling digest at offset, its log end, if the core

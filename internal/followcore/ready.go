@@ -23,6 +23,10 @@ type Ready struct {
 	// Appends asks for local-log appends, in the order given. Answer each
 	// with Core.Appended.
 	Appends []Append
+	// Verifies asks for records a partition's local log holds to be read
+	// back, to check them against the digest their leader published.
+	// Answer each with Core.Verified.
+	Verifies []Verify
 	// Fetches asks for fetches: each one ranged GET of its entries'
 	// sections (as PlanReads plans them), verified. Answer each with
 	// Core.Fetched.
@@ -66,7 +70,7 @@ const maxReused = 4096
 // afresh after every Advance, a few allocations per partition appended.
 func (rd *Ready) emptied() Ready {
 	return Ready{
-		Loads: reused(rd.Loads), Truncates: reused(rd.Truncates), Appends: reused(rd.Appends),
+		Loads: reused(rd.Loads), Truncates: reused(rd.Truncates), Appends: reused(rd.Appends), Verifies: reused(rd.Verifies),
 		Fetches: reused(rd.Fetches), Cancels: reused(rd.Cancels), Progress: reused(rd.Progress),
 		Applied: reused(rd.Applied), Lags: reused(rd.Lags), Failures: reused(rd.Failures),
 		Mismatches: reused(rd.Mismatches),
@@ -83,7 +87,7 @@ func reused[S ~[]E, E any](s S) S {
 
 // Empty reports whether rd asks for nothing but, perhaps, a Tick.
 func (rd *Ready) Empty() bool {
-	return len(rd.Loads) == 0 && len(rd.Truncates) == 0 && len(rd.Appends) == 0 &&
+	return len(rd.Loads) == 0 && len(rd.Truncates) == 0 && len(rd.Appends) == 0 && len(rd.Verifies) == 0 &&
 		len(rd.Fetches) == 0 && len(rd.Cancels) == 0 && len(rd.Progress) == 0 && len(rd.Applied) == 0 && len(rd.Lags) == 0 && len(rd.Failures) == 0 && len(rd.Mismatches) == 0 && !rd.Rewind
 }
 
@@ -112,6 +116,14 @@ type Append struct {
 	ID        uint64
 	Partition metadata.TopicPartition
 	Batches   []storage.Batch
+}
+
+// Verify asks for a partition's records [From, To) to be read back from
+// its local log, whole batches as appended.
+type Verify struct {
+	ID        uint64
+	Partition metadata.TopicPartition
+	From, To  int64
 }
 
 // Fetch asks for the sections of Entries, all in one object of Bucket, to
@@ -327,6 +339,15 @@ func DescribeReady(rd Ready, base time.Time) string {
 			word("@")
 			b = strconv.AppendInt(b, int64(bt.Epoch), 10)
 		}
+		word("\n")
+	}
+	for _, v := range rd.Verifies {
+		word("verify")
+		num(int64(v.ID))
+		part(v.Partition)
+		num(v.From)
+		word("-")
+		b = strconv.AppendInt(b, v.To, 10)
 		word("\n")
 	}
 	for _, f := range rd.Fetches {

@@ -284,7 +284,11 @@ func (c *Core) sweep(p *part) {
 		}
 		switch d.Action {
 		case fencing.Skip:
-			c.counted(p.chain.Held(pe.e, p.leo))
+			r := p.chain.Held(pe.e, p.leo)
+			c.counted(r)
+			if r.Reread != nil && p.op == 0 {
+				c.verify(p, *r.Reread)
+			}
 			delete(p.pending, pe.key())
 			c.Skipped++
 		case fencing.Drop:

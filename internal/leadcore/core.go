@@ -34,6 +34,9 @@ type Config struct {
 	// WaitCutDelay. Zero cuts at Interval whoever waits. It may not
 	// exceed Interval, which would cut first.
 	WaitCutDelay time.Duration
+	// NoDigests: entries carry no rolling digest (walstore's
+	// NodeConfig.NoDigests).
+	NoDigests bool
 	// ObjectBytes is the size at which an object is cut early, and the
 	// most a republish reads from the local log at a time.
 	ObjectBytes int

@@ -309,8 +309,10 @@ func (c *Core) Append(now time.Time, tp metadata.TopicPartition, b storage.Batch
 		return &Error{Code: InvalidBatch, Err: err}
 	}
 	c.active.gens[tp] = ld.gen
-	ld.chain.Value = digest.Next(ld.chain.Value, b)
-	c.active.digests[tp] = append(c.active.digests[tp], chainAt{b.LastOffset, ld.chain.Value})
+	if !c.cfg.NoDigests {
+		ld.chain.Value = digest.Next(ld.chain.Value, b)
+		c.active.digests[tp] = append(c.active.digests[tp], chainAt{b.LastOffset, ld.chain.Value})
+	}
 	ld.next = b.LastOffset + 1
 	if len(ld.commit.inSync) == 0 {
 		c.advanceHW(now, tp, ld) // the leader alone is in sync

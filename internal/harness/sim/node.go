@@ -465,6 +465,9 @@ func (n *simNode) followReady() bool {
 		to, end, err := n.b.truncate(n.inst, t.Partition, t.To, t.AtBatch)
 		n.fc.Truncated(now, t.ID, to, end, err)
 	}
+	for _, v := range rd.Verifies {
+		n.fc.Verified(now, v.ID, n.readBack(v), nil)
+	}
 	for _, a := range rd.Appends {
 		end, err := n.b.append(n.inst, a.Partition, a.Batches)
 		n.fc.Appended(now, a.ID, end, err)
@@ -773,3 +776,23 @@ func (b *broker) append(inst *followerInst, tp metadata.TopicPartition, batches 
 // noRole is what walstore.Node.Role says of a partition it neither leads
 // nor follows.
 var noRole = rolecore.None
+
+// readBack reads the batches of [v.From, v.To) back from the broker's log,
+// as walstore's follower does for its core's Verify.
+func (n *simNode) readBack(v followcore.Verify) []storage.Batch {
+	var out []storage.Batch
+	for from := v.From; from < v.To; {
+		bs, err := n.b.log.Read(context.Background(), v.Partition, from, 1<<20)
+		if err != nil || len(bs) == 0 || bs[0].LastOffset < from {
+			break
+		}
+		for _, b := range bs {
+			if b.FirstOffset >= v.To {
+				return out
+			}
+			out = append(out, b)
+			from = b.LastOffset + 1
+		}
+	}
+	return out
+}
