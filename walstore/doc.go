@@ -129,6 +129,24 @@
 // reads the retained metadata again later. A new replica with an empty log
 // starts where the leader lineage starts.
 //
+// # Digests
+//
+// The leader publishes with each entry its log's rolling digest after
+// the section (package digest), continuing the chain the broker's
+// follower side kept when it took the partition over, or beginning one at
+// its log end; the follower carries the same chain over what it appends
+// and compares. A follower that starts from its local log takes its
+// leader's value at its log end and reads back the records of the last
+// entry it holds to check them. A difference is a *digest.Mismatch, which
+// the Node logs, hands to OnDigestMismatch and keeps in FollowerStats
+// (DigestChecks, DigestMismatches, the latest Mismatches): the local log
+// differs from the leader's in the mismatch's range, and it is the
+// broker's to repair (truncate to the mismatch's From and replicate
+// again, or rebuild the replica); replication goes on meanwhile. The
+// package digest documentation says what a match proves and what it does
+// not. NoDigests keeps the metadata in the versions of the release before
+// digests, for a rolling upgrade.
+//
 // # Garbage collection
 //
 // Each leader tracks the objects it published. An object is deleted once
