@@ -52,11 +52,13 @@ type chainSet struct {
 	c [maxChains]tracked
 }
 
-// tracked is a chain's value, and since, the offset from which the log
-// is known to agree with it: where its value was last taken or checked.
+// tracked is a chain's value, and since, the offset up to which the log
+// is known to agree with the log of epoch, the publisher epoch whose
+// value was last taken or checked there.
 type tracked struct {
 	Chain
 	since int64
+	epoch int32
 }
 
 func (s *chainSet) get(from int64) (tracked, bool) {
@@ -155,7 +157,7 @@ func (t *Tracker) Applied(e metadata.Entry, batches []storage.Batch, end int64) 
 	start := batches[0].FirstOffset
 	if _, ok := t.at.get(e.DigestFrom); e.Digest != 0 && !ok && start == e.DigestFrom {
 		// The publisher's chain begins where these records do.
-		t.at.put(tracked{Chain{e.DigestFrom, Origin}, start})
+		t.at.put(tracked{Chain{e.DigestFrom, Origin}, start, e.PublisherEpoch})
 	}
 	for i := range t.at.c[:t.at.n] {
 		t.at.c[i].Value = Over(t.at.c[i].Value, batches)
@@ -163,14 +165,14 @@ func (t *Tracker) Applied(e metadata.Entry, batches []storage.Batch, end int64) 
 	var r Result
 	if e.Digest != 0 && end == e.LastOffset+1 {
 		if c, ok := t.at.get(e.DigestFrom); ok {
-			r = t.check(e, c.since, end, c.Value, "applied")
+			r = t.check(e, t.agreed(c, e), end, c.Value, "applied")
 			// Later checks compare what comes next, not the same
 			// difference again; the other chains' entries are done.
-			t.at.only(tracked{Chain{e.DigestFrom, e.Digest}, end})
+			t.at.only(tracked{Chain{e.DigestFrom, e.Digest}, end, e.PublisherEpoch})
 		} else {
 			// Another chain, begun below what this replica applied
 			// of it: only its value at the entry's end can be taken.
-			t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end})
+			t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end, e.PublisherEpoch})
 			r.Taken = true
 		}
 	}
@@ -203,7 +205,7 @@ func (t *Tracker) Held(e metadata.Entry, logEnd int64) Result {
 		}
 	}
 	if _, ok := t.at.get(e.DigestFrom); end == logEnd && !ok {
-		t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end})
+		t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end, e.PublisherEpoch})
 		t.remember(end)
 		r := Result{Taken: true}
 		if before, ok := t.before(e); ok {
@@ -215,9 +217,28 @@ func (t *Tracker) Held(e metadata.Entry, logEnd int64) Result {
 		t.seen = append(t.seen[:0], t.seen[1:]...)
 	}
 	var c chainSet
-	c.put(tracked{Chain: Chain{e.DigestFrom, e.Digest}})
+	c.put(tracked{Chain: Chain{e.DigestFrom, e.Digest}, epoch: e.PublisherEpoch})
 	t.seen = append(t.seen, boundary{end, c})
 	return Result{}
+}
+
+// agreed returns the offset up to which the log is known to agree with
+// the log of e's publisher on chain c: where c was last taken or checked,
+// if against the same publisher epoch; for another publisher (a new
+// leader, whose log may differ from the one c agreed with above where its
+// epoch began), the earliest offset the Tracker remembers c at, since
+// the two logs agreed at least there as far as it can tell.
+func (t *Tracker) agreed(c tracked, e metadata.Entry) int64 {
+	if c.epoch == e.PublisherEpoch {
+		return c.since
+	}
+	from := c.since
+	for _, b := range t.ends {
+		if _, ok := b.chains.get(c.From); ok {
+			return min(from, b.offset)
+		}
+	}
+	return from
 }
 
 // before returns the value of e's chain before e: Origin where the chain

@@ -39,6 +39,21 @@ func (l *leaderLog) entry(from, to int64) metadata.Entry {
 		Digest: l.values[to-1], DigestFrom: 0}
 }
 
+// entryFrom is the entry for [from, to) of a publisher whose log is base's
+// below from and l's from there on, on the chain begun at 0: an old
+// leader's entry that a new leader's records at the same offsets replace.
+func (l *leaderLog) entryFrom(base *leaderLog, from, to int64) metadata.Entry {
+	v := digest.Over(digest.Over(digest.Origin, base.span(0, from)), l.span(from, to))
+	return metadata.Entry{Partition: tpT, RecordEpoch: 1, PublisherEpoch: 1, WriterBrokerID: 1, FirstOffset: from, LastOffset: to - 1,
+		Digest: v, DigestFrom: 0}
+}
+
+// republisher is e as the leader of epoch published it.
+func republisher(e metadata.Entry, epoch int32) metadata.Entry {
+	e.PublisherEpoch, e.WriterBrokerID = epoch, 2
+	return e
+}
+
 func (l *leaderLog) span(from, to int64) []storage.Batch { return l.batches[from:to] }
 
 // step is one event for a Tracker and what it must return.
@@ -112,6 +127,13 @@ func TestTracker(t *testing.T) {
 			{"the zombie's, of its own chain", applied(restarted(3, 5, 9, other), other.span(5, 9)), taken, [2]int64{}},
 			{"the leader's next", applied(l.entry(9, 12), l.span(9, 12)), digest.Result{Checked: true}, [2]int64{5, 12}},
 			{"and the one after agrees again", applied(l.entry(12, 14), l.span(12, 14)), checked, [2]int64{}},
+		}},
+		{"a stale entry applied twice, after the truncation that removed it, is caught at the new leader's next", []step{
+			{"the old leader's", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"its next, later fenced", applied(other.entryFrom(l, 5, 9), other.span(5, 9)), checked, [2]int64{}},
+			{"truncated where the new leader's epoch starts", truncated(5), digest.Result{}, [2]int64{}},
+			{"the stale entry again", applied(other.entryFrom(l, 5, 9), other.span(5, 9)), checked, [2]int64{}},
+			{"the new leader's next, over its own records at 5-8", applied(republisher(l.entry(9, 12), 2), l.span(9, 12)), digest.Result{Checked: true}, [2]int64{5, 12}},
 		}},
 		{"an entry of another chain begun below it is never compared", []step{
 			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
