@@ -187,9 +187,15 @@ func (t *Tracker) Applied(e metadata.Entry, batches []storage.Batch, end int64) 
 // replica started from its local log, or follows another chain), it
 // takes the entry's, so that the first entries applied next are checked
 // without reading the log again.
-func (t *Tracker) Held(e metadata.Entry, logEnd int64) Result {
+//
+// epoch is the epoch of the replica's record at the entry's last offset,
+// or -1 if it does not know: an entry of another epoch there describes
+// records a later leader truncated (an entry fencing passes over as
+// below the log end), a log this replica does not hold, and is neither
+// compared nor taken.
+func (t *Tracker) Held(e metadata.Entry, logEnd int64, epoch int32) Result {
 	end := e.LastOffset + 1
-	if e.Digest == 0 || end > logEnd {
+	if e.Digest == 0 || end > logEnd || epoch != e.RecordEpoch {
 		return Result{}
 	}
 	for i, b := range t.ends {

@@ -72,7 +72,7 @@ func TestTracker(t *testing.T) {
 		return func(tr *digest.Tracker) digest.Result { return tr.Applied(e, bs, bs[len(bs)-1].LastOffset+1) }
 	}
 	held := func(e metadata.Entry, logEnd int64) func(t *digest.Tracker) digest.Result {
-		return func(tr *digest.Tracker) digest.Result { return tr.Held(e, logEnd) }
+		return func(tr *digest.Tracker) digest.Result { return tr.Held(e, logEnd, e.RecordEpoch) }
 	}
 	truncated := func(end int64) func(t *digest.Tracker) digest.Result {
 		return func(tr *digest.Tracker) digest.Result { tr.Truncated(end); return digest.Result{} }
@@ -158,6 +158,11 @@ func TestTracker(t *testing.T) {
 			{"held, another chain's", held(other.entry(5, 9), 9), digest.Result{Checked: true}, [2]int64{5, 9}},
 			{"held, end not remembered", held(l.entry(0, 3), 9), digest.Result{}, [2]int64{}},
 		}},
+		{"an entry of an epoch the replica's records at its end are not of is neither compared nor taken", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"a truncated epoch's entry, held", func(tr *digest.Tracker) digest.Result { return tr.Held(other.entry(0, 5), 5, 2) }, digest.Result{}, [2]int64{}},
+			{"nor is one whose epoch there it does not know", func(tr *digest.Tracker) digest.Result { return tr.Held(other.entry(0, 5), 5, -1) }, digest.Result{}, [2]int64{}},
+		}},
 		{"a replica started from its log takes the value of the entry ending at its log end", []step{
 			{"held below the end", held(l.entry(0, 5), 9), digest.Result{}, [2]int64{}},
 			{"held at the end", held(l.entry(5, 9), 9), taken, [2]int64{}},
@@ -228,8 +233,8 @@ func TestTrackerReread(t *testing.T) {
 		var tr digest.Tracker
 		// A replica that starts holding [0, 9) reads the retained
 		// metadata: the entries below its end, then the one ending there.
-		require.Equal(t, digest.Result{}, tr.Held(l.entry(0, 5), 9))
-		r := tr.Held(l.entry(5, 9), 9)
+		require.Equal(t, digest.Result{}, tr.Held(l.entry(0, 5), 9, 1))
+		r := tr.Held(l.entry(5, 9), 9, 1)
 		require.True(t, r.Taken)
 		require.NotNil(t, r.Reread)
 		assert.Equal(t, int64(5), r.Reread.From)
@@ -263,14 +268,14 @@ func TestTrackerReread(t *testing.T) {
 	}
 	t.Run("the first entry's records are checked from Origin", func(t *testing.T) {
 		var tr digest.Tracker
-		r := tr.Held(l.entry(0, 5), 5)
+		r := tr.Held(l.entry(0, 5), 5, 1)
 		require.NotNil(t, r.Reread)
 		assert.Equal(t, digest.Origin, r.Reread.Before)
 		assert.Equal(t, digest.Result{Checked: true}, tr.Reread(*r.Reread, l.span(0, 5)))
 	})
 	t.Run("no value before the entry, nothing to reread", func(t *testing.T) {
 		var tr digest.Tracker
-		r := tr.Held(l.entry(5, 9), 9)
+		r := tr.Held(l.entry(5, 9), 9, 1)
 		assert.True(t, r.Taken)
 		assert.Nil(t, r.Reread)
 	})

@@ -284,7 +284,7 @@ func (c *Core) sweep(p *part) {
 		}
 		switch d.Action {
 		case fencing.Skip:
-			r := p.chain.Held(pe.e, p.leo)
+			r := p.chain.Held(pe.e, p.leo, epochAt(&p.local, pe.e.LastOffset))
 			c.counted(r)
 			if r.Reread != nil && p.op == 0 {
 				c.verify(p, *r.Reread)
