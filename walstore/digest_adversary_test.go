@@ -1,0 +1,252 @@
+package walstore_test
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/activetier/activetier/digest"
+	"github.com/activetier/activetier/internal/harness/clustertest"
+	"github.com/activetier/activetier/memstore"
+	"github.com/activetier/activetier/metadata"
+	"github.com/activetier/activetier/storage"
+	"github.com/activetier/activetier/walstore"
+)
+
+// Adversarial tests of replica digests, through the Node only: a correct
+// cluster, however its leadership moves, must never report a mismatch,
+// and a follower whose log really differs from its leader's must.
+
+// mismatchLog collects what OnDigestMismatch is called with.
+type mismatchLog struct {
+	mu  sync.Mutex
+	got []digest.Mismatch
+}
+
+func (l *mismatchLog) record(m *digest.Mismatch) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, *m)
+}
+
+func (l *mismatchLog) all() []digest.Mismatch {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]digest.Mismatch(nil), l.got...)
+}
+
+// startStoppable is world.start for a Node the test stops itself, as a
+// broker that restarts: the returned stop ends its Run and checks it
+// returned nil. The world routes progress to the latest Node of an id.
+func (w *world) startStoppable(id int32, cfg walstore.NodeConfig) (*walstore.Node, func()) {
+	w.t.Helper()
+	cfg.BrokerID = id
+	if cfg.Store == nil {
+		cfg.Store = w.store(id)
+	}
+	if cfg.Log == nil {
+		cfg.Log = w.meta
+	}
+	cfg.Interval = 10 * time.Millisecond
+	cfg.Backoff = walstore.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}
+	cfg.Logger = discard()
+	cfg.OnProgress = func(p walstore.Progress) {
+		w.mu.Lock()
+		n := w.nodes[p.Leader]
+		w.mu.Unlock()
+		if n != nil {
+			n.RecordProgress(p)
+		}
+	}
+	n, err := walstore.NewNode(cfg)
+	require.NoError(w.t, err)
+	w.mu.Lock()
+	w.nodes[id] = n
+	w.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(w.t, <-done, "broker %d's Run", id)
+		})
+	}
+	w.t.Cleanup(stop)
+	return n, stop
+}
+
+// otherBatch is a batch at the same offsets and epoch as
+// clustertest.MakeBatch's, with other bytes: what a second leader of the
+// same epoch writes there.
+func otherBatch(tp metadata.TopicPartition, epoch int32, first, last int64) storage.Batch {
+	b := clustertest.MakeBatch(tp, epoch, first, last)
+	b.Data = bytes.ReplaceAll(b.Data, []byte("payload="), []byte("PAYLOAD="))
+	return b
+}
+
+func produceBatch(t *testing.T, n *walstore.Node, local storage.LocalLog, tp metadata.TopicPartition, b storage.Batch) {
+	t.Helper()
+	require.NoError(t, local.Append(context.Background(), tp, []storage.Batch{b}))
+	require.NoError(t, n.Append(context.Background(), tp, b))
+}
+
+// requireNoMismatch checks that none of the nodes found a mismatch, by
+// its stats and by its callback.
+func requireNoMismatch(t *testing.T, what string, ms map[int32]*mismatchLog, nodes map[int32]*walstore.Node) {
+	t.Helper()
+	for id, n := range nodes {
+		fs := n.Stats().Follower
+		require.Zero(t, fs.DigestMismatches, "%s: broker %d: %+v", what, id, fs.Mismatches)
+		require.Empty(t, fs.Mismatches, "%s: broker %d", what, id)
+	}
+	for id, l := range ms {
+		require.Empty(t, l.all(), "%s: broker %d's OnDigestMismatch", what, id)
+	}
+}
+
+// requireCovers checks that some mismatch names tp with a range that
+// holds offset, the first that differs.
+func requireCovers(t *testing.T, ms []digest.Mismatch, tp metadata.TopicPartition, offset int64) {
+	t.Helper()
+	require.NotEmpty(t, ms, "a divergence at %d must be reported", offset)
+	for _, m := range ms {
+		require.Equal(t, tp, m.Partition)
+		require.ErrorIs(t, &m, digest.ErrMismatch)
+		require.NotEqual(t, m.Want, m.Got)
+		require.Less(t, m.From, m.To)
+	}
+	for _, m := range ms {
+		if m.From <= offset && offset < m.To {
+			return
+		}
+	}
+	require.Failf(t, "no mismatch covers the first differing offset", "offset %d, mismatches %+v", offset, ms)
+}
+
+// A correct cluster whose leadership moves, whose brokers restart from
+// their local logs, truncate on failover, republish and are re-elected
+// without a break never reports a mismatch, and checks digests.
+func TestDigestCorrectClusterNeverMismatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		w := newWorld(t)
+		logs := map[int32]*memstore.LocalLog{1: memstore.NewLocalLog(), 2: memstore.NewLocalLog(), 3: memstore.NewLocalLog()}
+		ms := map[int32]*mismatchLog{1: {}, 2: {}, 3: {}}
+		nodes := map[int32]*walstore.Node{}
+		stops := map[int32]func(){}
+		start := func(id int32) {
+			nodes[id], stops[id] = w.startStoppable(id, walstore.NodeConfig{Local: logs[id], OnDigestMismatch: ms[id].record})
+		}
+		for id := int32(1); id <= 3; id++ {
+			start(id)
+		}
+		others := func(leader int32) []int32 {
+			var f []int32
+			for id := int32(1); id <= 3; id++ {
+				if id != leader {
+					f = append(f, id)
+				}
+			}
+			return f
+		}
+		// lead makes leader lead epoch from its log end, the others follow.
+		lead := func(leader, epoch int32) {
+			t.Helper()
+			for _, id := range others(leader) {
+				require.NoError(t, nodes[id].BecomeFollower(ctx, tpA, epoch, leader))
+			}
+			end, err := logs[leader].EndOffset(tpA)
+			require.NoError(t, err)
+			require.NoError(t, logs[leader].AssignEpoch(tpA, epoch, end))
+			require.NoError(t, nodes[leader].BecomeLeader(ctx, tpA, epoch, others(leader), -1))
+		}
+		next := int64(0)
+		write := func(leader, epoch int32, batches int, wait bool) {
+			t.Helper()
+			for range batches {
+				produce(t, nodes[leader], logs[leader], tpA, epoch, next, next+4)
+				next += 5
+				settle(20 * time.Millisecond)
+			}
+			if wait {
+				require.NoError(t, nodes[leader].WaitReplicated(ctx, tpA, epoch, next-1))
+			}
+		}
+		checks := func() uint64 {
+			var n uint64
+			for _, nd := range nodes {
+				n += nd.Stats().Follower.DigestChecks
+			}
+			return n
+		}
+
+		lead(1, 1)
+		write(1, 1, 4, true)
+		requireNoMismatch(t, "epoch 1", ms, nodes)
+
+		// Failover to 2 while 1 held records no one else has: 1 truncates.
+		down := []int32{2, 3}
+		for _, id := range down {
+			require.NoError(t, nodes[id].StopReplica(ctx, tpA))
+		}
+		write(1, 1, 2, false) // 20-29 on broker 1 only
+		next = 20
+		lead(2, 2)
+		write(2, 2, 3, true)
+		requireSameLog(t, logs[2], logs[1], tpA)
+		requireNoMismatch(t, "failover with truncation", ms, nodes)
+
+		// Re-elected at a higher epoch without a break.
+		require.NoError(t, logs[2].AssignEpoch(tpA, 4, next))
+		require.NoError(t, nodes[2].BecomeLeader(ctx, tpA, 4, others(2), -1))
+		for _, id := range others(2) {
+			require.NoError(t, nodes[id].BecomeFollower(ctx, tpA, 4, 2))
+		}
+		write(2, 4, 3, true)
+		requireNoMismatch(t, "re-election", ms, nodes)
+
+		// Broker 3 restarts from its local log, then leads.
+		stops[3]()
+		start(3)
+		require.NoError(t, nodes[3].BecomeFollower(ctx, tpA, 4, 2))
+		write(2, 4, 2, true)
+		requireSameLog(t, logs[2], logs[3], tpA)
+		lead(3, 5)
+		write(3, 5, 3, true)
+		requireNoMismatch(t, "restart, then lead", ms, nodes)
+
+		// Republish from the start of the retained log, and from the
+		// middle: what the followers hold is checked again.
+		require.NoError(t, nodes[3].Republish(ctx, tpA, 0))
+		settle(time.Second)
+		require.NoError(t, nodes[3].Republish(ctx, tpA, 35))
+		settle(time.Second)
+		write(3, 5, 2, true)
+		requireNoMismatch(t, "republish", ms, nodes)
+
+		// Broker 1 restarts while a follower and leads at once.
+		stops[1]()
+		start(1)
+		lead(1, 6)
+		write(1, 6, 3, true)
+		// And the leadership returns to 2, which restarted too.
+		stops[2]()
+		start(2)
+		lead(2, 7)
+		write(2, 7, 3, true)
+		settle(time.Second)
+		for id := int32(1); id <= 3; id++ {
+			requireSameLog(t, logs[2], logs[id], tpA)
+		}
+		requireNoMismatch(t, "end", ms, nodes)
+		require.Positive(t, checks(), "the followers compared digests")
+		t.Logf("digest checks after restarts: %d", checks())
+	})
+}
