@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/activetier/activetier/digest"
@@ -111,8 +112,9 @@ func requireNoMismatch(t *testing.T, what string, ms map[int32]*mismatchLog, nod
 	}
 }
 
-// requireCovers checks that some mismatch names tp with a range that
-// holds offset, the first that differs.
+// requireCovers checks that some mismatch was reported, every one names
+// tp, and one has a range that holds offset, the first that differs. The
+// range checks do not stop the test, so that all that is wrong shows.
 func requireCovers(t *testing.T, ms []digest.Mismatch, tp metadata.TopicPartition, offset int64) {
 	t.Helper()
 	require.NotEmpty(t, ms, "a divergence at %d must be reported", offset)
@@ -120,14 +122,14 @@ func requireCovers(t *testing.T, ms []digest.Mismatch, tp metadata.TopicPartitio
 		require.Equal(t, tp, m.Partition)
 		require.ErrorIs(t, &m, digest.ErrMismatch)
 		require.NotEqual(t, m.Want, m.Got)
-		require.Less(t, m.From, m.To)
+		assert.Less(t, m.From, m.To, "a mismatch's range [From, To) is not empty: %+v", m)
 	}
 	for _, m := range ms {
 		if m.From <= offset && offset < m.To {
 			return
 		}
 	}
-	require.Failf(t, "no mismatch covers the first differing offset", "offset %d, mismatches %+v", offset, ms)
+	assert.Failf(t, "no mismatch covers the first differing offset", "offset %d, mismatches %+v", offset, ms)
 }
 
 // A correct cluster whose leadership moves, whose brokers restart from
@@ -249,4 +251,121 @@ func TestDigestCorrectClusterNeverMismatches(t *testing.T) {
 		require.Positive(t, checks(), "the followers compared digests")
 		t.Logf("digest checks after restarts: %d", checks())
 	})
+}
+
+// A controller that hands epoch 1 out twice: brokers 1 and 3 both lead
+// tpA at epoch 1 from an empty log and write different records at the
+// same offsets. Fencing by epoch cannot tell them apart; the digest can.
+// Broker 2 follows epoch 1 under broker 1, applies its records, and is
+// then told (at the same epoch) that broker 3 leads: its log holds broker
+// 1's records where broker 3's entries name others, and it must say so,
+// by OnDigestMismatch and in its stats, for the first offset that differs.
+func TestDigestsCatchTwoLeadersAtOneEpoch(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// switchFirst: broker 2 is told broker 3 leads before broker 3
+		// writes anything; otherwise after.
+		switchFirst bool
+		// more: broker 3 goes on writing past what broker 1 wrote.
+		more bool
+		// detect: the divergence must be reported. Broker 3's entry for
+		// 0-19, read while broker 2 follows broker 1, is not compared
+		// (observed, not promised either way), and a republish carries
+		// no digest (Entry.Digest: zero when the publisher kept none), so
+		// a follower switched after it and given nothing new may not
+		// know.
+		detect bool
+	}{
+		{"switch first, held only", true, false, true},
+		{"switch first, then appended", true, true, true},
+		{"switch after, then appended", false, true, true},
+		{"switch after, held only", false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				w := newWorld(t)
+				log1, log2, log3 := memstore.NewLocalLog(), memstore.NewLocalLog(), memstore.NewLocalLog()
+				var seen mismatchLog
+				n1 := w.start(1, walstore.NodeConfig{Local: log1})
+				n2 := w.start(2, walstore.NodeConfig{Local: log2, OnDigestMismatch: seen.record})
+				n3 := w.start(3, walstore.NodeConfig{Local: log3})
+				require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
+				require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+				require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
+				for off := int64(0); off < 20; off += 5 {
+					produce(t, n1, log1, tpA, 1, off, off+4)
+				}
+				require.NoError(t, n1.WaitReplicated(ctx, tpA, 1, 19))
+				require.Zero(t, n2.Stats().Follower.DigestMismatches, "so far one leader")
+
+				require.NoError(t, log3.AssignEpoch(tpA, 1, 0))
+				require.NoError(t, n3.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
+				if tc.switchFirst {
+					require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 3))
+				}
+				// Broker 3's records differ from broker 1's from offset 5.
+				produceBatch(t, n3, log3, tpA, clustertest.MakeBatch(tpA, 1, 0, 4))
+				for off := int64(5); off < 20; off += 5 {
+					produceBatch(t, n3, log3, tpA, otherBatch(tpA, 1, off, off+4))
+				}
+				settle(time.Second)
+				if !tc.switchFirst {
+					require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 3))
+				}
+				if tc.more {
+					for off := int64(20); off < 40; off += 5 {
+						produceBatch(t, n3, log3, tpA, otherBatch(tpA, 1, off, off+4))
+					}
+				} else {
+					// A republish makes broker 3 publish its log again
+					// for broker 2 to hold against.
+					require.NoError(t, n3.Republish(ctx, tpA, 0))
+				}
+				settle(5 * time.Second)
+
+				fs := n2.Stats().Follower
+				t.Logf("follower: checks %d, taken %d, mismatches %d %+v", fs.DigestChecks, fs.DigestsTaken, fs.DigestMismatches, fs.Mismatches)
+				t.Logf("follower log %v", clustertest.Describe(log2.Batches(tpA)))
+				for _, e := range allEntries(t, w.meta, tpA) {
+					t.Logf("entry by %d epoch %d [%d,%d] digest %x from %d", e.WriterBrokerID, e.PublisherEpoch, e.FirstOffset, e.LastOffset, e.Digest, e.DigestFrom)
+				}
+				got := seen.all()
+				if tc.detect {
+					requireCovers(t, got, tpA, 5)
+				}
+				require.Equal(t, uint64(len(got)), fs.DigestMismatches, "OnDigestMismatch once per mismatch counted")
+				require.Equal(t, got[max(0, len(got)-16):], fs.Mismatches, "Stats keeps the latest")
+				for _, m := range got {
+					require.Equal(t, int32(1), m.Epoch)
+				}
+			})
+		})
+	}
+}
+
+// allEntries returns every entry of tp in log, partition after partition,
+// republished ones included.
+func allEntries(t *testing.T, log metadata.Log, tp metadata.TopicPartition) []metadata.Entry {
+	t.Helper()
+	var out []metadata.Entry
+	for p := range log.Partitions() {
+		_, high, err := log.Watermarks(context.Background(), p)
+		require.NoError(t, err)
+		if high == 0 {
+			continue
+		}
+		recs, err := log.Read(context.Background(), p, 0, int(high))
+		require.NoError(t, err)
+		for _, r := range recs {
+			m, err := metadata.DecodeMessage(r.Value)
+			require.NoError(t, err)
+			for _, e := range m.Entries {
+				if e.Partition == tp {
+					out = append(out, e)
+				}
+			}
+		}
+	}
+	return out
 }
