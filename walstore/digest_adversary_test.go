@@ -3,6 +3,7 @@ package walstore_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -276,21 +277,31 @@ func TestDigestsCatchTwoLeadersAtOneEpoch(t *testing.T) {
 		// a follower switched after it and given nothing new may not
 		// know.
 		detect bool
+		// echoSeed, if not zero, makes the metadata log an echoLog with
+		// that seed: duplicates and stale messages hide nothing.
+		echoSeed uint64
 	}{
-		{"switch first, held only", true, false, true},
-		{"switch first, then appended", true, true, true},
-		{"switch after, then appended", false, true, true},
-		{"switch after, held only", false, false, false},
+		{"switch first, held only", true, false, true, 0},
+		{"switch first, then appended", true, true, true, 0},
+		{"switch after, then appended", false, true, true, 0},
+		{"switch after, held only", false, false, false, 0},
+		{"switch first, then appended, echoing log", true, true, true, 5},
+		{"switch after, then appended, echoing log", false, true, true, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := t.Context()
 				w := newWorld(t)
+				var meta metadata.Log = w.meta
+				if tc.echoSeed != 0 {
+					t.Logf("echo seed %d", tc.echoSeed)
+					meta = &echoLog{Log: w.meta, rng: rand.New(rand.NewPCG(tc.echoSeed, 7)), past: map[int32][][]byte{}}
+				}
 				log1, log2, log3 := memstore.NewLocalLog(), memstore.NewLocalLog(), memstore.NewLocalLog()
 				var seen mismatchLog
-				n1 := w.start(1, walstore.NodeConfig{Local: log1})
-				n2 := w.start(2, walstore.NodeConfig{Local: log2, OnDigestMismatch: seen.record})
-				n3 := w.start(3, walstore.NodeConfig{Local: log3})
+				n1 := w.start(1, walstore.NodeConfig{Local: log1, Log: meta})
+				n2 := w.start(2, walstore.NodeConfig{Local: log2, Log: meta, OnDigestMismatch: seen.record})
+				n3 := w.start(3, walstore.NodeConfig{Local: log3, Log: meta})
 				require.NoError(t, log1.AssignEpoch(tpA, 1, 0))
 				require.NoError(t, n1.BecomeLeader(ctx, tpA, 1, []int32{2}, -1))
 				require.NoError(t, n2.BecomeFollower(ctx, tpA, 1, 1))
@@ -496,6 +507,103 @@ func TestDigestBitFlipOnWrite(t *testing.T) {
 					require.Equal(t, tpA, m.Partition)
 					assert.True(t, m.From <= 10 && 10 < m.To, "a reported mismatch covers the flipped batch: %+v", m)
 				}
+			})
+		})
+	}
+}
+
+// echoLog is a metadata log that delivers messages more than once: some
+// are appended twice in a row (a retried append whose answer was lost),
+// and some earlier ones again later, stale (a publisher's retry that
+// arrives after the cluster moved on).
+type echoLog struct {
+	metadata.Log
+	mu   sync.Mutex
+	rng  *rand.Rand
+	past map[int32][][]byte
+}
+
+func (l *echoLog) Append(ctx context.Context, partition int32, value []byte) (int64, error) {
+	off, err := l.Log.Append(ctx, partition, value)
+	if err != nil {
+		return off, err
+	}
+	l.mu.Lock()
+	dup := l.rng.IntN(3) == 0
+	var stale []byte
+	if past := l.past[partition]; len(past) > 0 && l.rng.IntN(3) == 0 {
+		stale = past[l.rng.IntN(len(past))]
+	}
+	l.past[partition] = append(l.past[partition], bytes.Clone(value))
+	l.mu.Unlock()
+	if dup {
+		if _, err := l.Log.Append(ctx, partition, value); err != nil {
+			return off, err
+		}
+	}
+	if stale != nil {
+		if _, err := l.Log.Append(ctx, partition, stale); err != nil {
+			return off, err
+		}
+	}
+	return off, nil
+}
+
+// A metadata log that duplicates messages and delivers stale ones again,
+// around a failover that truncates a follower: the entries are the same
+// entries, so no mismatch may come of them.
+func TestDigestEchoingMetadataLogNoFalseMismatch(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 42} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Logf("seed %d", seed)
+			synctest.Test(t, func(t *testing.T) {
+				ctx := t.Context()
+				w := newWorld(t)
+				echo := &echoLog{Log: w.meta, rng: rand.New(rand.NewPCG(seed, 7)), past: map[int32][][]byte{}}
+				logs := map[int32]*memstore.LocalLog{1: memstore.NewLocalLog(), 2: memstore.NewLocalLog(), 3: memstore.NewLocalLog()}
+				ms := map[int32]*mismatchLog{1: {}, 2: {}, 3: {}}
+				nodes := map[int32]*walstore.Node{}
+				for id := int32(1); id <= 3; id++ {
+					nodes[id] = w.start(id, walstore.NodeConfig{Local: logs[id], Log: echo, OnDigestMismatch: ms[id].record})
+				}
+				require.NoError(t, logs[1].AssignEpoch(tpA, 1, 0))
+				require.NoError(t, nodes[1].BecomeLeader(ctx, tpA, 1, []int32{2, 3}, -1))
+				require.NoError(t, nodes[2].BecomeFollower(ctx, tpA, 1, 1))
+				require.NoError(t, nodes[3].BecomeFollower(ctx, tpA, 1, 1))
+				for off := int64(0); off < 30; off += 5 {
+					produce(t, nodes[1], logs[1], tpA, 1, off, off+4)
+					settle(20 * time.Millisecond)
+				}
+				require.NoError(t, nodes[1].WaitReplicated(ctx, tpA, 1, 29))
+				// Broker 2 leads epoch 2 from 30 while broker 1 wrote 30-39
+				// that only broker 3 applied: broker 3 and 1 truncate, and
+				// the echoes of epoch 1's messages keep coming.
+				require.NoError(t, nodes[2].StopReplica(ctx, tpA))
+				for off := int64(30); off < 40; off += 5 {
+					produce(t, nodes[1], logs[1], tpA, 1, off, off+4)
+					settle(20 * time.Millisecond)
+				}
+				settle(time.Second)
+				require.NoError(t, nodes[1].BecomeFollower(ctx, tpA, 2, 2))
+				require.NoError(t, nodes[3].BecomeFollower(ctx, tpA, 2, 2))
+				require.NoError(t, logs[2].AssignEpoch(tpA, 2, 30))
+				require.NoError(t, nodes[2].BecomeLeader(ctx, tpA, 2, []int32{1, 3}, -1))
+				for off := int64(30); off < 60; off += 5 {
+					produce(t, nodes[2], logs[2], tpA, 2, off, off+4)
+					settle(20 * time.Millisecond)
+				}
+				require.NoError(t, nodes[2].WaitReplicated(ctx, tpA, 2, 59))
+				require.NoError(t, nodes[2].Republish(ctx, tpA, 0))
+				settle(time.Second)
+				for id := int32(1); id <= 3; id++ {
+					requireSameLog(t, logs[2], logs[id], tpA)
+				}
+				requireNoMismatch(t, "echoes", ms, nodes)
+				var checks uint64
+				for _, n := range nodes {
+					checks += n.Stats().Follower.DigestChecks
+				}
+				require.Positive(t, checks)
 			})
 		})
 	}
