@@ -25,7 +25,7 @@ func TestTrackerTwoPublishersOfOneChain(t *testing.T) {
 	theirs := []storage.Batch{batch(0, 9, 'a'), batch(10, 19, 'b')} // differ at 10
 	next := []storage.Batch{batch(20, 29, 'b')}
 	entry := func(pub int32, first, last int64, value uint64) metadata.Entry {
-		return metadata.Entry{Partition: tpT, PublisherEpoch: 1, WriterBrokerID: pub, FirstOffset: first, LastOffset: last, Digest: value, DigestFrom: 0}
+		return metadata.Entry{Partition: tpT, RecordEpoch: 1, PublisherEpoch: 1, WriterBrokerID: pub, FirstOffset: first, LastOffset: last, Digest: value, DigestFrom: 0}
 	}
 	theirsAt20 := digest.Over(digest.Origin, theirs)
 	for _, tc := range []struct {
@@ -33,7 +33,7 @@ func TestTrackerTwoPublishersOfOneChain(t *testing.T) {
 		apply func(tr *digest.Tracker) digest.Result
 	}{
 		{"held", func(tr *digest.Tracker) digest.Result {
-			return tr.Held(entry(3, 0, 19, theirsAt20), 20)
+			return tr.Held(entry(3, 0, 19, theirsAt20), 20, 1)
 		}},
 		{"applied next", func(tr *digest.Tracker) digest.Result {
 			return tr.Applied(entry(3, 20, 29, digest.Over(theirsAt20, next)), next, 30)

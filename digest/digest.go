@@ -50,8 +50,8 @@ func nonZero(v uint64) uint64 {
 // somewhere in [From, To), where From is the last offset at which the two
 // were known to agree (a check against the same publisher's log that
 // passed, or the point the replica took its value; for a publisher it was
-// not checked against before, the earliest offset the replica remembers a
-// value of the chain at) and To the offset compared. It is an error, and
+// not checked against before, a new leader or a second leader of one
+// epoch, where the chain began) and To the offset compared. It is an error, and
 // matches ErrMismatch.
 type Mismatch struct {
 	Partition metadata.TopicPartition
