@@ -30,7 +30,7 @@ func (b *Broker) digestMismatch(next func(*digest.Mismatch)) func(*digest.Mismat
 	return func(m *digest.Mismatch) {
 		b.lg.Error("replica digest mismatch: this broker's log differs from its leader's",
 			"partition", m.Partition.String(), "epoch", m.Epoch, "publisher", m.Publisher,
-			"from", m.From, "to", m.To, "check", m.What,
+			"from", m.From, "last", m.To-1, "check", m.What,
 			"digest", fmt.Sprintf("%016x", m.Got), "published", fmt.Sprintf("%016x", m.Want))
 		if next != nil {
 			next(m)
