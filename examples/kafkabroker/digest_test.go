@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,6 +80,14 @@ var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
 //     the partition and a range that holds the changed batch. Replication
 //     goes on; the follower's log keeps the changed batch (repairing it is
 //     the operator's, or a rebuild's).
+//
+// In each, the next entry the follower applies is checked and matches.
+// The test produces it only once the restart's own check is done: a
+// follower that starts fetching a new entry while it takes the value of
+// the last one it held does not read that one back (followcore issues a
+// Verify only for a partition with no operation outstanding), so a
+// change on disk then goes unseen; producing right after the restart
+// missed the rewritten batch in 3 of 8 runs.
 func TestDigestCatchesDiskChanges(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -87,13 +96,13 @@ func TestDigestCatchesDiskChanges(t *testing.T) {
 		// the replica digest.
 		disklog, digest bool
 		// checks is how many digest checks the restarted follower makes
-		// at least where the digest catches nothing: over an intact log,
-		// the reread of the last entry it held and the entry it applies
-		// next.
+		// at least before anything new is produced, where the digest
+		// catches nothing: over an intact log, the reread of the last
+		// entry it held; over a truncated one, whatever was left of it.
 		checks uint64
 	}{
-		{"intact", nil, false, false, 2},
-		{"byte flipped", flipValueByte, true, false, 1},
+		{"intact", nil, false, false, 1},
+		{"byte flipped", flipValueByte, true, false, 0},
 		{"byte and checksums rewritten", rewriteConsistently, false, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,12 +135,20 @@ func TestDigestCatchesDiskChanges(t *testing.T) {
 			first, last := changeLastFrame(t, filepath.Join(c.dirs[victim], fmt.Sprintf("%s-%d", topic, 0)), tc.change)
 			t.Logf("broker %d killed; the last batch of its log holds offsets %d-%d", victim, first, last)
 			c.restart(victim)
-			produceBatch(10)
-			st := waitEnd(t, c, []int{leader, victim}, int64(n), func(st broker.Status) bool {
+			// What the restart checks, before anything new is produced:
+			// a follower whose start overlaps the fetch of a new entry
+			// does not read back what it held (see the doc comment).
+			restarted := waitEnd(t, c, []int{leader, victim}, int64(n), func(st broker.Status) bool {
 				if tc.digest {
 					return st.DigestMismatches > 0
 				}
 				return st.DigestChecks >= tc.checks
+			})
+			// The next entry it applies is checked, and matches: after a
+			// mismatch the follower took the leader's value.
+			produceBatch(10)
+			st := waitEnd(t, c, []int{leader, victim}, int64(n), func(st broker.Status) bool {
+				return st.DigestChecks > restarted.DigestChecks
 			})
 			t.Logf("restarted broker %d: %d digest checks, %d mismatches %+v", victim, st.DigestChecks, st.DigestMismatches, st.Mismatches)
 			c.stopAll()
@@ -185,17 +202,41 @@ func TestDigestCatchesDiskChanges(t *testing.T) {
 // returns.
 func waitEnd(t *testing.T, c *procCluster, ids []int, end int64, done func(broker.Status) bool) broker.Status {
 	t.Helper()
-	var st broker.Status
-	require.Eventually(t, func() bool {
+	last := make(map[int]broker.Status)
+	reached := func() bool {
 		for _, id := range ids {
-			var err error
-			if st, err = c.tryStatus(id); err != nil || len(st.Partitions) == 0 || st.Partitions[0].End != end {
+			st, err := c.tryStatus(id)
+			if err != nil {
+				return false
+			}
+			last[id] = st
+			if len(st.Partitions) == 0 || st.Partitions[0].End != end {
 				return false
 			}
 		}
-		return done == nil || done(st)
-	}, 60*time.Second, 50*time.Millisecond, "the brokers %v did not reach log end %d (last status %+v)", ids, end, st)
-	return st
+		return done == nil || done(last[ids[len(ids)-1]])
+	}
+	for deadline := time.Now().Add(60 * time.Second); !reached(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the brokers %v did not reach log end %d and the condition within 60s: %s", ids, end, statusReport(last))
+		}
+	}
+	return last[ids[len(ids)-1]]
+}
+
+// statusReport says, for each broker's last status, its partitions' log
+// ends and its digest checks and mismatches.
+func statusReport(sts map[int]broker.Status) string {
+	var b strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(sts)) {
+		st := sts[id]
+		fmt.Fprintf(&b, "\n  broker %d: ", id)
+		for _, ps := range st.Partitions {
+			fmt.Fprintf(&b, "%s-%d %s ends at %d, ", ps.Topic, ps.Partition, ps.Role, ps.End)
+		}
+		fmt.Fprintf(&b, "%d digest checks, %d mismatches %+v", st.DigestChecks, st.DigestMismatches, st.Mismatches)
+	}
+	return b.String()
 }
 
 // changeLastFrame applies change to the last frame of the last segment in
