@@ -157,10 +157,6 @@ func (c *Core) visit(p *part, want []*pendingEntry) []*pendingEntry {
 	if p.state == ready && !p.quietAt.IsZero() && !c.now.Before(p.quietAt) {
 		c.recovered(p)
 	}
-	if p.state == ready && p.op == 0 && p.reread != nil {
-		c.verify(p, *p.reread)
-		p.reread = nil
-	}
 	if p.state == ready && p.op == 0 {
 		c.advance(p)
 	}
@@ -217,6 +213,16 @@ func (c *Core) advance(p *part) {
 		if first, ok := p.leader.Lineage().Earliest(); ok && first.StartOffset > p.leo {
 			c.log.Info("activetier: starting empty replica at the leader's earliest epoch", "partition", p.tp.String(), "offset", first.StartOffset)
 			c.truncate(p, opBootstrap, first.StartOffset, false)
+			return
+		}
+	}
+	if r := p.reread; r != nil {
+		// Before the next append, after any truncation: an append under
+		// way must not cost the check, nor a check the truncation of a
+		// divergent tail. Records truncated since are not checked.
+		p.reread = nil
+		if r.To <= p.leo {
+			c.verify(p, *r)
 			return
 		}
 	}
