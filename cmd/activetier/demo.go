@@ -37,6 +37,7 @@ type demoOptions struct {
 	codec        string
 	profile      string
 	failAZ       string
+	corrupt      bool
 	seed         uint64
 	json         bool
 	drainTimeout time.Duration
@@ -65,6 +66,7 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs.StringVar(&o.codec, "codec", "zstd", "section codec: none, zstd or s2")
 	fs.StringVar(&o.profile, "profile", "s3express", "object store latency profile: "+strings.Join(memstore.ProfileNames(), ", ")+" (with --s3-endpoint only the price list)")
 	fs.StringVar(&o.failAZ, "fail-az", "", "take this `AZ`'s bucket and brokers down halfway through (az1, az2, ... or an AZ of --buckets)")
+	fs.BoolVar(&o.corrupt, "corrupt-follower", false, "once producing stops and followers catch up, make one follower's local log return a changed byte in the last batch it holds of a partition, and restart that follower from its log: its digest check must report the mismatch, and the run ends inconsistent")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the records, placement choices and simulated latencies")
 	fs.BoolVar(&o.json, "json", false, "print only the final report, as one JSON object")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait, after producing, for followers to catch up")
@@ -169,7 +171,7 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 	return simConfig{
 		brokers: o.brokers, azs: azs, topics: o.topics, partitions: o.partitions, rf: o.rf,
 		interval: o.interval, objectBytes: int(o.objectBytes), codec: codec, profile: profile,
-		seed: o.seed, logger: logger,
+		seed: o.seed, logger: logger, flippable: o.corrupt,
 	}, nil
 }
 
@@ -268,6 +270,16 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	}
 	if ok := rep.ReadersConsistent; ok != nil && !*ok {
 		err = errors.Join(err, rep.Readers.inconsistency())
+	}
+	if d := rep.Digests; d.Mismatches > 0 {
+		first := ""
+		if len(d.MismatchList) > 0 {
+			first = fmt.Sprintf(" (first: %s)", d.MismatchList[0])
+		}
+		err = errors.Join(err, fmt.Errorf("%s differed from the leaders' published ones%s", plural(int(d.Mismatches), "replica digest"), first))
+	}
+	if c := rep.Digests.Corrupted; c != nil && !c.Detected {
+		err = errors.Join(err, fmt.Errorf("--corrupt-follower: broker %d did not report the byte changed in its log of %s at offsets %d-%d", c.Broker, c.Partition, c.FirstOffset, c.LastOffset))
 	}
 	return errors.Join(err, rep.cleanupErr)
 }
@@ -442,6 +454,14 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 	if err == nil {
 		err = writeHeapProfile(o.prof.mem)
 	}
+	var corrupted *corruption
+	if err == nil && o.corrupt {
+		prog.event("a follower's log changes a byte; restarting the follower from it")
+		if corrupted, err = s.corruptFollower(ctx, o.drainTimeout, start); err == nil {
+			prog.event(fmt.Sprintf("broker %d restarted; its log of %s returns a changed byte at offsets %d-%d",
+				corrupted.Broker, corrupted.Partition, corrupted.FirstOffset, corrupted.LastOffset))
+		}
+	}
 	var readersDrain time.Duration
 	var readersTimedOut bool
 	if err == nil && len(readers.readers) > 0 {
@@ -481,6 +501,8 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 		return nil, err
 	}
 	rep.ReadersConsistent = rep.Readers.consistent()
+	rep.Digests = digestsOf(s, rep.Readers, corrupted)
+	rep.Consistent = rep.FollowersConsistent && (rep.ReadersConsistent == nil || *rep.ReadersConsistent) && rep.Digests.Mismatches == 0
 	rep.MetadataBreakdown = breakdown.breakdown()
 	prof.stop()
 	if cpu1, ok := cputime.Process(); ok && cpuOK {
