@@ -137,81 +137,113 @@ func (l *mismatchLog) snapshot() []digestMismatch {
 	return append([]digestMismatch(nil), l.list...)
 }
 
-// corruptFollower changes a byte of the last batch a follower holds of the
-// first partition with records, and restarts that follower from its log,
-// as a broker restarts after its disk changed: on start it reads back the
-// records of the last entry it holds and checks them against the leader's
-// digest. It waits, up to timeout, for the follower to report the
-// mismatch. Producing has stopped and the followers have caught up: the
-// broker also leads partitions, and a leader restarted while producers
-// write to it would need a new epoch and a republish, which is --fail-az's
-// story, not this one.
-func (s *sim) corruptFollower(ctx context.Context, timeout time.Duration, started time.Time) (*corruption, error) {
-	var f *cluster.Broker
-	var tp metadata.TopicPartition
-	var last storage.Batch
+// corruptTarget returns the follower --corrupt-follower restarts: the
+// first running follower of the first partition it holds records of, and
+// that partition.
+func (s *sim) corruptTarget() (*cluster.Broker, metadata.TopicPartition, error) {
 	for _, p := range s.tps {
 		for _, r := range s.c.Replicas(p) {
 			if l, _ := s.c.Leadership(p); r.ID == l.Broker || !r.Running() {
 				continue
 			}
-			if bs := s.locals[r.ID-1].Batches(p); len(bs) > 0 {
-				f, tp, last = r, p, bs[len(bs)-1]
+			if end, err := s.locals[r.ID-1].EndOffset(p); err == nil && end > 0 {
+				return r, p, nil
+			}
+		}
+	}
+	return nil, metadata.TopicPartition{}, errors.New("--corrupt-follower: no follower holds any records to change")
+}
+
+// corruptFollower changes a byte of the last batch f holds of tp, and
+// restarts f from its log, as a broker restarts after its disk changed:
+// on start it reads back the records of the last entry it holds and
+// checks them against the leader's digest. It returns f's new Node (see
+// detected). The producer must not write to the partitions
+// f leads meanwhile (sim.paused): before f stops, their followers catch
+// up, so that f, leading them again at the next epoch, need republish
+// nothing.
+func (s *sim) corruptFollower(ctx context.Context, f *cluster.Broker, tp metadata.TopicPartition, timeout time.Duration, started time.Time) (*corruption, *walstore.Node, error) {
+	deadline := time.Now().Add(timeout)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for caughtUp := false; !caughtUp; {
+		caughtUp = true
+		for _, r := range s.c.LiveReplicas() {
+			if r.Leader != f {
+				continue
+			}
+			if n, err := r.Lacks(); err != nil {
+				return nil, nil, fmt.Errorf("--corrupt-follower: %w", err)
+			} else if n > 0 {
+				caughtUp = false
 				break
 			}
 		}
-		if f != nil {
+		if caughtUp {
 			break
 		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("--corrupt-follower: broker %d's followers did not catch up within --drain-timeout", f.ID)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-t.C:
+		}
 	}
-	if f == nil {
-		return nil, errors.New("--corrupt-follower: no follower holds any records to change")
-	}
-	c := &corruption{Broker: f.ID, Partition: tp.String(), FirstOffset: last.FirstOffset, LastOffset: last.LastOffset, AtS: time.Since(started).Seconds()}
 	if err := f.Stop(); err != nil {
-		return nil, fmt.Errorf("--corrupt-follower: stopping broker %d: %w", f.ID, err)
+		return nil, nil, fmt.Errorf("--corrupt-follower: stopping broker %d: %w", f.ID, err)
 	}
 	s.retired = append(s.retired, f.Node.Stats())
+	bs := s.locals[f.ID-1].Batches(tp)
+	last := bs[len(bs)-1]
+	c := &corruption{Broker: f.ID, Partition: tp.String(), FirstOffset: last.FirstOffset, LastOffset: last.LastOffset, AtS: time.Since(started).Seconds()}
 	s.flips[f.ID-1].at.Store(&flippedBatch{tp: tp, firstOffset: last.FirstOffset})
 	n, err := f.Start(s.nodeConfig(f))
 	if err != nil {
-		return nil, fmt.Errorf("--corrupt-follower: restarting broker %d: %w", f.ID, err)
+		return nil, nil, fmt.Errorf("--corrupt-follower: restarting broker %d: %w", f.ID, err)
 	}
 	// It follows again what it followed, and leads again what it led, at
 	// the next epoch, as a controller makes a restarted broker leader
-	// again: its followers hold all of it (producing has stopped and
-	// they caught up), so nothing is republished.
+	// again: its followers hold all of it, so nothing is republished.
 	for _, p := range s.tps {
 		l, _ := s.c.Leadership(p)
 		if l.Broker != f.ID {
 			if isReplica(s.c.Replicas(p), f.ID) {
 				if err := n.BecomeFollower(ctx, p, l.Epoch, l.Broker); err != nil {
-					return nil, fmt.Errorf("--corrupt-follower: broker %d following %s: %w", f.ID, p, err)
+					return nil, nil, fmt.Errorf("--corrupt-follower: broker %d following %s: %w", f.ID, p, err)
 				}
 			}
 			continue
 		}
 		if err := s.leadAgain(ctx, f, n, p, l.Epoch+1); err != nil {
-			return nil, fmt.Errorf("--corrupt-follower: %w", err)
+			return nil, nil, fmt.Errorf("--corrupt-follower: %w", err)
 		}
 	}
+	return c, n, nil
+}
+
+// detect waits, up to timeout, for n, the Node c restarted, to report a
+// digest mismatch over a range holding the batch c changed, and sets
+// c.Detected if it does.
+func (c *corruption) detect(ctx context.Context, n *walstore.Node, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for time.Now().Before(deadline) {
 		for _, m := range n.Stats().Follower.Mismatches {
-			if m.Partition == tp && m.From <= last.FirstOffset && last.LastOffset < m.To {
+			if m.Partition.String() == c.Partition && m.From <= c.FirstOffset && c.LastOffset < m.To {
 				c.Detected = true
-				return c, nil
+				return nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-t.C:
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // leadAgain makes b, whose Node n has just started, tp's leader at epoch,

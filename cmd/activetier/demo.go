@@ -66,7 +66,7 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs.StringVar(&o.codec, "codec", "zstd", "section codec: none, zstd or s2")
 	fs.StringVar(&o.profile, "profile", "s3express", "object store latency profile: "+strings.Join(memstore.ProfileNames(), ", ")+" (with --s3-endpoint only the price list)")
 	fs.StringVar(&o.failAZ, "fail-az", "", "take this `AZ`'s bucket and brokers down halfway through (az1, az2, ... or an AZ of --buckets)")
-	fs.BoolVar(&o.corrupt, "corrupt-follower", false, "once producing stops and followers catch up, make one follower's local log return a changed byte in the last batch it holds of a partition, and restart that follower from its log: its digest check must report the mismatch, and the run ends inconsistent")
+	fs.BoolVar(&o.corrupt, "corrupt-follower", false, "a third of the way through, make one follower's local log return a changed byte in the last batch it holds of a partition, and restart that follower from its log: its digest check must report the mismatch, and the run ends inconsistent")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the records, placement choices and simulated latencies")
 	fs.BoolVar(&o.json, "json", false, "print only the final report, as one JSON object")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait, after producing, for followers to catch up")
@@ -407,7 +407,39 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 		err error
 	}
 	var foDone chan foResult
+	type corruptResult struct {
+		c   *corruption
+		err error
+	}
+	var corruptDone chan corruptResult
+	corrupt := func(now time.Time) {
+		if !o.corrupt || corruptDone != nil || now.Sub(start) < o.duration/3 {
+			return
+		}
+		corruptDone = make(chan corruptResult, 1)
+		f, tp, err := s.corruptTarget()
+		if err != nil {
+			corruptDone <- corruptResult{nil, err}
+			return
+		}
+		// Set on the producer's goroutine, between its batches: none
+		// is on its way to f when f stops.
+		s.paused.Store(f.ID)
+		prog.event(fmt.Sprintf("broker %d's log of %s changes a byte; restarting broker %d from it", f.ID, tp, f.ID))
+		if tl != nil {
+			tl.mark(now, fmt.Sprintf("broker %d restarts", f.ID))
+		}
+		go func() {
+			c, n, err := s.corruptFollower(ctx, f, tp, o.drainTimeout, start)
+			s.paused.Store(0)
+			if err == nil {
+				err = c.detect(ctx, n, o.drainTimeout)
+			}
+			corruptDone <- corruptResult{c, err}
+		}()
+	}
 	trigger := func(now time.Time) {
+		corrupt(now)
 		if o.failAZ == "" || foDone != nil || now.Sub(start) < o.duration/2 {
 			return
 		}
@@ -441,6 +473,11 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 		r := <-foDone
 		fo, err = r.fo, errors.Join(err, r.err)
 	}
+	var corrupted *corruption
+	if corruptDone != nil {
+		r := <-corruptDone
+		corrupted, err = r.c, errors.Join(err, r.err)
+	}
 	prog.stop()
 	var drain time.Duration
 	var timedOut bool
@@ -453,14 +490,6 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 	}
 	if err == nil {
 		err = writeHeapProfile(o.prof.mem)
-	}
-	var corrupted *corruption
-	if err == nil && o.corrupt {
-		prog.event("a follower's log changes a byte; restarting the follower from it")
-		if corrupted, err = s.corruptFollower(ctx, o.drainTimeout, start); err == nil {
-			prog.event(fmt.Sprintf("broker %d restarted; its log of %s returns a changed byte at offsets %d-%d",
-				corrupted.Broker, corrupted.Partition, corrupted.FirstOffset, corrupted.LastOffset))
-		}
 	}
 	var readersDrain time.Duration
 	var readersTimedOut bool
@@ -637,7 +666,7 @@ func (p *producer) produce(ctx context.Context, start, deadline time.Time, tick 
 func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 	tp := p.s.tps[p.pick.IntN(len(p.s.tps))]
 	b, epoch := p.s.leaderFor(tp)
-	if b == nil {
+	if b == nil || b.ID == p.s.paused.Load() {
 		return 0, nil
 	}
 	end, err := b.Local.EndOffset(tp)

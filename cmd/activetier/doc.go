@@ -62,10 +62,11 @@
 // mismatch_list of partition, epoch, publisher, from, to, what) totals
 // them, and any mismatch makes the run inconsistent ("consistent" false)
 // and the command exit 1, whatever the log comparison says. With
-// --corrupt-follower, once followers have caught up, one follower's local
-// log starts returning one changed byte in the last batch it holds of a
-// partition (a copy: the stored bytes are not touched), and that broker
-// is restarted from its log, leading again at the next epoch what it led:
+// --corrupt-follower, a third of the way through, one follower's local log
+// starts returning one changed byte in the last batch it holds of a
+// partition (a copy: the stored bytes are not touched), and that broker is
+// restarted from its log (producing to what it leads pauses until its
+// followers caught up and it leads again, at the next epoch):
 // reading back the last entry it held, it reports the mismatch ("reread"),
 // which the report lists with the batch changed ("digests.corrupted").
 //

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/activetier/activetier/digest"
@@ -66,6 +67,9 @@ type sim struct {
 	retired []walstore.NodeStats
 	// mismatches are the digest mismatches followers reported.
 	mismatches mismatchLog
+	// paused is the broker whose partitions the producer leaves alone
+	// while --corrupt-follower restarts it; 0 for none.
+	paused atomic.Int32
 }
 
 // azNames are the demo's AZs unless --buckets names them: az1, az2, ...
