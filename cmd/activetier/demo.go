@@ -416,12 +416,16 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 		if !o.corrupt || corruptDone != nil || now.Sub(start) < o.duration/3 {
 			return
 		}
-		corruptDone = make(chan corruptResult, 1)
 		f, tp, err := s.corruptTarget()
-		if err != nil {
-			corruptDone <- corruptResult{nil, err}
+		switch {
+		case err != nil && now.Before(start.Add(o.duration)):
+			return // no follower holds records yet: at a later step
+		case err != nil:
+			corruptDone = make(chan corruptResult, 1)
+			corruptDone <- corruptResult{nil, fmt.Errorf("%w by the end of --duration %v: run longer", err, o.duration)}
 			return
 		}
+		corruptDone = make(chan corruptResult, 1)
 		// Set on the producer's goroutine, between its batches: none
 		// is on its way to f when f stops.
 		s.paused.Store(f.ID)
