@@ -194,7 +194,7 @@ func (s *sim) corruptFollower(ctx context.Context, f *cluster.Broker, tp metadat
 	if err := f.Stop(); err != nil {
 		return nil, nil, fmt.Errorf("--corrupt-follower: stopping broker %d: %w", f.ID, err)
 	}
-	s.retired = append(s.retired, f.Node.Stats())
+	s.retired = append(s.retired, f.CurrentNode().Stats())
 	bs := s.locals[f.ID-1].Batches(tp)
 	last := bs[len(bs)-1]
 	c := &corruption{Broker: f.ID, Partition: tp.String(), FirstOffset: last.FirstOffset, LastOffset: last.LastOffset, AtS: time.Since(started).Seconds()}
@@ -264,7 +264,7 @@ func (s *sim) leadAgain(ctx context.Context, b *cluster.Broker, n *walstore.Node
 		if r == b || !r.Running() {
 			continue
 		}
-		if err := r.Node.BecomeFollower(ctx, tp, epoch, b.ID); err != nil {
+		if err := r.CurrentNode().BecomeFollower(ctx, tp, epoch, b.ID); err != nil {
 			return fmt.Errorf("broker %d following %s: %w", r.ID, tp, err)
 		}
 	}

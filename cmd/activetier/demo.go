@@ -685,7 +685,7 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 		return 0, fmt.Errorf("broker %d appending to %s: %w", b.ID, tp, err)
 	}
 	pprof.SetGoroutineLabels(p.leaderLabels)
-	err = b.Node.Append(ctx, tp, batch)
+	err = b.CurrentNode().Append(ctx, tp, batch)
 	pprof.SetGoroutineLabels(p.demoLabels)
 	if err != nil {
 		if errors.Is(err, walstore.ErrStopped) || errors.Is(err, walstore.ErrNotLeader) {

@@ -142,10 +142,11 @@ func (p *progress) status(prev, cur progressSample) {
 func sampleSim(s *sim, pr *producer) progressSample {
 	ps := progressSample{at: time.Now(), produced: pr.bytes.Load()}
 	for _, b := range s.brokers {
-		ls := b.Node.Stats().Leader
+		st := b.CurrentNode().Stats()
+		ls := st.Leader
 		ps.inflight += ls.UploadsInFlight
 		ps.objects += ls.Objects
-		fs := b.Node.Stats().Follower
+		fs := st.Follower
 		ps.replicated += fs.AppliedBytes
 		ps.lag.Merge(&fs.ApplyLag)
 	}

@@ -268,7 +268,7 @@ func (f *readerFleet) hold() {
 	}
 	for tp, mark := range marks {
 		if l, _ := f.s.leaderFor(tp); l != nil {
-			l.Node.ReportTiered(tp, mark)
+			l.CurrentNode().ReportTiered(tp, mark)
 		}
 	}
 }
@@ -453,7 +453,7 @@ func (d *demoReader) readFromLeaders(ctx context.Context) {
 		if l == nil {
 			continue
 		}
-		limit := l.Node.HighWatermark(tp)
+		limit := l.CurrentNode().HighWatermark(tp)
 		if g.ResumeHint > g.Offset && !errors.Is(g, storage.ErrUnavailable) {
 			// Past ResumeHint the objects are readable; after an AZ
 			// went down the next ones are likely in it too, so read

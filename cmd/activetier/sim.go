@@ -206,7 +206,7 @@ func (s *sim) nodeConfig(b *cluster.Broker) walstore.NodeConfig {
 func (s *sim) nodeStats() []walstore.NodeStats {
 	out := append([]walstore.NodeStats(nil), s.retired...)
 	for _, b := range s.brokers {
-		out = append(out, b.Node.Stats())
+		out = append(out, b.CurrentNode().Stats())
 	}
 	return out
 }
@@ -271,7 +271,7 @@ func (j republishJob) wait(ctx context.Context) error {
 	if j.end <= 0 {
 		return nil
 	}
-	return j.leader.Node.WaitDurable(ctx, j.tp, j.epoch, j.end-1)
+	return j.leader.CurrentNode().WaitDurable(ctx, j.tp, j.epoch, j.end-1)
 }
 
 // failAZ takes az's bucket down and crashes its brokers, waits detect (the
