@@ -296,6 +296,32 @@ func digestTotals(stats []walstore.NodeStats, readers []readerReport) (checks, m
 	return checks, mismatches, taken
 }
 
+// verdict is the run's: every follower's log equals its leader's, every
+// direct reader yielded the committed logs, and no digest differed, which
+// fails the run even where the log comparison finds nothing (a
+// difference it cannot see, in bytes it does not read).
+func (r *demoReport) verdict() bool {
+	return r.FollowersConsistent && (r.ReadersConsistent == nil || *r.ReadersConsistent) && r.Digests.Mismatches == 0
+}
+
+// inconsistency is the error a run ends with for its digests: a mismatch,
+// or a --corrupt-follower change that none reported; nil if neither.
+func (d *digestsReport) inconsistency() error {
+	var err error
+	if d.Mismatches > 0 {
+		first := ""
+		if len(d.MismatchList) > 0 {
+			first = fmt.Sprintf(" (first: %s)", d.MismatchList[0])
+		}
+		err = fmt.Errorf("%s differed from the leaders' published ones%s", plural(int(d.Mismatches), "replica digest"), first)
+	}
+	if c := d.Corrupted; c != nil && !c.Detected {
+		err = errors.Join(err, fmt.Errorf("--corrupt-follower: broker %d did not report the byte changed in its log of %s at offsets %d-%d",
+			c.Broker, c.Partition, c.FirstOffset, c.LastOffset))
+	}
+	return err
+}
+
 // digestsOf is the run's digests report: the totals over every Node and
 // direct reader, and the mismatches listed, followers' first.
 func digestsOf(s *sim, readers *readersReport, c *corruption) digestsReport {

@@ -53,3 +53,37 @@ func TestFlippingLog(t *testing.T) {
 		})
 	}
 }
+
+// A digest mismatch makes the run inconsistent by itself, with logs that
+// compare equal; so does a --corrupt-follower change nobody reported.
+func TestDigestVerdict(t *testing.T) {
+	yes, no := true, false
+	m := digestMismatch{Replica: "broker 2", Partition: "t-0", Epoch: 1, Publisher: 1, From: 10, To: 20, What: "reread"}
+	for _, tc := range []struct {
+		name       string
+		followers  bool
+		readers    *bool
+		digests    digestsReport
+		consistent bool
+		err        string
+	}{
+		{"all agree", true, nil, digestsReport{Checks: 5}, true, ""},
+		{"with readers", true, &yes, digestsReport{Checks: 5}, true, ""},
+		{"a reader differs", true, &no, digestsReport{Checks: 5}, false, ""},
+		{"logs differ", false, nil, digestsReport{Checks: 5}, false, ""},
+		{"a digest differs", true, &yes, digestsReport{Checks: 5, Mismatches: 1, MismatchList: []digestMismatch{m}}, false,
+			"1 replica digest differed from the leaders' published ones (first: broker 2: t-0 offsets 10-19 (reread) differ from epoch 1's leader, broker 1)"},
+		{"a change unreported", true, nil, digestsReport{Checks: 5, Corrupted: &corruption{Broker: 2, Partition: "t-0", FirstOffset: 10, LastOffset: 19}}, true,
+			"--corrupt-follower: broker 2 did not report the byte changed in its log of t-0 at offsets 10-19"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := demoReport{FollowersConsistent: tc.followers, ReadersConsistent: tc.readers, Digests: tc.digests}
+			assert.Equal(t, tc.consistent, r.verdict())
+			if err := r.Digests.inconsistency(); tc.err == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.EqualError(t, err, tc.err)
+			}
+		})
+	}
+}

@@ -271,16 +271,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	if ok := rep.ReadersConsistent; ok != nil && !*ok {
 		err = errors.Join(err, rep.Readers.inconsistency())
 	}
-	if d := rep.Digests; d.Mismatches > 0 {
-		first := ""
-		if len(d.MismatchList) > 0 {
-			first = fmt.Sprintf(" (first: %s)", d.MismatchList[0])
-		}
-		err = errors.Join(err, fmt.Errorf("%s differed from the leaders' published ones%s", plural(int(d.Mismatches), "replica digest"), first))
-	}
-	if c := rep.Digests.Corrupted; c != nil && !c.Detected {
-		err = errors.Join(err, fmt.Errorf("--corrupt-follower: broker %d did not report the byte changed in its log of %s at offsets %d-%d", c.Broker, c.Partition, c.FirstOffset, c.LastOffset))
-	}
+	err = errors.Join(err, rep.Digests.inconsistency())
 	return errors.Join(err, rep.cleanupErr)
 }
 
@@ -535,7 +526,7 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 	}
 	rep.ReadersConsistent = rep.Readers.consistent()
 	rep.Digests = digestsOf(s, rep.Readers, corrupted)
-	rep.Consistent = rep.FollowersConsistent && (rep.ReadersConsistent == nil || *rep.ReadersConsistent) && rep.Digests.Mismatches == 0
+	rep.Consistent = rep.verdict()
 	rep.MetadataBreakdown = breakdown.breakdown()
 	prof.stop()
 	if cpu1, ok := cputime.Process(); ok && cpuOK {
