@@ -194,12 +194,14 @@ func (s *sim) corruptFollower(ctx context.Context, f *cluster.Broker, tp metadat
 	if err := f.Stop(); err != nil {
 		return nil, nil, fmt.Errorf("--corrupt-follower: stopping broker %d: %w", f.ID, err)
 	}
-	s.retired = append(s.retired, f.CurrentNode().Stats())
 	bs := s.locals[f.ID-1].Batches(tp)
 	last := bs[len(bs)-1]
 	c := &corruption{Broker: f.ID, Partition: tp.String(), FirstOffset: last.FirstOffset, LastOffset: last.LastOffset, AtS: time.Since(started).Seconds()}
 	s.flips[f.ID-1].at.Store(&flippedBatch{tp: tp, firstOffset: last.FirstOffset})
+	s.retiredMu.Lock()
+	s.retired = append(s.retired, f.CurrentNode().Stats())
 	n, err := f.Start(s.nodeConfig(f))
+	s.retiredMu.Unlock()
 	if err != nil {
 		return nil, nil, fmt.Errorf("--corrupt-follower: restarting broker %d: %w", f.ID, err)
 	}

@@ -141,8 +141,7 @@ func (p *progress) status(prev, cur progressSample) {
 
 func sampleSim(s *sim, pr *producer) progressSample {
 	ps := progressSample{at: time.Now(), produced: pr.bytes.Load()}
-	for _, b := range s.brokers {
-		st := b.CurrentNode().Stats()
+	for _, st := range s.nodeStats() {
 		ls := st.Leader
 		ps.inflight += ls.UploadsInFlight
 		ps.objects += ls.Objects

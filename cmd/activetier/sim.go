@@ -63,8 +63,11 @@ type sim struct {
 	// cfg.flippable; nil otherwise.
 	flips []*flippingLog
 	// retired are the stats of Nodes a restart replaced, which the
-	// report adds to the running ones'.
-	retired []walstore.NodeStats
+	// report and the progress add to the running ones'. retiredMu holds
+	// them and, across a restart, the Node it replaces, so that no sum
+	// counts a Node twice or not at all.
+	retiredMu sync.Mutex
+	retired   []walstore.NodeStats
 	// mismatches are the digest mismatches followers reported.
 	mismatches mismatchLog
 	// paused is the broker whose partitions the producer leaves alone
@@ -204,6 +207,8 @@ func (s *sim) nodeConfig(b *cluster.Broker) walstore.NodeConfig {
 // nodeStats are every Node's stats: the running ones' and those a
 // restart replaced.
 func (s *sim) nodeStats() []walstore.NodeStats {
+	s.retiredMu.Lock()
+	defer s.retiredMu.Unlock()
 	out := append([]walstore.NodeStats(nil), s.retired...)
 	for _, b := range s.brokers {
 		out = append(out, b.CurrentNode().Stats())
