@@ -418,8 +418,9 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 		}
 		corruptDone = make(chan corruptResult, 1)
 		// Set on the producer's goroutine, between its batches: none
-		// is on its way to f when f stops.
+		// is on its way to f, nor to tp, when f stops.
 		s.paused.Store(f.ID)
+		s.pausedTP.Store(&tp)
 		prog.event(fmt.Sprintf("broker %d's log of %s changes a byte; restarting broker %d from it", f.ID, tp, f.ID))
 		if tl != nil {
 			tl.mark(now, fmt.Sprintf("broker %d restarts", f.ID))
@@ -430,6 +431,7 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 			if err == nil {
 				err = c.detect(ctx, n, o.drainTimeout)
 			}
+			s.pausedTP.Store(nil)
 			corruptDone <- corruptResult{c, err}
 		}()
 	}
@@ -662,6 +664,9 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 	tp := p.s.tps[p.pick.IntN(len(p.s.tps))]
 	b, epoch := p.s.leaderFor(tp)
 	if b == nil || b.ID == p.s.paused.Load() {
+		return 0, nil
+	}
+	if paused := p.s.pausedTP.Load(); paused != nil && *paused == tp {
 		return 0, nil
 	}
 	end, err := b.Local.EndOffset(tp)

@@ -66,7 +66,8 @@
 // starts returning one changed byte in the last batch it holds of a
 // partition (a copy: the stored bytes are not touched), and that broker is
 // restarted from its log (producing to what it leads pauses until its
-// followers caught up and it leads again, at the next epoch):
+// followers caught up and it leads again, at the next epoch, and to that
+// partition until the follower has read the batch back):
 // reading back the last entry it held, it reports the mismatch ("reread"),
 // which the report lists with the batch changed ("digests.corrupted").
 //

@@ -71,8 +71,12 @@ type sim struct {
 	// mismatches are the digest mismatches followers reported.
 	mismatches mismatchLog
 	// paused is the broker whose partitions the producer leaves alone
-	// while --corrupt-follower restarts it; 0 for none.
-	paused atomic.Int32
+	// while --corrupt-follower restarts it, 0 for none; pausedTP the
+	// partition whose changed batch it is to read back, left alone
+	// until it has: a restart that overlaps the fetch of a new entry of
+	// the partition reads nothing back.
+	paused   atomic.Int32
+	pausedTP atomic.Pointer[metadata.TopicPartition]
 }
 
 // azNames are the demo's AZs unless --buckets names them: az1, az2, ...
