@@ -48,8 +48,10 @@ func nonZero(v uint64) uint64 {
 // Mismatch is a replica's digest that differs from the one its leader
 // published at the same offset: the replica's log and the leader's differ
 // somewhere in [From, To), where From is the last offset at which the two
-// were known to agree (a check that passed, or the point the replica took
-// the leader's value) and To the offset compared. It is an error, and
+// were known to agree (a check against the same publisher's log that
+// passed, or the point the replica took its value; for a publisher it was
+// not checked against before, a new leader or a second leader of one
+// epoch, where the chain began) and To the offset compared. It is an error, and
 // matches ErrMismatch.
 type Mismatch struct {
 	Partition metadata.TopicPartition

@@ -52,12 +52,23 @@ type chainSet struct {
 	c [maxChains]tracked
 }
 
-// tracked is a chain's value, and since, the offset from which the log
-// is known to agree with it: where its value was last taken or checked.
+// tracked is a chain's value, and since, the offset up to which the log
+// is known to agree with the log of by, the publisher whose value was
+// last taken or checked there.
 type tracked struct {
 	Chain
 	since int64
+	by    publisher
 }
+
+// publisher is who published an entry: its leader epoch and broker. Two
+// leaders of one epoch (a controller that handed it out twice) are two
+// publishers.
+type publisher struct {
+	epoch, broker int32
+}
+
+func publisherOf(e metadata.Entry) publisher { return publisher{e.PublisherEpoch, e.WriterBrokerID} }
 
 func (s *chainSet) get(from int64) (tracked, bool) {
 	for _, c := range s.c[:s.n] {
@@ -155,7 +166,7 @@ func (t *Tracker) Applied(e metadata.Entry, batches []storage.Batch, end int64) 
 	start := batches[0].FirstOffset
 	if _, ok := t.at.get(e.DigestFrom); e.Digest != 0 && !ok && start == e.DigestFrom {
 		// The publisher's chain begins where these records do.
-		t.at.put(tracked{Chain{e.DigestFrom, Origin}, start})
+		t.at.put(tracked{Chain{e.DigestFrom, Origin}, start, publisherOf(e)})
 	}
 	for i := range t.at.c[:t.at.n] {
 		t.at.c[i].Value = Over(t.at.c[i].Value, batches)
@@ -163,14 +174,14 @@ func (t *Tracker) Applied(e metadata.Entry, batches []storage.Batch, end int64) 
 	var r Result
 	if e.Digest != 0 && end == e.LastOffset+1 {
 		if c, ok := t.at.get(e.DigestFrom); ok {
-			r = t.check(e, c.since, end, c.Value, "applied")
+			r = t.check(e, t.agreed(c, e), end, c.Value, "applied")
 			// Later checks compare what comes next, not the same
 			// difference again; the other chains' entries are done.
-			t.at.only(tracked{Chain{e.DigestFrom, e.Digest}, end})
+			t.at.only(tracked{Chain{e.DigestFrom, e.Digest}, end, publisherOf(e)})
 		} else {
 			// Another chain, begun below what this replica applied
 			// of it: only its value at the entry's end can be taken.
-			t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end})
+			t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end, publisherOf(e)})
 			r.Taken = true
 		}
 	}
@@ -185,9 +196,15 @@ func (t *Tracker) Applied(e metadata.Entry, batches []storage.Batch, end int64) 
 // replica started from its local log, or follows another chain), it
 // takes the entry's, so that the first entries applied next are checked
 // without reading the log again.
-func (t *Tracker) Held(e metadata.Entry, logEnd int64) Result {
+//
+// epoch is the epoch of the replica's record at the entry's last offset,
+// or -1 if it does not know: an entry of another epoch there describes
+// records a later leader truncated (an entry fencing passes over as
+// below the log end), a log this replica does not hold, and is neither
+// compared nor taken.
+func (t *Tracker) Held(e metadata.Entry, logEnd int64, epoch int32) Result {
 	end := e.LastOffset + 1
-	if e.Digest == 0 || end > logEnd {
+	if e.Digest == 0 || end > logEnd || epoch != e.RecordEpoch {
 		return Result{}
 	}
 	for i, b := range t.ends {
@@ -195,15 +212,17 @@ func (t *Tracker) Held(e metadata.Entry, logEnd int64) Result {
 			continue
 		}
 		if c, ok := b.chains.get(e.DigestFrom); ok {
-			from := end
-			if i > 0 {
+			// Agreed where it was taken or checked, if with this
+			// publisher; else only where the chain began.
+			from := c.From
+			if c.by == publisherOf(e) && i > 0 {
 				from = t.ends[i-1].offset
 			}
 			return t.check(e, from, end, c.Value, "held")
 		}
 	}
 	if _, ok := t.at.get(e.DigestFrom); end == logEnd && !ok {
-		t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end})
+		t.at.put(tracked{Chain{e.DigestFrom, e.Digest}, end, publisherOf(e)})
 		t.remember(end)
 		r := Result{Taken: true}
 		if before, ok := t.before(e); ok {
@@ -215,9 +234,22 @@ func (t *Tracker) Held(e metadata.Entry, logEnd int64) Result {
 		t.seen = append(t.seen[:0], t.seen[1:]...)
 	}
 	var c chainSet
-	c.put(tracked{Chain: Chain{e.DigestFrom, e.Digest}})
+	c.put(tracked{Chain: Chain{e.DigestFrom, e.Digest}, by: publisherOf(e)})
 	t.seen = append(t.seen, boundary{end, c})
 	return Result{}
+}
+
+// agreed returns the offset up to which the log is known to agree with
+// the log of e's publisher on chain c: where c was last taken or checked,
+// if against the same publisher; for another (a new leader, or a second
+// leader of one epoch, whose log may differ from the one c agreed with
+// anywhere), where the chain began, the one offset at which every log on
+// it agrees.
+func (t *Tracker) agreed(c tracked, e metadata.Entry) int64 {
+	if c.by == publisherOf(e) {
+		return c.since
+	}
+	return min(c.since, c.From)
 }
 
 // before returns the value of e's chain before e: Origin where the chain

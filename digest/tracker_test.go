@@ -39,6 +39,21 @@ func (l *leaderLog) entry(from, to int64) metadata.Entry {
 		Digest: l.values[to-1], DigestFrom: 0}
 }
 
+// entryFrom is the entry for [from, to) of a publisher whose log is base's
+// below from and l's from there on, on the chain begun at 0: an old
+// leader's entry that a new leader's records at the same offsets replace.
+func (l *leaderLog) entryFrom(base *leaderLog, from, to int64) metadata.Entry {
+	v := digest.Over(digest.Over(digest.Origin, base.span(0, from)), l.span(from, to))
+	return metadata.Entry{Partition: tpT, RecordEpoch: 1, PublisherEpoch: 1, WriterBrokerID: 1, FirstOffset: from, LastOffset: to - 1,
+		Digest: v, DigestFrom: 0}
+}
+
+// republisher is e as the leader of epoch published it.
+func republisher(e metadata.Entry, epoch int32) metadata.Entry {
+	e.PublisherEpoch, e.WriterBrokerID = epoch, 2
+	return e
+}
+
 func (l *leaderLog) span(from, to int64) []storage.Batch { return l.batches[from:to] }
 
 // step is one event for a Tracker and what it must return.
@@ -57,7 +72,7 @@ func TestTracker(t *testing.T) {
 		return func(tr *digest.Tracker) digest.Result { return tr.Applied(e, bs, bs[len(bs)-1].LastOffset+1) }
 	}
 	held := func(e metadata.Entry, logEnd int64) func(t *digest.Tracker) digest.Result {
-		return func(tr *digest.Tracker) digest.Result { return tr.Held(e, logEnd) }
+		return func(tr *digest.Tracker) digest.Result { return tr.Held(e, logEnd, e.RecordEpoch) }
 	}
 	truncated := func(end int64) func(t *digest.Tracker) digest.Result {
 		return func(tr *digest.Tracker) digest.Result { tr.Truncated(end); return digest.Result{} }
@@ -113,6 +128,13 @@ func TestTracker(t *testing.T) {
 			{"the leader's next", applied(l.entry(9, 12), l.span(9, 12)), digest.Result{Checked: true}, [2]int64{5, 12}},
 			{"and the one after agrees again", applied(l.entry(12, 14), l.span(12, 14)), checked, [2]int64{}},
 		}},
+		{"a stale entry applied twice, after the truncation that removed it, is caught at the new leader's next", []step{
+			{"the old leader's", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"its next, later fenced", applied(other.entryFrom(l, 5, 9), other.span(5, 9)), checked, [2]int64{}},
+			{"truncated where the new leader's epoch starts", truncated(5), digest.Result{}, [2]int64{}},
+			{"the stale entry again", applied(other.entryFrom(l, 5, 9), other.span(5, 9)), checked, [2]int64{}},
+			{"the new leader's next, over its own records at 5-8", applied(republisher(l.entry(9, 12), 2), l.span(9, 12)), digest.Result{Checked: true}, [2]int64{0, 12}},
+		}},
 		{"an entry of another chain begun below it is never compared", []step{
 			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
 			{"no digest", applied(metadata.Entry{Partition: tpT, FirstOffset: 5, LastOffset: 7}, l.span(5, 8)), digest.Result{}, [2]int64{}},
@@ -135,6 +157,11 @@ func TestTracker(t *testing.T) {
 			{"held again", held(l.entry(5, 9), 9), checked, [2]int64{}},
 			{"held, another chain's", held(other.entry(5, 9), 9), digest.Result{Checked: true}, [2]int64{5, 9}},
 			{"held, end not remembered", held(l.entry(0, 3), 9), digest.Result{}, [2]int64{}},
+		}},
+		{"an entry of an epoch the replica's records at its end are not of is neither compared nor taken", []step{
+			{"start", applied(l.entry(0, 5), l.span(0, 5)), checked, [2]int64{}},
+			{"a truncated epoch's entry, held", func(tr *digest.Tracker) digest.Result { return tr.Held(other.entry(0, 5), 5, 2) }, digest.Result{}, [2]int64{}},
+			{"nor is one whose epoch there it does not know", func(tr *digest.Tracker) digest.Result { return tr.Held(other.entry(0, 5), 5, -1) }, digest.Result{}, [2]int64{}},
 		}},
 		{"a replica started from its log takes the value of the entry ending at its log end", []step{
 			{"held below the end", held(l.entry(0, 5), 9), digest.Result{}, [2]int64{}},
@@ -206,8 +233,8 @@ func TestTrackerReread(t *testing.T) {
 		var tr digest.Tracker
 		// A replica that starts holding [0, 9) reads the retained
 		// metadata: the entries below its end, then the one ending there.
-		require.Equal(t, digest.Result{}, tr.Held(l.entry(0, 5), 9))
-		r := tr.Held(l.entry(5, 9), 9)
+		require.Equal(t, digest.Result{}, tr.Held(l.entry(0, 5), 9, 1))
+		r := tr.Held(l.entry(5, 9), 9, 1)
 		require.True(t, r.Taken)
 		require.NotNil(t, r.Reread)
 		assert.Equal(t, int64(5), r.Reread.From)
@@ -241,14 +268,14 @@ func TestTrackerReread(t *testing.T) {
 	}
 	t.Run("the first entry's records are checked from Origin", func(t *testing.T) {
 		var tr digest.Tracker
-		r := tr.Held(l.entry(0, 5), 5)
+		r := tr.Held(l.entry(0, 5), 5, 1)
 		require.NotNil(t, r.Reread)
 		assert.Equal(t, digest.Origin, r.Reread.Before)
 		assert.Equal(t, digest.Result{Checked: true}, tr.Reread(*r.Reread, l.span(0, 5)))
 	})
 	t.Run("no value before the entry, nothing to reread", func(t *testing.T) {
 		var tr digest.Tracker
-		r := tr.Held(l.entry(5, 9), 9)
+		r := tr.Held(l.entry(5, 9), 9, 1)
 		assert.True(t, r.Taken)
 		assert.Nil(t, r.Reread)
 	})

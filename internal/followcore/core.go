@@ -181,9 +181,11 @@ type part struct {
 	// reported is when its progress was last reported.
 	reported time.Time
 	// chain is its log's rolling digest (package digest); verifying the
-	// range of it a Verify outstanding reads back.
+	// range of it a Verify outstanding reads back, and reread one to read
+	// back once the local log is idle.
 	chain     digest.Tracker
 	verifying digest.Reread
+	reread    *digest.Reread
 }
 
 // stashed is one marker publication or one entry.
@@ -427,6 +429,7 @@ func (c *Core) ready(p *part, st LocalState) {
 	p.local, p.leader = fencing.Lineage{}, fencing.LeaderLineage{}
 	p.held, p.pending, p.waiting, p.gapLog, p.checkDiv = nil, make(map[pendingKey]*pendingEntry), nil, time.Time{}, false
 	p.chain.Reset()
+	p.reread = nil
 	markers := make([]metadata.EpochStart, 0, len(st.Epochs))
 	for _, e := range st.Epochs {
 		_ = p.local.Assign(e.Epoch, e.StartOffset) // checked by checkLocal

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/digest"
+	"github.com/activetier/activetier/fencing"
 	"github.com/activetier/activetier/metadata"
 	"github.com/activetier/activetier/storage"
 )
@@ -22,6 +23,14 @@ func (c *Core) counted(r digest.Result) {
 		c.log.Error("activetier: replica digest differs from the leader's", "err", m)
 		c.out.Mismatches = append(c.out.Mismatches, *m)
 	}
+}
+
+// epochAt returns the epoch of l's record at offset, or -1.
+func epochAt(l *fencing.Lineage, offset int64) int32 {
+	if e, ok := l.EpochFor(offset); ok {
+		return e
+	}
+	return -1
 }
 
 // verify asks for the records of r to be read back from p's log: they were

@@ -157,6 +157,10 @@ func (c *Core) visit(p *part, want []*pendingEntry) []*pendingEntry {
 	if p.state == ready && !p.quietAt.IsZero() && !c.now.Before(p.quietAt) {
 		c.recovered(p)
 	}
+	if p.state == ready && p.op == 0 && p.reread != nil {
+		c.verify(p, *p.reread)
+		p.reread = nil
+	}
 	if p.state == ready && p.op == 0 {
 		c.advance(p)
 	}
@@ -284,10 +288,13 @@ func (c *Core) sweep(p *part) {
 		}
 		switch d.Action {
 		case fencing.Skip:
-			r := p.chain.Held(pe.e, p.leo)
+			r := p.chain.Held(pe.e, p.leo, epochAt(&p.local, pe.e.LastOffset))
 			c.counted(r)
-			if r.Reread != nil && p.op == 0 {
-				c.verify(p, *r.Reread)
+			if r.Reread != nil {
+				// Read back once the log is idle: an append under way
+				// must not cost the check.
+				p.reread = r.Reread
+				c.touch(p)
 			}
 			delete(p.pending, pe.key())
 			c.Skipped++

@@ -284,7 +284,11 @@ func (p *partition) plan(maxBytes int64, round uint64) (out []Want) {
 			case fencing.Skip, fencing.Drop:
 				if next == p.next {
 					if d.Action == fencing.Skip {
-						p.digests.note(p.chain.Held(e, p.next))
+						epoch, ok := p.local.EpochFor(e.LastOffset)
+						if !ok {
+							epoch = -1
+						}
+						p.digests.note(p.chain.Held(e, p.next, epoch))
 					}
 					p.forget(k)
 					p.touch(round)

@@ -30,6 +30,8 @@ type Config struct {
 	Log *disklog.Log
 	// Node configures the broker's walstore.Node: Store and Log are
 	// required; BrokerID, Local and OnProgress are set by the broker.
+	// The broker logs every digest mismatch at Error and counts them in
+	// Status, then calls Node.OnDigestMismatch if set.
 	Node walstore.NodeConfig
 	// ProgressInterval is how often a follower reports progress that its
 	// leader has not yet answered with a high watermark at its log end.
@@ -190,6 +192,7 @@ func New(cfg Config) (*Broker, error) {
 	nc := cfg.Node
 	nc.BrokerID, nc.Local = cfg.ID, cfg.Log
 	nc.OnProgress = func(pr walstore.Progress) { b.reporter.due(pr.Partition) }
+	nc.OnDigestMismatch = b.digestMismatch(cfg.Node.OnDigestMismatch)
 	if nc.Logger == nil {
 		nc.Logger = b.lg
 	}

@@ -72,6 +72,13 @@ type Status struct {
 	// follower (a preferred read replica).
 	ServedLeader   int64 `json:"servedLeader"`
 	ServedFollower int64 `json:"servedFollower"`
+	// DigestChecks counts the follower side's comparisons of its log's
+	// rolling digest with the one a leader published, DigestMismatches
+	// those that differed; Mismatches are the latest of them, oldest
+	// first (walstore.FollowerStats).
+	DigestChecks     uint64           `json:"digestChecks"`
+	DigestMismatches uint64           `json:"digestMismatches"`
+	Mismatches       []DigestMismatch `json:"mismatches"`
 }
 
 func (b *Broker) serveControl(ctx context.Context) error {
@@ -132,6 +139,9 @@ func (b *Broker) Status() Status {
 		PublishP99: ms(st.Leader.PublishLatency.Quantile(0.99)),
 
 		ServedLeader: b.servedLeader.Load(), ServedFollower: b.servedFollower.Load(),
+
+		DigestChecks: st.Follower.DigestChecks, DigestMismatches: st.Follower.DigestMismatches,
+		Mismatches: digestMismatches(st.Follower.Mismatches),
 	}
 	for _, p := range parts {
 		s := p.snapshot()

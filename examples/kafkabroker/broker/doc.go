@@ -42,7 +42,10 @@
 //     Config.ReplicaLagTime); POST /v1/topics, a CreateTopics request a
 //     broker forwards. The controller elects leaders only from the in-sync
 //     replicas, when a broker fails (Controller.BrokerFailed) or returns.
-//   - GET /v1/status: the broker's view of each partition, for tests.
+//   - GET /v1/status: the broker's view of each partition and its Node's
+//     counters, for tests and operators: among them the follower side's
+//     digest checks and mismatches (a replica whose log differs from its
+//     leader's, which the broker also logs at Error; see package digest).
 //
 // Each POST takes exactly one JSON value of at most 16 MiB, with no field
 // its type lacks, and answers 400 (413 past the bound) to a body it

@@ -117,6 +117,13 @@
 //   - Engines do not fail (KindEngineError): no role change a core is
 //     told of is refused, and the reference follower's local log never
 //     fails.
+//   - Replicas see no digest mismatch (KindDigestMismatch): no follower
+//     core, reference follower or direct reader reports that the rolling
+//     digest of what it applied differs from its leader's (package
+//     digest). Every other invariant here is the model's, which sees every
+//     log; this one is what a replica can tell by itself in production,
+//     so a false mismatch (a correct log reported as differing) fails the
+//     run as a missed one would. Stats.DigestChecks counts the checks.
 //
 // At the end:
 //

@@ -386,7 +386,11 @@ func (f *refFollower) next(p *refPart) (k pendingKey, e metadata.Entry, d fencin
 		dec := fencing.Decide(p.leo, &p.local, &p.leader, entry)
 		switch dec.Action {
 		case fencing.Skip:
-			f.digest(p.chain.Held(entry, p.leo))
+			epoch, ok := p.local.EpochFor(entry.LastOffset)
+			if !ok {
+				epoch = -1
+			}
+			f.digest(p.chain.Held(entry, p.leo, epoch))
 			delete(p.pending, key)
 		case fencing.Drop:
 			if f.weak && dec.Reason == fencing.ReasonFenced && entry.FirstOffset <= p.leo && p.leo <= entry.LastOffset {
