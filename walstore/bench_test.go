@@ -248,7 +248,20 @@ func logBatch(rng *rand.Rand, size int) []byte {
 // followers, the producing loop and the collector) per byte produced: on
 // a machine other work shares, wall time and x-baseline swing with the
 // load, and the CPU each byte costs is what a change is compared by.
+// Its sub-benchmarks run the same replication with the leader publishing
+// its rolling digests (digests=on, the default, which both followers
+// check) and without (digests=off, NodeConfig.NoDigests): their ratio is
+// what computing and checking the digests costs.
 func BenchmarkReplication(b *testing.B) {
+	for _, noDigests := range []bool{false, true} {
+		b.Run(map[bool]string{false: "digests=on", true: "digests=off"}[noDigests], func(b *testing.B) {
+			benchmarkReplication(b, noDigests)
+		})
+	}
+}
+
+// benchmarkReplication is BenchmarkReplication, with or without digests.
+func benchmarkReplication(b *testing.B, noDigests bool) {
 	const partitions, batchBytes, batchesPerOp, followers = 100, 4096, 2048, 2
 	rng := rand.New(rand.NewPCG(1, 2))
 	data := make([][]byte, batchesPerOp)
@@ -262,7 +275,7 @@ func BenchmarkReplication(b *testing.B) {
 		per := (batchesPerOp - p + partitions - 1) / partitions
 		return data[p+partitions*int((first/10)%int64(per))]
 	}
-	bc := newBenchCluster(b, "none", partitions, walstore.NodeConfig{Interval: 2 * time.Millisecond}, want)
+	bc := newBenchCluster(b, "none", partitions, walstore.NodeConfig{Interval: 2 * time.Millisecond, NoDigests: noDigests}, want)
 	end := make([]int64, partitions)
 	ctx := context.Background()
 	baseline := copyHashRate(data)

@@ -37,6 +37,7 @@ type demoOptions struct {
 	codec        string
 	profile      string
 	failAZ       string
+	corrupt      bool
 	seed         uint64
 	json         bool
 	drainTimeout time.Duration
@@ -65,6 +66,7 @@ func demoFlags() (*demoOptions, *flag.FlagSet) {
 	fs.StringVar(&o.codec, "codec", "zstd", "section codec: none, zstd or s2")
 	fs.StringVar(&o.profile, "profile", "s3express", "object store latency profile: "+strings.Join(memstore.ProfileNames(), ", ")+" (with --s3-endpoint only the price list)")
 	fs.StringVar(&o.failAZ, "fail-az", "", "take this `AZ`'s bucket and brokers down halfway through (az1, az2, ... or an AZ of --buckets)")
+	fs.BoolVar(&o.corrupt, "corrupt-follower", false, "a third of the way through, make one follower's local log return a changed byte in the last batch it holds of a partition, and restart that follower from its log: its digest check must report the mismatch, and the run ends inconsistent")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the records, placement choices and simulated latencies")
 	fs.BoolVar(&o.json, "json", false, "print only the final report, as one JSON object")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "how long to wait, after producing, for followers to catch up")
@@ -169,7 +171,7 @@ func (o *demoOptions) validate(fs *flag.FlagSet) (simConfig, error) {
 	return simConfig{
 		brokers: o.brokers, azs: azs, topics: o.topics, partitions: o.partitions, rf: o.rf,
 		interval: o.interval, objectBytes: int(o.objectBytes), codec: codec, profile: profile,
-		seed: o.seed, logger: logger,
+		seed: o.seed, logger: logger, flippable: o.corrupt,
 	}, nil
 }
 
@@ -269,6 +271,7 @@ func runDemo(ctx context.Context, e env, args []string) error {
 	if ok := rep.ReadersConsistent; ok != nil && !*ok {
 		err = errors.Join(err, rep.Readers.inconsistency())
 	}
+	err = errors.Join(err, rep.Digests.inconsistency())
 	return errors.Join(err, rep.cleanupErr)
 }
 
@@ -395,7 +398,45 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 		err error
 	}
 	var foDone chan foResult
+	type corruptResult struct {
+		c   *corruption
+		err error
+	}
+	var corruptDone chan corruptResult
+	corrupt := func(now time.Time) {
+		if !o.corrupt || corruptDone != nil || now.Sub(start) < o.duration/3 {
+			return
+		}
+		f, tp, err := s.corruptTarget()
+		switch {
+		case err != nil && now.Before(start.Add(o.duration)):
+			return // no follower holds records yet: at a later step
+		case err != nil:
+			corruptDone = make(chan corruptResult, 1)
+			corruptDone <- corruptResult{nil, fmt.Errorf("%w by the end of --duration %v: run longer", err, o.duration)}
+			return
+		}
+		corruptDone = make(chan corruptResult, 1)
+		// Set on the producer's goroutine, between its batches: none
+		// is on its way to f, nor to tp, when f stops.
+		s.paused.Store(f.ID)
+		s.pausedTP.Store(&tp)
+		prog.event(fmt.Sprintf("broker %d's log of %s changes a byte; restarting broker %d from it", f.ID, tp, f.ID))
+		if tl != nil {
+			tl.mark(now, fmt.Sprintf("broker %d restarts", f.ID))
+		}
+		go func() {
+			c, n, err := s.corruptFollower(ctx, f, tp, o.drainTimeout, start)
+			s.paused.Store(0)
+			if err == nil {
+				err = c.detect(ctx, n, o.drainTimeout)
+			}
+			s.pausedTP.Store(nil)
+			corruptDone <- corruptResult{c, err}
+		}()
+	}
 	trigger := func(now time.Time) {
+		corrupt(now)
 		if o.failAZ == "" || foDone != nil || now.Sub(start) < o.duration/2 {
 			return
 		}
@@ -428,6 +469,11 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 	if foDone != nil {
 		r := <-foDone
 		fo, err = r.fo, errors.Join(err, r.err)
+	}
+	var corrupted *corruption
+	if corruptDone != nil {
+		r := <-corruptDone
+		corrupted, err = r.c, errors.Join(err, r.err)
 	}
 	prog.stop()
 	var drain time.Duration
@@ -481,6 +527,8 @@ func simulate(ctx context.Context, o *demoOptions, cfg simConfig, prog *progress
 		return nil, err
 	}
 	rep.ReadersConsistent = rep.Readers.consistent()
+	rep.Digests = digestsOf(s, rep.Readers, corrupted)
+	rep.Consistent = rep.verdict()
 	rep.MetadataBreakdown = breakdown.breakdown()
 	prof.stop()
 	if cpu1, ok := cputime.Process(); ok && cpuOK {
@@ -615,7 +663,10 @@ func (p *producer) produce(ctx context.Context, start, deadline time.Time, tick 
 func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 	tp := p.s.tps[p.pick.IntN(len(p.s.tps))]
 	b, epoch := p.s.leaderFor(tp)
-	if b == nil {
+	if b == nil || b.ID == p.s.paused.Load() {
+		return 0, nil
+	}
+	if paused := p.s.pausedTP.Load(); paused != nil && *paused == tp {
 		return 0, nil
 	}
 	end, err := b.Local.EndOffset(tp)
@@ -630,7 +681,7 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 		return 0, fmt.Errorf("broker %d appending to %s: %w", b.ID, tp, err)
 	}
 	pprof.SetGoroutineLabels(p.leaderLabels)
-	err = b.Node.Append(ctx, tp, batch)
+	err = b.CurrentNode().Append(ctx, tp, batch)
 	pprof.SetGoroutineLabels(p.demoLabels)
 	if err != nil {
 		if errors.Is(err, walstore.ErrStopped) || errors.Is(err, walstore.ErrNotLeader) {

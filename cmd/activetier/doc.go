@@ -30,7 +30,7 @@
 //	activetier demo [--duration 10s] [--rate 10] [--partitions 300] [--topics 4] [--brokers 3]
 //	                [--azs 3] [--rf 3] [--interval 100ms] [--object-bytes 4MiB]
 //	                [--batch-bytes 16KiB] [--codec zstd] [--profile s3express]
-//	                [--fail-az AZ] [--seed 1] [--drain-timeout 30s] [--json] [--verbose]
+//	                [--fail-az AZ] [--corrupt-follower] [--seed 1] [--drain-timeout 30s] [--json] [--verbose]
 //	                [--metrics-addr HOST:PORT] [--report FILE.html]
 //	                [--cpuprofile FILE] [--memprofile FILE]
 //	                [--readers N [--reader-share 1]]
@@ -55,6 +55,21 @@
 // end). Production then stops, followers drain, and every
 // live follower's log is compared with its leader's, batch by batch and byte
 // for byte.
+//
+// Followers and direct readers check their logs' rolling digests (package
+// digest) against those the leaders publish with their entries; the
+// report's digests line (JSON: "digests": checks, mismatches, taken,
+// mismatch_list of partition, epoch, publisher, from, to, what) totals
+// them, and any mismatch makes the run inconsistent ("consistent" false)
+// and the command exit 1, whatever the log comparison says. With
+// --corrupt-follower, a third of the way through, one follower's local log
+// starts returning one changed byte in the last batch it holds of a
+// partition (a copy: the stored bytes are not touched), and that broker is
+// restarted from its log (producing to what it leads pauses until its
+// followers caught up and it leads again, at the next epoch, and to that
+// partition until the follower has read the batch back):
+// reading back the last entry it held, it reports the mismatch ("reread"),
+// which the report lists with the batch changed ("digests.corrupted").
 //
 // With --readers N, N direct consumer readers (package directread), reader
 // k in the AZ after the k-th, tail --reader-share of the partitions from

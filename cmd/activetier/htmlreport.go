@@ -203,6 +203,7 @@ func writeHTMLReport(path string, r *demoReport) error {
 		{"lag", fmt.Sprintf("p50 %.0f ms, p99 %.0f ms, max %.0f ms", r.LagP50MS, r.LagP99MS, r.LagMaxMS)},
 		{"consistent", fmt.Sprintf("%v: %d follower logs compared with their leader's", r.FollowersConsistent, r.ReplicasCompared)},
 	}
+	facts = append(facts, r.Digests.lines()...)
 	if fo := r.Failover; fo != nil {
 		facts = append(facts, reportFact{"failover", fmt.Sprintf("%s down at %.1fs; %d partitions led again at epoch %d after %.0f ms",
 			fo.AZ, fo.AtS, fo.PartitionsMoved, fo.NewEpoch, fo.OfflineMS)})

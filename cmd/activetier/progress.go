@@ -141,11 +141,11 @@ func (p *progress) status(prev, cur progressSample) {
 
 func sampleSim(s *sim, pr *producer) progressSample {
 	ps := progressSample{at: time.Now(), produced: pr.bytes.Load()}
-	for _, b := range s.brokers {
-		ls := b.Node.Stats().Leader
+	for _, st := range s.nodeStats() {
+		ls := st.Leader
 		ps.inflight += ls.UploadsInFlight
 		ps.objects += ls.Objects
-		fs := b.Node.Stats().Follower
+		fs := st.Follower
 		ps.replicated += fs.AppliedBytes
 		ps.lag.Merge(&fs.ApplyLag)
 	}

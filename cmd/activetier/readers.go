@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/activetier/activetier/costmodel"
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/directread"
 	"github.com/activetier/activetier/internal/cluster"
 	"github.com/activetier/activetier/metadata"
@@ -169,6 +170,9 @@ type demoReader struct {
 	brokerBytes, brokerCross int64 // read from the leader after a GoneError; of them, across AZs
 	stoppedWith              string
 	err                      error
+	// mismatches are the first maxMismatches digest mismatches Poll
+	// reported.
+	mismatches []digestMismatch
 }
 
 // running reports whether d still reads: it has neither stopped nor failed.
@@ -264,7 +268,7 @@ func (f *readerFleet) hold() {
 	}
 	for tp, mark := range marks {
 		if l, _ := f.s.leaderFor(tp); l != nil {
-			l.Node.ReportTiered(tp, mark)
+			l.CurrentNode().ReportTiered(tp, mark)
 		}
 	}
 }
@@ -393,7 +397,16 @@ func (d *demoReader) take(fetch directread.Fetch, now time.Time) {
 	for _, err := range fetch.Errors {
 		var gone *directread.GoneError
 		var trunc *directread.TruncatedError
+		var mismatch *digest.Mismatch
 		switch {
+		case errors.As(err, &mismatch):
+			// What it yielded differs from what the leader published:
+			// not a pause to read around but a finding, which the report
+			// lists and its verdict counts (Stats counts them all). The
+			// reader has taken the leader's value and reads on.
+			if len(d.mismatches) < maxMismatches {
+				d.mismatches = append(d.mismatches, newDigestMismatch(fmt.Sprintf("reader %d", d.id), mismatch))
+			}
 		case errors.As(err, &gone):
 			d.goneErrors++
 			d.gone[gone.Partition] = gone
@@ -440,7 +453,7 @@ func (d *demoReader) readFromLeaders(ctx context.Context) {
 		if l == nil {
 			continue
 		}
-		limit := l.Node.HighWatermark(tp)
+		limit := l.CurrentNode().HighWatermark(tp)
 		if g.ResumeHint > g.Offset && !errors.Is(g, storage.ErrUnavailable) {
 			// Past ResumeHint the objects are readable; after an AZ
 			// went down the next ones are likely in it too, so read
@@ -579,6 +592,9 @@ type readersReport struct {
 	SavingsRatio   float64 `json:"savings_ratio"`
 	DrainMS        float64 `json:"drain_ms"`
 	DrainTimedOut  bool    `json:"drain_timed_out"`
+	// mismatches are the readers' first digest mismatches, which the
+	// run's digests report lists.
+	mismatches []digestMismatch
 }
 
 // readerReport is one reader's part of the report.
@@ -609,6 +625,13 @@ type readerReport struct {
 	GoneErrors      int   `json:"gone_errors"`
 	BytesFromLeader int64 `json:"bytes_from_leader"`
 	Truncations     int   `json:"truncations"`
+	// DigestChecks counts its comparisons of the rolling digest of what
+	// it yielded with the one the leader published, DigestMismatches
+	// those that differed, DigestsTaken the values it took unchecked to
+	// check what came next.
+	DigestChecks     uint64 `json:"digest_checks"`
+	DigestMismatches uint64 `json:"digest_mismatches"`
+	DigestsTaken     uint64 `json:"digests_taken"`
 
 	// The direct reads' cost, by line, and that of consuming the bytes
 	// from the leaders: CrossAZBytes of them came from a leader in
@@ -653,6 +676,15 @@ func (f *readerFleet) report(p costmodel.Prices, ratio float64, drain time.Durat
 			CrossAZBytes: d.crossAZBytes, CrossAZBytesCompressed: int64(float64(d.crossAZBytes) * ratio), Consistent: true}
 		if d.err != nil {
 			r.Error, r.Consistent = d.err.Error(), false
+		}
+		if d.r != nil {
+			ds := d.r.Stats()
+			r.DigestChecks, r.DigestMismatches, r.DigestsTaken = ds.DigestChecks, ds.DigestMismatches, ds.DigestsTaken
+		}
+		for _, m := range d.mismatches {
+			if len(rep.mismatches) < maxMismatches {
+				rep.mismatches = append(rep.mismatches, m)
+			}
 		}
 		st := d.store.counts()
 		r.Gets, r.FailedGets, r.BytesDownloaded, r.ObjectsRead = st.gets, st.failed, st.bytesDown, st.objects

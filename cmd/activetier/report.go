@@ -143,6 +143,15 @@ type demoReport struct {
 	ReplicasDiverged    int  `json:"replicas_diverged"`
 	// Diverged describes the first maxDiverged differences.
 	Diverged []string `json:"diverged,omitempty"`
+	// Digests are the replicas' checks of their logs' rolling digests
+	// against those the leaders published, followers' and direct
+	// readers' together: any mismatch makes the run inconsistent, whatever
+	// the log comparison finds.
+	Digests digestsReport `json:"digests"`
+	// Consistent is the run's verdict: the followers' logs equal their
+	// leaders' (FollowersConsistent), the direct readers' too
+	// (ReadersConsistent, if any), and no digest differed.
+	Consistent bool `json:"consistent"`
 
 	// Readers are the direct consumer readers of --readers, and whether
 	// each yielded exactly its partitions' committed logs.
@@ -163,6 +172,22 @@ type demoReport struct {
 	// measured after the run on its first batches, and the engines' CPU
 	// against it.
 	CPUFloor *cpuFloor `json:"cpu_floor"`
+}
+
+// digestsReport is the run's digest checks.
+type digestsReport struct {
+	// Checks counts comparisons of a replica's rolling digest with the
+	// one a leader published at the same offset, Mismatches those that
+	// differed, Taken the values replicas took unchecked (after a restart,
+	// say) to check what they applied next.
+	Checks     uint64 `json:"checks"`
+	Mismatches uint64 `json:"mismatches"`
+	Taken      uint64 `json:"taken"`
+	// MismatchList are the first maxMismatches mismatches: followers'
+	// first, then direct readers'.
+	MismatchList []digestMismatch `json:"mismatch_list"`
+	// Corrupted is what --corrupt-follower changed.
+	Corrupted *corruption `json:"corrupted,omitempty"`
 }
 
 // putOutcomes splits a run's PUTs (Stored+Failed+GivenUp is every one).
@@ -189,8 +214,8 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produ
 	}
 	r.ProducedMBPerSec = float64(r.BytesProduced) / 1e6 / produced.Seconds()
 	var lag, upload walstore.Histogram
-	for _, b := range s.brokers {
-		ls := b.Node.Stats().Leader
+	for _, st := range s.nodeStats() {
+		ls := st.Leader
 		r.Objects += ls.Objects
 		r.ObjectsDeleted += ls.ObjectsDeleted
 		r.UploadRetries += ls.UploadRetries
@@ -199,7 +224,7 @@ func newDemoReport(o *demoOptions, s *sim, p *producer, m *metering.Meter, produ
 		if fo != nil {
 			fo.RepublishedEntries += ls.Republished
 		}
-		fs := b.Node.Stats().Follower
+		fs := st.Follower
 		r.BytesReplicated += fs.AppliedBytes
 		r.EntriesApplied += fs.Applied
 		r.Truncations += fs.Truncations
@@ -355,6 +380,9 @@ func (r *demoReport) writeText(w io.Writer) error {
 	for _, d := range r.Diverged {
 		fmt.Fprintf(tw, "\t%s\n", d)
 	}
+	for _, l := range r.Digests.lines() {
+		fmt.Fprintf(tw, "%s\t%s\n", l.Name, l.Value)
+	}
 	for _, l := range r.cpuLines() {
 		fmt.Fprintf(tw, "%s\t%s\n", l.Name, l.Value)
 	}
@@ -386,6 +414,29 @@ func (r *demoReport) writeText(w io.Writer) error {
 		_, err = fmt.Fprintln(w, ".)")
 	}
 	return err
+}
+
+// lines are the digests' lines of the text and HTML reports: the totals,
+// each mismatch listed, and what --corrupt-follower changed.
+func (d *digestsReport) lines() []reportFact {
+	verdict := "none differed"
+	if d.Mismatches > 0 {
+		verdict = fmt.Sprintf("NO: %s differed, the run is inconsistent", plural(int(d.Mismatches), "digest"))
+	}
+	out := []reportFact{{"digests", fmt.Sprintf("%s: %s checks against the leaders' published digests, %s taken unchecked (followers and direct readers)",
+		verdict, thousands(int64(d.Checks)), thousands(int64(d.Taken)))}}
+	for _, m := range d.MismatchList {
+		out = append(out, reportFact{"", m.String()})
+	}
+	if c := d.Corrupted; c != nil {
+		found := "reported as a digest mismatch"
+		if !c.Detected {
+			found = "NOT reported as a digest mismatch before --drain-timeout ran out"
+		}
+		out = append(out, reportFact{"corrupted", fmt.Sprintf("broker %d's log of %s returned a changed byte in the batch at offsets %d-%d, and it was restarted from it at %.1fs: %s",
+			c.Broker, c.Partition, c.FirstOffset, c.LastOffset, c.AtS, found)})
+	}
+	return out
 }
 
 // headline is the report's last line: how much less (or more) activetier

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/activetier/activetier/digest"
 	"github.com/activetier/activetier/internal/cluster"
 	"github.com/activetier/activetier/memstore"
 	"github.com/activetier/activetier/metadata"
@@ -32,6 +34,8 @@ type simConfig struct {
 	// wrapLog, if set, wraps the metadata log the brokers use (a
 	// metering.Meter's Log, so every message is metered).
 	wrapLog func(metadata.Log) metadata.Log
+	// flippable gives every broker a flippingLog, for --corrupt-follower.
+	flippable bool
 }
 
 // sim is the demo's cluster: a cluster.Cluster of brokers in one process,
@@ -55,6 +59,24 @@ type sim struct {
 	// locals are the brokers' local logs, in the same order: the producer
 	// appends to them with memstore's AppendOne.
 	locals []*memstore.LocalLog
+	// flips are the brokers' flippingLogs, in the same order, with
+	// cfg.flippable; nil otherwise.
+	flips []*flippingLog
+	// retired are the stats of Nodes a restart replaced, which the
+	// report and the progress add to the running ones'. retiredMu holds
+	// them and, across a restart, the Node it replaces, so that no sum
+	// counts a Node twice or not at all.
+	retiredMu sync.Mutex
+	retired   []walstore.NodeStats
+	// mismatches are the digest mismatches followers reported.
+	mismatches mismatchLog
+	// paused is the broker whose partitions the producer leaves alone
+	// while --corrupt-follower restarts it, 0 for none; pausedTP the
+	// partition whose changed batch it is to read back, left alone
+	// until it has: a restart that overlaps the fetch of a new entry of
+	// the partition reads nothing back.
+	paused   atomic.Int32
+	pausedTP atomic.Pointer[metadata.TopicPartition]
 }
 
 // azNames are the demo's AZs unless --buckets names them: az1, az2, ...
@@ -91,7 +113,12 @@ func newSim(cfg simConfig, objects objectBackend) (*sim, error) {
 			return nil, err
 		}
 		local := memstore.NewLocalLog()
-		s.brokers = append(s.brokers, s.c.AddBroker(int32(i+1), az, store, local))
+		var l cluster.LocalLog = local
+		if cfg.flippable {
+			f := &flippingLog{LocalLog: local}
+			s.flips, l = append(s.flips, f), f
+		}
+		s.brokers = append(s.brokers, s.c.AddBroker(int32(i+1), az, store, l))
 		s.locals = append(s.locals, local)
 	}
 	for p, tp := range tps {
@@ -154,13 +181,8 @@ func topicPartitions(topics, partitions int) ([]metadata.TopicPartition, error) 
 // start runs every broker's Node and makes each partition's leader
 // publish its first epoch, as brokers do when a topic is created.
 func (s *sim) start(ctx context.Context) error {
-	backoff := walstore.Backoff{Initial: 5 * time.Millisecond, Max: 500 * time.Millisecond}
 	for _, b := range s.brokers {
-		_, err := b.Start(walstore.NodeConfig{
-			Codec: s.cfg.codec, Interval: s.cfg.interval, ObjectBytes: s.cfg.objectBytes, Backoff: backoff,
-			Seed: s.cfg.seed + uint64(b.ID), Logger: s.cfg.logger.With("broker", b.ID),
-		})
-		if err != nil {
+		if _, err := b.Start(s.nodeConfig(b)); err != nil {
 			return err
 		}
 	}
@@ -170,6 +192,32 @@ func (s *sim) start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// nodeConfig is b's Node's tuning, and where its digest mismatches go.
+func (s *sim) nodeConfig(b *cluster.Broker) walstore.NodeConfig {
+	replica := fmt.Sprintf("broker %d", b.ID)
+	return walstore.NodeConfig{
+		Codec: s.cfg.codec, Interval: s.cfg.interval, ObjectBytes: s.cfg.objectBytes,
+		Backoff: walstore.Backoff{Initial: 5 * time.Millisecond, Max: 500 * time.Millisecond},
+		Seed:    s.cfg.seed + uint64(b.ID), Logger: s.cfg.logger.With("broker", b.ID),
+		OnDigestMismatch: func(m *digest.Mismatch) {
+			s.cfg.logger.Warn("activetier demo: digest mismatch", "broker", b.ID, "err", m)
+			s.mismatches.add(newDigestMismatch(replica, m))
+		},
+	}
+}
+
+// nodeStats are every Node's stats: the running ones' and those a
+// restart replaced.
+func (s *sim) nodeStats() []walstore.NodeStats {
+	s.retiredMu.Lock()
+	defer s.retiredMu.Unlock()
+	out := append([]walstore.NodeStats(nil), s.retired...)
+	for _, b := range s.brokers {
+		out = append(out, b.CurrentNode().Stats())
+	}
+	return out
 }
 
 // close stops every broker still running and the metadata log, and returns
@@ -232,7 +280,7 @@ func (j republishJob) wait(ctx context.Context) error {
 	if j.end <= 0 {
 		return nil
 	}
-	return j.leader.Node.WaitDurable(ctx, j.tp, j.epoch, j.end-1)
+	return j.leader.CurrentNode().WaitDurable(ctx, j.tp, j.epoch, j.end-1)
 }
 
 // failAZ takes az's bucket down and crashes its brokers, waits detect (the

@@ -349,6 +349,15 @@ func (c *Cluster) relayProgress(p walstore.Progress) {
 	}
 }
 
+// CurrentNode returns b's Node, read under the cluster's lock: what a
+// goroutine other than the one that may restart b (Stop, then Start) reads
+// instead of the Node field.
+func (b *Broker) CurrentNode() *walstore.Node {
+	b.C.mu.Lock()
+	defer b.C.mu.Unlock()
+	return b.Node
+}
+
 // Running reports whether b's Node runs.
 func (b *Broker) Running() bool {
 	b.C.mu.Lock()
