@@ -284,6 +284,7 @@
 //	                [--storage-per-gb-month USD] [--cross-az-per-gb USD]
 //	                [--cross-az-out-per-gb USD] [--cross-az-in-per-gb USD]
 //	                [--per second|hour|day|month] [--json]
+//	                [--wait-fraction F --wait-cut-delay D]
 //	                [--plan [--latency-budget 200ms]]
 //
 // prices a steady workload with package costmodel: object sizes, requests
@@ -294,5 +295,8 @@
 // the p99 replication lag within --latency-budget at the lowest cost (using
 // the preset's latency model), and says why, including when the feature does
 // not pay and from which interval it would; --interval and --object-bytes,
-// if given, are then the largest it may choose.
+// if given, are then the largest it may choose. --wait-fraction and
+// --wait-cut-delay price a leader that cuts within --wait-cut-delay for
+// the producers that wait (walstore's NodeConfig.WaitCutDelay): the extra
+// PUTs, up to one per bound per leader, next to the rate without waiters.
 package main
