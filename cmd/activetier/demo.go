@@ -680,9 +680,13 @@ func (p *producer) one(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("broker %d appending to %s: %w", b.ID, tp, err)
 	}
-	pprof.SetGoroutineLabels(p.leaderLabels)
+	if p.leaderLabels != nil { // a producer made without them labels nothing
+		pprof.SetGoroutineLabels(p.leaderLabels)
+	}
 	err = b.CurrentNode().Append(ctx, tp, batch)
-	pprof.SetGoroutineLabels(p.demoLabels)
+	if p.demoLabels != nil {
+		pprof.SetGoroutineLabels(p.demoLabels)
+	}
 	if err != nil {
 		if errors.Is(err, walstore.ErrStopped) || errors.Is(err, walstore.ErrNotLeader) {
 			// The leader crashed between leaderFor and here: the batch
