@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -63,9 +62,11 @@ func TestDemoCorruptFollower(t *testing.T) {
 	// made the verdict: the digest mismatch is listed by itself.
 	assert.False(t, rep.FollowersConsistent)
 
+	// The text run is another run: which follower and batch it changes
+	// depend on timing, so its line is matched by form.
 	text := runCmd(t, "", args...)
 	require.Equal(t, exitFailure, text.code, "stderr: %s", text.stderr)
-	line := m.Replica + ": " + m.Partition + " offsets "
 	assert.Regexp(t, `(?m)^digests\s+NO: 1 digest differed`, text.stdout)
-	assert.True(t, strings.Contains(text.stdout, line) && strings.Contains(text.stdout, "(reread)"), "the mismatch is not listed:\n%s", text.stdout)
+	assert.Regexp(t, `(?m)^\s+broker \d+: topic\d+-\d+ offsets \d+-\d+ \(reread\) differ from epoch \d+'s leader, broker \d+$`, text.stdout,
+		"the mismatch is not listed")
 }
