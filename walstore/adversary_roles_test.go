@@ -239,6 +239,11 @@ func TestAdversaryRolesAfterRun(t *testing.T) {
 					s.into(t, from)
 					before := s.n.Role(tpA)
 					s.stop()
+					// A local-log call Run gave up on as it returned
+					// still finishes on its own goroutine; until it has,
+					// StopReplica is refused by design (see
+					// TestAdversaryRolesStopReplicaAfterRunWithAStuckCall).
+					synctest.Wait()
 					err := call.do(t.Context(), s)
 					if call.name == "StopReplica" {
 						require.NoError(t, err)
