@@ -58,14 +58,7 @@ func (w *world) startStoppable(id int32, cfg walstore.NodeConfig) (*walstore.Nod
 	cfg.Interval = 10 * time.Millisecond
 	cfg.Backoff = walstore.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}
 	cfg.Logger = discard()
-	cfg.OnProgress = func(p walstore.Progress) {
-		w.mu.Lock()
-		n := w.nodes[p.Leader]
-		w.mu.Unlock()
-		if n != nil {
-			n.RecordProgress(p)
-		}
-	}
+	cfg.OnProgress = w.relay
 	n, err := walstore.NewNode(cfg)
 	require.NoError(w.t, err)
 	w.mu.Lock()

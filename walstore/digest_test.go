@@ -124,14 +124,7 @@ func followerNode(t *testing.T, w *world, local storage.LocalLog, onMismatch fun
 	n, err := walstore.NewNode(walstore.NodeConfig{BrokerID: 2, Store: w.store(2), Log: w.meta, Local: local,
 		Interval: 10 * time.Millisecond, Backoff: walstore.Backoff{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 		Logger: discard(), OnDigestMismatch: onMismatch,
-		OnProgress: func(p walstore.Progress) {
-			w.mu.Lock()
-			l := w.nodes[p.Leader]
-			w.mu.Unlock()
-			if l != nil {
-				l.RecordProgress(p)
-			}
-		}})
+		OnProgress: w.relay})
 	require.NoError(t, err)
 	return n
 }

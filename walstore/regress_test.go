@@ -81,14 +81,7 @@ func (w *world) start(id int32, cfg walstore.NodeConfig) *walstore.Node {
 		cfg.Backoff = fast
 	}
 	cfg.Logger = discard()
-	cfg.OnProgress = func(p walstore.Progress) {
-		w.mu.Lock()
-		n := w.nodes[p.Leader]
-		w.mu.Unlock()
-		if n != nil {
-			n.RecordProgress(p)
-		}
-	}
+	cfg.OnProgress = w.relay
 	n, err := walstore.NewNode(cfg)
 	require.NoError(w.t, err)
 	w.mu.Lock()
@@ -102,6 +95,17 @@ func (w *world) start(id int32, cfg walstore.NodeConfig) *walstore.Node {
 		require.NoError(w.t, <-done, "broker %d's Run", id)
 	})
 	return n
+}
+
+// relay delivers a follower's progress to its leader's Node, as a
+// broker's fetch path carries it.
+func (w *world) relay(p walstore.Progress) {
+	w.mu.Lock()
+	n := w.nodes[p.Leader]
+	w.mu.Unlock()
+	if n != nil {
+		n.RecordProgress(p)
+	}
 }
 
 // settle lets d of simulated time pass, then waits until every goroutine
