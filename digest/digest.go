@@ -71,6 +71,7 @@ type Mismatch struct {
 // ErrMismatch is what every Mismatch matches with errors.Is.
 var ErrMismatch = errors.New("activetier: replica digest differs from the leader's")
 
+// Error names the partition, the range, the publisher and both values.
 func (m *Mismatch) Error() string {
 	return fmt.Sprintf("%v: %s: offsets %d-%d differ from epoch %d's leader (broker %d): digest %016x, published %016x",
 		ErrMismatch, m.Partition, m.From, m.To-1, m.Epoch, m.Publisher, m.Got, m.Want)
